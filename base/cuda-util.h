@@ -1,0 +1,43 @@
+/* CUDA runtime helpers shared by gpu-align and gpu-acc: device choice, error
+ * checks. Callable from C; implemented in cuda-util.cu (or the no-CUDA stub). */
+#ifndef KIO_CUDA_UTIL_H
+#define KIO_CUDA_UTIL_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of usable CUDA devices (0 when built without CUDA or none present).
+ * Initialises the CUDA runtime: never call it in a Check parent process. */
+int kio_cuda_device_count(void);
+/* Picks device 0 (or $KIO_CUDA_DEVICE) and fills a one-line description
+ * ("NVIDIA H200, 132 SMs, 139.8 GiB"). KIO_OK or KIO_ERR (logged). With
+ * wait != 0, waits (polling every 5 s, up to 10 minutes) for a device. */
+int kio_cuda_select(int wait, char *desc, int desc_len);
+/* 1 when KIO_CUDA_SYNC=1: synchronise and check after every launch. */
+int kio_cuda_debug_sync(void);
+
+#ifdef __cplusplus
+}
+
+#include <cuda_runtime.h>
+/* Checks a CUDA runtime call; on failure logs ERROR with the call text and
+ * returns KIO_ERR from the enclosing function. */
+#define KIO_CUDA_TRY(call)                                                   \
+  do {                                                                       \
+    cudaError_t kio_e_ = (call);                                             \
+    if (kio_e_ != cudaSuccess) {                                             \
+      kio_logf(KIO_LOG_ERROR, __func__, __FILE__, __LINE__, "CUDA error %s: %s", \
+               cudaGetErrorString(kio_e_), #call);                           \
+      return KIO_ERR;                                                        \
+    }                                                                        \
+  } while (0)
+/* After a kernel launch: checks the launch, and synchronises when debugging. */
+#define KIO_CUDA_LAUNCHED()                                                  \
+  do {                                                                       \
+    KIO_CUDA_TRY(cudaGetLastError());                                        \
+    if (kio_cuda_debug_sync()) KIO_CUDA_TRY(cudaDeviceSynchronize());        \
+  } while (0)
+#endif
+
+#endif

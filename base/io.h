@@ -1,0 +1,85 @@
+/* Kaldi rxfilename / wxfilename streams and basic binary/text value I/O.
+ *
+ * kio_input: "" or "-" (stdin), "cmd |" (popen), "file:OFFSET" (seek; the
+ * same open file is reused by kio_input_reopen), plain file.
+ * kio_output: "" or "-" (stdout), "| cmd" (popen), plain file.
+ * Closing a pipe checks its exit status (nonzero -> WARNING + KIO_ERR). */
+#ifndef KIO_IO_H
+#define KIO_IO_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  KIO_RX_INVALID = 0, KIO_RX_STDIN, KIO_RX_PIPE, KIO_RX_OFFSET, KIO_RX_FILE
+} kio_rx_kind;
+typedef enum {
+  KIO_WX_INVALID = 0, KIO_WX_STDOUT, KIO_WX_PIPE, KIO_WX_FILE
+} kio_wx_kind;
+
+kio_rx_kind kio_classify_rxfilename(const char *rx);
+kio_wx_kind kio_classify_wxfilename(const char *wx);
+
+typedef struct kio_input kio_input;   /* opaque */
+typedef struct kio_output kio_output; /* opaque */
+
+/* Opens rx; if binary != NULL, reads the header ("\0B" -> 1, else 0; a 0x00
+ * byte not followed by 'B' is an error). Logs ERROR naming rx on failure. */
+int kio_input_open(kio_input **in, const char *rx, int *binary);
+/* Like open, but if *in is already open on the same underlying file of a
+ * "file:OFFSET" form, only seeks. *in may be NULL (then opens). */
+int kio_input_reopen(kio_input **in, const char *rx, int *binary);
+FILE *kio_input_stream(kio_input *in);
+const char *kio_input_name(const kio_input *in);
+/* Closes; returns KIO_ERR (after a WARNING "Pipe X had nonzero return status
+ * N") when a pipe failed. Accepts NULL. */
+int kio_input_close(kio_input *in);
+
+/* Opens wx; writes "\0B" if binary && write_header. */
+int kio_output_open(kio_output **out, const char *wx, int binary, int write_header);
+FILE *kio_output_stream(kio_output *out);
+const char *kio_output_name(const kio_output *out);
+/* Flushes and closes; KIO_ERR on write failure or failed pipe. Accepts NULL. */
+int kio_output_close(kio_output *out);
+
+/* Reads "\0B" if present: sets *binary. Returns KIO_ERR on a 0x00 not followed
+ * by 'B'. Used by table readers for each archive object. */
+int kio_read_header(FILE *f, int *binary);
+
+/* ---- basic values (reference 1.2-1.4); all return KIO_OK or KIO_ERR and set
+ * kio_set_error() detail on failure. ---- */
+int kio_read_token(FILE *f, int binary, char *buf, size_t cap);
+int kio_expect_token(FILE *f, int binary, const char *token);
+void kio_write_token(FILE *f, int binary, const char *token);
+/* Next char without consuming (text: after skipping whitespace); EOF -> -1. */
+int kio_peek(FILE *f, int binary);
+/* If next char is '<' returns the following char (nothing consumed). */
+int kio_peek_token(FILE *f, int binary);
+
+int kio_read_int32(FILE *f, int binary, int32_t *v);
+void kio_write_int32(FILE *f, int binary, int32_t v);
+int kio_read_uint32(FILE *f, int binary, uint32_t *v);
+void kio_write_uint32(FILE *f, int binary, uint32_t v);
+int kio_read_uint16(FILE *f, int binary, uint16_t *v);
+void kio_write_uint16(FILE *f, int binary, uint16_t v);
+int kio_read_float(FILE *f, int binary, float *v);   /* accepts a double */
+void kio_write_float(FILE *f, int binary, float v);
+int kio_read_double(FILE *f, int binary, double *v); /* accepts a float */
+void kio_write_double(FILE *f, int binary, double v);
+int kio_read_bool(FILE *f, int binary, int *v);
+void kio_write_bool(FILE *f, int binary, int v);
+/* WriteIntegerVector format (1.4); *v malloc'd, owned by the caller. */
+int kio_read_int_vector(FILE *f, int binary, int32_t **v, int32_t *n);
+void kio_write_int_vector(FILE *f, int binary, const int32_t *v, int32_t n);
+/* Writes a float/double as C++ "<<" with precision 7 (text mode). */
+void kio_write_text_real(FILE *f, double v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,102 @@
+/* Forced alignment (CPU reference + CUDA) with Kaldi's gmm-align-compiled
+ * semantics: graph preparation, GMM log-likelihoods, FasterDecoder-exact
+ * Viterbi with beam pruning and retry, best path; and equal alignment. */
+#ifndef GALIGN_H
+#define GALIGN_H
+
+#include <stdint.h>
+#include "../base/fst.h"
+#include "../base/matrix.h"
+#include "../base/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  float beam;             /* 200 */
+  float retry_beam;       /* 0 = no retry */
+  float transition_scale; /* 1.0 */
+  float self_loop_scale;  /* 1.0 */
+  float acoustic_scale;   /* 1.0 */
+  int careful;            /* 0 */
+} galign_opts;
+void galign_opts_default(galign_opts *o);
+
+/* A graph ready for decoding: transition log-probs of the current model added
+ * with the three scales (reference 5.2), careful mode applied (5.4), and the
+ * pdfs it can reach listed so likelihoods are computed only for those. */
+typedef struct {
+  kio_fst fst;
+  int32_t num_pdfs_used;
+  int32_t *pdfs_used;   /* compact index -> pdf id (sorted ascending) */
+  int32_t *arc_pdf;     /* per arc: compact pdf index, -1 for ilabel 0 */
+} galign_graph;
+
+/* Returns KIO_ERR after logging "AddTransitionProbs: invalid symbol L on graph
+ * input side." for an ilabel > NumTransitionIds. tm may be NULL (no probs
+ * added, used by equal alignment). out's buffers are reused. */
+int galign_graph_prepare(const kio_fst *in, const kio_tmodel *tm,
+                         const galign_opts *o, galign_graph *out);
+void galign_graph_free(galign_graph *g);
+
+/* The AmDiagGmm flattened for likelihood computation. Owner: the struct. */
+typedef struct {
+  int32_t dim, num_pdfs, num_gauss;
+  int32_t *pdf_offset;   /* num_pdfs + 1; Gaussians of pdf j: [off[j], off[j+1]) */
+  float *gconst;         /* num_gauss */
+  float *means_invvars;  /* num_gauss * dim */
+  float *inv_vars;       /* num_gauss * dim */
+} galign_gmm;
+int galign_gmm_init(galign_gmm *g, const kio_am_gmm *am);
+void galign_gmm_free(galign_gmm *g);
+
+/* Result of aligning one utterance. Owner of ali / per_frame: the struct. */
+typedef struct {
+  int ok;             /* 1: aligned; 0: "Did not successfully decode" */
+  int retried;        /* 1 if the retry beam was used */
+  int32_t num_frames; /* feature rows */
+  int32_t *ali;       /* num_frames transition-ids when ok */
+  float like;         /* -(graph+acoustic cost) / acoustic_scale */
+  float score;        /* -(graph+acoustic cost) */
+  float *per_frame;   /* per-frame acoustic loglikes (only if requested) */
+} galign_result;
+void galign_result_free(galign_result *r);
+
+typedef enum { GALIGN_GPU_NO = 0, GALIGN_GPU_YES, GALIGN_GPU_OPTIONAL, GALIGN_GPU_WAIT } galign_use_gpu;
+/* "yes"|"no"|"optional"|"wait"; KIO_ERR on anything else. */
+int galign_parse_use_gpu(const char *s, galign_use_gpu *out);
+
+/* One aligner: the model on the chosen backend plus reusable work buffers. */
+typedef struct galign_aligner galign_aligner;
+/* mode NO -> CPU; OPTIONAL -> GPU if usable else CPU; YES/WAIT -> GPU or
+ * KIO_ERR. Logs one LOG line saying which backend is used. */
+int galign_aligner_new(galign_aligner **a, galign_use_gpu mode,
+                       const kio_tmodel *tm, const kio_am_gmm *am,
+                       const galign_opts *o);
+int galign_aligner_is_gpu(const galign_aligner *a);
+void galign_aligner_free(galign_aligner *a);
+
+/* Aligns n utterances (graphs prepared; feats rows >= 1). Per-utterance
+ * failures are results with ok = 0. Returns KIO_ERR (after an ERROR line)
+ * only for fatal problems Kaldi also dies on: dim mismatch, invalid
+ * likelihood, beams that make no sense. want_per_frame: fill per_frame. */
+int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *graphs,
+                       const kio_matrix *const *feats, int want_per_frame,
+                       galign_result *results);
+
+/* ---- equal alignment (reference 6.3) ---- */
+/* Kaldi's StringHasher(key) truncated to the int32 passed to srand. */
+uint32_t galign_key_seed(const char *key);
+/* Exact glibc srand()/rand() (TYPE_3) sequence, independent of the C library. */
+typedef struct { int32_t r[34]; int32_t k; int32_t ring[31]; int pos; } galign_rand;
+void galign_srand(galign_rand *g, uint32_t seed);
+int32_t galign_rand_next(galign_rand *g);
+/* Returns 1 and fills ali[0..length-1] on success; 0 on failure after
+ * logging Kaldi's warnings. The graph must be co-accessible. */
+int galign_equal_align(const kio_fst *g, int32_t length, uint32_t seed, int32_t *ali);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,44 @@
+#!/bin/bash
+# Runs the Check suites (from tests/data, so paths match the Kaldi fixture
+# commands) and the command-line tests in tests/cli/. Usage:
+#   tests/run-tests.sh [--gpu|--san] BUILD_DIR
+# A suite or script exiting 77 was skipped (it prints SKIP and why).
+set -u
+mode=all
+case "${1:-}" in --gpu) mode=gpu; shift ;; --san) mode=san; shift ;; esac
+build=${1:-build}
+top=$(cd "$(dirname "$0")/.." && pwd)
+pass=0; fail=0; skip=0; failed=""
+run_one() {  # name, command...
+  local name=$1; shift
+  local log; log=$(mktemp)
+  ( "$@" ) >"$log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then pass=$((pass+1)); echo "PASS: $name"
+  elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "SKIP: $name: $(grep -m1 SKIP "$log")"
+  else fail=$((fail+1)); failed="$failed $name"; echo "FAIL: $name (exit $rc)"; tail -n 40 "$log" | sed 's/^/    /'
+  fi
+  rm -f "$log"
+}
+for t in "$top/$build"/tests/check_*; do
+  [ -x "$t" ] || continue
+  n=$(basename "$t")
+  case "$mode:$n" in gpu:check_gpu_*|all:*|san:*) ;; *) continue ;; esac
+  run_one "$n" bash -c "cd '$top/tests/data' && '$t'"
+done
+if [ "$mode" != gpu ]; then
+  bindir="$top/gmmbin-gpu"; [ "$mode" = san ] && bindir="$top/$build/gmmbin-gpu"
+  for s in "$top"/tests/cli/*.sh; do
+    [ -f "$s" ] || continue
+    run_one "cli/$(basename "$s")" env BIN="$bindir" TOP="$top" bash "$s"
+  done
+else
+  for s in "$top"/tests/cli/gpu-*.sh; do
+    [ -f "$s" ] || continue
+    run_one "cli/$(basename "$s")" env BIN="$top/gmmbin-gpu" TOP="$top" bash "$s"
+  done
+fi
+echo "Summary: $pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ] || { echo "failed:$failed"; exit 1; }
+[ $((pass+fail)) -gt 0 ] || { echo "no test ran"; exit 1; }
+exit 0

@@ -1,0 +1,99 @@
+#include "test-util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+unsigned char *tu_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  unsigned char *buf = malloc(cap);
+  size_t got;
+  while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+    n += got;
+    if (n == cap) {
+      unsigned char *nb = realloc(buf, cap *= 2);
+      if (!nb) { free(buf); buf = NULL; }
+      else buf = nb;
+    }
+  }
+  fclose(f);
+  if (len) *len = n;
+  return buf;
+}
+
+int tu_files_equal(const char *a, const char *b) {
+  size_t la, lb;
+  unsigned char *x = tu_read_file(a, &la), *y = tu_read_file(b, &lb);
+  int eq = x && y && la == lb && memcmp(x, y, la) == 0;
+  free(x);
+  free(y);
+  return eq;
+}
+
+const char *tu_tmp_path(const char *name) {
+  static char dir[256];
+  static char bufs[8][512];
+  static int next;
+  if (!dir[0]) {
+    snprintf(dir, sizeof dir, "/tmp/kio-test-%d", (int)getpid());
+    mkdir(dir, 0700);
+  }
+  char *b = bufs[next++ & 7];
+  snprintf(b, 512, "%s/%s", dir, name);
+  return b;
+}
+
+int tu_run(const char *cmd, char **out) {
+  char *full = malloc(strlen(cmd) + 16);
+  sprintf(full, "(%s) 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  free(full);
+  if (!p) return -1;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  int c;
+  while ((c = fgetc(p)) != EOF) {
+    if (n + 1 >= cap) buf = realloc(buf, cap *= 2);
+    buf[n++] = (char)c;
+  }
+  buf[n] = 0;
+  int st = pclose(p);
+  if (out) *out = buf;
+  else free(buf);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int tu_run_suite(Suite *s) {
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int nf = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return nf == 0 ? 0 : 1;
+}
+
+#if KIO_HAVE_CUDA
+int kio_cuda_device_count(void); /* base/cuda-util.cu */
+#endif
+
+int tu_gpu_available(void) {
+  const char *why = "built without CUDA (./configure found no nvcc/cuBLAS)";
+#if KIO_HAVE_CUDA
+  pid_t pid = fork();
+  if (pid == 0) _exit(kio_cuda_device_count() > 0 ? 0 : 1);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 1;
+  why = "no usable CUDA device on this machine";
+#endif
+  printf("SKIP: %s\n", why);
+  if (getenv("KIO_REQUIRE_GPU") && atoi(getenv("KIO_REQUIRE_GPU"))) {
+    printf("KIO_REQUIRE_GPU=1: a GPU was required\n");
+    exit(1);
+  }
+  return 0;
+}

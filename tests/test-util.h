@@ -1,0 +1,24 @@
+/* Helpers shared by the Check suites. Suites run with cwd = tests/data. */
+#ifndef TEST_UTIL_H
+#define TEST_UTIL_H
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Whole file into a malloc'd buffer (NULL on failure); *len set. */
+unsigned char *tu_read_file(const char *path, size_t *len);
+/* 1 if the two files have identical bytes. */
+int tu_files_equal(const char *a, const char *b);
+/* A fresh path under a per-process temp dir (static buffer, rotates over 8). */
+const char *tu_tmp_path(const char *name);
+/* Runs a shell command, returns its exit status (0..255) and, if out != NULL,
+ * its combined stdout+stderr (malloc'd). */
+int tu_run(const char *cmd, char **out);
+/* Runs the suite: srunner with CK_FORK default; returns the process exit code. */
+int tu_run_suite(Suite *s);
+/* GPU suites: 1 if a CUDA device is usable, checked in a child process so
+ * CUDA is never initialised before Check forks. When none is found prints
+ * "SKIP: <why>" and returns 0 (KIO_REQUIRE_GPU=1 makes that a failure). */
+int tu_gpu_available(void);
+#define TU_EXIT_SKIP 77
+#endif
