@@ -1,8 +1,10 @@
 # Build: ./configure && make. Targets: all test test-gpu test-asan bench demo install clean.
+# A fresh checkout needs no set-up step: the first make installs the Debian
+# packages that are missing (tools/install-deps.sh) and runs ./configure.
 -include config.mk
-ifeq ($(wildcard config.mk),)
-$(error config.mk missing: run ./configure first)
-endif
+config.mk:
+	tools/install-deps.sh
+	./configure
 
 HAVE_CUDA ?= 0
 SAN ?=
@@ -51,11 +53,11 @@ $(BUILD)/%.cu.o: %.cu
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(BASE_LIB): $(call obj,$(BASE_C) $(BASE_CXX) $(BASE_CU))
-	@rm -f $@; ar rcs $@ $^
+	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
 $(ALIGN_LIB): $(call obj,$(ALIGN_C) $(ALIGN_CU))
-	@rm -f $@; ar rcs $@ $^
+	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
 $(ACC_LIB): $(call obj,$(ACC_C) $(ACC_CU))
-	@rm -f $@; ar rcs $@ $^
+	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
 
 # Programs are linked with the C++ driver because of the OpenFst bridge.
 gmmbin-gpu/%: $(BUILD)/gmmbin-gpu/%.c.o $(LIBS)

@@ -89,7 +89,7 @@ int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *grap
 /* Kaldi's StringHasher(key) truncated to the int32 passed to srand. */
 uint32_t galign_key_seed(const char *key);
 /* Exact glibc srand()/rand() (TYPE_3) sequence, independent of the C library. */
-typedef struct { int32_t r[34]; int32_t k; int32_t ring[31]; int pos; } galign_rand;
+typedef struct { int32_t state[31]; int f, r; } galign_rand; /* glibc TYPE_3 ring, front/rear */
 void galign_srand(galign_rand *g, uint32_t seed);
 int32_t galign_rand_next(galign_rand *g);
 /* Returns 1 and fills ali[0..length-1] on success; 0 on failure after

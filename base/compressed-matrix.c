@@ -1,0 +1,301 @@
+/* Kaldi CompressedMatrix (reference 2.3): reading + bit-exact decompression
+ * of CM / CM2 / CM3 and compression with Kaldi's methods 1..7.
+ *
+ * Bit-exactness: every expression below mirrors the C++ evaluation order and
+ * types of matrix/compressed-matrix.cc (float vs double at each step). The
+ * Makefile builds with -ffp-contract=off, so no FMA changes the rounding. */
+#include "compressed-matrix.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+#include "log.h"
+
+/* Stored layout after the token (the in-memory 'format' is implied by it). */
+typedef struct { float min_value, range; int32_t num_rows, num_cols; } cm_header;
+typedef struct { uint16_t p0, p25, p75, p100; } cm_colhdr;
+
+/* C++ static_cast<int>(double) as x86 does it: out-of-range and NaN give
+ * INT32_MIN (cvttsd2si), which Kaldi's clamps then map deterministically. */
+static int trunc_int(double x) {
+  if (!(x > -2147483649.0 && x < 2147483648.0)) return INT32_MIN;
+  return (int)x;
+}
+
+/* Uint16ToFloat: min_value + range * 1.52590218966964e-05F * value, all float. */
+static float u16_to_float(const cm_header *h, uint16_t v) {
+  float step = h->range * 1.52590218966964e-05F;
+  float t = step * (float)v;
+  return h->min_value + t;
+}
+
+/* CharToFloat: the product (diff * int) is float, the scale by the reciprocal
+ * constant and the final addition are double, the result rounded to float. */
+static float char_to_float(float p0, float p25, float p75, float p100, uint8_t b) {
+  if (b <= 64) {
+    float d = (p25 - p0) * (float)b;
+    return (float)((double)p0 + (double)d * (1 / 64.0));
+  } else if (b <= 192) {
+    float d = (p75 - p25) * (float)(b - 64);
+    return (float)((double)p25 + (double)d * (1 / 128.0));
+  } else {
+    float d = (p100 - p75) * (float)(b - 192);
+    return (float)((double)p75 + (double)d * (1 / 63.0));
+  }
+}
+
+static int read_exact(FILE *f, void *buf, size_t n) {
+  return n == 0 || fread(buf, 1, n, f) == n;
+}
+
+int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
+  char tok[64];
+  if (kio_read_token(f, 1, tok, sizeof tok) != KIO_OK) return KIO_ERR;
+  int format;
+  if (strcmp(tok, "CM") == 0) format = 1;
+  else if (strcmp(tok, "CM2") == 0) format = 2;
+  else if (strcmp(tok, "CM3") == 0) format = 3;
+  else {
+    kio_set_error("Unexpected token %s, expecting CM, CM2 or CM3", tok);
+    return KIO_ERR;
+  }
+  unsigned char hb[16];
+  if (!read_exact(f, hb, 16)) {
+    kio_set_error("Failed to read compressed-matrix header (truncated)");
+    return KIO_ERR;
+  }
+  cm_header h;
+  memcpy(&h.min_value, hb, 4);
+  memcpy(&h.range, hb + 4, 4);
+  memcpy(&h.num_rows, hb + 8, 4);
+  memcpy(&h.num_cols, hb + 12, 4);
+  if (h.num_cols == 0) {  /* empty matrix: nothing follows */
+    kio_matrix_resize(m, 0, 0);
+    return KIO_OK;
+  }
+  if (h.num_rows < 0 || h.num_cols < 0 ||
+      (int64_t)h.num_rows * h.num_cols > INT32_MAX) {
+    kio_set_error("Bad compressed-matrix size %d x %d", h.num_rows, h.num_cols);
+    return KIO_ERR;
+  }
+  size_t rows = (size_t)h.num_rows, cols = (size_t)h.num_cols, n = rows * cols;
+  size_t data_bytes = format == 1 ? cols * sizeof(cm_colhdr) + n
+                      : format == 2 ? 2 * n : n;
+  unsigned char *buf = malloc(data_bytes ? data_bytes : 1);
+  if (!buf) {
+    kio_set_error("Out of memory reading %zu-byte compressed matrix", data_bytes);
+    return KIO_ERR;
+  }
+  if (!read_exact(f, buf, data_bytes)) {
+    free(buf);
+    kio_set_error("Failed to read compressed-matrix data (%d x %d, CM%s): "
+                  "truncated", h.num_rows, h.num_cols,
+                  format == 1 ? "" : format == 2 ? "2" : "3");
+    return KIO_ERR;
+  }
+  if (rows == 0) {  /* data consumed; an empty matrix as far as we care */
+    free(buf);
+    kio_matrix_resize(m, 0, 0);
+    return KIO_OK;
+  }
+  if (kio_matrix_resize(m, h.num_rows, h.num_cols) != KIO_OK) {
+    free(buf);
+    return KIO_ERR;
+  }
+  float *out = m->data;
+  if (format == 1) {
+    const unsigned char *bytes = buf + cols * sizeof(cm_colhdr);
+    for (size_t c = 0; c < cols; c++) {
+      cm_colhdr ch;
+      memcpy(&ch, buf + c * sizeof(cm_colhdr), sizeof ch);
+      float p0 = u16_to_float(&h, ch.p0), p25 = u16_to_float(&h, ch.p25),
+            p75 = u16_to_float(&h, ch.p75), p100 = u16_to_float(&h, ch.p100);
+      const unsigned char *col = bytes + c * rows;  /* column-major bytes */
+      for (size_t r = 0; r < rows; r++)
+        out[r * cols + c] = char_to_float(p0, p25, p75, p100, col[r]);
+    }
+  } else {
+    /* increment = range * (1.0/65535.0) in double, stored as float; value =
+     * min_value + data * increment in float. */
+    float inc = (float)((double)h.range * (format == 2 ? 1.0 / 65535.0 : 1.0 / 255.0));
+    float minv = h.min_value;
+    if (format == 2) {
+      for (size_t i = 0; i < n; i++) {
+        uint16_t v;
+        memcpy(&v, buf + 2 * i, 2);
+        out[i] = minv + (float)v * inc;
+      }
+    } else {
+      for (size_t i = 0; i < n; i++) out[i] = minv + (float)buf[i] * inc;
+    }
+  }
+  free(buf);
+  return KIO_OK;
+}
+
+/* ---- compression ---- */
+
+static uint16_t float_to_u16(const cm_header *h, float value) {
+  float f = (value - h->min_value) / h->range;
+  if (f > 1.0) f = 1.0f;
+  if (f < 0.0) f = 0.0f;
+  return (uint16_t)trunc_int((double)(f * 65535.0f) + 0.499);
+}
+
+static uint8_t float_to_u8(const cm_header *h, float value) {
+  float f = (value - h->min_value) / h->range;
+  if (f > 1.0) f = 1.0f;
+  if (f < 0.0) f = 0.0f;
+  return (uint8_t)trunc_int((double)(f * 255.0f) + 0.499);
+}
+
+static uint8_t float_to_char(float p0, float p25, float p75, float p100, float v) {
+  int ans;
+  if (v < p25) {
+    float f = (v - p0) / (p25 - p0);
+    ans = trunc_int((double)(f * 64.0f) + 0.5);
+    if (ans < 0) ans = 0;
+    if (ans > 64) ans = 64;
+  } else if (v < p75) {
+    float f = (v - p25) / (p75 - p25);
+    ans = 64 + trunc_int((double)(f * 128.0f) + 0.5);
+    if (ans < 64) ans = 64;
+    if (ans > 192) ans = 192;
+  } else {
+    float f = (v - p75) / (p100 - p75);
+    ans = 192 + trunc_int((double)(f * 63.0f) + 0.5);
+    if (ans < 192) ans = 192;
+    if (ans > 255) ans = 255;
+  }
+  return (uint8_t)ans;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+static uint16_t u16_min(int a, int b) { return (uint16_t)(a < b ? a : b); }
+static uint16_t u16_max(int a, int b) { return (uint16_t)(a > b ? a : b); }
+
+/* ComputeColHeader. Kaldi's nth_element sequence leaves exactly the order
+ * statistics at 0, n/4, 3(n/4), n-1, so sorting gives the same values. */
+static void col_header(const cm_header *h, float *sorted, int n, cm_colhdr *ch) {
+  qsort(sorted, (size_t)n, sizeof(float), cmp_float);
+  if (n >= 5) {
+    int q = n / 4;
+    ch->p0 = u16_min(float_to_u16(h, sorted[0]), 65532);
+    ch->p25 = u16_min(u16_max(float_to_u16(h, sorted[q]), ch->p0 + 1), 65533);
+    ch->p75 = u16_min(u16_max(float_to_u16(h, sorted[3 * q]), ch->p25 + 1), 65534);
+    ch->p100 = u16_max(float_to_u16(h, sorted[n - 1]), ch->p75 + 1);
+  } else {
+    ch->p0 = u16_min(float_to_u16(h, sorted[0]), 65532);
+    ch->p25 = n > 1 ? u16_min(u16_max(float_to_u16(h, sorted[1]), ch->p0 + 1), 65533)
+                    : (uint16_t)(ch->p0 + 1);
+    ch->p75 = n > 2 ? u16_min(u16_max(float_to_u16(h, sorted[2]), ch->p25 + 1), 65534)
+                    : (uint16_t)(ch->p25 + 1);
+    ch->p100 = n > 3 ? u16_max(float_to_u16(h, sorted[3]), ch->p75 + 1)
+                     : (uint16_t)(ch->p75 + 1);
+  }
+}
+
+static void put_header(unsigned char *p, const cm_header *h) {
+  memcpy(p, &h->min_value, 4);
+  memcpy(p + 4, &h->range, 4);
+  memcpy(p + 8, &h->num_rows, 4);
+  memcpy(p + 12, &h->num_cols, 4);
+}
+
+int kio_matrix_write_compressed(FILE *f, const kio_matrix *m, int method) {
+  if (method < KIO_CM_AUTO || method > KIO_CM_ONE_BYTE_ZERO_ONE) {
+    kio_set_error("Invalid compression type: %d", method);
+    return KIO_ERR;
+  }
+  if (m->rows == 0 || m->cols == 0) {
+    /* Kaldi writes "CM " + 20 bytes here (its format field included), which
+     * its own reader mis-parses; we write the 16 bytes the reader consumes. */
+    cm_header h = {0.0f, 0.0f, 0, 0};
+    unsigned char hb[16];
+    put_header(hb, &h);
+    kio_write_token(f, 1, "CM");
+    if (fwrite(hb, 1, 16, f) != 16 || ferror(f)) {
+      kio_set_error("Error writing compressed matrix to stream.");
+      return KIO_ERR;
+    }
+    return KIO_OK;
+  }
+  size_t rows = (size_t)m->rows, cols = (size_t)m->cols, n = rows * cols;
+  const float *d = m->data;
+  if (method == KIO_CM_AUTO)
+    method = m->rows > 8 ? KIO_CM_SPEECH_FEATURE : KIO_CM_TWO_BYTE_AUTO;
+  int format = method == KIO_CM_SPEECH_FEATURE ? 1
+               : (method == KIO_CM_TWO_BYTE_AUTO || method == KIO_CM_TWO_BYTE_SIGNED_INT) ? 2 : 3;
+  cm_header h = {0.0f, 0.0f, m->rows, m->cols};
+  switch (method) {
+    case KIO_CM_SPEECH_FEATURE: case KIO_CM_TWO_BYTE_AUTO: case KIO_CM_ONE_BYTE_AUTO: {
+      float mn = d[0], mx = d[0];
+      for (size_t i = 0; i < n; i++) {
+        if (d[i] < mn) mn = d[i];
+        if (d[i] > mx) mx = d[i];
+      }
+      if (mx == mn) mx = (float)((double)mn + (1.0 + fabs((double)mn)));
+      if (!isfinite(mn) || !isfinite(mx)) {
+        kio_set_error("Cannot compress a matrix with Nan's or Inf's");
+        return KIO_ERR;
+      }
+      h.min_value = mn;
+      h.range = mx - mn;
+      if (!(h.range > 0.0f)) {
+        kio_set_error("Cannot compress matrix: zero range");
+        return KIO_ERR;
+      }
+      break;
+    }
+    case KIO_CM_TWO_BYTE_SIGNED_INT: h.min_value = -32768.0f; h.range = 65535.0f; break;
+    case KIO_CM_ONE_BYTE_UNSIGNED_INT: h.min_value = 0.0f; h.range = 255.0f; break;
+    default: h.min_value = 0.0f; h.range = 1.0f; break;  /* zero-one */
+  }
+  size_t bytes = format == 1 ? cols * sizeof(cm_colhdr) + n : format == 2 ? 2 * n : n;
+  unsigned char *buf = malloc(16 + bytes);
+  float *col = format == 1 ? malloc(rows * sizeof(float)) : NULL;
+  if (!buf || (format == 1 && !col)) {
+    free(buf);
+    free(col);
+    kio_set_error("Out of memory compressing %zu x %zu matrix", rows, cols);
+    return KIO_ERR;
+  }
+  put_header(buf, &h);
+  unsigned char *p = buf + 16;
+  if (format == 1) {
+    unsigned char *bytes_out = p + cols * sizeof(cm_colhdr);
+    for (size_t c = 0; c < cols; c++) {
+      for (size_t r = 0; r < rows; r++) col[r] = d[r * cols + c];
+      cm_colhdr ch;
+      col_header(&h, col, (int)rows, &ch);
+      memcpy(p + c * sizeof ch, &ch, sizeof ch);
+      float p0 = u16_to_float(&h, ch.p0), p25 = u16_to_float(&h, ch.p25),
+            p75 = u16_to_float(&h, ch.p75), p100 = u16_to_float(&h, ch.p100);
+      for (size_t r = 0; r < rows; r++)
+        bytes_out[c * rows + r] = float_to_char(p0, p25, p75, p100, d[r * cols + c]);
+    }
+  } else if (format == 2) {
+    for (size_t i = 0; i < n; i++) {
+      uint16_t v = float_to_u16(&h, d[i]);
+      memcpy(p + 2 * i, &v, 2);
+    }
+  } else {
+    for (size_t i = 0; i < n; i++) p[i] = float_to_u8(&h, d[i]);
+  }
+  kio_write_token(f, 1, format == 1 ? "CM" : format == 2 ? "CM2" : "CM3");
+  int ok = fwrite(buf, 1, 16 + bytes, f) == 16 + bytes && !ferror(f);
+  free(buf);
+  free(col);
+  if (!ok) {
+    kio_set_error("Error writing compressed matrix to stream.");
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}

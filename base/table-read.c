@@ -1,0 +1,199 @@
+/* Sequential table readers over archives and scp files (reference 1.9). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "io-internal.h"
+#include "log.h"
+#include "table-internal.h"
+
+enum { S_HAVE_LINE, S_HAVE_OBJECT, S_EOF, S_ERROR };
+
+struct kio_seq_reader {
+  const kio_holder *h;
+  kio_rspec spec;
+  char *rspecifier;
+  int state;
+  kio_input *in;      /* archive, or the scp file */
+  char *key;          /* current key (archive: growing buffer) */
+  size_t keycap;
+  void *obj;
+  char *err_key;      /* key at which a read error happened (for the message) */
+  /* scp only */
+  char *line;
+  size_t linecap;
+  kio_input *data_in; /* the object file currently open */
+  char *data_rx, *range;          /* of the current line */
+  char *loaded_rx, *loaded_range; /* what obj holds, if S_HAVE_OBJECT */
+};
+
+static void set_err_key(kio_seq_reader *r, const char *key) {
+  free(r->err_key);
+  r->err_key = key ? strdup(key) : NULL;
+}
+
+static void ark_next(kio_seq_reader *r) {
+  int ret = kio_ark_read_entry(kio_input_stream(r->in), r->spec.filename, r->h,
+                               &r->key, &r->keycap, r->obj);
+  if (ret == KIO_OK) {
+    r->state = S_HAVE_OBJECT;
+  } else if (ret == KIO_EOF) {
+    r->state = S_EOF;
+  } else {
+    r->state = S_ERROR;
+    set_err_key(r, r->key);
+  }
+}
+
+/* Loads the object of the current scp line unless obj already holds it. */
+static int scp_ensure_loaded(kio_seq_reader *r) {
+  if (r->state == S_HAVE_OBJECT && r->loaded_rx && !strcmp(r->loaded_rx, r->data_rx) &&
+      !strcmp(r->loaded_range, r->range))
+    return KIO_OK;
+  free(r->loaded_rx);
+  free(r->loaded_range);
+  r->loaded_rx = r->loaded_range = NULL;
+  r->state = S_HAVE_LINE;
+  if (kio_scp_load(&r->data_in, r->data_rx, r->range, r->h, r->obj) != KIO_OK)
+    return KIO_ERR;
+  r->loaded_rx = strdup(r->data_rx);
+  r->loaded_range = strdup(r->range);
+  if (!r->loaded_rx || !r->loaded_range) return KIO_ERR;
+  r->state = S_HAVE_OBJECT;
+  return KIO_OK;
+}
+
+static void scp_next_line(kio_seq_reader *r) {
+  char *key, *rest;
+  int ret = kio_scp_next_line(kio_input_stream(r->in), &r->line, &r->linecap, &key, &rest);
+  if (ret == KIO_EOF) {
+    r->state = S_EOF;
+    return;
+  }
+  if (ret != KIO_OK) {
+    KIO_WARN("We got an invalid line in the scp file. It should look like: "
+             "some_key 1.ark:10, got: %s", r->line ? r->line : "");
+    r->state = S_ERROR;
+    set_err_key(r, NULL);
+    return;
+  }
+  char *rx, *range;
+  if (kio_scp_split_range(rest, &rx, &range) != KIO_OK) {
+    KIO_WARN("Reading rspecifier '%s', cannot make sense of scp line %s %s",
+             r->rspecifier, key, rest);
+    r->state = S_ERROR;
+    set_err_key(r, key);
+    return;
+  }
+  free(r->data_rx);
+  free(r->range);
+  r->data_rx = rx;
+  r->range = range;
+  r->key = key; /* points into r->line */
+  if (r->state != S_HAVE_OBJECT) r->state = S_HAVE_LINE;
+}
+
+static void scp_next(kio_seq_reader *r) {
+  for (;;) {
+    scp_next_line(r);
+    if (r->state == S_EOF || r->state == S_ERROR) return;
+    if (!r->spec.permissive) return; /* loaded lazily by value() */
+    if (scp_ensure_loaded(r) == KIO_OK) return;
+    /* permissive: unreadable entries are skipped */
+  }
+}
+
+int kio_seq_open(kio_seq_reader **pr, const char *rspecifier, const kio_holder *h) {
+  *pr = NULL;
+  kio_seq_reader *r = calloc(1, sizeof *r);
+  if (!r) return KIO_ERR;
+  r->h = h;
+  r->rspecifier = strdup(rspecifier ? rspecifier : "");
+  r->obj = kio_obj_new(h);
+  if (!r->rspecifier || !r->obj) goto fail;
+  if (kio_parse_rspecifier(rspecifier, &r->spec) != KIO_OK) {
+    KIO_ERROR("Error constructing TableReader: rspecifier is %s", rspecifier);
+    goto fail_quiet;
+  }
+  kio_clear_error();
+  if (kio_input_reopen_q(&r->in, r->spec.filename, NULL, 1) != KIO_OK) {
+    if (r->spec.kind == KIO_SPEC_SCRIPT)
+      KIO_WARN("Error opening script file: %s (%s)", kio_printable_rx(r->spec.filename),
+               kio_last_error());
+    else
+      KIO_WARN("Failed to open stream %s (%s)", kio_printable_rx(r->spec.filename),
+               kio_last_error());
+    goto fail;
+  }
+  r->state = S_HAVE_LINE;
+  if (r->spec.kind == KIO_SPEC_ARCHIVE) ark_next(r);
+  else scp_next(r);
+  *pr = r;
+  return KIO_OK;
+fail:
+  KIO_ERROR("Error constructing TableReader: rspecifier is %s", rspecifier);
+fail_quiet:
+  r->spec.permissive = 1; /* nothing more to report */
+  kio_seq_close(r);
+  return KIO_ERR;
+}
+
+int kio_seq_done(kio_seq_reader *r) {
+  return !r || r->state == S_EOF || r->state == S_ERROR;
+}
+
+const char *kio_seq_key(kio_seq_reader *r) {
+  return kio_seq_done(r) ? "" : r->key;
+}
+
+void *kio_seq_value(kio_seq_reader *r) {
+  if (kio_seq_done(r)) {
+    KIO_ERROR("Value() called at the end of table %s", r ? r->rspecifier : "");
+    return NULL;
+  }
+  if (r->spec.kind == KIO_SPEC_SCRIPT && scp_ensure_loaded(r) != KIO_OK) {
+    KIO_ERROR("Failed to load object from %s (to suppress this error, add the "
+              "permissive (p, ) option to the rspecifier.",
+              kio_printable_rx(r->data_rx));
+    return NULL;
+  }
+  return r->obj;
+}
+
+void kio_seq_next(kio_seq_reader *r) {
+  if (kio_seq_done(r)) return;
+  if (r->spec.kind == KIO_SPEC_ARCHIVE) ark_next(r);
+  else scp_next(r);
+}
+
+int kio_seq_close(kio_seq_reader *r) {
+  if (!r) return KIO_OK;
+  int pipe_failed = kio_input_close(r->in) != KIO_OK;
+  kio_input_close(r->data_in);
+  int ret = KIO_OK;
+  if (r->state == S_ERROR || pipe_failed) {
+    const char *what = r->spec.kind == KIO_SPEC_SCRIPT ? "scp file" : "archive";
+    if (r->spec.permissive) {
+      KIO_WARN("Error detected closing TableReader for %s %s but ignoring it as "
+               "permissive mode specified.", what, kio_printable_rx(r->spec.filename));
+    } else {
+      if (r->state == S_ERROR && r->err_key)
+        KIO_ERROR("TableReader: error detected closing %s %s (read error at key %s)",
+                  what, kio_printable_rx(r->spec.filename), r->err_key);
+      else
+        KIO_ERROR("TableReader: error detected closing %s %s", what,
+                  kio_printable_rx(r->spec.filename));
+      ret = KIO_ERR;
+    }
+  }
+  if (r->obj) kio_obj_delete(r->h, r->obj);
+  if (r->spec.kind == KIO_SPEC_ARCHIVE) free(r->key);
+  free(r->rspecifier);
+  free(r->err_key);
+  free(r->line);
+  free(r->data_rx);
+  free(r->range);
+  free(r->loaded_rx);
+  free(r->loaded_range);
+  free(r);
+  return ret;
+}

@@ -1,0 +1,2 @@
+build-equal/base/log.c.o: base/log.c base/log.h
+base/log.h:

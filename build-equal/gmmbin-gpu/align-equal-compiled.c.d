@@ -1,0 +1,18 @@
+build-equal/gmmbin-gpu/align-equal-compiled.c.o: \
+ gmmbin-gpu/align-equal-compiled.c gmmbin-gpu/../base/fst.h \
+ gmmbin-gpu/../base/table.h gmmbin-gpu/../base/log.h \
+ gmmbin-gpu/../base/matrix.h gmmbin-gpu/../base/options.h \
+ gmmbin-gpu/../base/table.h gmmbin-gpu/../gpu-align/gpu-align.h \
+ gmmbin-gpu/../gpu-align/../base/fst.h \
+ gmmbin-gpu/../gpu-align/../base/matrix.h \
+ gmmbin-gpu/../gpu-align/../base/model.h
+gmmbin-gpu/../base/fst.h:
+gmmbin-gpu/../base/table.h:
+gmmbin-gpu/../base/log.h:
+gmmbin-gpu/../base/matrix.h:
+gmmbin-gpu/../base/options.h:
+gmmbin-gpu/../base/table.h:
+gmmbin-gpu/../gpu-align/gpu-align.h:
+gmmbin-gpu/../gpu-align/../base/fst.h:
+gmmbin-gpu/../gpu-align/../base/matrix.h:
+gmmbin-gpu/../gpu-align/../base/model.h:

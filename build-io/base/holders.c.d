@@ -1,0 +1,5 @@
+build-io/base/holders.c.o: base/holders.c base/io.h base/log.h \
+ base/table.h
+base/io.h:
+base/log.h:
+base/table.h:

@@ -1,0 +1,1 @@
+build-mat-san/base/cuda-util-nocuda.c.o: base/cuda-util-nocuda.c

@@ -1,0 +1,4 @@
+build-mat-san/base/specifier.c.o: base/specifier.c base/log.h \
+ base/table.h
+base/log.h:
+base/table.h:

@@ -1,0 +1,1 @@
+build-mat/base/cuda-util-nocuda.c.o: base/cuda-util-nocuda.c

@@ -1,0 +1,1 @@
+build-model/base/cuda-util-nocuda.c.o: base/cuda-util-nocuda.c

@@ -1,0 +1,2 @@
+build-model/gpu-align/align-cuda-nocuda.c.o: \
+ gpu-align/align-cuda-nocuda.c

@@ -1,0 +1,140 @@
+/* align-equal-compiled: equally spaced alignments to start training
+ * (reference 6.1-6.2), a drop-in for Kaldi's bin/align-equal-compiled. Only
+ * graph topology is used; the work is tiny, so it runs on the CPU.
+ *
+ * Log lines carry Kaldi's own function/file/line so logs diff cleanly. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../base/fst.h"
+#include "../base/log.h"
+#include "../base/matrix.h"
+#include "../base/options.h"
+#include "../base/table.h"
+#include "../gpu-align/gpu-align.h"
+
+#define SRC "align-equal-compiled.cc"
+#define WARN_AT(line, ...) KIO_LOG_AT(KIO_LOG_WARNING, "main", SRC, (line), __VA_ARGS__)
+
+static const char *const kUsage =
+    "Write an equally spaced alignment (for getting training started)"
+    "Usage:  align-equal-compiled <graphs-rspecifier> <features-rspecifier> "
+    "<alignments-wspecifier>\n"
+    "e.g.: \n"
+    " align-equal-compiled 1.mdl 1.fsts scp:train.scp ark:equal.ali\n";
+
+/* What Kaldi's main() prints after catching a KaldiFatalError (the ERROR line
+ * has already been logged where the problem was found). */
+static int fatal(void) {
+  fflush(stdout);
+  fputs("kaldi::KaldiFatalError", stderr);
+  return 255;
+}
+
+/* An error from a reader/writer destructor in Kaldi cannot propagate: the
+ * runtime prints this and aborts (exit status 134). */
+static int terminate_134(void) {
+  fflush(stdout);
+  fputs("terminate called after throwing an instance of 'kaldi::KaldiFatalError'\n"
+        "  what():  kaldi::KaldiFatalError\n", stderr);
+  return 134;
+}
+
+int main(int argc, char **argv) {
+  kio_opts *po = kio_opts_new(kUsage);
+  int binary = 1;  /* registered for compatibility; the wspecifier decides */
+  kio_opts_bool(po, "binary", &binary, "Write output in binary mode");
+  int st = kio_opts_parse(po, argc, argv);
+  if (st == KIO_OPTS_HELP) { kio_opts_free(po); return 0; }
+  if (st != KIO_OPTS_OK) { kio_opts_free(po); return fatal(); }
+  if (kio_opts_num_args(po) != 3) {
+    kio_opts_print_usage(po);
+    kio_opts_free(po);
+    return 1;
+  }
+
+  kio_seq_reader *graphs = NULL;
+  kio_ra_reader *feats = NULL;
+  kio_writer *writer = NULL;
+  /* Opened in Kaldi's order, so the first bad specifier is the one reported. */
+  if (kio_seq_open(&graphs, kio_opts_arg(po, 1), &kio_fst_holder) != KIO_OK ||
+      kio_ra_open(&feats, kio_opts_arg(po, 2), &kio_matrix_holder) != KIO_OK ||
+      kio_writer_open(&writer, kio_opts_arg(po, 3), &kio_int_vec_holder) != KIO_OK) {
+    kio_opts_free(po);
+    return fatal();
+  }
+
+  long done = 0, no_feat = 0, error = 0;
+  kio_int_vec ali = {0, NULL};
+  size_t ali_cap = 0;
+  int ret = -1;
+  for (; !kio_seq_done(graphs); kio_seq_next(graphs)) {
+    const char *key = kio_seq_key(graphs);
+    if (!kio_ra_has_key(feats, key)) {
+      WARN_AT(69, "No features for utterance %s", key);
+      no_feat++;
+      continue;
+    }
+    const kio_matrix *m = kio_ra_value(feats, key);
+    const kio_fst *fst = m ? kio_seq_value(graphs) : NULL;
+    if (!m || !fst) goto fatal_exit;  /* the reader logged the ERROR */
+    if (m->rows == 0) {
+      WARN_AT(79, "Zero-length utterance: %s", key);
+      error++;
+      continue;
+    }
+    if (fst->start < 0) {
+      WARN_AT(84, "Empty decoding graph for %s", key);
+      error++;
+      continue;
+    }
+    if ((size_t)m->rows > ali_cap) {
+      int32_t *v = realloc(ali.v, (size_t)m->rows * sizeof *v);
+      if (!v) {
+        KIO_ERROR("out of memory for an alignment of %d frames", (int)m->rows);
+        goto fatal_exit;
+      }
+      ali.v = v;
+      ali_cap = (size_t)m->rows;
+    }
+    if (galign_equal_align(fst, m->rows, galign_key_seed(key), ali.v)) {
+      ali.n = m->rows;
+      if (!writer) {  /* empty wspecifier: Kaldi dies on the first Write */
+        KIO_ERROR("Trying to use empty TableWriter (perhaps you passed the empty "
+                  "string as an argument to a program?)");
+        goto fatal_exit;
+      }
+      if (kio_writer_write(writer, key, &ali) != KIO_OK) goto fatal_exit;
+      done++;
+    } else {
+      WARN_AT(100, "AlignEqual: did not align utterence %s", key);  /* sic */
+      error++;
+    }
+  }
+
+  if (done != 0 && no_feat == 0 && error == 0)
+    KIO_LOG_AT(KIO_LOG_INFO, "main", SRC, 107, "Success: done %ld utterances.", done);
+  else
+    WARN_AT(109, "Computed %ld alignments; %ld lacked features, %ld had other errors.",
+            done, no_feat, error);
+  ret = done != 0 ? 0 : 1;
+
+  /* Kaldi destroys the writer, then the feature reader, then the graph
+   * reader; the first that fails terminates the program. */
+  int closed_ok = kio_writer_close(writer) == KIO_OK;
+  writer = NULL;
+  closed_ok = closed_ok && kio_ra_close(feats) == KIO_OK;
+  feats = NULL;
+  closed_ok = closed_ok && kio_seq_close(graphs) == KIO_OK;
+  graphs = NULL;
+  free(ali.v);
+  kio_opts_free(po);
+  return closed_ok ? ret : terminate_134();
+
+fatal_exit:
+  /* Kaldi unwinds: the writer is closed so what was written is kept. */
+  if (writer) kio_writer_close(writer);
+  free(ali.v);
+  kio_opts_free(po);
+  return fatal();
+}

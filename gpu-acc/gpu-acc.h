@@ -1,0 +1,91 @@
+/* GMM and transition statistics along alignments, as Kaldi's
+ * gmm-acc-stats-ali accumulates them (reference section 4), on the CPU or a
+ * CUDA device, and the .acc writer (4.3).
+ *
+ * Usage: gacc_new() for a model and a backend; gacc_accumulate_batch() as
+ * often as needed (utterances already checked by the program: alignment
+ * present and of the right length); gacc_get_stats() copies the totals to
+ * the host; gacc_stats_write() writes the file. */
+#ifndef GACC_H
+#define GACC_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "../base/matrix.h"
+#include "../base/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Host copy of the statistics. Gaussian g of pdf j is g = off[j] + m.
+ * Owner of every array: the struct (gacc_stats_free). */
+typedef struct {
+  int32_t num_tids;     /* tacc has num_tids + 1 entries, [0] for tid 0 */
+  int32_t num_pdfs, dim, num_gauss;
+  int32_t *pdf_offset;  /* num_pdfs + 1 */
+  double *tacc;         /* num_tids + 1 transition counts */
+  double *occ;          /* num_gauss occupancies */
+  double *mean_acc;     /* num_gauss * dim, sum of gamma * x */
+  double *var_acc;      /* num_gauss * dim, sum of gamma * x^2 */
+  double total_like;    /* sum over frames of the float log-likelihood */
+  double total_frames;
+} gacc_stats;
+
+/* Zeroed statistics shaped for the model. KIO_OK or KIO_ERR (logged). */
+int gacc_stats_init(gacc_stats *s, const kio_tmodel *tm, const kio_am_gmm *am);
+void gacc_stats_free(gacc_stats *s);
+
+/* Writes the stats file body of 4.3 (transition vector, <NUMPDFS>, one
+ * <GMMACCS> per pdf with FLAGS 15, totals) to an open stream; the "\0B"
+ * header is the caller's. */
+int gacc_stats_write_stream(FILE *f, int binary, const gacc_stats *s);
+/* Opens wxfilename (header in binary), writes, closes. Logs ERROR naming
+ * the file on failure. */
+int gacc_stats_write(const char *wxfilename, int binary, const gacc_stats *s);
+
+/* One utterance to accumulate: feats->rows == num_frames alignment entries. */
+typedef struct {
+  const char *key;          /* for error messages */
+  const kio_matrix *feats;
+  const int32_t *ali;       /* transition-ids */
+} gacc_utt;
+
+/* Per-utterance result, as gmm-acc-stats-ali logs it. */
+typedef struct {
+  float like;      /* Kaldi's float accumulator: sum of per-frame loglikes */
+  int32_t frames;
+} gacc_utt_result;
+
+typedef struct gacc_acc gacc_acc;  /* opaque: the model on one backend */
+
+/* backend "cpu" or "gpu" (the caller has selected the CUDA device). The
+ * model must outlive the accumulator. Logs ERROR and returns KIO_ERR when
+ * the GPU backend cannot be set up. */
+int gacc_new(gacc_acc **a, const char *backend, const kio_tmodel *tm,
+             const kio_am_gmm *am);
+int gacc_is_gpu(const gacc_acc *a);
+void gacc_free(gacc_acc *a);
+
+/* Accumulates n utterances in order. res (n entries) receives each one's
+ * like/frames. Fatal problems (tid out of range, feature dimension not the
+ * model's, NaN/inf log-likelihood) log one ERROR naming the utterance and
+ * return KIO_ERR; the statistics are then unspecified. */
+int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
+                          gacc_utt_result *res);
+
+/* Copies the totals so far into out (shaped by gacc_stats_init or zeroed;
+ * it is (re)initialised as needed). */
+int gacc_get_stats(gacc_acc *a, gacc_stats *out);
+
+/* Same float arithmetic as the accumulators (exposed for tests): component
+ * log-likelihoods of frame x for pdf j into ll[M], then softmax in place;
+ * returns the frame log-likelihood mx + logf(sum). */
+float gacc_frame_posteriors(const kio_diag_gmm *g, const float *x, float *ll);
+/* The expf used by the softmax (equal to glibc's; see acc-math.h). */
+float gacc_expf_ref(float x);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,104 @@
+/* Internals shared by the CUDA files of gpu-align (align-cuda.cu,
+ * loglike-cuda.cu, decode-cuda.cu). C++ (nvcc) only. */
+#ifndef GALIGN_ALIGN_CUDA_IMPL_H
+#define GALIGN_ALIGN_CUDA_IMPL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/cuda-util.h"
+#include "../base/log.h"
+#include "align-cuda.h"
+
+/* Checks a cuBLAS call like KIO_CUDA_TRY. */
+#define GALIGN_CUBLAS_TRY(call)                                                  \
+  do {                                                                           \
+    cublasStatus_t galign_s_ = (call);                                           \
+    if (galign_s_ != CUBLAS_STATUS_SUCCESS) {                                    \
+      kio_logf(KIO_LOG_ERROR, __func__, __FILE__, __LINE__, "cuBLAS error %s (%d): %s", \
+               cublasGetStatusString(galign_s_), (int)galign_s_, #call);         \
+      return KIO_ERR;                                                            \
+    }                                                                            \
+  } while (0)
+
+/* A device or pinned host buffer that only grows. */
+typedef struct { void *p; size_t cap; } galign_cu_buf;
+int galign_cu_dev_reserve(galign_cu_buf *b, size_t bytes);
+int galign_cu_host_reserve(galign_cu_buf *b, size_t bytes);
+void galign_cu_dev_release(galign_cu_buf *b);
+void galign_cu_host_release(galign_cu_buf *b);
+#define GALIGN_CU_RESERVE(kind, buf, type, count) \
+  do { if (galign_cu_##kind##_reserve(&(buf), sizeof(type) * (size_t)(count)) != KIO_OK) return KIO_ERR; } while (0)
+
+/* One utterance of a device batch. Likelihoods of utterance u live at
+ * ll[ll_off .. ll_off + num_frames * npu) row-major (frame, compact pdf). */
+typedef struct {
+  int64_t ll_off;
+  int64_t frame_off;  /* first row in the batch feature matrix */
+  int32_t num_frames;
+  int32_t npu;        /* pdfs used by its graph */
+  int64_t col_off;    /* its npu entries in the selected-pdf map */
+} galign_cu_utt;
+
+/* Flags the kernels raise (atomicOr into one device int). */
+enum { GALIGN_CU_BAD_LIKE = 1 };
+
+struct galign_cuda {
+  int device;
+  char desc[160];
+  galign_opts opts;
+  cublasHandle_t blas;
+  cudaStream_t stream;
+  size_t mem_total;
+
+  /* model */
+  int32_t dim, num_pdfs, num_gauss, kpad; /* kpad: 1 + 2*dim rounded up to 4 */
+  int32_t *h_pdf_offset;                  /* host copy, num_pdfs + 1 */
+  float log_eps;                          /* logf(FLT_EPSILON), host-computed */
+  float *d_w;                             /* num_gauss x kpad: [gconst, mi, -0.5 iv, 0..] */
+  int32_t *d_pdf_offset;                  /* device copy of h_pdf_offset */
+
+  /* host scratch for the selected-pdf union */
+  int32_t *h_sel_of;                      /* pdf -> selected index or -1 */
+
+  /* per batch (grown, reused) */
+  galign_cu_buf h_feats, d_feats;         /* total_frames x dim */
+  galign_cu_buf h_utt, d_utt;             /* n galign_cu_utt */
+  galign_cu_buf h_sel, d_sel;             /* selected pdf list, then its gauss offsets */
+  galign_cu_buf h_ucol, d_ucol;           /* per utt, compact pdf -> selected index */
+  galign_cu_buf d_wsel;                   /* gsel x kpad */
+  galign_cu_buf d_xexp;                   /* chunk x kpad */
+  galign_cu_buf d_lg;                     /* chunk x gsel Gaussian log-likelihoods */
+  galign_cu_buf d_ll;                     /* sum_u T_u * npu_u */
+  galign_cu_buf d_flags, h_flags;         /* one int each */
+  int64_t total_frames, total_ll;
+  int32_t nsel, gsel;
+
+  /* decoder state: owned by decode-cuda.cu */
+  struct galign_cu_dec *dec;
+};
+
+/* loglike-cuda.cu: computes the likelihoods of a batch into d_ll, all
+ * asynchronous on c->stream (features copied through pinned memory).
+ * pdf lists come from graphs; feats[i]->rows == graphs' utterance length.
+ * When loglikes != NULL the features are ignored and loglikes[i] (frames x
+ * npu, unscaled) are uploaded instead. Checks dims (logs ERROR). Leaves
+ * h_utt filled. The invalid-likelihood flag is read back into h_flags;
+ * call galign_cu_check_flags after synchronising. */
+int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *graphs,
+                              const kio_matrix *const *feats,
+                              const kio_matrix *const *loglikes);
+int galign_cu_check_flags(galign_cuda *c);
+
+/* decode-cuda.cu */
+int galign_cu_dec_new(galign_cuda *c);
+void galign_cu_dec_free(galign_cuda *c);
+/* Decodes the batch whose likelihoods galign_cu_loglikes_launch queued;
+ * synchronises, checks flags, fills results/redo. */
+int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *graphs,
+                           int want_per_frame, galign_result *results,
+                           uint8_t *redo, int *num_redo);
+
+#endif

@@ -1,0 +1,39 @@
+/* Stand-ins for the CUDA backend when the build has no CUDA
+ * (./configure --use-cuda=no): every entry logs one ERROR and fails. */
+#if !KIO_HAVE_CUDA
+#include <stddef.h>
+#include "../base/log.h"
+#include "align-cuda.h"
+
+#define GALIGN_NOCUDA() \
+  do { KIO_ERROR("This program was built without CUDA (./configure --use-cuda=no)"); return KIO_ERR; } while (0)
+
+int galign_cuda_new(galign_cuda **c, int wait, const galign_gmm *gmm, const galign_opts *o) {
+  (void)wait; (void)gmm; (void)o;
+  if (c) *c = NULL;
+  GALIGN_NOCUDA();
+}
+void galign_cuda_free(galign_cuda *c) { (void)c; }
+const char *galign_cuda_device_desc(const galign_cuda *c) { (void)c; return "built without CUDA"; }
+int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph *const *graphs,
+                            const kio_matrix *const *feats, int want_per_frame,
+                            galign_result *results, uint8_t *redo, int *num_redo) {
+  (void)c; (void)n; (void)graphs; (void)feats; (void)want_per_frame; (void)results; (void)redo;
+  if (num_redo) *num_redo = 0;
+  GALIGN_NOCUDA();
+}
+int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g, const kio_matrix *feats,
+                         kio_matrix *out) {
+  (void)c; (void)g; (void)feats; (void)out;
+  GALIGN_NOCUDA();
+}
+int galign_cuda_decode(galign_cuda *c, int n, const galign_graph *const *graphs,
+                       const kio_matrix *const *loglikes, int want_per_frame,
+                       galign_result *results, uint8_t *redo, int *num_redo) {
+  (void)c; (void)n; (void)graphs; (void)loglikes; (void)want_per_frame; (void)results; (void)redo;
+  if (num_redo) *num_redo = 0;
+  GALIGN_NOCUDA();
+}
+#else
+typedef int galign_align_cuda_nocuda_unused; /* ISO C: no empty unit */
+#endif

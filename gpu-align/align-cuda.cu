@@ -1,0 +1,190 @@
+/* The CUDA aligner object: device choice, model upload, cuBLAS handle and
+ * stream, and the batch entry points (align-cuda.h). The likelihood kernels
+ * are in loglike-cuda.cu, the decoder in decode-cuda.cu. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "align-cuda-impl.h"
+
+static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
+  c->dim = g->dim;
+  c->num_pdfs = g->num_pdfs;
+  c->num_gauss = g->num_gauss;
+  c->kpad = (1 + 2 * g->dim + 3) & ~3;
+  c->log_eps = logf(FLT_EPSILON);
+  size_t np1 = (size_t)g->num_pdfs + 1;
+  c->h_pdf_offset = (int32_t *)malloc(sizeof(int32_t) * np1);
+  c->h_sel_of = (int32_t *)malloc(sizeof(int32_t) * (np1 + 1));
+  size_t wn = (size_t)(g->num_gauss > 0 ? g->num_gauss : 1) * c->kpad;
+  float *w = (float *)calloc(wn, sizeof(float));
+  if (!c->h_pdf_offset || !c->h_sel_of || !w) {
+    free(w);
+    KIO_ERROR("Out of memory for a model of %d Gaussians", (int)g->num_gauss);
+    return KIO_ERR;
+  }
+  memcpy(c->h_pdf_offset, g->pdf_offset, sizeof(int32_t) * np1);
+  for (size_t p = 0; p < np1; p++) c->h_sel_of[p] = -1;
+  const int D = g->dim;
+  for (int32_t m = 0; m < g->num_gauss; m++) {
+    float *row = w + (size_t)m * c->kpad;
+    row[0] = g->gconst[m];
+    for (int d = 0; d < D; d++) {
+      row[1 + d] = g->means_invvars[(size_t)m * D + d];
+      row[1 + D + d] = -0.5f * g->inv_vars[(size_t)m * D + d]; /* exact: power of 2 */
+    }
+  }
+  cudaError_t e = cudaMalloc(&c->d_w, sizeof(float) * wn);
+  if (e == cudaSuccess) e = cudaMemcpy(c->d_w, w, sizeof(float) * wn, cudaMemcpyHostToDevice);
+  free(w);
+  KIO_CUDA_TRY(e);
+  KIO_CUDA_TRY(cudaMalloc(&c->d_pdf_offset, sizeof(int32_t) * np1));
+  KIO_CUDA_TRY(cudaMemcpy(c->d_pdf_offset, c->h_pdf_offset, sizeof(int32_t) * np1,
+                          cudaMemcpyHostToDevice));
+  return KIO_OK;
+}
+
+static int galign_cuda_init(galign_cuda *c, int wait, const galign_gmm *gmm) {
+  if (kio_cuda_select(wait, c->desc, (int)sizeof c->desc) != KIO_OK) return KIO_ERR;
+  KIO_CUDA_TRY(cudaGetDevice(&c->device));
+  size_t free_b = 0, total_b = 0;
+  KIO_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+  c->mem_total = total_b;
+  KIO_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  GALIGN_CUBLAS_TRY(cublasCreate(&c->blas));
+  GALIGN_CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
+  /* Plain FP32: no TF32 tensor cores, whatever NVIDIA_TF32_OVERRIDE says. */
+  GALIGN_CUBLAS_TRY(cublasSetMathMode(c->blas, CUBLAS_PEDANTIC_MATH));
+  if (galign_cuda_upload_model(c, gmm) != KIO_OK) return KIO_ERR;
+  if (galign_cu_host_reserve(&c->h_flags, sizeof(int)) != KIO_OK) return KIO_ERR;
+  if (galign_cu_dev_reserve(&c->d_flags, sizeof(int)) != KIO_OK) return KIO_ERR;
+  *(int *)c->h_flags.p = 0;
+  if (galign_cu_dec_new(c) != KIO_OK) return KIO_ERR;
+  return KIO_OK;
+}
+
+extern "C" int galign_cuda_new(galign_cuda **out, int wait, const galign_gmm *gmm,
+                               const galign_opts *o) {
+  *out = NULL;
+  if (!gmm || gmm->dim <= 0 || gmm->num_pdfs <= 0) {
+    KIO_ERROR("Empty acoustic model given to the CUDA aligner");
+    return KIO_ERR;
+  }
+  galign_cuda *c = (galign_cuda *)calloc(1, sizeof *c);
+  if (!c) {
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
+  }
+  if (o) c->opts = *o; else galign_opts_default(&c->opts);
+  if (galign_cuda_init(c, wait, gmm) != KIO_OK) {
+    galign_cuda_free(c);
+    return KIO_ERR;
+  }
+  KIO_VLOG(1, "CUDA aligner on %s: %d pdfs, %d Gaussians, dim %d", c->desc,
+           (int)c->num_pdfs, (int)c->num_gauss, (int)c->dim);
+  *out = c;
+  return KIO_OK;
+}
+
+extern "C" void galign_cuda_free(galign_cuda *c) {
+  if (!c) return;
+  if (c->stream) cudaStreamSynchronize(c->stream);
+  galign_cu_dec_free(c);
+  galign_cu_buf *dev[] = {&c->d_feats, &c->d_utt, &c->d_sel, &c->d_ucol, &c->d_wsel,
+                          &c->d_xexp, &c->d_lg, &c->d_ll, &c->d_flags};
+  galign_cu_buf *host[] = {&c->h_feats, &c->h_utt, &c->h_sel, &c->h_ucol, &c->h_flags};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) galign_cu_dev_release(dev[i]);
+  for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) galign_cu_host_release(host[i]);
+  if (c->d_w) cudaFree(c->d_w);
+  if (c->d_pdf_offset) cudaFree(c->d_pdf_offset);
+  if (c->blas) cublasDestroy(c->blas);
+  if (c->stream) cudaStreamDestroy(c->stream);
+  cudaGetLastError(); /* a failed teardown must not poison a later call */
+  free(c->h_pdf_offset);
+  free(c->h_sel_of);
+  free(c);
+}
+
+extern "C" const char *galign_cuda_device_desc(const galign_cuda *c) {
+  return c ? c->desc : "";
+}
+
+/* Frames per device batch: bounds the likelihood and workspace memory.
+ * $KIO_GALIGN_BATCH_FRAMES overrides (debugging, memory-tight devices). */
+static int64_t galign_max_batch_frames(const galign_cuda *c) {
+  const char *e = getenv("KIO_GALIGN_BATCH_FRAMES");
+  if (e && atoll(e) > 0) return atoll(e);
+  /* ~1.5 KB of likelihoods + features per frame; use <= 1/8 of the device */
+  int64_t f = (int64_t)(c->mem_total / 8 / 1536);
+  return f < 100000 ? 100000 : f;
+}
+
+/* Runs [likelihoods ->] decoder over sub-batches bounded in frames. */
+static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *graphs,
+                           const kio_matrix *const *feats, const kio_matrix *const *loglikes,
+                           int want_per_frame, galign_result *results, uint8_t *redo,
+                           int *num_redo) {
+  if (num_redo) *num_redo = 0;
+  if (n < 0 || (n > 0 && (!graphs || !results || !redo || (!feats && !loglikes)))) {
+    KIO_ERROR("Bad arguments to the CUDA aligner");
+    return KIO_ERR;
+  }
+  const int64_t max_frames = galign_max_batch_frames(c);
+  const int max_utts = 1 << 20;
+  int done = 0;
+  while (done < n) {
+    int64_t frames = 0;
+    int m = 0;
+    while (done + m < n && m < max_utts) {
+      const kio_matrix *x = loglikes ? loglikes[done + m] : feats[done + m];
+      if (m > 0 && frames + x->rows > max_frames) break;
+      frames += x->rows;
+      m++;
+    }
+    if (galign_cu_loglikes_launch(c, m, graphs + done, feats ? feats + done : NULL,
+                                  loglikes ? loglikes + done : NULL) != KIO_OK) {
+      cudaStreamSynchronize(c->stream);
+      return KIO_ERR;
+    }
+    int nr = 0;
+    if (galign_cu_decode_batch(c, m, graphs + done, want_per_frame, results + done,
+                               redo + done, &nr) != KIO_OK)
+      return KIO_ERR;
+    if (num_redo) *num_redo += nr;
+    done += m;
+  }
+  return KIO_OK;
+}
+
+extern "C" int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph *const *graphs,
+                                       const kio_matrix *const *feats, int want_per_frame,
+                                       galign_result *results, uint8_t *redo, int *num_redo) {
+  return galign_cuda_run(c, n, graphs, feats, NULL, want_per_frame, results, redo, num_redo);
+}
+
+extern "C" int galign_cuda_decode(galign_cuda *c, int n, const galign_graph *const *graphs,
+                                  const kio_matrix *const *loglikes, int want_per_frame,
+                                  galign_result *results, uint8_t *redo, int *num_redo) {
+  return galign_cuda_run(c, n, graphs, NULL, loglikes, want_per_frame, results, redo, num_redo);
+}
+
+extern "C" int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g,
+                                    const kio_matrix *feats, kio_matrix *out) {
+  const galign_graph *gs[1] = {g};
+  const kio_matrix *fs[1] = {feats};
+  if (galign_cu_loglikes_launch(c, 1, gs, fs, NULL) != KIO_OK) {
+    cudaStreamSynchronize(c->stream);
+    return KIO_ERR;
+  }
+  KIO_CUDA_TRY(cudaStreamSynchronize(c->stream));
+  if (galign_cu_check_flags(c) != KIO_OK) return KIO_ERR;
+  if (kio_matrix_resize(out, feats->rows, g->num_pdfs_used) != KIO_OK) {
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
+  }
+  size_t cnt = (size_t)feats->rows * g->num_pdfs_used;
+  if (cnt > 0)
+    KIO_CUDA_TRY(cudaMemcpy(out->data, c->d_ll.p, sizeof(float) * cnt, cudaMemcpyDeviceToHost));
+  return KIO_OK;
+}

@@ -1,0 +1,65 @@
+/* CUDA backend of the aligner (internal; the dispatcher in aligner.c calls it).
+ * Same semantics as the CPU path: GMM log-likelihoods with cuBLAS (no TF32)
+ * plus Kaldi's log-sum-exp, then the FasterDecoder of viterbi-core.h run on
+ * the device, one thread per utterance. Built without CUDA, every function
+ * logs ERROR "built without CUDA" and returns KIO_ERR (align-cuda-nocuda.c).
+ *
+ * Threading: one galign_cuda is used by one host thread at a time. */
+#ifndef GALIGN_ALIGN_CUDA_H
+#define GALIGN_ALIGN_CUDA_H
+
+#include <stdint.h>
+#include "gpu-align.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct galign_cuda galign_cuda;
+
+/* Selects the device (kio_cuda_select; wait != 0 for --use-gpu=wait), uploads
+ * the model, creates the cuBLAS handle and stream. The model is copied: gmm
+ * may be freed afterwards; o is copied too. On failure logs ERROR, returns
+ * KIO_ERR and *c = NULL. Never call in a Check parent process. */
+int galign_cuda_new(galign_cuda **c, int wait, const galign_gmm *gmm,
+                    const galign_opts *o);
+/* Accepts NULL. */
+void galign_cuda_free(galign_cuda *c);
+/* "NVIDIA H200, 132 SMs, 139.8 GiB" (valid until free). */
+const char *galign_cuda_device_desc(const galign_cuda *c);
+
+/* Aligns n utterances exactly as galign_align_batch does on the CPU (retry
+ * with opts.retry_beam included; results[i] filled, ok = 0 when Kaldi would
+ * say "Did not successfully decode"). An utterance the device could not
+ * handle (its decoder workspace overflowed: a graph/beam far larger than the
+ * workspace sizing expects) gets redo[i] = 1, results[i] is left ok = 0
+ * with no alignment, and the caller must align it on the CPU; other entries
+ * get redo[i] = 0. *num_redo (may be NULL) receives the count. Returns
+ * KIO_ERR (after one ERROR line) on fatal problems: dim mismatch, invalid
+ * likelihood ("Invalid answer (overflow or invalid variances/features?)"),
+ * CUDA failures. results[] must be zero-initialised or hold earlier results
+ * (their buffers are reused/realloc'ed). */
+int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph *const *graphs,
+                            const kio_matrix *const *feats, int want_per_frame,
+                            galign_result *results, uint8_t *redo, int *num_redo);
+
+/* ---- entry points for tests (and debugging) ---- */
+
+/* Device log-likelihoods of one utterance for the pdfs its graph uses:
+ * out is resized to feats->rows x g->num_pdfs_used, out[t][k] =
+ * LL(t, g->pdfs_used[k]) (not multiplied by the acoustic scale). */
+int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g,
+                         const kio_matrix *feats, kio_matrix *out);
+
+/* Device decoder only, on host-given log-likelihoods: loglikes[i] is
+ * frames x graphs[i]->num_pdfs_used in the layout galign_cuda_loglikes
+ * returns (unscaled; the acoustic scale of opts is applied as on the CPU).
+ * Results, redo and return value as for galign_cuda_align_batch. */
+int galign_cuda_decode(galign_cuda *c, int n, const galign_graph *const *graphs,
+                       const kio_matrix *const *loglikes, int want_per_frame,
+                       galign_result *results, uint8_t *redo, int *num_redo);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,225 @@
+/* The aligner: backend choice (CPU or CUDA), batches of utterances, CPU
+ * worker threads (one utterance per task), results. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include "../base/cuda-util.h"
+#include "../base/log.h"
+#include "align-cpu.h"
+#include "align-cuda.h"
+
+#define GALIGN_ERRLEN 256
+#define GALIGN_MAX_THREADS 64
+
+struct galign_aligner {
+  int is_gpu;
+  galign_opts opts;
+  galign_gmm gmm;
+  galign_cuda *cuda;
+  int nthreads;
+  galign_cpu_ws *ws[GALIGN_MAX_THREADS];
+};
+
+int galign_parse_use_gpu(const char *s, galign_use_gpu *out) {
+  if (!s) return KIO_ERR;
+  if (!strcmp(s, "yes")) *out = GALIGN_GPU_YES;
+  else if (!strcmp(s, "no")) *out = GALIGN_GPU_NO;
+  else if (!strcmp(s, "optional")) *out = GALIGN_GPU_OPTIONAL;
+  else if (!strcmp(s, "wait")) *out = GALIGN_GPU_WAIT;
+  else return KIO_ERR;
+  return KIO_OK;
+}
+
+/* Threads for CPU alignment: $GALIGN_CPU_THREADS, else the online CPUs
+ * (at most 16). */
+static int cpu_threads(void) {
+  const char *e = getenv("GALIGN_CPU_THREADS");
+  long n = e && *e ? strtol(e, NULL, 10) : 0;
+  if (n <= 0) {
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n > 16) n = 16;
+  }
+  if (n < 1) n = 1;
+  if (n > GALIGN_MAX_THREADS) n = GALIGN_MAX_THREADS;
+  return (int)n;
+}
+
+int galign_aligner_new(galign_aligner **out, galign_use_gpu mode, const kio_tmodel *tm,
+                       const kio_am_gmm *am, const galign_opts *o) {
+  (void)tm;
+  *out = NULL;
+  galign_aligner *a = calloc(1, sizeof *a);
+  if (!a) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  a->opts = *o;
+  if (galign_gmm_init(&a->gmm, am) != KIO_OK) { free(a); return KIO_ERR; }
+  a->nthreads = cpu_threads();
+  if (mode != GALIGN_GPU_NO) {
+    int try_gpu = 1;
+    if (mode == GALIGN_GPU_OPTIONAL && kio_cuda_device_count() <= 0) {
+      KIO_LOG("No GPU found; aligning on the CPU.");
+      try_gpu = 0;
+    }
+    if (try_gpu) {
+      if (galign_cuda_new(&a->cuda, mode == GALIGN_GPU_WAIT, &a->gmm, o) == KIO_OK) {
+        a->is_gpu = 1;
+        KIO_LOG("Using GPU: %s", galign_cuda_device_desc(a->cuda));
+      } else if (mode == GALIGN_GPU_OPTIONAL) {
+        KIO_LOG("GPU not usable; aligning on the CPU.");
+      } else {
+        galign_aligner_free(a);
+        return KIO_ERR;
+      }
+    }
+  } else {
+    KIO_LOG("Aligning on the CPU (--use-gpu=no).");
+  }
+  *out = a;
+  return KIO_OK;
+}
+
+int galign_aligner_is_gpu(const galign_aligner *a) { return a && a->is_gpu; }
+
+void galign_aligner_free(galign_aligner *a) {
+  if (!a) return;
+  galign_cuda_free(a->cuda);
+  for (int i = 0; i < GALIGN_MAX_THREADS; i++) galign_cpu_ws_free(a->ws[i]);
+  galign_gmm_free(&a->gmm);
+  free(a);
+}
+
+void galign_result_free(galign_result *r) {
+  if (!r) return;
+  free(r->ali);
+  free(r->per_frame);
+  memset(r, 0, sizeof *r);
+}
+
+/* ---- CPU batch: a shared counter hands out utterances to the threads ---- */
+typedef struct {
+  galign_aligner *a;
+  const int *idx; int m;
+  const galign_graph *const *graphs;
+  const kio_matrix *const *feats;
+  int want_pf;
+  galign_result *results;
+  int *rc;                 /* per task */
+  char (*err)[GALIGN_ERRLEN];
+  int next;                /* next task (under lock) */
+  pthread_mutex_t lock;
+} cpu_job;
+
+typedef struct { cpu_job *job; galign_cpu_ws *ws; } cpu_worker;
+
+static void *cpu_worker_main(void *arg) {
+  cpu_worker *wk = arg;
+  cpu_job *j = wk->job;
+  for (;;) {
+    pthread_mutex_lock(&j->lock);
+    int k = j->next < j->m ? j->next++ : -1;
+    pthread_mutex_unlock(&j->lock);
+    if (k < 0) break;
+    int i = j->idx[k];
+    j->err[k][0] = '\0';
+    j->rc[k] = galign_cpu_align_one(wk->ws, &j->a->gmm, j->graphs[i], j->feats[i], &j->a->opts,
+                                    j->want_pf, &j->results[i], j->err[k], GALIGN_ERRLEN);
+  }
+  return NULL;
+}
+
+static int cpu_run(galign_aligner *a, const int *idx, int m, const galign_graph *const *graphs,
+                   const kio_matrix *const *feats, int want_pf, galign_result *results) {
+  if (m <= 0) return KIO_OK;
+  int nt = a->nthreads < m ? a->nthreads : m;
+  for (int t = 0; t < nt; t++) {
+    if (!a->ws[t] && !(a->ws[t] = galign_cpu_ws_new())) {
+      KIO_ERROR("Out of memory");
+      return KIO_ERR;
+    }
+  }
+  cpu_job j;
+  memset(&j, 0, sizeof j);
+  j.a = a; j.idx = idx; j.m = m; j.graphs = graphs; j.feats = feats;
+  j.want_pf = want_pf; j.results = results;
+  j.rc = malloc((size_t)m * sizeof *j.rc);
+  j.err = malloc((size_t)m * sizeof *j.err);
+  if (!j.rc || !j.err) {
+    free(j.rc); free(j.err);
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
+  }
+  pthread_mutex_init(&j.lock, NULL);
+  cpu_worker wk[GALIGN_MAX_THREADS];
+  pthread_t th[GALIGN_MAX_THREADS];
+  int started = 0;
+  for (int t = 0; t < nt; t++) {
+    wk[t].job = &j; wk[t].ws = a->ws[t];
+    if (t == 0) continue;  /* the calling thread is worker 0 */
+    if (pthread_create(&th[t], NULL, cpu_worker_main, &wk[t]) != 0) break;
+    started = t;
+  }
+  cpu_worker_main(&wk[0]);
+  for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+  pthread_mutex_destroy(&j.lock);
+  /* Report the first failure in input order, as a sequential run would. */
+  int rc = KIO_OK;
+  for (int k = 0; k < m; k++) {
+    if (j.rc[k] != KIO_OK) {
+      KIO_ERROR("%s", j.err[k]);
+      rc = KIO_ERR;
+      break;
+    }
+  }
+  free(j.rc);
+  free(j.err);
+  return rc;
+}
+
+int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *graphs,
+                       const kio_matrix *const *feats, int want_per_frame,
+                       galign_result *results) {
+  const galign_opts *o = &a->opts;
+  if ((o->retry_beam != 0.0f && o->retry_beam <= o->beam) || o->beam <= 0.0f) {
+    char b1[32], b2[32];
+    KIO_ERROR("Beams do not make sense: beam %s, retry-beam %s", kio_fmt_g(b1, o->beam),
+              kio_fmt_g(b2, o->retry_beam));
+    return KIO_ERR;
+  }
+  if (n <= 0) return KIO_OK;
+  int *idx = malloc((size_t)n * sizeof *idx);
+  uint8_t *redo = calloc((size_t)n, 1);
+  if (!idx || !redo) {
+    free(idx); free(redo);
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
+  }
+  int m = 0, rc = KIO_OK;
+  if (a->is_gpu) {
+    int num_redo = 0;
+    rc = galign_cuda_align_batch(a->cuda, n, graphs, feats, want_per_frame, results, redo,
+                                 &num_redo);
+    if (rc == KIO_OK)
+      for (int i = 0; i < n; i++)
+        if (redo[i]) idx[m++] = i;
+  } else {
+    for (int i = 0; i < n; i++) idx[m++] = i;
+  }
+  if (rc == KIO_OK) rc = cpu_run(a, idx, m, graphs, feats, want_per_frame, results);
+  free(idx);
+  free(redo);
+  return rc;
+}
+
+/* Statistics of the CPU workspaces (tests and benchmarks). */
+void galign_aligner_cpu_stats(const galign_aligner *a, int64_t *frames, int64_t *toks,
+                              int32_t *max_toks) {
+  *frames = 0; *toks = 0; *max_toks = 0;
+  for (int i = 0; i < GALIGN_MAX_THREADS; i++) {
+    if (!a->ws[i]) continue;
+    int64_t f, t; int32_t mx;
+    galign_cpu_ws_stats(a->ws[i], &f, &t, &mx);
+    *frames += f; *toks += t;
+    if (mx > *max_toks) *max_toks = mx;
+  }
+}

@@ -1,0 +1,202 @@
+/* CPU driver of the shared decoder core: workspace allocation and growth,
+ * likelihoods computed lazily (only the pdfs the decoder asks for on each
+ * frame, cached across the retry pass), retry, best path. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../base/log.h"
+#include "align-cpu.h"
+#include "viterbi-core.h"
+
+struct galign_cpu_ws {
+  galign_core_ws core;
+  /* likelihood cache of the current utterance */
+  float *ll; uint8_t *done; size_t ll_cap;
+  float *x2; int32_t x2_cap;
+  float *scratch; int32_t scratch_cap;
+  int64_t base_frames, base_toks;  /* stats before the utterance being redone */
+};
+
+galign_cpu_ws *galign_cpu_ws_new(void) {
+  galign_cpu_ws *w = calloc(1, sizeof *w);
+  return w;
+}
+
+static void free_core(galign_core_ws *c) {
+  free(c->tok); free(c->pool[0]); free(c->pool[1]); free(c->state_elem);
+  free(c->used_bucket); free(c->bucket_last); free(c->stack);
+}
+
+void galign_cpu_ws_free(galign_cpu_ws *w) {
+  if (!w) return;
+  free_core(&w->core);
+  free(w->ll); free(w->done); free(w->x2); free(w->scratch);
+  free(w);
+}
+
+void galign_cpu_ws_stats(const galign_cpu_ws *w, int64_t *frames, int64_t *toks,
+                         int32_t *max_toks) {
+  *frames = w->core.stat_frames;
+  *toks = w->core.stat_toks;
+  *max_toks = w->core.stat_max_toks;
+}
+
+static int grow(void **p, size_t n, size_t elt) {
+  void *q = realloc(*p, (n ? n : 1) * elt);
+  if (!q) return KIO_ERR;
+  *p = q;
+  return KIO_OK;
+}
+
+/* Makes the core's capacities at least the given ones (maps reset if any
+ * map buffer moved). */
+static int reserve_core(galign_core_ws *c, int32_t states, int32_t toks, int32_t stack) {
+  int remap = 0;
+  if (states > c->state_cap || !c->state_elem) {
+    int32_t hc = galign_core_hash_cap(states);
+    if (grow((void **)&c->pool[0], (size_t)states, sizeof(galign_elem)) ||
+        grow((void **)&c->pool[1], (size_t)states, sizeof(galign_elem)) ||
+        grow((void **)&c->state_elem, (size_t)states, sizeof(int32_t)) ||
+        grow((void **)&c->used_bucket, (size_t)states, sizeof(int32_t)) ||
+        grow((void **)&c->bucket_last, (size_t)hc, sizeof(int32_t)))
+      return KIO_ERR;
+    c->state_cap = states;
+    c->hash_cap = hc;
+    remap = 1;
+  }
+  if (toks > c->tok_cap || !c->tok) {
+    if (grow((void **)&c->tok, (size_t)toks, sizeof(galign_tok))) return KIO_ERR;
+    c->tok_cap = toks;
+  }
+  if (stack > c->stack_cap || !c->stack) {
+    if (grow((void **)&c->stack, (size_t)stack, sizeof(int32_t))) return KIO_ERR;
+    c->stack_cap = stack;
+  }
+  if (remap) galign_core_ws_reset(c);
+  return KIO_OK;
+}
+
+static int32_t grow_cap(int32_t cur) {
+  int64_t n = 2 * (int64_t)cur;
+  return n > INT32_MAX ? INT32_MAX : (int32_t)n;
+}
+
+/* One decoding pass with lazily computed likelihoods. Returns a core status,
+ * or -1 with err set on an invalid likelihood. */
+static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_core_graph *cg,
+                       const galign_graph *g, const kio_matrix *feats, float beam,
+                       float ac_scale, char *err, size_t errlen) {
+  galign_core_ws *c = &w->core;
+  const int32_t T = feats->rows, D = feats->cols, U = cg->n_used;
+  int st = galign_core_begin(c, cg);
+  for (int32_t t = 0; st == GALIGN_CORE_OK && t < T; t++) {
+    galign_core_cutoff(c, beam);
+    float *row = w->ll + (size_t)t * U;
+    uint8_t *dn = w->done + (size_t)t * U;
+    const float *x = feats->data + (size_t)t * D;
+    int have_x2 = 0, bad = 0;
+    GALIGN_CORE_FOR_NEEDED(c, cg, k, {
+      if (!dn[k]) {
+        if (!have_x2) {
+          for (int32_t d = 0; d < D; d++) w->x2[d] = x[d] * x[d];
+          have_x2 = 1;
+        }
+        float v = galign_gmm_loglike(gmm, g->pdfs_used[k], x, w->x2, w->scratch);
+        if (isnan(v) || isinf(v)) bad = 1;
+        row[k] = v;
+        dn[k] = 1;
+      }
+    });
+    if (bad) {
+      snprintf(err, errlen, "Invalid answer (overflow or invalid variances/features?)");
+      galign_core_clear_list(c);
+      return -1;
+    }
+    st = galign_core_emit(c, cg, row, ac_scale);
+  }
+  return st;
+}
+
+int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_graph *g,
+                         const kio_matrix *feats, const galign_opts *o, int want_per_frame,
+                         galign_result *r, char *err, size_t errlen) {
+  const int32_t T = feats->rows;
+  r->ok = 0;
+  r->retried = 0;
+  r->num_frames = T;
+  r->like = r->score = 0.0f;
+  if (feats->cols != gmm->dim) {
+    snprintf(err, errlen, "Dim mismatch: data dim = %d vs. model dim = %d", feats->cols,
+             gmm->dim);
+    return KIO_ERR;
+  }
+  const kio_fst *f = &g->fst;
+  if (f->num_states <= 0 || f->start < 0 || T <= 0) return KIO_OK;
+  galign_core_graph cg = { f->num_states, f->start, g->num_pdfs_used, f->arc_start, f->arcs,
+                           f->final, g->arc_pdf };
+  const int32_t U = g->num_pdfs_used;
+  size_t need = (size_t)T * (size_t)(U ? U : 1);
+  if (need > w->ll_cap) {
+    if (grow((void **)&w->ll, need, sizeof(float)) || grow((void **)&w->done, need, 1))
+      goto oom;
+    w->ll_cap = need;
+  }
+  memset(w->done, 0, need);
+  if (gmm->dim > w->x2_cap) {
+    if (grow((void **)&w->x2, (size_t)gmm->dim, sizeof(float))) goto oom;
+    w->x2_cap = gmm->dim;
+  }
+  int32_t mc = galign_gmm_max_comp(gmm);
+  if (mc > w->scratch_cap) {
+    if (grow((void **)&w->scratch, (size_t)mc, sizeof(float))) goto oom;
+    w->scratch_cap = mc;
+  }
+  if (grow((void **)&r->ali, (size_t)T, sizeof(int32_t))) goto oom;
+  if (want_per_frame && grow((void **)&r->per_frame, (size_t)T, sizeof(float))) goto oom;
+
+  galign_core_ws *c = &w->core;
+  int64_t tok_guess = (int64_t)T * 32 + 1024;
+  if (tok_guess > INT32_MAX / 2) tok_guess = INT32_MAX / 2;
+  int32_t stack_guess = 2 * f->num_states + 64;
+  if (reserve_core(c, f->num_states, (int32_t)tok_guess, stack_guess) != KIO_OK) goto oom;
+  int64_t f0 = c->stat_frames, t0 = c->stat_toks;
+  for (;;) {
+    c->stat_frames = f0; c->stat_toks = t0;  /* count a redone utterance once */
+    c->hash_size = 1000;
+    r->retried = 0;
+    int st = decode_pass(w, gmm, &cg, g, feats, o->beam, o->acoustic_scale, err, errlen);
+    if (st == GALIGN_CORE_OK && !galign_core_reached_final(c, &cg) && o->retry_beam != 0.0f) {
+      r->retried = 1;
+      st = decode_pass(w, gmm, &cg, g, feats, o->retry_beam, o->acoustic_scale, err, errlen);
+    }
+    if (st < 0) return KIO_ERR;
+    if (st == GALIGN_CORE_OK) {
+      galign_core_out out;
+      st = galign_core_finish(c, &cg, T, o->acoustic_scale, r->ali,
+                              want_per_frame ? r->per_frame : NULL, &out);
+      if (st == GALIGN_CORE_BADPATH) {
+        snprintf(err, errlen, "Best path does not have %d emitting arcs (bug)", T);
+        return KIO_ERR;
+      }
+      r->ok = out.ok;
+      r->like = out.like;
+      r->score = out.score;
+      return KIO_OK;
+    }
+    /* NOSPACE: grow what overflowed and redo the utterance. */
+    galign_core_clear_list(c);
+    int32_t ns = c->state_cap, nt = c->tok_cap, nk = c->stack_cap;
+    if (c->need_state || c->need_hash) ns = grow_cap(ns);
+    if (c->need_tok) nt = grow_cap(nt);
+    if (c->need_stack) nk = grow_cap(nk);
+    if (ns == c->state_cap && nt == c->tok_cap && nk == c->stack_cap) {
+      snprintf(err, errlen, "Decoder workspace limit reached (%d tokens)", nt);
+      return KIO_ERR;
+    }
+    if (reserve_core(c, ns, nt, nk) != KIO_OK) goto oom;
+  }
+oom:
+  snprintf(err, errlen, "Out of memory aligning an utterance of %d frames", T);
+  return KIO_ERR;
+}

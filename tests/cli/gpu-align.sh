@@ -1,0 +1,58 @@
+#!/bin/bash
+# gmm-align-compiled --use-gpu=yes: the parity runs of align.sh against Kaldi,
+# then GPU alignments compared with the CPU ones on every fixture (identical,
+# or >= 99.9% of frames with the difference printed).
+# Env: BIN, TOP (as align.sh). Exit 0 pass, 1 fail, 77 skip (no GPU, unless
+# KIO_REQUIRE_GPU=1).
+set -u
+: "${BIN:?}" "${TOP:?}"
+prog="$BIN/gmm-align-compiled"
+if [ ! -x "$prog" ]; then echo "SKIP: $prog not built"; exit 77; fi
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d /tmp/gpu-align-cli.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+# Is a GPU usable? Ask the program itself on one utterance.
+cd "$TOP/tests/data" || exit 1
+"$prog" --use-gpu=yes --acoustic-scale=0.1 --self-loop-scale=0.1 models/mono/final.mdl \
+  "ark:gunzip -c edge/mono.fsts.gz|" ark:edge/feats.ark "ark:$tmp/probe.ark" \
+  >"$tmp/probe.log" 2>&1
+rc=$?
+if [ $rc != 0 ]; then
+  if [ "${KIO_REQUIRE_GPU:-0}" = 1 ]; then
+    echo "FAIL: --use-gpu=yes does not work (exit $rc):"; tail -5 "$tmp/probe.log"; exit 1
+  fi
+  echo "SKIP: no usable GPU ($(grep -m1 '^ERROR' "$tmp/probe.log" | sed 's/^ERROR ([^)]*) //'))"
+  exit 77
+fi
+
+fails=0
+mkdir -p "$tmp/cpu" "$tmp/gpu"
+USE_GPU=yes ALIGN_KEEP="$tmp/gpu" bash "$here/align.sh" || fails=$((fails + 1))
+USE_GPU=no ALIGN_KEEP="$tmp/cpu" ALIGN_SKIP_BAD=1 bash "$here/align.sh" >"$tmp/cpu.out" ||
+  { echo "FAIL: CPU parity runs failed:"; grep FAIL "$tmp/cpu.out"; fails=$((fails + 1)); }
+
+cmpbin=""
+for d in "${TOOLS:-}" "$TOP/build/tools" "$BIN/../build/tools" "$BIN/../tools"; do
+  [ -n "$d" ] && [ -x "$d/ali-compare" ] && { cmpbin="$d/ali-compare"; break; }
+done
+[ -n "$cmpbin" ] || { echo "SKIP: ali-compare not built"; exit 77; }
+for f in "$tmp"/cpu/*.ali; do
+  n=$(basename "$f" .ali)
+  g="$tmp/gpu/$n.ali"
+  [ -f "$g" ] || { echo "FAIL: $n: no GPU alignment"; fails=$((fails + 1)); continue; }
+  if cmp -s "$f" "$g"; then echo "$n: GPU and CPU alignments identical"; continue; fi
+  "$cmpbin" --print-args=false --print-diffs "ark:$f" "ark:$g" >"$tmp/$n.cmp" 2>/dev/null
+  pct=$(awk '$1 == "percent-equal" {print $2}' "$tmp/$n.cmp")
+  echo "$n: GPU vs CPU: $pct% of frames equal; differing utterances:"
+  grep '^diff ' "$tmp/$n.cmp" | sed 's/^/    /'
+  awk -v p="$pct" 'BEGIN {exit !(p + 0 >= 99.9)}' ||
+    { echo "FAIL: $n: GPU vs CPU agreement $pct% < 99.9%"; fails=$((fails + 1)); }
+  awk '{v[$1]=$2} END {exit !(v["utterances-first"] == v["utterances-common"] &&
+       v["utterances-second"] == v["utterances-common"])}' "$tmp/$n.cmp" ||
+    { echo "FAIL: $n: GPU and CPU aligned different utterances"; fails=$((fails + 1)); }
+done
+
+if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
+echo "all GPU gmm-align-compiled checks passed"
+exit 0

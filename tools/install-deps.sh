@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs the Debian 12 packages this project needs (root; apt).
+#   tools/install-deps.sh              install whatever is missing
+# The CUDA toolkit is not a Debian package here: NVIDIA's cuda-toolkit in
+# /usr/local/cuda (or ./configure --cudatk-dir=DIR); without it ./configure
+# builds the CPU path only.
+set -e
+pkgs="gcc g++ make pkg-config libfst-dev check libsubunit-dev zlib1g-dev gzip"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+echo "install-deps: installing:$missing"
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
