@@ -73,16 +73,24 @@ static int iv_read(FILE *f, int binary, void *obj) {
   int32_t size;
   x->n = 0;
   if (kio_read_int32(f, 1, &size) != KIO_OK || size < 0) goto bad;
-  /* Grow while reading so a corrupt size cannot allocate gigabytes. */
+  /* Grow while reading so a corrupt size cannot allocate gigabytes; read
+   * the "04 i32" pairs in blocks (5 bytes each). */
   int32_t cap = size < 65536 ? size : 65536;
   if (iv_reserve(x, cap) != KIO_OK) return KIO_ERR;
-  for (int32_t i = 0; i < size; i++) {
+  unsigned char blk[5 * 1024];
+  for (int32_t i = 0; i < size;) {
     if (i == cap) {
       cap = (size - cap < cap) ? size : 2 * cap;
       if (iv_reserve(x, cap) != KIO_OK) return KIO_ERR;
     }
-    /* inline fast path of kio_read_int32: 04 + 4 bytes */
-    if (getc_unlocked(f) != 4 || fread(&x->v[i], 4, 1, f) != 1) goto bad;
+    int32_t k = size - i < 1024 ? size - i : 1024;
+    if (k > cap - i) k = cap - i;
+    if (fread_unlocked(blk, 5, (size_t)k, f) != (size_t)k) goto bad;
+    for (int32_t j = 0; j < k; j++) {
+      if (blk[5 * j] != 4) goto bad;
+      memcpy(&x->v[i + j], blk + 5 * j + 1, 4);
+    }
+    i += k;
   }
   x->n = size;
   return KIO_OK;
@@ -96,10 +104,16 @@ bad:
 static int iv_write(FILE *f, int binary, const void *obj) {
   const kio_int_vec *x = obj;
   if (binary) {
+    unsigned char blk[5 * 1024];
     kio_write_int32(f, 1, x->n);
-    for (int32_t i = 0; i < x->n; i++) {
-      putc_unlocked(4, f);
-      fwrite(&x->v[i], 4, 1, f);
+    for (int32_t i = 0; i < x->n;) {
+      int32_t k = x->n - i < 1024 ? x->n - i : 1024;
+      for (int32_t j = 0; j < k; j++) {
+        blk[5 * j] = 4;
+        memcpy(blk + 5 * j + 1, &x->v[i + j], 4);
+      }
+      fwrite_unlocked(blk, 5, (size_t)k, f);
+      i += k;
     }
   } else {
     /* text: the values only (no size), each followed by a space, then \n */
@@ -111,7 +125,7 @@ static int iv_write(FILE *f, int binary, const void *obj) {
       *--p = ' ';
       do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
       if (v < 0) *--p = '-';
-      fwrite(p, 1, (size_t)(buf + sizeof buf - p), f);
+      fwrite_unlocked(p, 1, (size_t)(buf + sizeof buf - p), f);
     }
     putc_unlocked('\n', f);
   }

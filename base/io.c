@@ -469,7 +469,7 @@ static int read_bin_int(FILE *f, int len_expected, void *dst, int size) {
                   (int)(signed char)c, len_expected);
     return KIO_ERR;
   }
-  if (fread(dst, (size_t)size, 1, f) != 1) {
+  if (fread_unlocked(dst, (size_t)size, 1, f) != 1) {
     kio_set_error("Read failure in ReadBasicType, file position is %ld", file_pos(f));
     return KIO_ERR;
   }
@@ -524,15 +524,15 @@ int kio_read_uint16(FILE *f, int binary, uint16_t *v) {
 }
 
 void kio_write_int32(FILE *f, int binary, int32_t v) {
-  if (binary) { putc_unlocked(4, f); fwrite(&v, 4, 1, f); }
+  if (binary) { putc_unlocked(4, f); fwrite_unlocked(&v, 4, 1, f); }
   else fprintf(f, "%" PRId32 " ", v);
 }
 void kio_write_uint32(FILE *f, int binary, uint32_t v) {
-  if (binary) { putc_unlocked(0xFC, f); fwrite(&v, 4, 1, f); }
+  if (binary) { putc_unlocked(0xFC, f); fwrite_unlocked(&v, 4, 1, f); }
   else fprintf(f, "%" PRIu32 " ", v);
 }
 void kio_write_uint16(FILE *f, int binary, uint16_t v) {
-  if (binary) { putc_unlocked(0xFE, f); fwrite(&v, 2, 1, f); }
+  if (binary) { putc_unlocked(0xFE, f); fwrite_unlocked(&v, 2, 1, f); }
   else fprintf(f, "%u ", (unsigned)v);
 }
 
@@ -577,10 +577,10 @@ int kio_read_float(FILE *f, int binary, float *v) {
   if (binary) {
     int c = getc_unlocked(f);
     if (c == 4) {
-      if (fread(v, 4, 1, f) == 1) return KIO_OK;
+      if (fread_unlocked(v, 4, 1, f) == 1) return KIO_OK;
     } else if (c == 8) {
       double d;
-      if (fread(&d, 8, 1, f) == 1) { *v = (float)d; return KIO_OK; }
+      if (fread_unlocked(&d, 8, 1, f) == 1) { *v = (float)d; return KIO_OK; }
     } else {
       kio_set_error("ReadBasicType: expected float, saw %d, at file position %ld",
                     c, file_pos(f));
@@ -599,10 +599,10 @@ int kio_read_double(FILE *f, int binary, double *v) {
   if (binary) {
     int c = getc_unlocked(f);
     if (c == 8) {
-      if (fread(v, 8, 1, f) == 1) return KIO_OK;
+      if (fread_unlocked(v, 8, 1, f) == 1) return KIO_OK;
     } else if (c == 4) {
       float x;
-      if (fread(&x, 4, 1, f) == 1) { *v = x; return KIO_OK; }
+      if (fread_unlocked(&x, 4, 1, f) == 1) { *v = x; return KIO_OK; }
     } else {
       kio_set_error("ReadBasicType: expected float, saw %d, at file position %ld",
                     c, file_pos(f));
@@ -621,12 +621,12 @@ void kio_write_text_real(FILE *f, double v) {
 }
 
 void kio_write_float(FILE *f, int binary, float v) {
-  if (binary) { putc_unlocked(4, f); fwrite(&v, 4, 1, f); }
+  if (binary) { putc_unlocked(4, f); fwrite_unlocked(&v, 4, 1, f); }
   else { kio_write_text_real(f, v); putc_unlocked(' ', f); }
 }
 
 void kio_write_double(FILE *f, int binary, double v) {
-  if (binary) { putc_unlocked(8, f); fwrite(&v, 8, 1, f); }
+  if (binary) { putc_unlocked(8, f); fwrite_unlocked(&v, 8, 1, f); }
   else { kio_write_text_real(f, v); putc_unlocked(' ', f); }
 }
 
@@ -657,11 +657,11 @@ int kio_read_int_vector(FILE *f, int binary, int32_t **v, int32_t *n) {
                     "at file position %ld", c, file_pos(f));
       return KIO_ERR;
     }
-    if (fread(&cnt, 4, 1, f) != 1 || cnt < 0) goto bad;
+    if (fread_unlocked(&cnt, 4, 1, f) != 1 || cnt < 0) goto bad;
     if (cnt > 0) {
       int32_t *a = malloc((size_t)cnt * 4);
       if (!a) goto bad;
-      if (fread(a, 4, (size_t)cnt, f) != (size_t)cnt) { free(a); goto bad; }
+      if (fread_unlocked(a, 4, (size_t)cnt, f) != (size_t)cnt) { free(a); goto bad; }
       *v = a;
     }
     *n = cnt;
@@ -696,8 +696,8 @@ bad:
 void kio_write_int_vector(FILE *f, int binary, const int32_t *v, int32_t n) {
   if (binary) {
     putc_unlocked(4, f);
-    fwrite(&n, 4, 1, f);
-    if (n > 0) fwrite(v, 4, (size_t)n, f);
+    fwrite_unlocked(&n, 4, 1, f);
+    if (n > 0) fwrite_unlocked(v, 4, (size_t)n, f);
   } else {
     fputs("[ ", f);
     for (int32_t i = 0; i < n; i++) fprintf(f, "%" PRId32 " ", v[i]);

@@ -31,6 +31,11 @@ static int fatal(void) {
   return 255;
 }
 
+static void quiet(int level, const char *func, const char *file, int line,
+                  const char *msg, void *user) {
+  (void)level; (void)func; (void)file; (void)line; (void)msg; (void)user;
+}
+
 /* An error from a reader/writer destructor in Kaldi cannot propagate: the
  * runtime prints this and aborts (exit status 134). */
 static int terminate_134(void) {
@@ -56,16 +61,14 @@ int main(int argc, char **argv) {
   kio_seq_reader *graphs = NULL;
   kio_ra_reader *feats = NULL;
   kio_writer *writer = NULL;
+  kio_int_vec ali = {0, NULL};
   /* Opened in Kaldi's order, so the first bad specifier is the one reported. */
   if (kio_seq_open(&graphs, kio_opts_arg(po, 1), &kio_fst_holder) != KIO_OK ||
       kio_ra_open(&feats, kio_opts_arg(po, 2), &kio_matrix_holder) != KIO_OK ||
-      kio_writer_open(&writer, kio_opts_arg(po, 3), &kio_int_vec_holder) != KIO_OK) {
-    kio_opts_free(po);
-    return fatal();
-  }
+      kio_writer_open(&writer, kio_opts_arg(po, 3), &kio_int_vec_holder) != KIO_OK)
+    goto fatal_exit;
 
   long done = 0, no_feat = 0, error = 0;
-  kio_int_vec ali = {0, NULL};
   size_t ali_cap = 0;
   int ret = -1;
   for (; !kio_seq_done(graphs); kio_seq_next(graphs)) {
@@ -120,20 +123,27 @@ int main(int argc, char **argv) {
   ret = done != 0 ? 0 : 1;
 
   /* Kaldi destroys the writer, then the feature reader, then the graph
-   * reader; the first that fails terminates the program. */
+   * reader; the first that fails terminates the program, so whatever the
+   * others would say is not printed. */
   int closed_ok = kio_writer_close(writer) == KIO_OK;
-  writer = NULL;
-  closed_ok = closed_ok && kio_ra_close(feats) == KIO_OK;
-  feats = NULL;
-  closed_ok = closed_ok && kio_seq_close(graphs) == KIO_OK;
-  graphs = NULL;
+  if (!closed_ok) kio_log_set_handler(quiet, NULL);
+  closed_ok = kio_ra_close(feats) == KIO_OK && closed_ok;
+  if (!closed_ok) kio_log_set_handler(quiet, NULL);
+  closed_ok = kio_seq_close(graphs) == KIO_OK && closed_ok;
+  kio_log_set_handler(NULL, NULL);
   free(ali.v);
   kio_opts_free(po);
   return closed_ok ? ret : terminate_134();
 
 fatal_exit:
-  /* Kaldi unwinds: the writer is closed so what was written is kept. */
-  if (writer) kio_writer_close(writer);
+  /* Kaldi unwinds: the writer is closed, so what was written is kept, and
+   * the readers are released. The fatal error has been reported; closing
+   * early (e.g. a pipe cut short) must not add messages of its own. */
+  kio_log_set_handler(quiet, NULL);
+  kio_writer_close(writer);
+  kio_ra_close(feats);
+  kio_seq_close(graphs);
+  kio_log_set_handler(NULL, NULL);
   free(ali.v);
   kio_opts_free(po);
   return fatal();

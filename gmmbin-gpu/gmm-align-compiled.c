@@ -313,7 +313,9 @@ typedef struct {
 static void emit_batch(out_ctx *o, align_ctx *a, batch *b) {
   char buf1[32], buf2[32];
   t_capture = NULL;
-  for (int i = 0; i < b->align_lines.n; i++) replay(&b->align_lines.v[i]);
+  /* Lines of a failed batch are reproduced below, utterance by utterance. */
+  if (b->align_rc == KIO_OK)
+    for (int i = 0; i < b->align_lines.n; i++) replay(&b->align_lines.v[i]);
   /* Result of each slot: where it sits in b->res. */
   int *pos = b->nslots ? malloc((size_t)b->nslots * sizeof *pos) : NULL;
   if (b->nslots && !pos) { KIO_ERROR("Out of memory"); fatal_exit(a); }

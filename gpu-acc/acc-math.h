@@ -37,8 +37,8 @@
   0x3fefa4afa2a490daULL, 0x3fefd0765b6e4540ULL }
 
 #ifdef __CUDACC__
-/* Defined (once) in acc-cuda.cu. */
-extern __device__ __constant__ uint64_t gacc_exp_tab_dev[32];
+/* Only acc-cuda.cu includes this header in device code. */
+static __device__ __constant__ uint64_t gacc_exp_tab_dev[32] = GACC_EXP_TAB_INIT;
 #endif
 
 static const uint64_t gacc_exp_tab_host[32] = GACC_EXP_TAB_INIT;
@@ -82,18 +82,131 @@ GACC_HD float gacc_expf(float x) {
   return (float)y;
 }
 
-/* Log-likelihood of one Gaussian for frame x, in float, as Kaldi's
- * DiagGmm::LogLikelihoods: y = gconst; y += MI.x; y += -0.5 * (IV.x^2),
- * each dot product summed in ascending d (one rounding per operation; the
- * reference BLAS may block the sums differently, see check_acc). */
-GACC_HD float gacc_gauss_loglike(float gconst, const float *mi, const float *iv,
-                                 const float *x, int dim) {
-  float t = 0.0f, u = 0.0f;
-  for (int d = 0; d < dim; d++) t += mi[d] * x[d];
-  for (int d = 0; d < dim; d++) u += iv[d] * (x[d] * x[d]);
-  float y = gconst + t;
-  y += -0.5f * u;
+/* ---- Gaussian log-likelihoods exactly as Kaldi's reference build ----
+ * Kaldi computes y = gconsts; y += MI.x; y += -0.5 * IV.x^2 with two
+ * cblas_sgemv calls; the fixtures come from OpenBLAS (Haswell kernels:
+ * kernel/x86_64/sgemv_t_4.c with sgemv_t_microk_haswell-4.c). Its rounding
+ * depends on how each dot product is split, so we reproduce that split
+ * (checked bit for bit against Kaldi's stats in tests/check_acc.c):
+ *  - the dimension is cut into NB = D - D%4 (blocks of at most 4096) and a
+ *    tail of D%4 elements added afterwards;
+ *  - components are taken 4 at a time (8-lane FMA kernel), then 2 (4-lane
+ *    multiply-add kernel), then 1 (two 4-lane multiply-add accumulators);
+ *  - each block's dot is added as y + dot*alpha; the tail as
+ *    y + fma(a2, x2*alpha, fma(a0, x0*alpha, a1*x1*alpha)) (GCC's FMA
+ *    contraction of the C expression). */
+enum { GACC_K4 = 0, GACC_K2 = 1, GACC_K1 = 2 };
+
+/* Which sgemv kernel handles component j of M. */
+GACC_HD int gacc_kernel_kind(int j, int M) {
+  if (j < (M & ~3)) return GACC_K4;
+  if ((M & 2) && j < (M & ~3) + 2) return GACC_K2;
+  return GACC_K1;
+}
+
+/* 8 lanes of FMA: a 4-wide step if n&4, an 8-wide step if n&8, then
+ * 16-wide steps (two FMAs per lane); lanes k and k+4 added, then
+ * horizontal adds ((s0+s1)+(s2+s3)). */
+GACC_HD float gacc_dot_k4(const float *a, const float *x, int n) {
+  float acc[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+  int i = 0;
+  if (n & 4) {
+    for (int l = 0; l < 4; l++) acc[l] = fmaf(a[l], x[l], acc[l]);
+    i = 4;
+    n -= 4;
+  }
+  if (n & 8) {
+    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], x[i + l], acc[l]);
+    i += 8;
+    n -= 8;
+  }
+  for (; n > 0; i += 16, n -= 16) {
+    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], x[i + l], acc[l]);
+    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + 8 + l], x[i + 8 + l], acc[l]);
+  }
+  float s0 = acc[0] + acc[4], s1 = acc[1] + acc[5], s2 = acc[2] + acc[6],
+        s3 = acc[3] + acc[7];
+  float h0 = s0 + s1, h1 = s2 + s3;
+  return h0 + h1;
+}
+
+/* 4 lanes, multiply then add, in element order. */
+GACC_HD float gacc_dot_k2(const float *a, const float *x, int n) {
+  float acc[4] = { 0, 0, 0, 0 };
+  for (int i = 0; i < n; i += 4)
+    for (int l = 0; l < 4; l++) {
+      float p = a[i + l] * x[i + l];
+      acc[l] = acc[l] + p;
+    }
+  float h0 = acc[0] + acc[1], h1 = acc[2] + acc[3];
+  return h0 + h1;
+}
+
+/* Two 4-lane accumulators: a 4-wide step into the first if n&4, then
+ * 8-wide steps (first half into the first, second into the second). */
+GACC_HD float gacc_dot_k1(const float *a, const float *x, int n) {
+  float u[4] = { 0, 0, 0, 0 }, v[4] = { 0, 0, 0, 0 };
+  int i = 0;
+  if (n & 4) {
+    for (int l = 0; l < 4; l++) {
+      float p = a[l] * x[l];
+      u[l] = u[l] + p;
+    }
+    i = 4;
+    n -= 4;
+  }
+  for (; n > 0; i += 8, n -= 8) {
+    for (int l = 0; l < 4; l++) {
+      float p = a[i + l] * x[i + l];
+      u[l] = u[l] + p;
+    }
+    for (int l = 0; l < 4; l++) {
+      float p = a[i + 4 + l] * x[i + 4 + l];
+      v[l] = v[l] + p;
+    }
+  }
+  float w0 = u[0] + v[0], w1 = u[1] + v[1], w2 = u[2] + v[2], w3 = u[3] + v[3];
+  float h0 = w0 + w1, h1 = w2 + w3;
+  return h0 + h1;
+}
+
+/* y + alpha * (a . xv) for one component row a of length D, as sgemv_t
+ * does it. */
+GACC_HD float gacc_gemv_row(float y, const float *a, const float *xv, int D, float alpha,
+                            int kind) {
+  int m3 = D & 3, nb_total = D - m3;
+  for (int off = 0; off < nb_total; off += 4096) {
+    int nb = nb_total - off < 4096 ? nb_total - off : 4096;
+    float t = kind == GACC_K4 ? gacc_dot_k4(a + off, xv + off, nb)
+            : kind == GACC_K2 ? gacc_dot_k2(a + off, xv + off, nb)
+                              : gacc_dot_k1(a + off, xv + off, nb);
+    float p = t * alpha;
+    y = y + p;
+  }
+  const float *at = a + nb_total, *xt = xv + nb_total;
+  if (m3 == 3) {
+    float t0 = xt[0] * alpha, t1 = xt[1] * alpha, t2 = xt[2] * alpha;
+    float p1 = at[1] * t1;
+    float t = fmaf(at[2], t2, fmaf(at[0], t0, p1));
+    y = y + t;
+  } else if (m3 == 2) {
+    float t0 = xt[0] * alpha, t1 = xt[1] * alpha;
+    float p1 = at[1] * t1;
+    y = y + fmaf(at[0], t0, p1);
+  } else if (m3 == 1) {
+    y = fmaf(at[0], xt[0] * alpha, y);
+  }
   return y;
+}
+
+/* Log-likelihood of component j (of M) for frame x: gconst + MI.x
+ * - 0.5 IV.x2 rounded as Kaldi/OpenBLAS (above); x2[d] = x[d] * x[d] in
+ * float, as Kaldi squares the frame. */
+GACC_HD float gacc_gauss_loglike(float gconst, const float *mi, const float *iv,
+                                 const float *x, const float *x2, int D, int j, int M) {
+  int kind = gacc_kernel_kind(j, M);
+  float y = gacc_gemv_row(gconst, mi, x, D, 1.0f, kind);
+  return gacc_gemv_row(y, iv, x2, D, -0.5f, kind);
 }
 
 #endif

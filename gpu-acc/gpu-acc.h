@@ -78,10 +78,30 @@ int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
  * it is (re)initialised as needed). */
 int gacc_get_stats(gacc_acc *a, gacc_stats *out);
 
+/* Reads a stats file written by gacc_stats_write or Kaldi (binary or text)
+ * into s (GMM values as stored, i.e. float precision). *flags_ok (may be
+ * NULL) is 1 when every pdf has FLAGS 15. Logs ERROR naming the file. */
+int gacc_stats_read(const char *rxfilename, gacc_stats *s, int *flags_ok);
+
+/* Comparison of two sets of statistics (tests, tools/acc-compare). */
+typedef struct {
+  int same_layout;        /* tids, pdfs, dim, components per pdf */
+  int64_t num_tacc_diff;  /* transition counts that differ (exactly) */
+  size_t num_values;      /* occupancies + mean + var cells compared */
+  size_t num_over;        /* of those, relative difference > tol */
+  double max_rel;         /* largest relative difference seen */
+  double like_rel;        /* relative difference of total_like */
+  int frames_equal;       /* total_frames identical */
+} gacc_cmp;
+/* ulp_ok: values one float ulp apart count as equal (for files). */
+void gacc_stats_compare(const gacc_stats *a, const gacc_stats *b, double tol,
+                        int ulp_ok, gacc_cmp *c);
+
 /* Same float arithmetic as the accumulators (exposed for tests): component
- * log-likelihoods of frame x for pdf j into ll[M], then softmax in place;
- * returns the frame log-likelihood mx + logf(sum). */
-float gacc_frame_posteriors(const kio_diag_gmm *g, const float *x, float *ll);
+ * log-likelihoods of frame x (x2: its elements squared in float) for GMM g
+ * into ll[M], then softmax in place; returns mx + logf(sum). */
+float gacc_frame_posteriors(const kio_diag_gmm *g, const float *x, const float *x2,
+                            float *ll);
 /* The expf used by the softmax (equal to glibc's; see acc-math.h). */
 float gacc_expf_ref(float x);
 

@@ -12,6 +12,12 @@
 #include "../base/log.h"
 #include "align-cuda.h"
 
+/* Kernel launch (tests/emu/ replaces it to run kernels on the host). */
+#ifndef GALIGN_LAUNCH
+#define GALIGN_LAUNCH(kernel, grid, block, stream, ...) \
+  kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+
 /* Checks a cuBLAS call like KIO_CUDA_TRY. */
 #define GALIGN_CUBLAS_TRY(call)                                                  \
   do {                                                                           \
@@ -73,20 +79,27 @@ struct galign_cuda {
   galign_cu_buf d_lg;                     /* chunk x gsel Gaussian log-likelihoods */
   galign_cu_buf d_ll;                     /* sum_u T_u * npu_u */
   galign_cu_buf d_flags, h_flags;         /* one int each */
+  galign_cu_buf d_uflags, h_uflags;       /* per utterance: GALIGN_CU_BAD_LIKE */
   int64_t total_frames, total_ll;
   int32_t nsel, gsel;
 
   /* decoder state: owned by decode-cuda.cu */
   struct galign_cu_dec *dec;
+  /* statistics since creation (galign_cuda_stats) */
+  int64_t stat_frames, stat_toks, stat_redo, stat_bad_like, stat_regrow;
+  int32_t stat_max_toks;
 };
 
 /* loglike-cuda.cu: computes the likelihoods of a batch into d_ll, all
  * asynchronous on c->stream (features copied through pinned memory).
+ * An invalid likelihood (NaN/inf, or a NaN component) raises the global flag
+ * and the utterance's flag: Kaldi computes likelihoods lazily, so only the
+ * CPU redo of that utterance can tell whether Kaldi would have died.
  * pdf lists come from graphs; feats[i]->rows == graphs' utterance length.
  * When loglikes != NULL the features are ignored and loglikes[i] (frames x
  * npu, unscaled) are uploaded instead. Checks dims (logs ERROR). Leaves
- * h_utt filled. The invalid-likelihood flag is read back into h_flags;
- * call galign_cu_check_flags after synchronising. */
+ * h_utt filled. The flags are read back into h_flags / h_uflags; call
+ * galign_cu_check_flags (test entry) after synchronising. */
 int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *graphs,
                               const kio_matrix *const *feats,
                               const kio_matrix *const *loglikes);

@@ -22,6 +22,17 @@ int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph *const *gr
   if (num_redo) *num_redo = 0;
   GALIGN_NOCUDA();
 }
+void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t *toks,
+                       int32_t *max_toks, int64_t *redo, int64_t *bad_like,
+                       int64_t *regrown) {
+  (void)c;
+  if (frames) *frames = 0;
+  if (toks) *toks = 0;
+  if (max_toks) *max_toks = 0;
+  if (redo) *redo = 0;
+  if (bad_like) *bad_like = 0;
+  if (regrown) *regrown = 0;
+}
 int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g, const kio_matrix *feats,
                          kio_matrix *out) {
   (void)c; (void)g; (void)feats; (void)out;

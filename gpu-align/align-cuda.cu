@@ -110,6 +110,17 @@ extern "C" const char *galign_cuda_device_desc(const galign_cuda *c) {
   return c ? c->desc : "";
 }
 
+extern "C" void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t *toks,
+                                  int32_t *max_toks, int64_t *redo, int64_t *bad_like,
+                                  int64_t *regrown) {
+  if (frames) *frames = c ? c->stat_frames : 0;
+  if (toks) *toks = c ? c->stat_toks : 0;
+  if (max_toks) *max_toks = c ? c->stat_max_toks : 0;
+  if (redo) *redo = c ? c->stat_redo : 0;
+  if (bad_like) *bad_like = c ? c->stat_bad_like : 0;
+  if (regrown) *regrown = c ? c->stat_regrow : 0;
+}
+
 /* Frames per device batch: bounds the likelihood and workspace memory.
  * $KIO_GALIGN_BATCH_FRAMES overrides (debugging, memory-tight devices). */
 static int64_t galign_max_batch_frames(const galign_cuda *c) {

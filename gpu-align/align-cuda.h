@@ -43,6 +43,15 @@ int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph *const *gr
                             const kio_matrix *const *feats, int want_per_frame,
                             galign_result *results, uint8_t *redo, int *num_redo);
 
+/* Statistics since creation: decoder frames and tokens alive at each
+ * GetCutoff (both passes of a retried utterance, as the CPU counts them),
+ * the most tokens of one frame, utterances handed back for a CPU redo, those
+ * among them because of an invalid likelihood, utterances decoded a second
+ * time on the device with a bigger workspace. Any pointer may be NULL. */
+void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t *toks,
+                       int32_t *max_toks, int64_t *redo, int64_t *bad_like,
+                       int64_t *regrown);
+
 /* ---- entry points for tests (and debugging) ---- */
 
 /* Device log-likelihoods of one utterance for the pdfs its graph uses:

@@ -1,12 +1,431 @@
-/* Device Viterbi (placeholder until viterbi-core.h lands). */
-#include "align-cuda-impl.h"
+/* The FasterDecoder of viterbi-core.h on the device: one thread per
+ * utterance over a whole batch, graphs packed into flat CSR arrays, each
+ * utterance's workspace carved from one allocation, best path and alignment
+ * written on the device. An utterance whose workspace overflows is decoded
+ * again on the device with a larger one; if that overflows too (or its
+ * likelihoods were invalid) it is handed back to the caller for a CPU redo. */
+#include <stdlib.h>
+#include <string.h>
 
-int galign_cu_dec_new(galign_cuda *c) { c->dec = NULL; return KIO_OK; }
-void galign_cu_dec_free(galign_cuda *c) { (void)c; }
+#include "align-cuda-impl.h"
+#include "viterbi-core.h"
+
+/* Per utterance, device side. Offsets index the packed arrays. */
+typedef struct {
+  int64_t as_off;   /* arc_start: num_states + 1 entries (utterance-local arc indices) */
+  int64_t st_off;   /* final: num_states entries */
+  int64_t arc_off;  /* arcs, arc_pdf */
+  int64_t ws_off;   /* bytes into the workspace allocation */
+  int32_t num_states, start;
+  int32_t tok_cap, stack_cap;
+} galign_cu_dutt;
+
+/* Per utterance result. need: 1 tokens, 2 stack, 4 states/hash. */
+typedef struct {
+  int32_t status, ok, retried, need;
+  float like, score;
+  int32_t stat_max_toks, pad;
+  int64_t stat_frames, stat_toks;
+} galign_cu_dres;
+
+typedef struct {
+  const galign_cu_dutt *dutt;
+  const galign_cu_utt *lutt;
+  const int32_t *order;     /* utterance of each thread */
+  int32_t count;
+  const int32_t *arc_start;
+  const float *final;
+  const kio_arc *arcs;
+  const int32_t *arc_pdf;
+  const float *ll;
+  char *ws;
+  int32_t *ali;
+  float *per_frame;         /* NULL: not wanted */
+  galign_cu_dres *res;
+  float beam, retry_beam, ac_scale;
+} galign_cu_dec_args;
+
+struct galign_cu_dec {
+  galign_cu_buf h_pack, d_pack;  /* dutt, order, arc_start, final, arcs, arc_pdf */
+  galign_cu_buf d_ws;
+  galign_cu_buf d_ali, h_ali, d_pf, h_pf;
+  galign_cu_buf d_res, h_res;
+};
+
+#define GALIGN_AL16(x) (((size_t)(x) + 15) & ~(size_t)15)
+
+/* Workspace bytes for one utterance (host and device agree on the layout). */
+__host__ __device__ static inline size_t galign_ws_bytes(int32_t S, int32_t tok_cap,
+                                                         int32_t stack_cap) {
+  int32_t hc = galign_core_hash_cap(S);
+  return GALIGN_AL16((size_t)tok_cap * sizeof(galign_tok)) +
+         2 * GALIGN_AL16((size_t)S * sizeof(galign_elem)) +
+         2 * GALIGN_AL16((size_t)S * sizeof(int32_t)) + GALIGN_AL16((size_t)hc * sizeof(int32_t)) +
+         GALIGN_AL16((size_t)stack_cap * sizeof(int32_t));
+}
+
+__device__ static void galign_d_carve(galign_core_ws *w, char *p, int32_t S, int32_t tok_cap,
+                                      int32_t stack_cap) {
+  memset(w, 0, sizeof *w);
+  w->tok = (galign_tok *)p;               p += GALIGN_AL16((size_t)tok_cap * sizeof(galign_tok));
+  w->pool[0] = (galign_elem *)p;          p += GALIGN_AL16((size_t)S * sizeof(galign_elem));
+  w->pool[1] = (galign_elem *)p;          p += GALIGN_AL16((size_t)S * sizeof(galign_elem));
+  w->state_elem = (int32_t *)p;           p += GALIGN_AL16((size_t)S * sizeof(int32_t));
+  w->used_bucket = (int32_t *)p;          p += GALIGN_AL16((size_t)S * sizeof(int32_t));
+  w->bucket_last = (int32_t *)p;          p += GALIGN_AL16((size_t)galign_core_hash_cap(S) * sizeof(int32_t));
+  w->stack = (int32_t *)p;
+  w->tok_cap = tok_cap;
+  w->state_cap = S;
+  w->hash_cap = galign_core_hash_cap(S);
+  w->stack_cap = stack_cap;
+}
+
+/* One thread per utterance: retry and best path included (AlignUtteranceWrapper). */
+__global__ void __launch_bounds__(32) galign_k_decode(galign_cu_dec_args a) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= a.count) return;
+  const int32_t u = a.order[j];
+  const galign_cu_dutt d = a.dutt[u];
+  const galign_cu_utt l = a.lutt[u];
+  galign_core_graph g;
+  g.num_states = d.num_states;
+  g.start = d.start;
+  g.n_used = l.npu;
+  g.arc_start = a.arc_start + d.as_off;
+  g.arcs = a.arcs + d.arc_off;
+  g.final = a.final + d.st_off;
+  g.arc_pdf = a.arc_pdf + d.arc_off;
+  galign_core_ws w;
+  galign_d_carve(&w, a.ws + d.ws_off, d.num_states, d.tok_cap, d.stack_cap);
+  galign_core_ws_reset(&w);
+  galign_core_out out;
+  int retried = 0;
+  int st = galign_core_align(&w, &g, a.ll + l.ll_off, l.num_frames, a.beam, a.retry_beam,
+                             a.ac_scale, a.ali + l.frame_off,
+                             a.per_frame ? a.per_frame + l.frame_off : NULL, &out, &retried);
+  galign_cu_dres r;
+  r.status = st;
+  r.ok = st == GALIGN_CORE_OK ? out.ok : 0;
+  r.retried = retried;
+  r.need = (w.need_tok ? 1 : 0) | (w.need_stack ? 2 : 0) | (w.need_state || w.need_hash ? 4 : 0);
+  r.like = st == GALIGN_CORE_OK ? out.like : 0.0f;
+  r.score = st == GALIGN_CORE_OK ? out.score : 0.0f;
+  r.stat_max_toks = w.stat_max_toks;
+  r.pad = 0;
+  r.stat_frames = w.stat_frames;
+  r.stat_toks = w.stat_toks;
+  a.res[u] = r;
+}
+
+int galign_cu_dec_new(galign_cuda *c) {
+  c->dec = (struct galign_cu_dec *)calloc(1, sizeof(struct galign_cu_dec));
+  if (!c->dec) {
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}
+
+void galign_cu_dec_free(galign_cuda *c) {
+  struct galign_cu_dec *d = c->dec;
+  if (!d) return;
+  galign_cu_buf *dev[] = {&d->d_pack, &d->d_ws, &d->d_ali, &d->d_pf, &d->d_res};
+  galign_cu_buf *host[] = {&d->h_pack, &d->h_ali, &d->h_pf, &d->h_res};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) galign_cu_dev_release(dev[i]);
+  for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) galign_cu_host_release(host[i]);
+  free(d);
+  c->dec = NULL;
+}
+
+/* Layout of the packed graph buffer (byte offsets of each section). */
+typedef struct {
+  size_t dutt, order, arc_start, final, arcs, arc_pdf, total;
+} galign_pack_layout;
+
+static int galign_cmp_len_desc(const void *x, const void *y, void *ctx) {
+  const galign_cu_utt *u = (const galign_cu_utt *)ctx;
+  int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+  if (u[a].num_frames != u[b].num_frames) return u[a].num_frames > u[b].num_frames ? -1 : 1;
+  return a < b ? -1 : a > b;
+}
+
+/* Tokens per frame reserved on the first pass ($KIO_GALIGN_TOKS_PER_FRAME):
+ * an overflow only costs a second device pass for that utterance. */
+static int64_t galign_toks_per_frame(void) {
+  const char *e = getenv("KIO_GALIGN_TOKS_PER_FRAME");
+  if (e && atoll(e) > 0) return atoll(e);
+  return 64;
+}
+
+static int32_t galign_clamp_cap(int64_t v) {
+  const int64_t mx = (int64_t)1 << 30;
+  return (int32_t)(v < 1 ? 1 : v > mx ? mx : v);
+}
+
+/* Packs graphs (validated) into pinned memory, with the utterances to decode
+ * (longest first) and their workspace offsets. KIO_ERR after an ERROR. */
+static int galign_pack(galign_cuda *c, int n, const galign_graph *const *graphs,
+                       galign_pack_layout *L, int32_t *num_active, int64_t *ws_total) {
+  struct galign_cu_dec *D = c->dec;
+  const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
+  int64_t ns = 0, na = 0;
+  for (int i = 0; i < n; i++) {
+    ns += graphs[i]->fst.num_states;
+    na += graphs[i]->fst.num_arcs;
+  }
+  L->dutt = 0;
+  L->order = GALIGN_AL16(sizeof(galign_cu_dutt) * n);
+  L->arc_start = L->order + GALIGN_AL16(sizeof(int32_t) * n);
+  L->final = L->arc_start + GALIGN_AL16(sizeof(int32_t) * (ns + n));
+  L->arcs = L->final + GALIGN_AL16(sizeof(float) * ns);
+  L->arc_pdf = L->arcs + GALIGN_AL16(sizeof(kio_arc) * na);
+  L->total = L->arc_pdf + GALIGN_AL16(sizeof(int32_t) * na);
+  if (galign_cu_host_reserve(&D->h_pack, L->total) != KIO_OK) return KIO_ERR;
+  char *base = (char *)D->h_pack.p;
+  galign_cu_dutt *du = (galign_cu_dutt *)(base + L->dutt);
+  int32_t *order = (int32_t *)(base + L->order);
+  int32_t *as = (int32_t *)(base + L->arc_start);
+  float *fin = (float *)(base + L->final);
+  kio_arc *arcs = (kio_arc *)(base + L->arcs);
+  int32_t *apdf = (int32_t *)(base + L->arc_pdf);
+  int64_t so = 0, ao = 0, wo = 0;
+  int32_t m = 0;
+  const int64_t tpf = galign_toks_per_frame();
+  for (int i = 0; i < n; i++) {
+    const galign_graph *gr = graphs[i];
+    const kio_fst *f = &gr->fst;
+    const int32_t S = f->num_states, A = f->num_arcs;
+    galign_cu_dutt *d = &du[i];
+    d->as_off = so + i;
+    d->st_off = so;
+    d->arc_off = ao;
+    d->num_states = S;
+    d->start = f->start;
+    d->tok_cap = galign_clamp_cap((int64_t)utt[i].num_frames * tpf + 1024);
+    d->stack_cap = galign_clamp_cap(2 * (int64_t)S + 64);
+    d->ws_off = wo;
+    int active = S > 0 && f->start >= 0 && f->start < S && utt[i].num_frames > 0;
+    if (S > 0) {
+      if (f->arc_start[0] != 0 || f->arc_start[S] != A) {
+        KIO_ERROR("Malformed graph (arc index)");
+        return KIO_ERR;
+      }
+      memcpy(as + so + i, f->arc_start, sizeof(int32_t) * ((size_t)S + 1));
+      memcpy(fin + so, f->final, sizeof(float) * (size_t)S);
+      memcpy(arcs + ao, f->arcs, sizeof(kio_arc) * (size_t)A);
+      memcpy(apdf + ao, gr->arc_pdf, sizeof(int32_t) * (size_t)A);
+      /* The kernel trusts indices: check them here, where it is cheap. */
+      for (int32_t s = 0; s < S; s++)
+        if (f->arc_start[s + 1] < f->arc_start[s]) {
+          KIO_ERROR("Malformed graph (arc index)");
+          return KIO_ERR;
+        }
+      for (int32_t a = 0; a < A; a++) {
+        const kio_arc *x = &f->arcs[a];
+        int32_t k = gr->arc_pdf[a];
+        if (x->nextstate < 0 || x->nextstate >= S ||
+            (x->ilabel != 0 && (k < 0 || k >= gr->num_pdfs_used))) {
+          KIO_ERROR("Malformed graph (arc %d: next state %d, pdf index %d)", (int)a,
+                    (int)x->nextstate, (int)k);
+          return KIO_ERR;
+        }
+      }
+    } else {
+      as[so + i] = 0;
+    }
+    if (active) {
+      order[m++] = i;
+      wo += (int64_t)galign_ws_bytes(S, d->tok_cap, d->stack_cap);
+    }
+    so += S;
+    ao += A;
+  }
+  /* Longest first: threads of a warp get similar lengths. */
+  qsort_r(order, (size_t)m, sizeof(int32_t), galign_cmp_len_desc, (void *)utt);
+  *num_active = m;
+  *ws_total = wo;
+  return KIO_OK;
+}
+
+/* Device bytes the decoder workspaces may take: half of the device. */
+static int64_t galign_ws_budget(const galign_cuda *c) { return (int64_t)(c->mem_total / 2); }
+
+/* Launches the decoder over order[0..m) (in the packed dutt/order on the
+ * device), copies results, alignments (and per-frame values) back, syncs. */
+static int galign_run_pass(galign_cuda *c, int n, const galign_pack_layout *L, int32_t m,
+                           int64_t ws_bytes, int want_pf) {
+  struct galign_cu_dec *D = c->dec;
+  cudaStream_t st = c->stream;
+  const int64_t TF = c->total_frames;
+  if (galign_cu_dev_reserve(&D->d_ws, (size_t)ws_bytes + 16) != KIO_OK) return KIO_ERR;
+  char *dp = (char *)D->d_pack.p;
+  galign_cu_dec_args a;
+  a.dutt = (const galign_cu_dutt *)(dp + L->dutt);
+  a.lutt = (const galign_cu_utt *)c->d_utt.p;
+  a.order = (const int32_t *)(dp + L->order);
+  a.count = m;
+  a.arc_start = (const int32_t *)(dp + L->arc_start);
+  a.final = (const float *)(dp + L->final);
+  a.arcs = (const kio_arc *)(dp + L->arcs);
+  a.arc_pdf = (const int32_t *)(dp + L->arc_pdf);
+  a.ll = (const float *)c->d_ll.p;
+  a.ws = (char *)D->d_ws.p;
+  a.ali = (int32_t *)D->d_ali.p;
+  a.per_frame = want_pf ? (float *)D->d_pf.p : NULL;
+  a.res = (galign_cu_dres *)D->d_res.p;
+  a.beam = c->opts.beam;
+  a.retry_beam = c->opts.retry_beam;
+  a.ac_scale = c->opts.acoustic_scale;
+  if (m > 0) {
+    GALIGN_LAUNCH(galign_k_decode, (unsigned)((m + 31) / 32), 32, st, a);
+    KIO_CUDA_LAUNCHED();
+  }
+  KIO_CUDA_TRY(cudaMemcpyAsync(D->h_res.p, D->d_res.p, sizeof(galign_cu_dres) * n,
+                               cudaMemcpyDeviceToHost, st));
+  if (TF > 0) {
+    KIO_CUDA_TRY(cudaMemcpyAsync(D->h_ali.p, D->d_ali.p, sizeof(int32_t) * TF,
+                                 cudaMemcpyDeviceToHost, st));
+    if (want_pf)
+      KIO_CUDA_TRY(cudaMemcpyAsync(D->h_pf.p, D->d_pf.p, sizeof(float) * TF,
+                                   cudaMemcpyDeviceToHost, st));
+  }
+  KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  return KIO_OK;
+}
+
+/* Second device pass for utterances whose workspace overflowed: larger
+ * capacities where they ran out. Those that do not fit stay NOSPACE. */
+static int galign_regrow(galign_cuda *c, int n, const galign_pack_layout *L, int want_pf) {
+  struct galign_cu_dec *D = c->dec;
+  char *base = (char *)D->h_pack.p;
+  galign_cu_dutt *du = (galign_cu_dutt *)(base + L->dutt);
+  int32_t *order = (int32_t *)(base + L->order);
+  const galign_cu_dres *res = (const galign_cu_dres *)D->h_res.p;
+  const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
+  const int *uf = (const int *)c->h_uflags.p;
+  const int64_t budget = galign_ws_budget(c);
+  int32_t m = 0;
+  int64_t wo = 0;
+  for (int i = 0; i < n; i++) {
+    galign_cu_dutt *d = &du[i];
+    int active = d->num_states > 0 && d->start >= 0 && utt[i].num_frames > 0;
+    if (!active || uf[i] || res[i].status != GALIGN_CORE_NOSPACE || (res[i].need & 4)) continue;
+    int32_t tok = d->tok_cap, stk = d->stack_cap;
+    if (res[i].need & 1) {
+      int64_t t = (int64_t)tok * 16;
+      int64_t floor_t = (int64_t)utt[i].num_frames * 1024 + 4096;
+      tok = galign_clamp_cap(t > floor_t ? t : floor_t);
+    }
+    if (res[i].need & 2) stk = galign_clamp_cap((int64_t)stk * 16);
+    int64_t b = (int64_t)galign_ws_bytes(d->num_states, tok, stk);
+    if (wo + b > budget) continue; /* left NOSPACE: CPU redo */
+    d->tok_cap = tok;
+    d->stack_cap = stk;
+    d->ws_off = wo;
+    wo += b;
+    order[m++] = i;
+  }
+  if (m == 0) return KIO_OK;
+  KIO_VLOG(1, "Decoding %d utterance(s) again on the device with larger workspaces", (int)m);
+  c->stat_regrow += m;
+  /* only dutt and order changed: upload those two sections */
+  KIO_CUDA_TRY(cudaMemcpyAsync(D->d_pack.p, D->h_pack.p, L->arc_start, cudaMemcpyHostToDevice,
+                               c->stream));
+  /* The second pass overwrites res of its utterances only; keep the others. */
+  return galign_run_pass(c, n, L, m, wo, want_pf);
+}
+
 int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *graphs,
-                           int want_per_frame, galign_result *results,
-                           uint8_t *redo, int *num_redo) {
-  (void)c; (void)n; (void)graphs; (void)want_per_frame; (void)results; (void)redo; (void)num_redo;
-  KIO_ERROR("CUDA decoder not implemented yet");
-  return KIO_ERR;
+                           int want_pf, galign_result *results, uint8_t *redo, int *num_redo) {
+  struct galign_cu_dec *D = c->dec;
+  if (num_redo) *num_redo = 0;
+  if (n <= 0) return KIO_OK;
+  galign_pack_layout L;
+  int32_t m = 0;
+  int64_t wsb = 0;
+  /* Host packing runs while the device computes the likelihoods. */
+  if (galign_pack(c, n, graphs, &L, &m, &wsb) != KIO_OK) {
+    cudaStreamSynchronize(c->stream);
+    return KIO_ERR;
+  }
+  if (wsb > galign_ws_budget(c)) {
+    KIO_ERROR("Decoder workspaces of this batch need %lld bytes; the device has %zu "
+              "(set KIO_GALIGN_BATCH_FRAMES lower)", (long long)wsb, c->mem_total);
+    cudaStreamSynchronize(c->stream);
+    return KIO_ERR;
+  }
+  cudaStream_t st = c->stream;
+  const int64_t TF = c->total_frames;
+  GALIGN_CU_RESERVE(dev, D->d_pack, char, L.total);
+  GALIGN_CU_RESERVE(dev, D->d_ali, int32_t, TF + 1);
+  GALIGN_CU_RESERVE(host, D->h_ali, int32_t, TF + 1);
+  if (want_pf) {
+    GALIGN_CU_RESERVE(dev, D->d_pf, float, TF + 1);
+    GALIGN_CU_RESERVE(host, D->h_pf, float, TF + 1);
+  }
+  GALIGN_CU_RESERVE(dev, D->d_res, galign_cu_dres, n);
+  GALIGN_CU_RESERVE(host, D->h_res, galign_cu_dres, n);
+  KIO_CUDA_TRY(cudaMemcpyAsync(D->d_pack.p, D->h_pack.p, L.total, cudaMemcpyHostToDevice, st));
+  if (galign_run_pass(c, n, &L, m, wsb, want_pf) != KIO_OK) return KIO_ERR;
+  if (galign_regrow(c, n, &L, want_pf) != KIO_OK) return KIO_ERR;
+
+  const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
+  const galign_cu_dutt *du = (const galign_cu_dutt *)((char *)D->h_pack.p + L.dutt);
+  const galign_cu_dres *res = (const galign_cu_dres *)D->h_res.p;
+  const int *uf = (const int *)c->h_uflags.p;
+  const int32_t *h_ali = (const int32_t *)D->h_ali.p;
+  const float *h_pf = (const float *)D->h_pf.p;
+  int nr = 0;
+  for (int i = 0; i < n; i++) {
+    galign_result *r = &results[i];
+    const int32_t T = utt[i].num_frames;
+    r->ok = 0;
+    r->retried = 0;
+    r->num_frames = T;
+    r->like = r->score = 0.0f;
+    redo[i] = 0;
+    int active = du[i].num_states > 0 && du[i].start >= 0 && T > 0;
+    if (!active) continue;
+    if (uf[i]) { /* the CPU decides whether Kaldi would have met this value */
+      redo[i] = 1;
+      nr++;
+      c->stat_bad_like++;
+      continue;
+    }
+    const galign_cu_dres *x = &res[i];
+    if (x->status != GALIGN_CORE_OK) {
+      KIO_VLOG(1, "Utterance %d of the batch: device decoder status %d (need %d): CPU redo",
+               i, (int)x->status, (int)x->need);
+      redo[i] = 1;
+      nr++;
+      continue;
+    }
+    c->stat_frames += x->stat_frames;
+    c->stat_toks += x->stat_toks;
+    if (x->stat_max_toks > c->stat_max_toks) c->stat_max_toks = x->stat_max_toks;
+    r->retried = x->retried;
+    if (!x->ok) continue;
+    int32_t *ali = (int32_t *)realloc(r->ali, sizeof(int32_t) * (size_t)T);
+    if (!ali) {
+      KIO_ERROR("Out of memory");
+      return KIO_ERR;
+    }
+    r->ali = ali;
+    memcpy(ali, h_ali + utt[i].frame_off, sizeof(int32_t) * (size_t)T);
+    if (want_pf) {
+      float *pf = (float *)realloc(r->per_frame, sizeof(float) * (size_t)T);
+      if (!pf) {
+        KIO_ERROR("Out of memory");
+        return KIO_ERR;
+      }
+      r->per_frame = pf;
+      memcpy(pf, h_pf + utt[i].frame_off, sizeof(float) * (size_t)T);
+    }
+    r->ok = 1;
+    r->like = x->like;
+    r->score = x->score;
+  }
+  c->stat_redo += nr;
+  if (num_redo) *num_redo = nr;
+  return KIO_OK;
 }

@@ -157,22 +157,23 @@ int galign_equal_align(const kio_fst *g, int32_t length, uint32_t seed, int32_t 
     nlab = 0;
     path.n = arcs.n = 0;
     if (ivec_push(&path, g->start)) goto oom;
+    int32_t s = g->start;
     for (int64_t steps = 0;; steps++) {
       if (steps >= EA_MAX_STEPS) {
         KIO_ERROR("EqualAlign: random path did not reach a final state after "
                   "%d steps; giving up", EA_MAX_STEPS);
         goto out;
       }
-      int32_t s = path.v[path.n - 1];
       int32_t num_arcs = g->arc_start[s + 1] - g->arc_start[s];
       int32_t n_tot = num_arcs + (g->final[s] != INFINITY ? 1 : 0);
       int32_t k = rand_int(&rng, n_tot);
       if (k >= num_arcs) break;  /* chose the final weight */
-      const kio_arc *arc = &g->arcs[g->arc_start[s] + k];
-      if (arc->nextstate == s) continue;  /* self-loops are redrawn */
-      if (ivec_push(&arcs, g->arc_start[s] + k) || ivec_push(&path, arc->nextstate))
-        goto oom;
-      if (arc->ilabel != 0) nlab++;
+      int32_t a = g->arc_start[s] + k;
+      if (g->arcs[a].nextstate == s) continue;  /* self-loops are redrawn */
+      s = g->arcs[a].nextstate;
+      if (g->arcs[a].ilabel != 0) nlab++;
+      /* A path with more labels than frames is never used: only count. */
+      if (nlab <= length && (ivec_push(&arcs, a) || ivec_push(&path, s))) goto oom;
     }
     tries[num_tries++] = (int32_t)(nlab > INT32_MAX ? INT32_MAX : nlab);
   } while (num_tries < NUM_RETRIES && nlab > length);

@@ -66,62 +66,197 @@ int32_t galign_gmm_max_comp(const galign_gmm *g) {
   return m;
 }
 
-/* Four-lane float vectors (GCC/Clang extension; SSE on x86-64). The order of
- * the float sums is ours: Kaldi's comes from its BLAS and cannot be matched
- * bit for bit anyway (reference 3.4). */
-typedef float galign_v4 __attribute__((vector_size(16)));
-static inline galign_v4 ld4(const float *p) { galign_v4 v; memcpy(&v, p, sizeof v); return v; }
+/* Per-component log-likelihoods as Kaldi computes them through OpenBLAS
+ * (cblas_sgemv row-major = sgemv_t, Haswell/Zen kernels): the dot product
+ * over the first NB = D - D%4 dims is done by the 4x4 FMA micro-kernel for
+ * components 4k..4k+3 of the pdf (8 lanes, fma, lanes folded hi+lo then
+ * pairwise) and by the SSE 4x2/4x1 kernels (4 lanes, mul+add, pairwise) for
+ * the last n%4; y += alpha * dot; then the D%4 tail dims are added in a
+ * separate step. Reproducing that order makes our likelihoods bit-identical
+ * to the reference build's, so near-ties in pruning go the same way. */
+#define GALIGN_NB(D) ((D) & ~3)
+#if defined(__GNUC__) || defined(__clang__)
+#define GALIGN_AI __attribute__((always_inline))
+#else
+#define GALIGN_AI
+#endif
 
-/* d1 = mi . x, d2 = iv . x2 */
-static inline void dots(const float *mi, const float *iv, const float *x, const float *x2,
-                        int32_t n, float *d1, float *d2) {
-  galign_v4 a0 = {0, 0, 0, 0}, a1 = a0, b0 = a0, b1 = a0;
-  int32_t d = 0;
-  for (; d + 8 <= n; d += 8) {
-    a0 += ld4(mi + d) * ld4(x + d);
-    a1 += ld4(mi + d + 4) * ld4(x + d + 4);
-    b0 += ld4(iv + d) * ld4(x2 + d);
-    b1 += ld4(iv + d + 4) * ld4(x2 + d + 4);
+static inline GALIGN_AI float k4x4_dot(const float *a, const float *x, int32_t nb) {
+  float acc[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+  int32_t i = 0, n = nb;
+  if (n & 4) {
+    for (int l = 0; l < 4; l++) acc[l] = fmaf(a[l], x[l], acc[l]);
+    i += 4; n -= 4;
   }
-  if (d + 4 <= n) {
-    a0 += ld4(mi + d) * ld4(x + d);
-    b0 += ld4(iv + d) * ld4(x2 + d);
-    d += 4;
+  if (n & 8) {
+    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], x[i + l], acc[l]);
+    i += 8; n -= 8;
   }
-  galign_v4 a = a0 + a1, b = b0 + b1;
-  float s1 = (a[0] + a[1]) + (a[2] + a[3]);
-  float s2 = (b[0] + b[1]) + (b[2] + b[3]);
-  for (; d < n; d++) {
-    s1 += mi[d] * x[d];
-    s2 += iv[d] * x2[d];
+  for (; n > 0; i += 16, n -= 16) {
+    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], x[i + l], acc[l]);
+    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + 8 + l], x[i + 8 + l], acc[l]);
   }
-  *d1 = s1;
-  *d2 = s2;
+  float s0 = acc[4] + acc[0], s1 = acc[5] + acc[1], s2 = acc[6] + acc[2], s3 = acc[7] + acc[3];
+  return (s0 + s1) + (s2 + s3);
 }
 
+/* 4x2 kernel: one 4-lane accumulator; 4x1 kernel: a second accumulator
+ * takes the odd groups of 4 of each 8 after an optional leading 4. */
+static inline GALIGN_AI float sse_dot(const float *a, const float *x, int32_t nb, int k1) {
+  float acc[4] = { 0, 0, 0, 0 }, acc2[4] = { 0, 0, 0, 0 };
+  int32_t i = 0, n = nb;
+  if (n & 4) {
+    for (int l = 0; l < 4; l++) acc[l] = acc[l] + a[l] * x[l];
+    i += 4; n -= 4;
+  }
+  for (; n > 0; i += 8, n -= 8) {
+    for (int l = 0; l < 4; l++) acc[l] = acc[l] + a[i + l] * x[i + l];
+    if (k1)
+      for (int l = 0; l < 4; l++) acc2[l] = acc2[l] + a[i + 4 + l] * x[i + 4 + l];
+    else
+      for (int l = 0; l < 4; l++) acc[l] = acc[l] + a[i + 4 + l] * x[i + 4 + l];
+  }
+  if (k1)
+    for (int l = 0; l < 4; l++) acc[l] = acc[l] + acc2[l];
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+/* The m%4 tail: y += a0*(x0*alpha) + a1*(x1*alpha) + a2*(x2*alpha), as
+ * compiled with FMA contraction. */
+static inline GALIGN_AI float tail_dot(const float *a, const float *x, int32_t m3, float alpha) {
+  float t = a[0] * (x[0] * alpha);
+  for (int32_t k = 1; k < m3; k++) t = fmaf(a[k], x[k] * alpha, t);
+  return t;
+}
+
+/* kern: 4 = the 4x4 FMA kernel, 2 = 4x2, 1 = 4x1. */
+static inline GALIGN_AI float comp_loglike(const galign_gmm *g, int32_t m, int kern,
+                                 const float *x, const float *x2) {
+  const int32_t D = g->dim, nb = GALIGN_NB(D), m3 = D - nb;
+  const float *mi = g->means_invvars + (size_t)m * D, *iv = g->inv_vars + (size_t)m * D;
+  float y = g->gconst[m];
+  if (nb > 0) y = y + (kern == 4 ? k4x4_dot(mi, x, nb) : sse_dot(mi, x, nb, kern == 1)) * 1.0f;
+  if (m3) y = y + tail_dot(mi + nb, x + nb, m3, 1.0f);
+  if (nb > 0) y = y + (kern == 4 ? k4x4_dot(iv, x2, nb) : sse_dot(iv, x2, nb, kern == 1)) * -0.5f;
+  if (m3) y = y + tail_dot(iv + nb, x2 + nb, m3, -0.5f);
+  return y;
+}
+
+#define GALIGN_LOGLIKE_BODY(COMP)                                                 \
+  const int32_t m0 = g->pdf_offset[pdf], n = g->pdf_offset[pdf + 1] - m0;         \
+  const int32_t n4 = n & ~3, n2 = n4 + (n & 2);                                  \
+  float mx = -INFINITY;                                                           \
+  int any_nan = 0;                                                                \
+  for (int32_t i = 0; i < n; i++) {                                               \
+    float l = COMP(g, m0 + i, i < n4 ? 4 : i < n2 ? 2 : 1, x, x2);                \
+    scratch[i] = l;                                                               \
+    if (l > mx) mx = l;                                                           \
+    if (l != l) any_nan = 1;                                                      \
+  }                                                                               \
+  if (any_nan || n == 0) return NAN;                                              \
+  float cut = mx + logf(FLT_EPSILON);                                             \
+  double sum = 0.0;                                                               \
+  for (int32_t i = 0; i < n; i++)                                                 \
+    if (scratch[i] >= cut) sum += expf(scratch[i] - mx);                          \
+  return (float)(mx + log(sum));
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define GALIGN_FMA_TARGET __attribute__((target("fma,avx2")))
+
+/* The same kernels with AVX2/FMA instructions (what OpenBLAS runs). */
+static inline GALIGN_AI GALIGN_FMA_TARGET float k4x4_dot_avx(const float *a, const float *x,
+                                                             int32_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  int32_t i = 0, n = nb;
+  if (n & 4) {
+    __m128 lo = _mm_fmadd_ps(_mm_loadu_ps(a), _mm_loadu_ps(x), _mm_setzero_ps());
+    acc = _mm256_insertf128_ps(_mm256_setzero_ps(), lo, 0);
+    i += 4; n -= 4;
+  }
+  if (n & 8) {
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(x + i), acc);
+    i += 8; n -= 8;
+  }
+  for (; n > 0; i += 16, n -= 16) {
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(x + i), acc);
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(x + i + 8), acc);
+  }
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s = _mm_hadd_ps(s, s);
+  s = _mm_hadd_ps(s, s);
+  return _mm_cvtss_f32(s);
+}
+
+static inline GALIGN_AI GALIGN_FMA_TARGET float sse_dot_avx(const float *a, const float *x,
+                                                            int32_t nb, int k1) {
+  __m128 acc = _mm_setzero_ps(), acc2 = _mm_setzero_ps();
+  int32_t i = 0, n = nb;
+  if (n & 4) {
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(a), _mm_loadu_ps(x)));
+    i += 4; n -= 4;
+  }
+  for (; n > 0; i += 8, n -= 8) {
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(x + i)));
+    __m128 p = _mm_mul_ps(_mm_loadu_ps(a + i + 4), _mm_loadu_ps(x + i + 4));
+    if (k1) acc2 = _mm_add_ps(acc2, p);
+    else acc = _mm_add_ps(acc, p);
+  }
+  if (k1) acc = _mm_add_ps(acc, acc2);
+  acc = _mm_hadd_ps(acc, acc);
+  acc = _mm_hadd_ps(acc, acc);
+  return _mm_cvtss_f32(acc);
+}
+
+static inline GALIGN_AI GALIGN_FMA_TARGET float comp_loglike_avx(const galign_gmm *g, int32_t m,
+                                                                 int kern, const float *x,
+                                                                 const float *x2) {
+  const int32_t D = g->dim, nb = GALIGN_NB(D), m3 = D - nb;
+  const float *mi = g->means_invvars + (size_t)m * D, *iv = g->inv_vars + (size_t)m * D;
+  float y = g->gconst[m];
+  if (nb > 0)
+    y = y + (kern == 4 ? k4x4_dot_avx(mi, x, nb) : sse_dot_avx(mi, x, nb, kern == 1)) * 1.0f;
+  if (m3) y = y + tail_dot(mi + nb, x + nb, m3, 1.0f);
+  if (nb > 0)
+    y = y + (kern == 4 ? k4x4_dot_avx(iv, x2, nb) : sse_dot_avx(iv, x2, nb, kern == 1)) * -0.5f;
+  if (m3) y = y + tail_dot(iv + nb, x2 + nb, m3, -0.5f);
+  return y;
+}
+
+GALIGN_FMA_TARGET static float loglike_fma(const galign_gmm *g, int32_t pdf, const float *x,
+                                           const float *x2, float *scratch) {
+  GALIGN_LOGLIKE_BODY(comp_loglike_avx)
+}
+#endif
+
+static float loglike_generic(const galign_gmm *g, int32_t pdf, const float *x, const float *x2,
+                             float *scratch) {
+  GALIGN_LOGLIKE_BODY(comp_loglike)
+}
+
+/* VectorBase::LogSumExp: prune below max + log(FLT_EPSILON), sum in double. */
 float galign_gmm_loglike(const galign_gmm *g, int32_t pdf, const float *x, const float *x2,
                          float *scratch) {
-  const int32_t D = g->dim, m0 = g->pdf_offset[pdf], m1 = g->pdf_offset[pdf + 1];
-  const int32_t n = m1 - m0;
-  float mx = -INFINITY;
-  int any_nan = 0;
-  for (int32_t i = 0; i < n; i++) {
-    int32_t m = m0 + i;
-    float d1, d2;
-    dots(g->means_invvars + (size_t)m * D, g->inv_vars + (size_t)m * D, x, x2, D, &d1, &d2);
-    /* sgemv semantics: y = gconst; y += MI x; y += -0.5 * (IV x^2). */
-    float l = (g->gconst[m] + d1) + (-0.5f * d2);
-    scratch[i] = l;
-    if (l > mx) mx = l;
-    if (l != l) any_nan = 1;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static int have_fma = -1;
+#ifdef ACPU_EXPERIMENT
+  have_fma = 0;
+#endif
+  if (have_fma < 0) {
+    __builtin_cpu_init();
+    have_fma = __builtin_cpu_supports("fma") ? 1 : 0;
   }
-  if (any_nan || n == 0) return NAN;
-  /* VectorBase::LogSumExp: prune below max + log(FLT_EPSILON), sum in double. */
-  float cut = mx + logf(FLT_EPSILON);
-  double sum = 0.0;
-  for (int32_t i = 0; i < n; i++)
-    if (scratch[i] >= cut) sum += expf(scratch[i] - mx);
-  return (float)(mx + log(sum));
+  if (have_fma) return loglike_fma(g, pdf, x, x2, scratch);
+#endif
+#ifdef ACPU_EXPERIMENT
+  { const int32_t m0 = g->pdf_offset[pdf], n = g->pdf_offset[pdf + 1] - m0; float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) { const float *mi = g->means_invvars + (size_t)(m0+i)*g->dim, *iv = g->inv_vars + (size_t)(m0+i)*g->dim;
+      float s1 = 0, s2 = 0; for (int d = 0; d < g->dim; d++) { s1 += mi[d]*x[d]; s2 += iv[d]*x2[d]; }
+      scratch[i] = (g->gconst[m0+i] + s1) + (-0.5f*s2); if (scratch[i] > mx) mx = scratch[i]; }
+    float cut = mx + logf(FLT_EPSILON); double sum = 0; for (int32_t i = 0; i < n; i++) if (scratch[i] >= cut) sum += expf(scratch[i]-mx);
+    return (float)(mx + log(sum)); }
+#endif
+  return loglike_generic(g, pdf, x, x2, scratch);
 }
 
 int galign_cpu_loglikes(const galign_gmm *gmm, const kio_matrix *feats,

@@ -88,7 +88,7 @@ __global__ void galign_k_expand(const float *__restrict__ feats, int64_t f0, int
     v = feats[(f0 + r) * dim + (c - 1)];
   } else if (c <= 2 * dim) {
     float x = feats[(f0 + r) * dim + (c - 1 - dim)];
-    v = __fmul_rn(x, x); /* rounded as the CPU's x*x */
+    v = x * x; /* one rounding, as the CPU's x*x (no FMA to contract into) */
   } else {
     v = 0.0f;
   }
@@ -112,7 +112,8 @@ __device__ static int galign_d_find_utt(const galign_cu_utt *utt, int n, int64_t
 __global__ void galign_k_lse(const float *__restrict__ lg, int64_t f0, int64_t rows, int gsel,
                              const galign_cu_utt *__restrict__ utt, int n,
                              const int32_t *__restrict__ ucol, const int32_t *__restrict__ sel_goff,
-                             float log_eps, float *__restrict__ ll, int *__restrict__ flags) {
+                             float log_eps, float *__restrict__ ll, int *__restrict__ flags,
+                             int *__restrict__ uflags) {
   int64_t r = blockIdx.x;
   if (r >= rows) return;
   int64_t f = f0 + r;
@@ -127,7 +128,11 @@ __global__ void galign_k_lse(const float *__restrict__ lg, int64_t f0, int64_t r
     int32_t s = ucol[u.col_off + k];
     int32_t g0 = sel_goff[s], g1 = sel_goff[s + 1];
     float mx = -INFINITY;
-    for (int32_t g = g0; g < g1; g++) mx = fmaxf(mx, row[g]);
+    for (int32_t g = g0; g < g1; g++) {
+      float l = row[g];
+      if (l > mx) mx = l;
+      if (l != l) bad = 1; /* as the CPU path: a NaN component is invalid */
+    }
     float cut = mx + log_eps;
     double sum = 0.0;
     for (int32_t g = g0; g < g1; g++) {
@@ -139,7 +144,10 @@ __global__ void galign_k_lse(const float *__restrict__ lg, int64_t f0, int64_t r
     if (isnan(res) || isinf(res)) bad = 1;
     out[k] = res;
   }
-  if (bad) atomicOr(flags, GALIGN_CU_BAD_LIKE);
+  if (bad) {
+    atomicOr(flags, GALIGN_CU_BAD_LIKE);
+    atomicOr(uflags + su, GALIGN_CU_BAD_LIKE);
+  }
 }
 
 /* ---- host side ---- */
@@ -210,6 +218,14 @@ static int galign_plan(galign_cuda *c, int n, const galign_graph *const *graphs,
   return KIO_OK;
 }
 
+static int galign_read_flags(galign_cuda *c, int n) {
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->h_flags.p, c->d_flags.p, sizeof(int),
+                               cudaMemcpyDeviceToHost, c->stream));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->h_uflags.p, c->d_uflags.p, sizeof(int) * n,
+                               cudaMemcpyDeviceToHost, c->stream));
+  return KIO_OK;
+}
+
 int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *graphs,
                               const kio_matrix *const *feats,
                               const kio_matrix *const *loglikes) {
@@ -239,6 +255,9 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
   cudaStream_t st = c->stream;
 
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_flags.p, 0, sizeof(int), st));
+  GALIGN_CU_RESERVE(dev, c->d_uflags, int, n);
+  GALIGN_CU_RESERVE(host, c->h_uflags, int, n);
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_uflags.p, 0, sizeof(int) * n, st));
   GALIGN_CU_RESERVE(dev, c->d_ll, float, c->total_ll + 1);
   GALIGN_CU_RESERVE(dev, c->d_utt, galign_cu_utt, n);
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_utt.p, c->h_utt.p, sizeof(galign_cu_utt) * n,
@@ -253,14 +272,10 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
                sizeof(float) * (size_t)utt[i].num_frames * utt[i].npu);
     KIO_CUDA_TRY(cudaMemcpyAsync(c->d_ll.p, h, sizeof(float) * c->total_ll,
                                  cudaMemcpyHostToDevice, st));
-    KIO_CUDA_TRY(cudaMemcpyAsync(c->h_flags.p, c->d_flags.p, sizeof(int),
-                                 cudaMemcpyDeviceToHost, st));
-    return KIO_OK;
+    return galign_read_flags(c, n);
   }
   if (c->total_frames == 0 || c->nsel == 0) {
-    KIO_CUDA_TRY(cudaMemcpyAsync(c->h_flags.p, c->d_flags.p, sizeof(int),
-                                 cudaMemcpyDeviceToHost, st));
-    return KIO_OK;
+    return galign_read_flags(c, n);
   }
 
   /* features through pinned memory */
@@ -288,8 +303,8 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
   const float *wsel = c->d_w;
   if (c->nsel < c->num_pdfs) { /* gather the union's Gaussians */
     GALIGN_CU_RESERVE(dev, c->d_wsel, float, (int64_t)c->gsel * c->kpad);
-    galign_k_gather_w<<<c->nsel, 128, 0, st>>>(c->d_w, c->d_pdf_offset,
-                                                d_sel_pdf, d_goff, c->kpad, (float *)c->d_wsel.p);
+    GALIGN_LAUNCH(galign_k_gather_w, c->nsel, 128, st, c->d_w, c->d_pdf_offset, d_sel_pdf,
+                  d_goff, c->kpad, (float *)c->d_wsel.p);
     KIO_CUDA_LAUNCHED();
     wsel = (const float *)c->d_wsel.p;
   }
@@ -301,21 +316,20 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
   for (int64_t f0 = 0; f0 < c->total_frames; f0 += chunk) {
     int64_t rows = c->total_frames - f0 < chunk ? c->total_frames - f0 : chunk;
     int64_t nel = rows * c->kpad;
-    galign_k_expand<<<(unsigned)((nel + 255) / 256), 256, 0, st>>>(
-        (const float *)c->d_feats.p, f0, rows, c->dim, c->kpad, (float *)c->d_xexp.p);
+    GALIGN_LAUNCH(galign_k_expand, (unsigned)((nel + 255) / 256), 256, st,
+                  (const float *)c->d_feats.p, f0, rows, c->dim, c->kpad, (float *)c->d_xexp.p);
     KIO_CUDA_LAUNCHED();
     /* column-major view: lg^T (gsel x rows) = wsel^T (gsel x kpad) * xexp^T (kpad x rows) */
     GALIGN_CUBLAS_TRY(cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, c->gsel, (int)rows, c->kpad,
                                   &one, wsel, c->kpad, (const float *)c->d_xexp.p, c->kpad,
                                   &zero, (float *)c->d_lg.p, c->gsel));
-    galign_k_lse<<<(unsigned)rows, 128, 0, st>>>(
+    GALIGN_LAUNCH(galign_k_lse, (unsigned)rows, 128, st,
         (const float *)c->d_lg.p, f0, rows, c->gsel, (const galign_cu_utt *)c->d_utt.p, n,
-        (const int32_t *)c->d_ucol.p, d_goff, c->log_eps, (float *)c->d_ll.p, (int *)c->d_flags.p);
+        (const int32_t *)c->d_ucol.p, d_goff, c->log_eps, (float *)c->d_ll.p, (int *)c->d_flags.p,
+        (int *)c->d_uflags.p);
     KIO_CUDA_LAUNCHED();
   }
-  KIO_CUDA_TRY(cudaMemcpyAsync(c->h_flags.p, c->d_flags.p, sizeof(int),
-                               cudaMemcpyDeviceToHost, st));
-  return KIO_OK;
+  return galign_read_flags(c, n);
 }
 
 int galign_cu_check_flags(galign_cuda *c) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/fst.h"
 #include "../base/log.h"
 #include "../base/matrix.h"
 #include "../base/table.h"
@@ -221,6 +222,69 @@ START_TEST(branching_deterministic) {
 }
 END_TEST
 
+/* ---- Kaldi's equal alignments of the fixture graphs ---- */
+/* Aligns every graph of graphs_rspec whose key has features and compares
+ * with Kaldi's archive entry by entry (same keys, same order). */
+static int compare_with_kaldi(const char *graphs_rspec, const char *feats_rspec,
+                              const char *ali_rspec) {
+  kio_seq_reader *graphs = NULL, *kali = NULL;
+  kio_ra_reader *feats = NULL;
+  ck_assert_int_eq(kio_seq_open(&graphs, graphs_rspec, &kio_fst_holder), KIO_OK);
+  ck_assert_int_eq(kio_ra_open(&feats, feats_rspec, &kio_matrix_holder), KIO_OK);
+  ck_assert_int_eq(kio_seq_open(&kali, ali_rspec, &kio_int_vec_holder), KIO_OK);
+  int n = 0;
+  for (; !kio_seq_done(graphs); kio_seq_next(graphs)) {
+    const char *key = kio_seq_key(graphs);
+    if (!kio_ra_has_key(feats, key)) continue;
+    const kio_matrix *m = kio_ra_value(feats, key);
+    const kio_fst *g = kio_seq_value(graphs);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_ptr_nonnull(g);
+    if (m->rows == 0 || g->start < 0) continue;
+    int32_t *ali = malloc((size_t)m->rows * sizeof *ali);
+    int ok = galign_equal_align(g, m->rows, galign_key_seed(key), ali);
+    if (ok) {
+      ck_assert_msg(!kio_seq_done(kali), "%s: Kaldi's archive has no more entries", key);
+      ck_assert_str_eq(kio_seq_key(kali), key);
+      const kio_int_vec *want = kio_seq_value(kali);
+      ck_assert_ptr_nonnull(want);
+      ck_assert_int_eq(want->n, m->rows);
+      for (int32_t i = 0; i < m->rows; i++)
+        ck_assert_msg(ali[i] == want->v[i], "%s frame %d: ours %d, Kaldi %d", key,
+                      (int)i, (int)ali[i], (int)want->v[i]);
+      kio_seq_next(kali);
+      n++;
+    }
+    free(ali);
+  }
+  ck_assert_msg(kio_seq_done(kali), "Kaldi aligned more utterances than we did");
+  ck_assert_int_eq(kio_seq_close(kali), KIO_OK);
+  ck_assert_int_eq(kio_ra_close(feats), KIO_OK);
+  ck_assert_int_eq(kio_seq_close(graphs), KIO_OK);
+  return n;
+}
+
+START_TEST(mono_graphs_match_kaldi) {
+  int n = compare_with_kaldi("ark:gunzip -c graphs/mono.fsts.gz|", "ark:feats/delta.ark",
+                             "ark:kaldi/mono/ali-equal.ark");
+  ck_assert_int_eq(n, 40);
+}
+END_TEST
+
+START_TEST(edge_graphs_match_kaldi) {
+  capture_start();
+  int n = compare_with_kaldi("ark:gunzip -c edge/mono.fsts.gz|", "ark:edge/feats.ark",
+                             "ark:edge/ali-equal.ark");
+  kio_log_set_handler(NULL, NULL);
+  ck_assert_int_eq(n, 1);
+  /* The 8-frame utterance: ten attempts, Kaldi's path lengths. */
+  ck_assert_str_eq(g_log,
+                   "EqualAlign|EqualAlign: the randomly constructed paths lengths: "
+                   "60,66,74,80,75,82,77,97,74,86\n"
+                   "EqualAlign|EqualAlign: utterance has too few frames 8 to align.\n");
+}
+END_TEST
+
 Suite *equal_suite(void) {
   Suite *s = suite_create("equal");
   TCase *t = tcase_create("rand");
@@ -235,6 +299,11 @@ Suite *equal_suite(void) {
   tcase_add_test(t, not_coaccessible_is_error);
   tcase_add_test(t, empty_fst);
   tcase_add_test(t, branching_deterministic);
+  suite_add_tcase(s, t);
+  t = tcase_create("kaldi");
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, mono_graphs_match_kaldi);
+  tcase_add_test(t, edge_graphs_match_kaldi);
   suite_add_tcase(s, t);
   return s;
 }

@@ -57,7 +57,15 @@ int main(int argc, char *argv[]) {
         key = p;
         key_cap = need;
       }
-      snprintf(key, key_cap, "r%0*d-%s", width, (int)c, k);
+      char num[16];
+      int len = snprintf(num, sizeof num, "%d", (int)c);
+      size_t p = 0;
+      key[p++] = 'r';
+      for (int z = len; z < width; z++) key[p++] = '0';
+      memcpy(key + p, num, (size_t)len);
+      p += (size_t)len;
+      key[p++] = '-';
+      strcpy(key + p, k);
       const void *obj = kio_seq_value(r);
       if (!obj || kio_writer_write(w, key, obj) != KIO_OK) return 255;
       n++;

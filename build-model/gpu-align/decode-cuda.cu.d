@@ -70,7 +70,8 @@ build-model/gpu-align/decode-cuda.cu.o : gpu-align/decode-cuda.cu \
     gpu-align/../base/fst.h \
     gpu-align/../base/table.h \
     gpu-align/../base/matrix.h \
-    gpu-align/../base/model.h
+    gpu-align/../base/model.h \
+    gpu-align/viterbi-core.h
 
 /usr/local/cuda/bin/../targets/x86_64-linux/include/cuda_runtime.h:
 
@@ -215,3 +216,5 @@ gpu-align/../base/table.h:
 gpu-align/../base/matrix.h:
 
 gpu-align/../base/model.h:
+
+gpu-align/viterbi-core.h:

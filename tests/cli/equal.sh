@@ -17,10 +17,12 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # Message part of a log: "LEVEL message" for Kaldi lines (the part in
-# parentheses is build dependent), other lines verbatim; no stack traces.
+# parentheses is build dependent), other lines verbatim; no stack traces
+# (they run up to the next log line) and no blank lines.
 norm() {
-  awk '/^\[ Stack-Trace: \]$/ {skip=1; next}
-       skip && /^$/ {skip=0; next}
+  awk '/^$/ {next}
+       /^\[ Stack-Trace: \]$/ {skip=1; next}
+       skip && /^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG|kaldi::|terminate)/ {skip=0}
        skip {next}
        /^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG\[[0-9]+\]) \(/ {
          lvl=$1; i=index($0, ") "); print lvl " " substr($0, i + 2); next }
@@ -99,6 +101,42 @@ align-equal-compiled 'ark:gunzip -c graphs/mono.fsts.gz|' ark:feats/delta.ark \
   "foo:$tmp/y.ark" >"$tmp/badw.out" 2>&1
 rc=$?
 [ $rc = 255 ] || fail "bad wspecifier: exit $rc, want 255"
+
+# A graph archive that breaks off: the utterances before it are aligned, the
+# summary is logged, then the read error is reported at close and the
+# program aborts as Kaldi's table destructor does (exit 134).
+zcat graphs/mono.fsts.gz | head -c 30000 >"$tmp/trunc.fsts"
+align-equal-compiled "ark:$tmp/trunc.fsts" ark:feats/delta.ark "ark:$tmp/t.ark" \
+  2>"$tmp/trunc.log"
+rc=$?
+[ $rc = 134 ] || fail "truncated graphs: exit $rc, want 134"
+grep -q 'Success: done 2 utterances\.' "$tmp/trunc.log" || fail "truncated graphs: no summary"
+[ "$(grep -c '^ERROR (' "$tmp/trunc.log")" = 1 ] || fail "truncated graphs: want one ERROR line"
+sed -n '/Success: done/,$p' "$tmp/trunc.log" | grep -q '^ERROR (' ||
+  fail "truncated graphs: the ERROR must come after the summary"
+
+# Hand-made text graphs: a dead-end state (Kaldi asserts; we log an ERROR
+# and count the utterance as not aligned), no self-loops to stretch, an empty
+# graph, and one that aligns.
+printf 'u1 \n0 1 5 0\n1 1 6 0\n1 2 7 0\n0 3 8 0\n2\n\nu2 \n0 1 5 0\n1 2 7 0\n2\n\nu4 \n\nu3 \n0 1 5 0\n1 1 6 0\n1 2 7 0\n2\n\n' \
+  >"$tmp/g.txt"
+printf 'u1  [\n 1 2\n 3 4\n 5 6 ]\nu2  [\n 1 2\n 3 4\n 5 6 ]\nu3  [\n 1 2\n 3 4\n 5 6 ]\nu4  [\n 1 2 ]\n' \
+  >"$tmp/f.txt"
+align-equal-compiled "ark:$tmp/g.txt" "ark:$tmp/f.txt" "ark,t:$tmp/g.ali" 2>"$tmp/g.log"
+rc=$?
+[ $rc = 0 ] || fail "text graphs: exit $rc, want 0"
+[ "$(cat "$tmp/g.ali")" = "u3 5 6 7 " ] || fail "text graphs: alignment $(cat "$tmp/g.ali")"
+norm "$tmp/g.log" | grep -v '^align-equal-compiled ' | sed 's/^\(ERROR\) .*co-accessible.*/\1 co-accessible/' \
+  >"$tmp/g.norm"
+cat >"$tmp/g.want" <<'EOF'
+ERROR co-accessible
+WARNING AlignEqual: did not align utterence u1
+WARNING No self-loops on chosen path; cannot match length.
+WARNING AlignEqual: did not align utterence u2
+WARNING Empty decoding graph for u4
+WARNING Computed 1 alignments; 0 lacked features, 3 had other errors.
+EOF
+diff "$tmp/g.want" "$tmp/g.norm" >"$tmp/g.diff" || { fail "text graphs: log"; cat "$tmp/g.diff"; }
 
 # --help: usage, exit 0.
 align-equal-compiled --help >"$tmp/help.out" 2>&1

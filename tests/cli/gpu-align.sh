@@ -6,6 +6,8 @@
 # KIO_REQUIRE_GPU=1).
 set -u
 : "${BIN:?}" "${TOP:?}"
+BIN=$(cd "$BIN" && pwd) || exit 1
+[ -z "${TOOLS:-}" ] || TOOLS=$(cd "$TOOLS" && pwd) || exit 1
 prog="$BIN/gmm-align-compiled"
 if [ ! -x "$prog" ]; then echo "SKIP: $prog not built"; exit 77; fi
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,7 +24,7 @@ if [ $rc != 0 ]; then
   if [ "${KIO_REQUIRE_GPU:-0}" = 1 ]; then
     echo "FAIL: --use-gpu=yes does not work (exit $rc):"; tail -5 "$tmp/probe.log"; exit 1
   fi
-  echo "SKIP: no usable GPU ($(grep -m1 '^ERROR' "$tmp/probe.log" | sed 's/^ERROR ([^)]*) //'))"
+  echo "SKIP: no usable GPU ($(grep -m1 '^ERROR' "$tmp/probe.log" | sed 's/^ERROR ([^ ]*) //'))"
   exit 77
 fi
 

@@ -1,0 +1,305 @@
+/* Statistics accumulation: the front shared by both backends (checks,
+ * per-utterance likelihoods) and the CPU reference of reference 4.2. */
+#include "gpu-acc.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/log.h"
+#include "acc-internal.h"
+#include "acc-math.h"
+
+struct gacc_acc {
+  int is_gpu;
+  const kio_tmodel *tm;
+  const kio_am_gmm *am;
+  gacc_stats st;       /* CPU: all totals; GPU: total_like/frames only */
+  int32_t max_comp;
+  float *ll;           /* CPU scratch, max_comp */
+  float *x2;           /* CPU scratch, dim: the squared frame */
+  gacc_cuda *cuda;     /* GPU backend, NULL on CPU */
+  /* GPU batch staging (host), grown as needed */
+  size_t cap_frames;
+  float *feats, *mx, *sum;
+  int32_t *tid, *pdf;
+};
+
+/* ---------------- stats ---------------- */
+
+int gacc_stats_init(gacc_stats *s, const kio_tmodel *tm, const kio_am_gmm *am) {
+  memset(s, 0, sizeof *s);
+  s->num_tids = tm->num_tids;
+  s->num_pdfs = am->num_pdfs;
+  s->dim = am->dim;
+  s->pdf_offset = malloc(sizeof(int32_t) * ((size_t)am->num_pdfs + 1));
+  if (!s->pdf_offset) goto oom;
+  int64_t g = 0;
+  for (int32_t j = 0; j < am->num_pdfs; j++) {
+    s->pdf_offset[j] = (int32_t)g;
+    g += am->pdfs[j].num_comp;
+    if (g > INT32_MAX) goto oom;
+  }
+  s->pdf_offset[am->num_pdfs] = (int32_t)g;
+  s->num_gauss = (int32_t)g;
+  size_t gd = (size_t)g * (size_t)(am->dim > 0 ? am->dim : 0);
+  s->tacc = calloc((size_t)tm->num_tids + 1, sizeof(double));
+  s->occ = calloc(g ? (size_t)g : 1, sizeof(double));
+  s->mean_acc = calloc(gd ? gd : 1, sizeof(double));
+  s->var_acc = calloc(gd ? gd : 1, sizeof(double));
+  if (!s->tacc || !s->occ || !s->mean_acc || !s->var_acc) goto oom;
+  return KIO_OK;
+oom:
+  gacc_stats_free(s);
+  KIO_ERROR("Out of memory allocating statistics for %d pdfs", (int)am->num_pdfs);
+  return KIO_ERR;
+}
+
+void gacc_stats_free(gacc_stats *s) {
+  if (!s) return;
+  free(s->pdf_offset);
+  free(s->tacc);
+  free(s->occ);
+  free(s->mean_acc);
+  free(s->var_acc);
+  memset(s, 0, sizeof *s);
+}
+
+/* ---------------- per-frame arithmetic (4.2) ---------------- */
+
+float gacc_expf_ref(float x) { return gacc_expf(x); }
+
+float gacc_frame_posteriors(const kio_diag_gmm *g, const float *x, const float *x2,
+                            float *ll) {
+  int32_t M = g->num_comp, D = g->dim;
+  for (int32_t m = 0; m < M; m++)
+    ll[m] = gacc_gauss_loglike(g->gconsts[m], g->means_invvars + (size_t)m * D,
+                               g->inv_vars + (size_t)m * D, x, x2, D, m, M);
+  /* Kaldi's ApplySoftMax: float max, float sum in ascending m, scale by the
+   * float of the double reciprocal, return max + log(sum). */
+  float mx = -INFINITY;
+  for (int32_t m = 0; m < M; m++)
+    if (ll[m] > mx) mx = ll[m];
+  float s = 0.0f;
+  for (int32_t m = 0; m < M; m++) s += (ll[m] = gacc_expf(ll[m] - mx));
+  float inv = (float)(1.0 / (double)s);
+  for (int32_t m = 0; m < M; m++) ll[m] *= inv;
+  return mx + logf(s);
+}
+
+/* ---------------- accumulator object ---------------- */
+
+int gacc_new(gacc_acc **out, const char *backend, const kio_tmodel *tm,
+             const kio_am_gmm *am) {
+  *out = NULL;
+  int gpu;
+  if (!strcmp(backend, "cpu")) gpu = 0;
+  else if (!strcmp(backend, "gpu")) gpu = 1;
+  else {
+    KIO_ERROR("Unknown accumulation backend '%s' (expected cpu or gpu)", backend);
+    return KIO_ERR;
+  }
+  gacc_acc *a = calloc(1, sizeof *a);
+  if (!a) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  a->is_gpu = gpu;
+  a->tm = tm;
+  a->am = am;
+  for (int32_t j = 0; j < am->num_pdfs; j++) {
+    if (am->pdfs[j].dim != am->dim) {
+      KIO_ERROR("Pdf %d has dimension %d, model dimension is %d", (int)j,
+                (int)am->pdfs[j].dim, (int)am->dim);
+      gacc_free(a);
+      return KIO_ERR;
+    }
+    if (am->pdfs[j].num_comp > a->max_comp) a->max_comp = am->pdfs[j].num_comp;
+  }
+  if (gacc_stats_init(&a->st, tm, am) != KIO_OK) { gacc_free(a); return KIO_ERR; }
+  a->ll = malloc(sizeof(float) * (size_t)(a->max_comp > 0 ? a->max_comp : 1));
+  a->x2 = malloc(sizeof(float) * (size_t)(am->dim > 0 ? am->dim : 1));
+  if (!a->ll || !a->x2) { KIO_ERROR("Out of memory"); gacc_free(a); return KIO_ERR; }
+  if (gpu && gacc_cuda_new(&a->cuda, &a->st, am) != KIO_OK) {
+    gacc_free(a);
+    return KIO_ERR;
+  }
+  *out = a;
+  return KIO_OK;
+}
+
+int gacc_is_gpu(const gacc_acc *a) { return a && a->is_gpu; }
+
+void gacc_free(gacc_acc *a) {
+  if (!a) return;
+  gacc_cuda_free(a->cuda);
+  gacc_stats_free(&a->st);
+  free(a->ll);
+  free(a->x2);
+  free(a->feats);
+  free(a->mx);
+  free(a->sum);
+  free(a->tid);
+  free(a->pdf);
+  free(a);
+}
+
+/* Checks everything Kaldi would die on before touching the statistics:
+ * feature dimension, transition-ids in [0, NumTransitionIds], pdf ids the
+ * AmDiagGmm has (tid 0 maps to pdf 0, as in Kaldi). */
+static int check_utt(const gacc_acc *a, const gacc_utt *u) {
+  const kio_matrix *f = u->feats;
+  if (f->rows > 0 && f->cols != a->am->dim) {
+    KIO_ERROR("Features for utterance %s have dimension %d, model expects %d",
+              u->key, (int)f->cols, (int)a->am->dim);
+    return KIO_ERR;
+  }
+  for (int32_t t = 0; t < f->rows; t++) {
+    int32_t tid = u->ali[t];
+    if (tid < 0 || tid > a->tm->num_tids) {
+      KIO_ERROR("Transition-id %d out of range [0, %d] at frame %d of the "
+                "alignment for utterance %s", (int)tid, (int)a->tm->num_tids,
+                (int)t, u->key);
+      return KIO_ERR;
+    }
+    int32_t pdf = a->tm->tid2pdf[tid];
+    if (pdf < 0 || pdf >= a->am->num_pdfs) {
+      KIO_ERROR("Transition-id %d maps to pdf %d, but the model has %d pdfs "
+                "(utterance %s)", (int)tid, (int)pdf, (int)a->am->num_pdfs, u->key);
+      return KIO_ERR;
+    }
+  }
+  return KIO_OK;
+}
+
+static int bad_like(const gacc_utt *u, int32_t t) {
+  KIO_ERROR("Invalid answer (overflow or invalid variances/features?) at frame "
+            "%d of utterance %s", (int)t, u->key);
+  return KIO_ERR;
+}
+
+static int accumulate_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r) {
+  gacc_stats *s = &a->st;
+  const kio_matrix *f = u->feats;
+  int32_t D = a->am->dim;
+  float like = 0.0f;
+  for (int32_t t = 0; t < f->rows; t++) {
+    int32_t tid = u->ali[t], pdf = a->tm->tid2pdf[tid];
+    s->tacc[tid] += 1.0;
+    const kio_diag_gmm *g = &a->am->pdfs[pdf];
+    const float *x = f->data + (size_t)t * f->cols;
+    for (int32_t d = 0; d < D; d++) a->x2[d] = x[d] * x[d];
+    float l = gacc_frame_posteriors(g, x, a->x2, a->ll);
+    if (isnan(l) || isinf(l)) return bad_like(u, t);
+    size_t g0 = (size_t)s->pdf_offset[pdf];
+    for (int32_t m = 0; m < g->num_comp; m++) {
+      double gm = (double)a->ll[m];
+      double *mean = s->mean_acc + (g0 + (size_t)m) * (size_t)D;
+      double *var = s->var_acc + (g0 + (size_t)m) * (size_t)D;
+      s->occ[g0 + (size_t)m] += gm;
+      for (int32_t d = 0; d < D; d++) {
+        double xd = (double)x[d];
+        mean[d] += gm * xd;
+        var[d] += gm * (xd * xd);
+      }
+    }
+    s->total_like += (double)(l * 1.0f);
+    s->total_frames += 1.0;
+    like += l;
+  }
+  r->like = like;
+  r->frames = f->rows;
+  return KIO_OK;
+}
+
+static int grow_staging(gacc_acc *a, size_t frames) {
+  if (frames <= a->cap_frames) return KIO_OK;
+  size_t cap = a->cap_frames ? a->cap_frames : 4096;
+  while (cap < frames) cap *= 2;
+  size_t D = (size_t)(a->am->dim > 0 ? a->am->dim : 1);
+  float *fe = realloc(a->feats, cap * D * sizeof(float));
+  if (fe) a->feats = fe;
+  float *mx = realloc(a->mx, cap * sizeof(float));
+  if (mx) a->mx = mx;
+  float *sm = realloc(a->sum, cap * sizeof(float));
+  if (sm) a->sum = sm;
+  int32_t *ti = realloc(a->tid, cap * sizeof(int32_t));
+  if (ti) a->tid = ti;
+  int32_t *pd = realloc(a->pdf, cap * sizeof(int32_t));
+  if (pd) a->pdf = pd;
+  if (!fe || !mx || !sm || !ti || !pd) {
+    KIO_ERROR("Out of memory staging %zu frames", frames);
+    return KIO_ERR;
+  }
+  a->cap_frames = cap;
+  return KIO_OK;
+}
+
+static int accumulate_gpu(gacc_acc *a, int n, const gacc_utt *utts,
+                          gacc_utt_result *res) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += (size_t)utts[i].feats->rows;
+  if (total == 0) {
+    for (int i = 0; i < n; i++) { res[i].like = 0.0f; res[i].frames = 0; }
+    return KIO_OK;
+  }
+  if (total > INT32_MAX || grow_staging(a, total) != KIO_OK) return KIO_ERR;
+  size_t D = (size_t)a->am->dim, off = 0;
+  for (int i = 0; i < n; i++) {
+    const kio_matrix *f = utts[i].feats;
+    if (f->rows == 0) continue;
+    memcpy(a->feats + off * D, f->data, (size_t)f->rows * D * sizeof(float));
+    for (int32_t t = 0; t < f->rows; t++) {
+      a->tid[off + (size_t)t] = utts[i].ali[t];
+      a->pdf[off + (size_t)t] = a->tm->tid2pdf[utts[i].ali[t]];
+    }
+    off += (size_t)f->rows;
+  }
+  if (gacc_cuda_accumulate(a->cuda, (int32_t)total, a->feats, a->tid, a->pdf,
+                           a->mx, a->sum) != KIO_OK)
+    return KIO_ERR;
+  /* Per-frame log-likelihoods in frame order, with the host's logf, so
+   * that the float/double sums are those of the CPU path bit for bit. */
+  off = 0;
+  for (int i = 0; i < n; i++) {
+    float like = 0.0f;
+    for (int32_t t = 0; t < utts[i].feats->rows; t++, off++) {
+      float l = a->mx[off] + logf(a->sum[off]);
+      if (isnan(l) || isinf(l)) return bad_like(&utts[i], t);
+      a->st.total_like += (double)(l * 1.0f);
+      a->st.total_frames += 1.0;
+      like += l;
+    }
+    res[i].like = like;
+    res[i].frames = utts[i].feats->rows;
+  }
+  return KIO_OK;
+}
+
+int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
+                          gacc_utt_result *res) {
+  for (int i = 0; i < n; i++)
+    if (check_utt(a, &utts[i]) != KIO_OK) return KIO_ERR;
+  if (a->is_gpu) return accumulate_gpu(a, n, utts, res);
+  for (int i = 0; i < n; i++)
+    if (accumulate_cpu(a, &utts[i], &res[i]) != KIO_OK) return KIO_ERR;
+  return KIO_OK;
+}
+
+int gacc_get_stats(gacc_acc *a, gacc_stats *out) {
+  const gacc_stats *s = &a->st;
+  if (!out->tacc || out->num_tids != s->num_tids || out->num_pdfs != s->num_pdfs ||
+      out->num_gauss != s->num_gauss || out->dim != s->dim) {
+    gacc_stats_free(out);
+    if (gacc_stats_init(out, a->tm, a->am) != KIO_OK) return KIO_ERR;
+  }
+  if (a->is_gpu) {
+    if (gacc_cuda_fetch(a->cuda, out) != KIO_OK) return KIO_ERR;
+  } else {
+    size_t gd = (size_t)s->num_gauss * (size_t)s->dim;
+    memcpy(out->tacc, s->tacc, sizeof(double) * ((size_t)s->num_tids + 1));
+    memcpy(out->occ, s->occ, sizeof(double) * (size_t)s->num_gauss);
+    memcpy(out->mean_acc, s->mean_acc, sizeof(double) * gd);
+    memcpy(out->var_acc, s->var_acc, sizeof(double) * gd);
+  }
+  out->total_like = s->total_like;
+  out->total_frames = s->total_frames;
+  return KIO_OK;
+}

@@ -1,0 +1,24 @@
+/* Stand-ins for the CUDA accumulator in builds without CUDA. */
+#if !KIO_HAVE_CUDA
+#include "../base/log.h"
+#include "acc-internal.h"
+
+int gacc_cuda_new(gacc_cuda **c, const gacc_stats *shape, const kio_am_gmm *am) {
+  (void)shape; (void)am;
+  *c = NULL;
+  KIO_ERROR("This program was built without CUDA (./configure --use-cuda=no)");
+  return KIO_ERR;
+}
+void gacc_cuda_free(gacc_cuda *c) { (void)c; }
+int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
+                         const int32_t *tid, const int32_t *pdf, float *mx, float *sum) {
+  (void)c; (void)n_frames; (void)feats; (void)tid; (void)pdf; (void)mx; (void)sum;
+  return KIO_ERR;
+}
+int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
+  (void)c; (void)out;
+  return KIO_ERR;
+}
+#else
+typedef int gacc_cuda_nocuda_unused; /* ISO C: no empty translation unit */
+#endif

@@ -1,0 +1,340 @@
+/* CUDA backend of the statistics accumulator (reference 4.2 on the device).
+ *
+ * Per batch the host sorts the frames by pdf (counting sort, stable) and
+ * cuts each pdf's frames into chunks of at most chunk_frames frames. One
+ * block per chunk:
+ *   1. stages the chunk's feature rows in shared memory;
+ *   2. computes every (frame, component) log-likelihood with the same float
+ *      operations as the CPU path, which follow Kaldi's OpenBLAS build
+ *      (acc-math.h; the build uses --fmad=false, explicit fmaf where the
+ *      reference used FMA);
+ *   3. softmax per frame (one thread per frame, ascending m, glibc's expf
+ *      algorithm), counts the frame's transition-id;
+ *   4. each thread owns one (component, dim) cell (or one occupancy), sums
+ *      gamma * x and gamma * x^2 over the chunk's frames in double and adds
+ *      the sum to global memory with one atomicAdd.
+ * So a pdf seen in thousands of frames (silence) costs one global atomic per
+ * cell per chunk instead of one per frame: the local (per block) then global
+ * scheme. Only the double summation order differs from the CPU path, which
+ * keeps GPU and CPU statistics within ~1e-15 relative.
+ * The host gets each frame's softmax max and sum back and forms the
+ * log-likelihood with its own logf, exactly as the CPU path. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/log.h"
+#include "../base/cuda-util.h"
+#include "acc-internal.h"
+#include "acc-math.h"
+
+/* Under the host emulation of tests/emu (cuda-emu.h force-included, g++),
+ * blocks run one after another with ONE thread each: every loop below is
+ * strided by blockDim.x, so that single thread does each phase completely
+ * before the next, which keeps the barriers' meaning. */
+#ifdef GALIGN_CUDA_EMU_H
+static float *gacc_emu_shared;
+#define GACC_DYN_SHARED(name) float *name = gacc_emu_shared
+#define GACC_LAUNCH_CHUNKS(grid, shmem, ...)                                   \
+  do {                                                                       \
+    gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
+    GALIGN_LAUNCH(gacc_chunk_kernel, (grid), 1, 0, __VA_ARGS__);             \
+  } while (0)
+static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }
+#else
+#define GACC_DYN_SHARED(name) extern __shared__ float name[]
+#define GACC_LAUNCH_CHUNKS(grid, shmem, ...)                                   \
+  gacc_chunk_kernel<<<(grid), GACC_THREADS, (shmem)>>>(__VA_ARGS__)
+#endif
+
+enum { GACC_THREADS = 256, GACC_MAX_CHUNK = 64, GACC_SHMEM = 44 * 1024 };
+
+struct gacc_cuda {
+  int32_t num_tids, num_pdfs, dim, num_gauss, max_comp;
+  int32_t chunk_frames;   /* frames per chunk, so that shared memory fits */
+  size_t shmem;           /* dynamic shared memory per block */
+  int32_t *h_pdf_offset;  /* num_pdfs + 1 */
+  /* device model */
+  int32_t *d_pdf_offset;
+  float *d_gconst, *d_mi, *d_iv;
+  /* device statistics */
+  double *d_tacc, *d_occ, *d_mean, *d_var;
+  /* batch buffers, grown as needed */
+  size_t cap_frames, cap_chunks;
+  float *d_feats, *d_mx, *d_sum;
+  int32_t *d_tid, *d_order;
+  int4 *d_chunks;
+  int32_t *h_order, *h_count;
+  int4 *h_chunks;
+};
+
+__global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
+                                  const int32_t *__restrict__ order,
+                                  const float *__restrict__ feats,
+                                  const int32_t *__restrict__ tid,
+                                  const int32_t *__restrict__ pdf_offset,
+                                  const float *__restrict__ gconst,
+                                  const float *__restrict__ mi,
+                                  const float *__restrict__ iv,
+                                  int D, int chunk_cap,
+                                  double *tacc, double *occ, double *mean,
+                                  double *var, float *mx_out, float *sum_out) {
+  GACC_DYN_SHARED(sh);
+  const int4 ch = chunks[blockIdx.x];
+  const int pdf = ch.x, start = ch.y, len = ch.z;
+  const int g0 = pdf_offset[pdf], M = pdf_offset[pdf + 1] - g0;
+  float *xs = sh;                              /* len x D features */
+  float *x2 = sh + (size_t)chunk_cap * D;      /* len x D, squared */
+  float *gam = sh + (size_t)chunk_cap * 2 * D; /* len x M loglikes, then gammas */
+
+  for (int i = threadIdx.x; i < len * D; i += blockDim.x) {
+    int f = i / D, d = i - f * D;
+    float v = feats[(size_t)order[start + f] * D + d];
+    xs[i] = v;
+    x2[i] = v * v;
+  }
+  __syncthreads();
+
+  for (int i = threadIdx.x; i < len * M; i += blockDim.x) {
+    int f = i / M, m = i - f * M;
+    size_t g = (size_t)g0 + m;
+    gam[i] = gacc_gauss_loglike(gconst[g], mi + g * D, iv + g * D, xs + (size_t)f * D,
+                                x2 + (size_t)f * D, D, m, M);
+  }
+  __syncthreads();
+
+  for (int f = threadIdx.x; f < len; f += blockDim.x) {
+    float *l = gam + (size_t)f * M;
+    float mx = -INFINITY;
+    for (int m = 0; m < M; m++)
+      if (l[m] > mx) mx = l[m];
+    float s = 0.0f;
+    for (int m = 0; m < M; m++) s += (l[m] = gacc_expf(l[m] - mx));
+    float inv = (float)(1.0 / (double)s);
+    for (int m = 0; m < M; m++) l[m] *= inv;
+    int fr = order[start + f];
+    mx_out[fr] = mx;
+    sum_out[fr] = s;
+    atomicAdd(&tacc[tid[fr]], 1.0);
+  }
+  __syncthreads();
+
+  const int MD = M * D;
+  for (int i = threadIdx.x; i < MD + M; i += blockDim.x) {
+    if (i < MD) {
+      int m = i / D, d = i - m * D;
+      double sm = 0.0, sv = 0.0;
+      for (int f = 0; f < len; f++) {
+        double gm = (double)gam[f * M + m];
+        double xd = (double)xs[f * D + d];
+        sm += gm * xd;
+        sv += gm * (xd * xd);
+      }
+      size_t cell = (size_t)g0 * D + i;
+      atomicAdd(&mean[cell], sm);
+      atomicAdd(&var[cell], sv);
+    } else {
+      int m = i - MD;
+      double so = 0.0;
+      for (int f = 0; f < len; f++) so += (double)gam[f * M + m];
+      atomicAdd(&occ[g0 + m], so);
+    }
+  }
+}
+
+template <typename T>
+static int dev_alloc(T **p, size_t n) {
+  *p = NULL;
+  KIO_CUDA_TRY(cudaMalloc((void **)p, (n ? n : 1) * sizeof(T)));
+  return KIO_OK;
+}
+
+extern "C" void gacc_cuda_free(gacc_cuda *c) {
+  if (!c) return;
+  void *dev[] = { c->d_pdf_offset, c->d_gconst, c->d_mi, c->d_iv, c->d_tacc,
+                  c->d_occ, c->d_mean, c->d_var, c->d_feats, c->d_mx, c->d_sum,
+                  c->d_tid, c->d_order, c->d_chunks };
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+    if (dev[i]) cudaFree(dev[i]);
+  free(c->h_pdf_offset);
+  free(c->h_order);
+  free(c->h_count);
+  free(c->h_chunks);
+  free(c);
+}
+
+static int upload_model(gacc_cuda *c, const kio_am_gmm *am) {
+  size_t G = (size_t)c->num_gauss, D = (size_t)c->dim;
+  float *gc = (float *)malloc(sizeof(float) * (G ? G : 1));
+  float *mi = (float *)malloc(sizeof(float) * (G * D > 0 ? G * D : 1));
+  float *iv = (float *)malloc(sizeof(float) * (G * D > 0 ? G * D : 1));
+  int rc = KIO_ERR;
+  if (!gc || !mi || !iv) {
+    KIO_ERROR("Out of memory flattening the model");
+    goto done;
+  }
+  for (int32_t j = 0; j < c->num_pdfs; j++) {
+    const kio_diag_gmm *g = &am->pdfs[j];
+    size_t g0 = (size_t)c->h_pdf_offset[j];
+    memcpy(gc + g0, g->gconsts, sizeof(float) * (size_t)g->num_comp);
+    memcpy(mi + g0 * D, g->means_invvars, sizeof(float) * (size_t)g->num_comp * D);
+    memcpy(iv + g0 * D, g->inv_vars, sizeof(float) * (size_t)g->num_comp * D);
+  }
+  if (dev_alloc(&c->d_gconst, G) || dev_alloc(&c->d_mi, G * D) ||
+      dev_alloc(&c->d_iv, G * D) || dev_alloc(&c->d_pdf_offset, (size_t)c->num_pdfs + 1))
+    goto done;
+  if (cudaMemcpy(c->d_gconst, gc, sizeof(float) * G, cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(c->d_mi, mi, sizeof(float) * G * D, cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(c->d_iv, iv, sizeof(float) * G * D, cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(c->d_pdf_offset, c->h_pdf_offset, sizeof(int32_t) * ((size_t)c->num_pdfs + 1),
+                 cudaMemcpyHostToDevice) != cudaSuccess) {
+    KIO_ERROR("CUDA error uploading the model: %s", cudaGetErrorString(cudaGetLastError()));
+    goto done;
+  }
+  rc = KIO_OK;
+done:
+  free(gc);
+  free(mi);
+  free(iv);
+  return rc;
+}
+
+static int alloc_stats(gacc_cuda *c) {
+  size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim, T = (size_t)c->num_tids + 1;
+  if (dev_alloc(&c->d_tacc, T) || dev_alloc(&c->d_occ, G) ||
+      dev_alloc(&c->d_mean, GD) || dev_alloc(&c->d_var, GD))
+    return KIO_ERR;
+  KIO_CUDA_TRY(cudaMemset(c->d_tacc, 0, sizeof(double) * T));
+  KIO_CUDA_TRY(cudaMemset(c->d_occ, 0, sizeof(double) * (G ? G : 1)));
+  KIO_CUDA_TRY(cudaMemset(c->d_mean, 0, sizeof(double) * (GD ? GD : 1)));
+  KIO_CUDA_TRY(cudaMemset(c->d_var, 0, sizeof(double) * (GD ? GD : 1)));
+  return KIO_OK;
+}
+
+extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
+                             const kio_am_gmm *am) {
+  *out = NULL;
+  gacc_cuda *c = (gacc_cuda *)calloc(1, sizeof *c);
+  if (!c) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  c->num_tids = shape->num_tids;
+  c->num_pdfs = shape->num_pdfs;
+  c->dim = shape->dim;
+  c->num_gauss = shape->num_gauss;
+  c->h_pdf_offset = (int32_t *)malloc(sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
+  c->h_count = (int32_t *)malloc(sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
+  if (!c->h_pdf_offset || !c->h_count) {
+    KIO_ERROR("Out of memory");
+    gacc_cuda_free(c);
+    return KIO_ERR;
+  }
+  memcpy(c->h_pdf_offset, shape->pdf_offset, sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
+  for (int32_t j = 0; j < c->num_pdfs; j++) {
+    int32_t M = c->h_pdf_offset[j + 1] - c->h_pdf_offset[j];
+    if (M > c->max_comp) c->max_comp = M;
+  }
+  size_t per_frame = sizeof(float) * (2 * (size_t)c->dim + (size_t)c->max_comp);
+  size_t cf = GACC_SHMEM / (per_frame ? per_frame : 1);
+  if (cf < 1) {
+    KIO_ERROR("Model too large for the GPU accumulator (dim %d, %d Gaussians "
+              "in one pdf)", (int)c->dim, (int)c->max_comp);
+    gacc_cuda_free(c);
+    return KIO_ERR;
+  }
+  c->chunk_frames = (int32_t)(cf > (size_t)GACC_MAX_CHUNK ? (size_t)GACC_MAX_CHUNK : cf);
+  c->shmem = per_frame * (size_t)c->chunk_frames;
+  if (upload_model(c, am) != KIO_OK || alloc_stats(c) != KIO_OK) {
+    gacc_cuda_free(c);
+    return KIO_ERR;
+  }
+  *out = c;
+  return KIO_OK;
+}
+
+static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
+  if (frames > c->cap_frames) {
+    size_t cap = c->cap_frames ? c->cap_frames : 8192;
+    while (cap < frames) cap *= 2;
+    cudaFree(c->d_feats); cudaFree(c->d_mx); cudaFree(c->d_sum);
+    cudaFree(c->d_tid); cudaFree(c->d_order);
+    c->d_feats = c->d_mx = c->d_sum = NULL;
+    c->d_tid = c->d_order = NULL;
+    c->cap_frames = 0;
+    free(c->h_order);
+    c->h_order = (int32_t *)malloc(sizeof(int32_t) * cap);
+    if (!c->h_order) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    if (dev_alloc(&c->d_feats, cap * (size_t)c->dim) || dev_alloc(&c->d_mx, cap) ||
+        dev_alloc(&c->d_sum, cap) || dev_alloc(&c->d_tid, cap) ||
+        dev_alloc(&c->d_order, cap))
+      return KIO_ERR;
+    c->cap_frames = cap;
+  }
+  if (chunks > c->cap_chunks) {
+    size_t cap = c->cap_chunks ? c->cap_chunks : 1024;
+    while (cap < chunks) cap *= 2;
+    cudaFree(c->d_chunks);
+    c->d_chunks = NULL;
+    c->cap_chunks = 0;
+    free(c->h_chunks);
+    c->h_chunks = (int4 *)malloc(sizeof(int4) * cap);
+    if (!c->h_chunks) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    if (dev_alloc(&c->d_chunks, cap)) return KIO_ERR;
+    c->cap_chunks = cap;
+  }
+  return KIO_OK;
+}
+
+extern "C" int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
+                                    const int32_t *tid, const int32_t *pdf,
+                                    float *mx, float *sum) {
+  if (n_frames <= 0) return KIO_OK;
+  /* counting sort of frames by pdf; chunk count known after counting */
+  memset(c->h_count, 0, sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
+  for (int32_t t = 0; t < n_frames; t++) c->h_count[pdf[t] + 1]++;
+  size_t n_chunks = 0;
+  for (int32_t j = 0; j < c->num_pdfs; j++)
+    n_chunks += ((size_t)c->h_count[j + 1] + (size_t)c->chunk_frames - 1) /
+                (size_t)c->chunk_frames;
+  if (grow(c, (size_t)n_frames, n_chunks) != KIO_OK) return KIO_ERR;
+  for (int32_t j = 0; j < c->num_pdfs; j++) c->h_count[j + 1] += c->h_count[j];
+  size_t k = 0;
+  for (int32_t j = 0; j < c->num_pdfs; j++) {
+    for (int32_t s = c->h_count[j]; s < c->h_count[j + 1]; s += c->chunk_frames) {
+      int32_t len = c->h_count[j + 1] - s;
+      if (len > c->chunk_frames) len = c->chunk_frames;
+      c->h_chunks[k++] = make_int4(j, s, len, 0);
+    }
+  }
+  for (int32_t t = 0; t < n_frames; t++) c->h_order[c->h_count[pdf[t]]++] = t;
+
+  size_t D = (size_t)c->dim;
+  KIO_CUDA_TRY(cudaMemcpy(c->d_feats, feats, sizeof(float) * (size_t)n_frames * D,
+                          cudaMemcpyHostToDevice));
+  KIO_CUDA_TRY(cudaMemcpy(c->d_tid, tid, sizeof(int32_t) * (size_t)n_frames,
+                          cudaMemcpyHostToDevice));
+  KIO_CUDA_TRY(cudaMemcpy(c->d_order, c->h_order, sizeof(int32_t) * (size_t)n_frames,
+                          cudaMemcpyHostToDevice));
+  KIO_CUDA_TRY(cudaMemcpy(c->d_chunks, c->h_chunks, sizeof(int4) * n_chunks,
+                          cudaMemcpyHostToDevice));
+  GACC_LAUNCH_CHUNKS((unsigned)n_chunks, c->shmem,
+      c->d_chunks, c->d_order, c->d_feats, c->d_tid, c->d_pdf_offset, c->d_gconst,
+      c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->d_tacc, c->d_occ, c->d_mean,
+      c->d_var, c->d_mx, c->d_sum);
+  KIO_CUDA_LAUNCHED();
+  KIO_CUDA_TRY(cudaMemcpy(mx, c->d_mx, sizeof(float) * (size_t)n_frames,
+                          cudaMemcpyDeviceToHost));
+  KIO_CUDA_TRY(cudaMemcpy(sum, c->d_sum, sizeof(float) * (size_t)n_frames,
+                          cudaMemcpyDeviceToHost));
+  return KIO_OK;
+}
+
+extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
+  size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
+  KIO_CUDA_TRY(cudaMemcpy(out->tacc, c->d_tacc, sizeof(double) * ((size_t)c->num_tids + 1),
+                          cudaMemcpyDeviceToHost));
+  KIO_CUDA_TRY(cudaMemcpy(out->occ, c->d_occ, sizeof(double) * G, cudaMemcpyDeviceToHost));
+  KIO_CUDA_TRY(cudaMemcpy(out->mean_acc, c->d_mean, sizeof(double) * GD,
+                          cudaMemcpyDeviceToHost));
+  KIO_CUDA_TRY(cudaMemcpy(out->var_acc, c->d_var, sizeof(double) * GD,
+                          cudaMemcpyDeviceToHost));
+  return KIO_OK;
+}

@@ -1,0 +1,229 @@
+/* The CUDA accumulator against the CPU one: statistics within 1e-9
+ * relative before writing (only the order of the double sums differs), the
+ * same per-utterance and total likelihoods, any batch size; and the written
+ * file against Kaldi's. Skips (77) without a usable GPU; CUDA is first used
+ * inside the forked tests. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/cuda-util.h"
+#include "../base/log.h"
+#include "../base/matrix.h"
+#include "../base/model.h"
+#include "../base/table.h"
+#include "../gpu-acc/gpu-acc.h"
+#include "test-util.h"
+
+static void select_gpu(void) {
+  char desc[256];
+  ck_assert_int_eq(kio_cuda_select(0, desc, sizeof desc), KIO_OK);
+  printf("GPU: %s\n", desc);
+}
+
+/* Runs the program's loop through the library: utterances with a matching
+ * alignment accumulated (batch utterances at a time), others skipped. */
+typedef struct { double tot_like; int64_t tot_t; int done, err; } run_info;
+static int run_acc(const char *backend, const char *mdl, const char *feats,
+                   const char *alis, int batch, gacc_stats *out, run_info *ri) {
+  kio_tmodel tm;
+  kio_am_gmm am;
+  memset(&tm, 0, sizeof tm);
+  memset(&am, 0, sizeof am);
+  memset(ri, 0, sizeof *ri);
+  memset(out, 0, sizeof *out);
+  ck_assert_int_eq(kio_model_read(mdl, &tm, &am), KIO_OK);
+  gacc_acc *acc = NULL;
+  if (gacc_new(&acc, backend, &tm, &am) != KIO_OK) return KIO_ERR;
+  kio_seq_reader *r = NULL;
+  kio_ra_reader *ra = NULL;
+  ck_assert_int_eq(kio_seq_open(&r, feats, &kio_matrix_holder), KIO_OK);
+  ck_assert_int_eq(kio_ra_open(&ra, alis, &kio_int_vec_holder), KIO_OK);
+  kio_matrix *m = calloc((size_t)batch, sizeof *m);
+  int32_t **a = calloc((size_t)batch, sizeof *a);
+  char **keys = calloc((size_t)batch, sizeof *keys);
+  gacc_utt *u = calloc((size_t)batch, sizeof *u);
+  gacc_utt_result *res = calloc((size_t)batch, sizeof *res);
+  int n = 0, rc = KIO_OK;
+  for (;; kio_seq_next(r)) {
+    int done = kio_seq_done(r);
+    if (!done) {
+      const char *key = kio_seq_key(r);
+      const kio_matrix *f = kio_seq_value(r);
+      ck_assert_ptr_nonnull(f);
+      if (!kio_ra_has_key(ra, key)) { ri->err++; continue; }
+      const kio_int_vec *v = kio_ra_value(ra, key);
+      if (v->n != f->rows) { ri->err++; continue; }
+      ck_assert_int_eq(kio_matrix_resize(&m[n], f->rows, f->cols), KIO_OK);
+      memcpy(m[n].data, f->data, sizeof(float) * (size_t)f->rows * (size_t)f->cols);
+      a[n] = realloc(a[n], sizeof(int32_t) * (size_t)(v->n + 1));
+      memcpy(a[n], v->v, sizeof(int32_t) * (size_t)v->n);
+      free(keys[n]);
+      keys[n] = strdup(key);
+      u[n].key = keys[n];
+      u[n].feats = &m[n];
+      u[n].ali = a[n];
+      n++;
+    }
+    if (n > 0 && (done || n == batch)) {
+      rc = gacc_accumulate_batch(acc, n, u, res);
+      if (rc != KIO_OK) break;
+      for (int i = 0; i < n; i++) {
+        ri->tot_like += res[i].like;
+        ri->tot_t += res[i].frames;
+        ri->done++;
+      }
+      n = 0;
+    }
+    if (done) break;
+  }
+  if (rc == KIO_OK) rc = gacc_get_stats(acc, out);
+  for (int i = 0; i < batch; i++) {
+    kio_matrix_free(&m[i]);
+    free(a[i]);
+    free(keys[i]);
+  }
+  free(m); free(a); free(keys); free(u); free(res);
+  kio_ra_close(ra);
+  kio_seq_close(r);
+  gacc_free(acc);
+  kio_tmodel_free(&tm);
+  kio_am_gmm_free(&am);
+  return rc;
+}
+
+static void gpu_vs_cpu(const char *mdl, const char *feats, const char *alis,
+                       int gpu_batch, const char *kaldi_acc) {
+  select_gpu();
+  gacc_stats c, g;
+  run_info rc, rg;
+  ck_assert_int_eq(run_acc("cpu", mdl, feats, alis, 1, &c, &rc), KIO_OK);
+  ck_assert_int_eq(run_acc("gpu", mdl, feats, alis, gpu_batch, &g, &rg), KIO_OK);
+  ck_assert_int_eq(rc.done, rg.done);
+  ck_assert(rc.tot_t == rg.tot_t);
+  /* likelihoods are formed on the host from the device's max and sum: the
+   * same floats, so the same sums */
+  ck_assert_msg(rc.tot_like == rg.tot_like, "utterance likelihoods: cpu %.17g gpu %.17g",
+                rc.tot_like, rg.tot_like);
+  ck_assert_msg(c.total_like == g.total_like, "total_like: cpu %.17g gpu %.17g",
+                c.total_like, g.total_like);
+  ck_assert(c.total_frames == g.total_frames);
+  gacc_cmp cmp;
+  gacc_stats_compare(&g, &c, 1e-9, 0, &cmp);
+  ck_assert(cmp.same_layout);
+  ck_assert_msg(cmp.num_tacc_diff == 0, "%lld transition counts differ",
+                (long long)cmp.num_tacc_diff);
+  ck_assert_msg(cmp.num_over == 0, "%zu of %zu values differ by > 1e-9 (max %g)",
+                cmp.num_over, cmp.num_values, cmp.max_rel);
+  printf("%s: gpu vs cpu max rel diff %g over %zu values\n", mdl, cmp.max_rel,
+         cmp.num_values);
+  /* the written file against Kaldi's */
+  const char *path = tu_tmp_path("gpu.acc");
+  ck_assert_int_eq(gacc_stats_write(path, 1, &g), KIO_OK);
+  gacc_stats mine, ref;
+  ck_assert_int_eq(gacc_stats_read(path, &mine, NULL), KIO_OK);
+  ck_assert_int_eq(gacc_stats_read(kaldi_acc, &ref, NULL), KIO_OK);
+  gacc_stats_compare(&mine, &ref, 1e-6, 1, &cmp);
+  ck_assert(cmp.same_layout && cmp.num_tacc_diff == 0);
+  ck_assert_msg(cmp.num_over == 0, "%zu values differ from %s by > 1e-6", cmp.num_over,
+                kaldi_acc);
+  printf("%s: bytes %s\n", kaldi_acc, tu_files_equal(path, kaldi_acc) ? "identical" : "differ");
+  gacc_stats_free(&mine);
+  gacc_stats_free(&ref);
+  gacc_stats_free(&c);
+  gacc_stats_free(&g);
+}
+
+START_TEST(mono_gpu_equals_cpu) {
+  gpu_vs_cpu("models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark", 16,
+             "kaldi/mono/final.acc");
+}
+END_TEST
+
+START_TEST(tri2_gpu_equals_cpu) {
+  gpu_vs_cpu("models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark", 64,
+             "kaldi/tri2/final.acc");
+}
+END_TEST
+
+START_TEST(noisy_gpu_equals_cpu) {
+  gpu_vs_cpu("models/mono/final.mdl", "ark:noisy/delta.ark", "ark:noisy/mono.ali.ark", 1,
+             "noisy/mono.acc");
+}
+END_TEST
+
+/* Batch boundaries do not matter (one utterance per batch vs all at once). */
+START_TEST(gpu_batches_agree) {
+  select_gpu();
+  gacc_stats a, b;
+  run_info ra, rb;
+  ck_assert_int_eq(run_acc("gpu", "models/mono/final.mdl", "ark:feats/delta.ark",
+                           "ark:kaldi/mono/ali.ark", 1, &a, &ra), KIO_OK);
+  ck_assert_int_eq(run_acc("gpu", "models/mono/final.mdl", "ark:feats/delta.ark",
+                           "ark:kaldi/mono/ali.ark", 40, &b, &rb), KIO_OK);
+  gacc_cmp cmp;
+  gacc_stats_compare(&a, &b, 1e-9, 0, &cmp);
+  ck_assert(cmp.same_layout && cmp.num_tacc_diff == 0 && cmp.num_over == 0);
+  ck_assert(ra.tot_like == rb.tot_like);
+  gacc_stats_free(&a);
+  gacc_stats_free(&b);
+}
+END_TEST
+
+static int g_errors;
+static void quiet(int level, const char *func, const char *file, int line,
+                  const char *msg, void *user) {
+  (void)func; (void)file; (void)line; (void)user;
+  if (level == KIO_LOG_ERROR && strstr(msg, "uttG")) g_errors++;
+}
+
+/* Bad input is refused before anything reaches the device. */
+START_TEST(gpu_bad_tid_is_error) {
+  select_gpu();
+  kio_tmodel tm;
+  kio_am_gmm am;
+  memset(&tm, 0, sizeof tm);
+  memset(&am, 0, sizeof am);
+  ck_assert_int_eq(kio_model_read("models/mono/final.mdl", &tm, &am), KIO_OK);
+  gacc_acc *acc;
+  ck_assert_int_eq(gacc_new(&acc, "gpu", &tm, &am), KIO_OK);
+  ck_assert(gacc_is_gpu(acc));
+  kio_matrix f = { 0, 0, NULL, 0 };
+  kio_matrix_resize(&f, 2, am.dim);
+  int32_t ali[2] = { 1, tm.num_tids + 1 };
+  gacc_utt u = { "uttG", &f, ali };
+  gacc_utt_result r;
+  kio_log_set_handler(quiet, NULL);
+  ck_assert_int_eq(gacc_accumulate_batch(acc, 1, &u, &r), KIO_ERR);
+  kio_log_set_handler(NULL, NULL);
+  ck_assert_int_eq(g_errors, 1);
+  /* an empty utterance is fine */
+  kio_matrix e = { 0, 0, NULL, 0 };
+  gacc_utt ue = { "empty", &e, ali };
+  ck_assert_int_eq(gacc_accumulate_batch(acc, 1, &ue, &r), KIO_OK);
+  ck_assert_int_eq(r.frames, 0);
+  kio_matrix_free(&f);
+  gacc_free(acc);
+  kio_tmodel_free(&tm);
+  kio_am_gmm_free(&am);
+}
+END_TEST
+
+Suite *gpu_acc_suite(void) {
+  Suite *s = suite_create("gpu_acc");
+  TCase *t = tcase_create("gpu");
+  tcase_set_timeout(t, 300);
+  tcase_add_test(t, mono_gpu_equals_cpu);
+  tcase_add_test(t, tri2_gpu_equals_cpu);
+  tcase_add_test(t, noisy_gpu_equals_cpu);
+  tcase_add_test(t, gpu_batches_agree);
+  tcase_add_test(t, gpu_bad_tid_is_error);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  if (!tu_gpu_available()) return TU_EXIT_SKIP;
+  return tu_run_suite(gpu_acc_suite());
+}

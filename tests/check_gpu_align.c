@@ -1,0 +1,470 @@
+/* The CUDA aligner against the CPU one on the Kaldi fixtures: device
+ * log-likelihoods vs galign_cpu_loglikes; the device decoder on the CPU's
+ * likelihoods vs the CPU decoder (bit-identical: same algorithm); the whole
+ * GPU path vs the CPU path and Kaldi; workspace regrowth, sub-batches, bad
+ * input. Skips (exit 77) without a usable GPU. CUDA is only initialised
+ * inside the forked test processes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../base/log.h"
+#include "../base/matrix.h"
+#include "../base/model.h"
+#include "../base/table.h"
+#include "../gpu-align/align-cpu.h"
+#include "../gpu-align/align-cuda.h"
+#include "../gpu-align/gpu-align.h"
+#include "test-util.h"
+
+/* ---- fixtures ---- */
+typedef struct {
+  kio_tmodel tm;
+  kio_am_gmm am;
+  galign_gmm gmm;
+  galign_opts o;
+  int n;
+  char **keys;
+  galign_graph *graphs;
+  kio_matrix *feats;
+  const galign_graph **gp;  /* pointer views for the batch APIs */
+  const kio_matrix **fp;
+  int64_t frames;
+} fixture;
+
+/* Model M, features F (an archive), graphs of model G; Kaldi's options of the
+ * fixtures (scales 1.0 / 0.1 / 0.1, beam 10, retry 40). */
+static void fx_load(fixture *fx, const char *model, const char *feats, const char *graphs,
+                    int careful) {
+  memset(fx, 0, sizeof *fx);
+  char path[512];
+  snprintf(path, sizeof path, "models/%s/final.mdl", model);
+  ck_assert_int_eq(kio_model_read(path, &fx->tm, &fx->am), KIO_OK);
+  ck_assert_int_eq(galign_gmm_init(&fx->gmm, &fx->am), KIO_OK);
+  galign_opts_default(&fx->o);
+  fx->o.transition_scale = 1.0f;
+  fx->o.acoustic_scale = 0.1f;
+  fx->o.self_loop_scale = 0.1f;
+  fx->o.beam = 10.0f;
+  fx->o.retry_beam = 40.0f;
+  fx->o.careful = careful;
+  kio_ra_reader *fr = NULL;
+  kio_seq_reader *gr = NULL;
+  ck_assert_int_eq(kio_ra_open(&fr, feats, &kio_matrix_holder), KIO_OK);
+  snprintf(path, sizeof path, "ark:gunzip -c graphs/%s.fsts.gz|", graphs);
+  ck_assert_int_eq(kio_seq_open(&gr, path, &kio_fst_holder), KIO_OK);
+  int cap = 0;
+  for (; !kio_seq_done(gr); kio_seq_next(gr)) {
+    const char *key = kio_seq_key(gr);
+    if (!kio_ra_has_key(fr, key)) continue;
+    if (fx->n == cap) {
+      cap = cap ? 2 * cap : 64;
+      fx->keys = realloc(fx->keys, sizeof(char *) * cap);
+      fx->graphs = realloc(fx->graphs, sizeof(galign_graph) * cap);
+      fx->feats = realloc(fx->feats, sizeof(kio_matrix) * cap);
+      ck_assert(fx->keys && fx->graphs && fx->feats);
+    }
+    const kio_fst *f = kio_seq_value(gr);
+    const kio_matrix *m = kio_ra_value(fr, key);
+    ck_assert(f && m);
+    int i = fx->n++;
+    fx->keys[i] = strdup(key);
+    memset(&fx->graphs[i], 0, sizeof(galign_graph));
+    memset(&fx->feats[i], 0, sizeof(kio_matrix));
+    ck_assert_int_eq(galign_graph_prepare(f, &fx->tm, &fx->o, &fx->graphs[i]), KIO_OK);
+    ck_assert_int_eq(kio_matrix_resize(&fx->feats[i], m->rows, m->cols), KIO_OK);
+    memcpy(fx->feats[i].data, m->data, sizeof(float) * (size_t)m->rows * m->cols);
+    fx->frames += m->rows;
+  }
+  kio_seq_close(gr);
+  kio_ra_close(fr);
+  ck_assert_int_gt(fx->n, 0);
+  fx->gp = malloc(sizeof(*fx->gp) * fx->n);
+  fx->fp = malloc(sizeof(*fx->fp) * fx->n);
+  for (int i = 0; i < fx->n; i++) {
+    fx->gp[i] = &fx->graphs[i];
+    fx->fp[i] = &fx->feats[i];
+  }
+}
+
+static void fx_free(fixture *fx) {
+  for (int i = 0; i < fx->n; i++) {
+    free(fx->keys[i]);
+    galign_graph_free(&fx->graphs[i]);
+    kio_matrix_free(&fx->feats[i]);
+  }
+  free(fx->keys); free(fx->graphs); free(fx->feats); free(fx->gp); free(fx->fp);
+  galign_gmm_free(&fx->gmm);
+  kio_am_gmm_free(&fx->am);
+  kio_tmodel_free(&fx->tm);
+}
+
+static galign_cuda *new_cuda(const fixture *fx) {
+  galign_cuda *c = NULL;
+  ck_assert_int_eq(galign_cuda_new(&c, 0, &fx->gmm, &fx->o), KIO_OK);
+  return c;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* CPU path, one utterance at a time (the reference). */
+static galign_result *cpu_align_all(const fixture *fx, int want_pf) {
+  galign_result *r = calloc(fx->n, sizeof *r);
+  galign_cpu_ws *w = galign_cpu_ws_new();
+  char err[256];
+  for (int i = 0; i < fx->n; i++)
+    ck_assert_msg(galign_cpu_align_one(w, &fx->gmm, fx->gp[i], fx->fp[i], &fx->o, want_pf, &r[i],
+                                       err, sizeof err) == KIO_OK, "%s: %s", fx->keys[i], err);
+  galign_cpu_ws_free(w);
+  return r;
+}
+
+static void free_results(galign_result *r, int n) {
+  for (int i = 0; i < n; i++) galign_result_free(&r[i]);
+  free(r);
+}
+
+/* Bit-identical results (alignment, like, score, flags, per-frame). */
+static void assert_same(const fixture *fx, const galign_result *a, const galign_result *b,
+                        int pf, const char *what) {
+  for (int i = 0; i < fx->n; i++) {
+    const char *k = fx->keys[i];
+    ck_assert_msg(a[i].ok == b[i].ok, "%s %s: ok %d vs %d", what, k, a[i].ok, b[i].ok);
+    ck_assert_msg(a[i].retried == b[i].retried, "%s %s: retried %d vs %d", what, k,
+                  a[i].retried, b[i].retried);
+    ck_assert_int_eq(a[i].num_frames, b[i].num_frames);
+    if (!a[i].ok) continue;
+    ck_assert_msg(!memcmp(a[i].ali, b[i].ali, sizeof(int32_t) * a[i].num_frames),
+                  "%s %s: alignments differ", what, k);
+    ck_assert_msg(memcmp(&a[i].like, &b[i].like, sizeof(float)) == 0, "%s %s: like %.9g vs %.9g",
+                  what, k, a[i].like, b[i].like);
+    ck_assert_msg(memcmp(&a[i].score, &b[i].score, sizeof(float)) == 0,
+                  "%s %s: score %.9g vs %.9g", what, k, a[i].score, b[i].score);
+    if (pf)
+      ck_assert_msg(!memcmp(a[i].per_frame, b[i].per_frame, sizeof(float) * a[i].num_frames),
+                    "%s %s: per-frame log-likelihoods differ", what, k);
+  }
+}
+
+/* ---- device log-likelihoods vs the CPU ---- */
+static void check_loglikes(const char *model, const char *feats) {
+  fixture fx;
+  fx_load(&fx, model, feats, model, 0);
+  galign_cuda *c = new_cuda(&fx);
+  kio_matrix cpu = {0}, gpu = {0};
+  double maxd = 0, maxrel = 0;
+  int64_t n = 0;
+  for (int i = 0; i < fx.n; i++) {
+    const galign_graph *g = fx.gp[i];
+    ck_assert_int_eq(galign_cpu_loglikes(&fx.gmm, fx.fp[i], g->pdfs_used, g->num_pdfs_used, &cpu),
+                     KIO_OK);
+    ck_assert_int_eq(galign_cuda_loglikes(c, g, fx.fp[i], &gpu), KIO_OK);
+    ck_assert_int_eq(gpu.rows, cpu.rows);
+    ck_assert_int_eq(gpu.cols, cpu.cols);
+    for (size_t j = 0; j < (size_t)cpu.rows * cpu.cols; j++) {
+      double d = fabs((double)gpu.data[j] - cpu.data[j]);
+      if (d > maxd) maxd = d;
+      double rel = d / fmax(1.0, fabs(cpu.data[j]));
+      if (rel > maxrel) maxrel = rel;
+      ck_assert_msg(d <= 1e-4 || rel <= 2e-6, "%s %s [%zu]: GPU %.9g CPU %.9g", model,
+                    fx.keys[i], j, gpu.data[j], cpu.data[j]);
+      n++;
+    }
+  }
+  printf("%s: %lld log-likelihoods, max |GPU-CPU| = %.3g (max relative %.3g)\n", model,
+         (long long)n, maxd, maxrel);
+  kio_matrix_free(&cpu);
+  kio_matrix_free(&gpu);
+  galign_cuda_free(c);
+  fx_free(&fx);
+}
+
+START_TEST(loglikes_mono) { check_loglikes("mono", "ark:feats/delta.ark"); }
+END_TEST
+START_TEST(loglikes_tri2) { check_loglikes("tri2", "ark:feats/lda.ark"); }
+END_TEST
+
+/* ---- device decoder on the CPU's likelihoods vs the CPU decoder ---- */
+static void check_decoder(const char *model, const char *feats, int careful) {
+  fixture fx;
+  fx_load(&fx, model, feats, model, careful);
+  kio_matrix *ll = calloc(fx.n, sizeof *ll);
+  const kio_matrix **llp = malloc(sizeof(*llp) * fx.n);
+  for (int i = 0; i < fx.n; i++) {
+    const galign_graph *g = fx.gp[i];
+    ck_assert_int_eq(galign_cpu_loglikes(&fx.gmm, fx.fp[i], g->pdfs_used, g->num_pdfs_used,
+                                         &ll[i]), KIO_OK);
+    llp[i] = &ll[i];
+  }
+  galign_result *ref = cpu_align_all(&fx, 1);
+  galign_cuda *c = new_cuda(&fx);
+  galign_result *got = calloc(fx.n, sizeof *got);
+  uint8_t *redo = calloc(fx.n, 1);
+  int nr = -1;
+  double t0 = now_s();
+  ck_assert_int_eq(galign_cuda_decode(c, fx.n, fx.gp, llp, 1, got, redo, &nr), KIO_OK);
+  double t1 = now_s();
+  ck_assert_int_eq(nr, 0);
+  assert_same(&fx, got, ref, 1, model);
+  int64_t fr, tk, rd, bad, rg;
+  int32_t mx;
+  galign_cuda_stats(c, &fr, &tk, &mx, &rd, &bad, &rg);
+  int ok = 0, retried = 0;
+  for (int i = 0; i < fx.n; i++) { ok += ref[i].ok; retried += ref[i].retried; }
+  printf("%s%s decoder: %d utts (%d ok, %d retried) identical to the CPU; %.3f s; "
+         "%.1f tokens/frame (max %d), %lld regrown\n", model, careful ? " careful" : "",
+         fx.n, ok, retried, t1 - t0, fr ? (double)tk / fr : 0.0, mx, (long long)rg);
+  for (int i = 0; i < fx.n; i++) kio_matrix_free(&ll[i]);
+  free(ll); free(llp); free(redo);
+  free_results(got, fx.n);
+  free_results(ref, fx.n);
+  galign_cuda_free(c);
+  fx_free(&fx);
+}
+
+START_TEST(decoder_mono) { check_decoder("mono", "ark:feats/delta.ark", 0); }
+END_TEST
+START_TEST(decoder_tri1) { check_decoder("tri1", "ark:feats/delta.ark", 0); }
+END_TEST
+START_TEST(decoder_tri2) { check_decoder("tri2", "ark:feats/lda.ark", 0); }
+END_TEST
+START_TEST(decoder_noisy_mono) { check_decoder("mono", "ark:noisy/delta.ark", 0); }
+END_TEST
+START_TEST(decoder_noisy_tri1) { check_decoder("tri1", "ark:noisy/delta.ark", 0); }
+END_TEST
+START_TEST(decoder_mono_careful) { check_decoder("mono", "ark:feats/delta.ark", 1); }
+END_TEST
+
+/* A first-pass workspace of one token per frame: every utterance overflows
+ * and is decoded again on the device with a larger one; same results. */
+START_TEST(decoder_regrow) {
+  setenv("KIO_GALIGN_TOKS_PER_FRAME", "1", 1);
+  check_decoder("mono", "ark:noisy/delta.ark", 0);
+  unsetenv("KIO_GALIGN_TOKS_PER_FRAME");
+}
+END_TEST
+
+/* ---- the whole GPU path vs the CPU path (and Kaldi) ---- */
+static int read_kaldi_ali(const char *path, const char *key, int32_t **v) {
+  kio_ra_reader *r = NULL;
+  char spec[512];
+  snprintf(spec, sizeof spec, "ark:%s", path);
+  if (kio_ra_open(&r, spec, &kio_int_vec_holder) != KIO_OK) return -1;
+  int n = -1;
+  if (kio_ra_has_key(r, key)) {
+    const kio_int_vec *a = kio_ra_value(r, key);
+    n = a->n;
+    *v = malloc(sizeof(int32_t) * (n ? n : 1));
+    memcpy(*v, a->v, sizeof(int32_t) * n);
+  }
+  kio_ra_close(r);
+  return n;
+}
+
+static void check_full(const char *model, const char *feats, const char *kaldi_ali) {
+  fixture fx;
+  fx_load(&fx, model, feats, model, 0);
+  galign_result *ref = cpu_align_all(&fx, 0);
+  galign_cuda *c = new_cuda(&fx);
+  galign_result *got = calloc(fx.n, sizeof *got);
+  uint8_t *redo = calloc(fx.n, 1);
+  int nr = -1;
+  /* warm-up (cuBLAS kernels load lazily), then timed */
+  ck_assert_int_eq(galign_cuda_align_batch(c, fx.n, fx.gp, fx.fp, 0, got, redo, &nr), KIO_OK);
+  double t0 = now_s();
+  ck_assert_int_eq(galign_cuda_align_batch(c, fx.n, fx.gp, fx.fp, 0, got, redo, &nr), KIO_OK);
+  double t1 = now_s();
+  ck_assert_int_eq(nr, 0);
+  int64_t frames = 0, same = 0, kaldi_frames = 0, kaldi_same = 0;
+  int diff_utts = 0;
+  for (int i = 0; i < fx.n; i++) {
+    ck_assert_msg(got[i].ok == ref[i].ok, "%s: ok %d vs CPU %d", fx.keys[i], got[i].ok, ref[i].ok);
+    ck_assert_msg(got[i].retried == ref[i].retried, "%s: retried %d vs CPU %d", fx.keys[i],
+                  got[i].retried, ref[i].retried);
+    if (!ref[i].ok) continue;
+    int32_t T = ref[i].num_frames, d = 0;
+    for (int32_t t = 0; t < T; t++) d += got[i].ali[t] != ref[i].ali[t];
+    frames += T;
+    same += T - d;
+    /* Likelihood rounding (cuBLAS vs CPU order) moves totals by ~1e-6. */
+    double tol = 1e-4 * fmax(1.0, fabs(ref[i].like));
+    if (d) {
+      diff_utts++;
+      printf("%s %s: %d of %d frames differ; like GPU %.7g CPU %.7g\n", model, fx.keys[i], d, T,
+             got[i].like, ref[i].like);
+    }
+    ck_assert_msg(fabs(got[i].like - ref[i].like) <= tol, "%s: like GPU %.9g CPU %.9g",
+                  fx.keys[i], got[i].like, ref[i].like);
+    int32_t *ka = NULL;
+    int kn = read_kaldi_ali(kaldi_ali, fx.keys[i], &ka);
+    if (kn == T) {
+      kaldi_frames += T;
+      for (int32_t t = 0; t < T; t++) kaldi_same += got[i].ali[t] == ka[t];
+    }
+    free(ka);
+  }
+  double secs = t1 - t0;
+  printf("%s full GPU path: %lld frames in %.4f s (%.0fx real time at 100 frames/s); "
+         "%d utts differ from the CPU, %.5f%% frames same; vs Kaldi %.5f%% of %lld frames\n",
+         model, (long long)fx.frames, secs, secs > 0 ? fx.frames / 100.0 / secs : 0.0, diff_utts,
+         frames ? 100.0 * same / frames : 100.0,
+         kaldi_frames ? 100.0 * kaldi_same / kaldi_frames : 0.0, (long long)kaldi_frames);
+  ck_assert_msg(same * 1000 >= frames * 999, "only %lld of %lld frames agree", (long long)same,
+                (long long)frames);
+  ck_assert_msg(kaldi_same * 1000 >= kaldi_frames * 999, "only %lld of %lld frames agree with Kaldi",
+                (long long)kaldi_same, (long long)kaldi_frames);
+
+  /* Sub-batches of ~1000 frames give the same answers as one batch. */
+  galign_result *sub = calloc(fx.n, sizeof *sub);
+  setenv("KIO_GALIGN_BATCH_FRAMES", "1000", 1);
+  ck_assert_int_eq(galign_cuda_align_batch(c, fx.n, fx.gp, fx.fp, 0, sub, redo, &nr), KIO_OK);
+  unsetenv("KIO_GALIGN_BATCH_FRAMES");
+  ck_assert_int_eq(nr, 0);
+  int64_t sub_same = 0;
+  for (int i = 0; i < fx.n; i++) {
+    ck_assert_int_eq(sub[i].ok, got[i].ok);
+    if (!got[i].ok) continue;
+    for (int32_t t = 0; t < got[i].num_frames; t++) sub_same += sub[i].ali[t] == got[i].ali[t];
+  }
+  ck_assert_msg(sub_same * 1000 >= frames * 999, "sub-batches: %lld of %lld frames",
+                (long long)sub_same, (long long)frames);
+  free_results(sub, fx.n);
+  free(redo);
+  free_results(got, fx.n);
+  free_results(ref, fx.n);
+  galign_cuda_free(c);
+  fx_free(&fx);
+}
+
+START_TEST(full_mono) { check_full("mono", "ark:feats/delta.ark", "kaldi/mono/ali.ark"); }
+END_TEST
+START_TEST(full_tri1) { check_full("tri1", "ark:feats/delta.ark", "kaldi/tri1/ali.ark"); }
+END_TEST
+START_TEST(full_tri2) { check_full("tri2", "ark:feats/lda.ark", "kaldi/tri2/ali.ark"); }
+END_TEST
+START_TEST(full_noisy_mono) { check_full("mono", "ark:noisy/delta.ark", "noisy/mono.ali.ark"); }
+END_TEST
+
+/* Through the dispatcher: --use-gpu=yes equals --use-gpu=no on tri2. */
+START_TEST(aligner_gpu_vs_cpu) {
+  fixture fx;
+  fx_load(&fx, "tri2", "ark:feats/lda.ark", "tri2", 0);
+  galign_aligner *ag = NULL, *ac = NULL;
+  ck_assert_int_eq(galign_aligner_new(&ag, GALIGN_GPU_YES, &fx.tm, &fx.am, &fx.o), KIO_OK);
+  ck_assert(galign_aligner_is_gpu(ag));
+  ck_assert_int_eq(galign_aligner_new(&ac, GALIGN_GPU_NO, &fx.tm, &fx.am, &fx.o), KIO_OK);
+  galign_result *rg = calloc(fx.n, sizeof *rg), *rc = calloc(fx.n, sizeof *rc);
+  ck_assert_int_eq(galign_align_batch(ag, fx.n, fx.gp, fx.fp, 1, rg), KIO_OK);
+  ck_assert_int_eq(galign_align_batch(ac, fx.n, fx.gp, fx.fp, 1, rc), KIO_OK);
+  int64_t frames = 0, same = 0;
+  for (int i = 0; i < fx.n; i++) {
+    ck_assert_int_eq(rg[i].ok, rc[i].ok);
+    if (!rc[i].ok) continue;
+    frames += rc[i].num_frames;
+    for (int32_t t = 0; t < rc[i].num_frames; t++) same += rg[i].ali[t] == rc[i].ali[t];
+    for (int32_t t = 0; t < rc[i].num_frames; t++)
+      ck_assert_msg(fabs(rg[i].per_frame[t] - rc[i].per_frame[t]) <=
+                        1e-3 * fmax(1.0, fabs(rc[i].per_frame[t])) || rg[i].ali[t] != rc[i].ali[t],
+                    "%s frame %d: per-frame %.7g vs %.7g", fx.keys[i], t, rg[i].per_frame[t],
+                    rc[i].per_frame[t]);
+  }
+  ck_assert_msg(same * 1000 >= frames * 999, "%lld of %lld", (long long)same, (long long)frames);
+  free_results(rg, fx.n);
+  free_results(rc, fx.n);
+  galign_aligner_free(ag);
+  galign_aligner_free(ac);
+  fx_free(&fx);
+}
+END_TEST
+
+/* ---- bad input ---- */
+static void quiet(int level, const char *func, const char *file, int line, const char *msg,
+                  void *user) {
+  (void)level; (void)func; (void)file; (void)line; (void)msg; (void)user;
+}
+
+START_TEST(bad_input) {
+  fixture fx;
+  fx_load(&fx, "mono", "ark:feats/delta.ark", "mono", 0);
+  galign_cuda *c = new_cuda(&fx);
+  kio_log_set_handler(quiet, NULL);
+  /* dim mismatch */
+  kio_matrix bad = {0}, out = {0};
+  ck_assert_int_eq(kio_matrix_resize(&bad, 5, fx.gmm.dim + 1), KIO_OK);
+  int e0 = kio_log_num_errors();
+  ck_assert_int_eq(galign_cuda_loglikes(c, fx.gp[0], &bad, &out), KIO_ERR);
+  ck_assert_int_eq(kio_log_num_errors(), e0 + 1);
+  /* a NaN feature: the test entry fails; the batch hands the utterance back */
+  kio_matrix nanf = {0};
+  ck_assert_int_eq(kio_matrix_resize(&nanf, fx.feats[1].rows, fx.feats[1].cols), KIO_OK);
+  memcpy(nanf.data, fx.feats[1].data, sizeof(float) * nanf.rows * nanf.cols);
+  nanf.data[3 * nanf.cols + 2] = NAN;
+  ck_assert_int_eq(galign_cuda_loglikes(c, fx.gp[1], &nanf, &out), KIO_ERR);
+  const kio_matrix *fs[3] = {fx.fp[0], &nanf, fx.fp[2]};
+  const galign_graph *gs[3] = {fx.gp[0], fx.gp[1], fx.gp[2]};
+  galign_result r[3];
+  memset(r, 0, sizeof r);
+  uint8_t redo[3];
+  int nr = -1;
+  ck_assert_int_eq(galign_cuda_align_batch(c, 3, gs, fs, 0, r, redo, &nr), KIO_OK);
+  ck_assert_int_eq(nr, 1);
+  ck_assert(!redo[0] && redo[1] && !redo[2]);
+  ck_assert(r[0].ok && !r[1].ok && r[2].ok);
+  /* zero-length features: not aligned, not handed back */
+  kio_matrix empty = {0};
+  ck_assert_int_eq(kio_matrix_resize(&empty, 0, fx.gmm.dim), KIO_OK);
+  fs[1] = &empty;
+  ck_assert_int_eq(galign_cuda_align_batch(c, 3, gs, fs, 0, r, redo, &nr), KIO_OK);
+  ck_assert_int_eq(nr, 0);
+  ck_assert(r[0].ok && !r[1].ok && r[2].ok);
+  ck_assert_int_eq(r[1].num_frames, 0);
+  /* the object still works after the failures */
+  ck_assert_int_eq(galign_cuda_loglikes(c, fx.gp[0], fx.fp[0], &out), KIO_OK);
+  kio_log_set_handler(NULL, NULL);
+  for (int i = 0; i < 3; i++) galign_result_free(&r[i]);
+  kio_matrix_free(&bad); kio_matrix_free(&nanf); kio_matrix_free(&empty); kio_matrix_free(&out);
+  galign_cuda_free(c);
+  fx_free(&fx);
+}
+END_TEST
+
+static Suite *gpu_align_suite(void) {
+  Suite *s = suite_create("gpu_align");
+  TCase *t = tcase_create("loglikes");
+  tcase_set_timeout(t, 600);
+  tcase_add_test(t, loglikes_mono);
+  tcase_add_test(t, loglikes_tri2);
+  suite_add_tcase(s, t);
+  t = tcase_create("decoder");
+  tcase_set_timeout(t, 600);
+  tcase_add_test(t, decoder_mono);
+  tcase_add_test(t, decoder_tri1);
+  tcase_add_test(t, decoder_tri2);
+  tcase_add_test(t, decoder_noisy_mono);
+  tcase_add_test(t, decoder_noisy_tri1);
+  tcase_add_test(t, decoder_mono_careful);
+  tcase_add_test(t, decoder_regrow);
+  suite_add_tcase(s, t);
+  t = tcase_create("full");
+  tcase_set_timeout(t, 600);
+  tcase_add_test(t, full_mono);
+  tcase_add_test(t, full_tri1);
+  tcase_add_test(t, full_tri2);
+  tcase_add_test(t, full_noisy_mono);
+  tcase_add_test(t, aligner_gpu_vs_cpu);
+  tcase_add_test(t, bad_input);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  /* Probes in a child: CUDA is never initialised in this (forking) parent. */
+  if (!tu_gpu_available()) exit(TU_EXIT_SKIP);
+  return tu_run_suite(gpu_align_suite());
+}

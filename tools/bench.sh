@@ -1,0 +1,121 @@
+#!/bin/bash
+# make bench: end-to-end speed of gmm-align-compiled on >= 10 hours of audio.
+# Builds bench-data/ once (the 40 fixture utterances replicated with
+# tools/replicate-archive, keys rNNN-..., sorted), then for the mono and tri2
+# models runs, with the recipe options (beam 10, retry 40, scales 1/0.1/0.1),
+# graphs "ark:gunzip -c bench-data/M.fsts.gz|" and features ark,s,cs:...:
+#   our CPU path (--use-gpu=no), our GPU path (--use-gpu=yes, if a GPU is
+#   usable), Kaldi's gmm-align-compiled (if $KALDI_ROOT is set).
+# Prints a markdown table (wall seconds, x real time, speed-up) and the
+# agreement of the alignments. Env: BIN, TOOLS, KALDI_ROOT, BENCH_COPIES
+# (default 255 = 10.03 h), BENCH_MODELS (default "mono tri2"), BENCH_SKIP
+# (e.g. "cpu" or "kaldi" to leave a path out).
+set -u
+calc() { awk "BEGIN {print $*}"; }
+top=$(cd "$(dirname "$0")/.." && pwd)
+bin=${BIN:-$top/gmmbin-gpu}
+tools=${TOOLS:-$top/${BUILD:-build}/tools}
+bin=$(cd "$bin" 2>/dev/null && pwd || echo "$bin"); tools=$(cd "$tools" 2>/dev/null && pwd || echo "$tools")
+copies=${BENCH_COPIES:-255}
+models=${BENCH_MODELS:-mono tri2}
+skip=${BENCH_SKIP:-}
+BENCH_OPTS=${BENCH_OPTS:-}  # extra options for our program, e.g. --batch-size=4096
+data=$top/bench-data
+fix=$top/tests/data
+for p in "$bin/gmm-align-compiled" "$tools/ali-compare" "$tools/replicate-archive"; do
+  [ -x "$p" ] || { echo "bench: $p not built (run make)"; exit 1; }
+done
+frames_per_copy=$(sed -n 's/.*over \([0-9]*\) frames\..*/\1/p' "$fix/kaldi/mono/align.log")
+audio_s=$(calc "$copies * $frames_per_copy / 100")
+
+# ---- data (once per number of copies) ----
+mkdir -p "$data/out"
+if [ "$(cat "$data/stamp" 2>/dev/null)" != "$copies" ]; then
+  printf 'bench: building bench-data/ (%d copies = %.2f h of audio) ...\n' "$copies" \
+    "$(calc "$audio_s / 3600")"
+  rm -f "$data/stamp"
+  for f in delta lda; do
+    "$tools/replicate-archive" --print-args=false --type=matrix --copies="$copies" \
+      "ark:$fix/feats/$f.ark" "ark:$data/$f.ark" || exit 1
+  done
+  for m in mono tri2; do
+    "$tools/replicate-archive" --print-args=false --type=fst --copies="$copies" \
+      "ark:gunzip -c $fix/graphs/$m.fsts.gz|" "ark:|gzip -c >$data/$m.fsts.gz" || exit 1
+  done
+  echo "$copies" >"$data/stamp"
+fi
+
+# ---- runs ----
+kaldi_prog=""
+if [ -n "${KALDI_ROOT:-}" ] && [ -x "$KALDI_ROOT/src/gmmbin/gmm-align-compiled" ]; then
+  kaldi_prog=$KALDI_ROOT/src/gmmbin/gmm-align-compiled
+fi
+gpu_ok=0
+if "$bin/gmm-align-compiled" --use-gpu=yes --acoustic-scale=0.1 --self-loop-scale=0.1 \
+     "$fix/models/mono/final.mdl" "ark:gunzip -c $fix/edge/mono.fsts.gz|" \
+     "ark:$fix/edge/feats.ark" ark:/dev/null >"$data/out/probe.log" 2>&1; then
+  gpu_ok=1
+fi
+
+declare -A wall
+run() {  # model tag program extra-opts...
+  local m=$1 tag=$2 prog=$3; shift 3
+  local f=delta; [ "$m" = tri2 ] && f=lda
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$prog" "$@" --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 \
+    --beam=10 --retry-beam=40 --careful=false "$fix/models/$m/final.mdl" \
+    "ark:gunzip -c $data/$m.fsts.gz|" "ark,s,cs:$data/$f.ark" "ark:$data/out/$m.$tag.ali" \
+    2>"$data/out/$m.$tag.log"
+  local rc=$?
+  t1=$(date +%s.%N)
+  if [ $rc != 0 ]; then
+    echo "bench: $m $tag failed (exit $rc), see bench-data/out/$m.$tag.log"; tail -3 "$data/out/$m.$tag.log"
+    return
+  fi
+  wall[$m.$tag]=$(calc "$t1 - $t0")
+  printf 'bench: %-5s %-6s %8.2f s  %s\n' "$m" "$tag" "${wall[$m.$tag]}" \
+    "$(grep -h 'Done [0-9]*, errors' "$data/out/$m.$tag.log" | sed 's/.*) //')"
+  grep -h '^VLOG\[1\].* Time: ' "$data/out/$m.$tag.log" | sed 's/^[^ ]* ([^ ]*) /         /' 
+}
+for m in $models; do
+  case " $skip " in *" cpu "*) ;; *) run "$m" cpu "$bin/gmm-align-compiled" --use-gpu=no --verbose=1 $BENCH_OPTS ;; esac
+  if [ $gpu_ok = 1 ]; then run "$m" gpu "$bin/gmm-align-compiled" --use-gpu=yes --verbose=1 $BENCH_OPTS
+  else echo "bench: GPU path skipped: no usable GPU ($(grep -m1 '^ERROR' "$data/out/probe.log" | sed 's/^ERROR ([^ ]*) //'))"; fi
+  if [ -n "$kaldi_prog" ]; then
+    case " $skip " in *" kaldi "*) ;; *) run "$m" kaldi "$kaldi_prog" ;; esac
+  fi
+done
+[ -n "$kaldi_prog" ] || echo "bench: Kaldi skipped (set KALDI_ROOT to include \$KALDI_ROOT/src/gmmbin/gmm-align-compiled)"
+
+# ---- table ----
+agree() {  # model tagA tagB -> "P% (U utts)"
+  local a="$data/out/$1.$2.ali" b="$data/out/$1.$3.ali"
+  [ -n "${wall[$1.$2]:-}" ] && [ -n "${wall[$1.$3]:-}" ] || { echo "-"; return; }
+  "$tools/ali-compare" --print-args=false "ark:$a" "ark:$b" 2>/dev/null |
+    awk '{v[$1]=$2} END {printf "%s%% of %d frames", v["percent-equal"], v["frames-compared"]}'
+}
+ratio() { [ -n "${wall[$1]:-}" ] && [ -n "${wall[$2]:-}" ] && printf '%.1fx' "$(calc "${wall[$2]} / ${wall[$1]}")" || echo "-"; }
+host_cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //')
+gpu_name=$(grep -h -m1 -E '^LOG \([^)]*:(galign_|kio_cuda_)' "$data/out/"*.gpu.log 2>/dev/null | sed 's/^[^ ]* ([^ ]*) //')
+echo
+printf 'Audio: %.2f h (%d x the 40 fixture utterances, %d frames); CPU: %s (%d cores)%s\n' \
+  "$(calc "$audio_s / 3600")" "$copies" "$((copies * frames_per_copy))" "$host_cpu" "$(nproc)" \
+  "${gpu_name:+; GPU: $gpu_name}"
+echo
+echo "| model | program | wall s | x real time | speed-up vs Kaldi | speed-up vs our CPU |"
+echo "|---|---|---:|---:|---:|---:|"
+for m in $models; do
+  for tag in kaldi cpu gpu; do
+    [ -n "${wall[$m.$tag]:-}" ] || continue
+    case $tag in kaldi) name="Kaldi gmm-align-compiled" ;; cpu) name="ours, --use-gpu=no" ;; gpu) name="ours, --use-gpu=yes" ;; esac
+    printf '| %s | %s | %.2f | %.0f | %s | %s |\n' "$m" "$name" "${wall[$m.$tag]}" \
+      "$(calc "$audio_s / ${wall[$m.$tag]}")" "$(ratio "$m.$tag" "$m.kaldi")" "$(ratio "$m.$tag" "$m.cpu")"
+  done
+done
+echo
+echo "| model | GPU vs CPU alignments | CPU vs Kaldi | GPU vs Kaldi |"
+echo "|---|---|---|---|"
+for m in $models; do
+  echo "| $m | $(agree "$m" cpu gpu) | $(agree "$m" kaldi cpu) | $(agree "$m" kaldi gpu) |"
+done
