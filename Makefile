@@ -39,6 +39,7 @@ PROGS := $(patsubst %.c,%,$(sort $(wildcard gmmbin-gpu/*.c)))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/check_*.c)))
 TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(sort $(wildcard tools/*.c)))
 
+.SECONDARY:
 .PHONY: all test test-gpu test-asan bench demo install clean lint
 all: $(if $(SAN),$(patsubst gmmbin-gpu/%,$(BUILD)/gmmbin-gpu/%,$(PROGS)),$(PROGS)) $(TESTS) $(TOOLS)
 

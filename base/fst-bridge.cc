@@ -16,8 +16,6 @@
 #include <string>
 
 #include <fst/fst.h>
-#include <fst/symbol-table.h>
-#include <fst/vector-fst.h>
 
 #include "fst-bridge.h"
 #include "log.h"
@@ -26,10 +24,8 @@ namespace {
 
 class FileInBuf : public std::streambuf {
  public:
-  explicit FileInBuf(FILE *f) : f_(f), pos_(0) {
-    long p = std::ftell(f);
-    if (p > 0) pos_ = p;
-  }
+  // pos: the stream offset of the FILE's current position (for tellg).
+  FileInBuf(FILE *f, long long pos) : f_(f), pos_(pos) {}
 
  protected:
   int_type underflow() override {
@@ -67,45 +63,114 @@ class FileInBuf : public std::streambuf {
   long long pos_;
 };
 
-int Flatten(const fst::Fst<fst::StdArc> &in, kio_fst *g) {
-  using fst::StdArc;
-  const auto *ex = dynamic_cast<const fst::ExpandedFst<StdArc> *>(&in);
-  if (!ex) {
-    kio_set_error("FST is not an expanded FST");
-    return KIO_ERR;
-  }
-  int64_t ns = ex->NumStates();
-  int64_t na = 0;
-  for (int64_t s = 0; s < ns; s++) na += static_cast<int64_t>(ex->NumArcs(s));
-  if (kio_fst_reserve(g, ns, na) != KIO_OK) return KIO_ERR;
-  int64_t start = ex->Start();
-  if (start < -1 || start >= ns) {
-    kio_set_error("FST start state %lld out of range (%lld states)",
-                  static_cast<long long>(start), static_cast<long long>(ns));
-    return KIO_ERR;
-  }
-  g->start = static_cast<int32_t>(start);
-  int64_t k = 0;
-  for (int64_t s = 0; s < ns; s++) {
-    g->arc_start[s] = static_cast<int32_t>(k);
-    g->final[s] = ex->Final(static_cast<StdArc::StateId>(s)).Value();
-    for (fst::ArcIterator<fst::Fst<StdArc>> ai(in, static_cast<StdArc::StateId>(s));
-         !ai.Done(); ai.Next()) {
-      const StdArc &a = ai.Value();
-      if (a.nextstate < 0 || a.nextstate >= ns) {
-        kio_set_error("FST arc from state %lld to invalid state %d",
-                      static_cast<long long>(s), static_cast<int>(a.nextstate));
-        return KIO_ERR;
-      }
-      kio_arc &o = g->arcs[k++];
-      o.ilabel = a.ilabel;
-      o.olabel = a.olabel;
-      o.weight = a.weight.Value();
-      o.nextstate = a.nextstate;
+// Robustness (fuzzing, tests/fuzz): nothing from the stream is handed to
+// OpenFst's own readers. FstHeader::Read and SymbolTable::Read loop over an
+// int32 string length / int64 symbol count without checking the stream, so a
+// few corrupt bytes hang them or allocate gigabytes; VectorFst::Read reserves
+// a state's arc count before reading the arcs. The header and symbol tables
+// are therefore parsed here with limits, and every body is read into arrays
+// that grow only as data really arrives.
+
+// Strings in headers and symbol tables longer than this are corruption.
+constexpr int32_t kMaxHeaderString = 4096;
+constexpr int32_t kFstMagic = 2125659606;
+constexpr int32_t kSymbolTableMagic = 2125658996;
+
+bool ReadBytes(FILE *f, void *dst, size_t n, long long *consumed) {
+  size_t got = fread_unlocked(dst, 1, n, f);
+  *consumed += static_cast<long long>(got);
+  return got == n;
+}
+
+bool ReadHeaderString(FILE *f, std::string *s, long long *consumed) {
+  int32_t n;
+  if (!ReadBytes(f, &n, 4, consumed)) return false;
+  if (n > kMaxHeaderString) return false;
+  s->clear();
+  if (n <= 0) return true;  // OpenFst reads a non-positive length as ""
+  s->resize(static_cast<size_t>(n));
+  return ReadBytes(f, &(*s)[0], static_cast<size_t>(n), consumed);
+}
+
+// FstHeader::Read's layout: magic, fsttype, arctype, version, flags,
+// properties, start, numstates, numarcs.
+bool ReadHeader(FILE *f, fst::FstHeader *hdr, long long *consumed) {
+  int32_t magic, version, flags;
+  uint64_t props;
+  int64_t start, ns, na;
+  std::string fsttype, arctype;
+  if (!ReadBytes(f, &magic, 4, consumed) || magic != kFstMagic ||
+      !ReadHeaderString(f, &fsttype, consumed) || !ReadHeaderString(f, &arctype, consumed) ||
+      !ReadBytes(f, &version, 4, consumed) || !ReadBytes(f, &flags, 4, consumed) ||
+      !ReadBytes(f, &props, 8, consumed) || !ReadBytes(f, &start, 8, consumed) ||
+      !ReadBytes(f, &ns, 8, consumed) || !ReadBytes(f, &na, 8, consumed))
+    return false;
+  hdr->SetFstType(fsttype);
+  hdr->SetArcType(arctype);
+  hdr->SetVersion(version);
+  hdr->SetFlags(static_cast<uint32_t>(flags));
+  hdr->SetProperties(props);
+  hdr->SetStart(start);
+  hdr->SetNumStates(ns);
+  hdr->SetNumArcs(na);
+  return true;
+}
+
+// Skips one binary SymbolTable (magic, name, available key, size, then size x
+// {string, int64 key}); the tables are not needed, only passed over.
+bool SkipSymbolTable(std::istream &is) {
+  auto read_str = [&is]() {
+    int32_t n;
+    if (!is.read(reinterpret_cast<char *>(&n), 4) || n > kMaxHeaderString) return false;
+    char buf[256];
+    for (int32_t left = n; left > 0;) {
+      int32_t k = left < 256 ? left : 256;
+      if (!is.read(buf, k)) return false;
+      left -= k;
+    }
+    return true;
+  };
+  int32_t magic;
+  int64_t avail, size, key;
+  if (!is.read(reinterpret_cast<char *>(&magic), 4) || magic != kSymbolTableMagic ||
+      !read_str() || !is.read(reinterpret_cast<char *>(&avail), 8) ||
+      !is.read(reinterpret_cast<char *>(&size), 8) || size < 0)
+    return false;
+  for (int64_t i = 0; i < size; i++)  // stops at the end of the data
+    if (!read_str() || !is.read(reinterpret_cast<char *>(&key), 8)) return false;
+  return true;
+}
+
+bool SkipSymbolTables(std::istream &is, const fst::FstHeader &hdr, const char *what) {
+  for (uint32_t flag : {static_cast<uint32_t>(fst::FstHeader::HAS_ISYMBOLS),
+                        static_cast<uint32_t>(fst::FstHeader::HAS_OSYMBOLS)}) {
+    if ((hdr.GetFlags() & flag) && !SkipSymbolTable(is)) {
+      kio_set_error("bad symbol table in %s FST", what);
+      return false;
     }
   }
-  g->arc_start[ns] = static_cast<int32_t>(k);
-  return KIO_OK;
+  return true;
+}
+
+// Makes room for at least ns states and na arcs (contents kept), growing
+// geometrically and never beyond the limits (the header's counts, when
+// known, else INT32_MAX - 1). kio_fst_reserve resets start/num_*: callers
+// set them once the body is complete.
+int Grow(kio_fst *g, int64_t ns, int64_t na, int64_t max_ns, int64_t max_na) {
+  int64_t sc = static_cast<int64_t>(g->state_cap), ac = static_cast<int64_t>(g->arc_cap);
+  if (g->arc_start && g->arcs && ns <= sc && na <= ac) return KIO_OK;
+  int64_t nsc = sc, nac = ac;
+  if (!g->arc_start || ns > sc) {
+    nsc = sc < 1024 ? 1024 : 2 * sc;
+    if (nsc < ns) nsc = ns;
+    if (nsc > max_ns) nsc = max_ns < ns ? ns : max_ns;
+  }
+  if (!g->arcs || na > ac) {
+    nac = ac < 4096 ? 4096 : 2 * ac;
+    if (nac < na) nac = na;
+    if (nac > max_na) nac = max_na < na ? na : max_na;
+  }
+  return kio_fst_reserve(g, nsc, nac);
 }
 
 // ConstFst body (OpenFst const-fst.h layout): optional padding to 16 bytes,
@@ -130,22 +195,15 @@ int ReadConstBody(std::istream &is, const fst::FstHeader &hdr, kio_fst *g) {
     return KIO_ERR;
   }
   // Symbol tables, if any, sit between header and body: skip them.
-  for (int32_t flag : {static_cast<int32_t>(fst::FstHeader::HAS_ISYMBOLS),
-                       static_cast<int32_t>(fst::FstHeader::HAS_OSYMBOLS)}) {
-    if (hdr.GetFlags() & flag) {
-      std::unique_ptr<fst::SymbolTable> st(fst::SymbolTable::Read(is, "[unknown]"));
-      if (!st) { kio_set_error("bad symbol table in const FST"); return KIO_ERR; }
-    }
-  }
+  if (!SkipSymbolTables(is, hdr, "const")) return KIO_ERR;
   bool aligned = hdr.Version() == 1 || (hdr.GetFlags() & fst::FstHeader::IS_ALIGNED);
   int64_t ns = hdr.NumStates(), na = hdr.NumArcs();
   if (ns < 0) { kio_set_error("const FST without state count"); return KIO_ERR; }
-  if (kio_fst_reserve(g, ns, na) != KIO_OK) return KIO_ERR;
   if (hdr.Start() < -1 || hdr.Start() >= ns) {
     kio_set_error("FST start state %lld out of range", static_cast<long long>(hdr.Start()));
     return KIO_ERR;
   }
-  g->start = static_cast<int32_t>(hdr.Start());
+  if (Grow(g, 0, 0, ns, na) != KIO_OK) return KIO_ERR;
   if (aligned && !AlignInput(is)) { kio_set_error("const FST: alignment failed"); return KIO_ERR; }
   for (int64_t s = 0; s < ns; s++) {
     float fw;
@@ -155,9 +213,9 @@ int ReadConstBody(std::istream &is, const fst::FstHeader &hdr, kio_fst *g) {
       kio_set_error("const FST truncated in state %lld", static_cast<long long>(s));
       return KIO_ERR;
     }
+    if (Grow(g, s + 1, 0, ns, na) != KIO_OK) return KIO_ERR;
     // Arcs must be laid out contiguously, state by state, as OpenFst writes.
-    // arc_start[s] already holds the end of state s-1's arcs (0 for s = 0).
-    int64_t expect = g->arc_start[s];
+    int64_t expect = s ? g->arc_start[s] : 0;
     if (u[0] != expect || static_cast<int64_t>(u[0]) + u[1] > na) {
       kio_set_error("const FST state %lld has bad arc range", static_cast<long long>(s));
       return KIO_ERR;
@@ -166,7 +224,7 @@ int ReadConstBody(std::istream &is, const fst::FstHeader &hdr, kio_fst *g) {
     g->arc_start[s] = static_cast<int32_t>(u[0]);
     g->arc_start[s + 1] = static_cast<int32_t>(u[0] + u[1]);
   }
-  if (g->arc_start[ns] != na) {
+  if ((ns ? g->arc_start[ns] : 0) != na) {
     kio_set_error("const FST: arcs of states do not add up to %lld", static_cast<long long>(na));
     return KIO_ERR;
   }
@@ -177,6 +235,7 @@ int ReadConstBody(std::istream &is, const fst::FstHeader &hdr, kio_fst *g) {
       kio_set_error("const FST truncated in arc %lld", static_cast<long long>(k));
       return KIO_ERR;
     }
+    if (Grow(g, ns, k + 1, ns, na) != KIO_OK) return KIO_ERR;
     kio_arc &o = g->arcs[k];
     o.ilabel = a[0];
     o.olabel = a[1];
@@ -188,14 +247,18 @@ int ReadConstBody(std::istream &is, const fst::FstHeader &hdr, kio_fst *g) {
       return KIO_ERR;
     }
   }
+  if (kio_fst_reserve(g, ns, na) != KIO_OK) return KIO_ERR;  // sets the counts
+  if (ns) g->arc_start[0] = 0;
+  g->start = static_cast<int32_t>(hdr.Start());
   return KIO_OK;
 }
 
-// VectorFst body (OpenFst vector-fst.h, file version 2) when the header
-// gives the state count, which Kaldi's graph writers always do: per state
-// f32 final, i64 narcs, narcs x 16-byte arcs laid out exactly like kio_arc.
+// VectorFst body (OpenFst vector-fst.h, file version 2): per state f32
+// final, i64 narcs, narcs x 16-byte arcs laid out exactly like kio_arc.
 // Read straight into the CSR arrays: several times faster than building a
-// VectorFst and copying it, with the same checks.
+// VectorFst and copying it, with the same checks. Without a state count in
+// the header (a non-expanded FST written to a pipe), states are read until
+// the stream ends, as VectorFst::Read does.
 // The body is read straight from the FILE* (the stream adapter is unbuffered,
 // so the FILE position is exactly after the header and symbol tables).
 int ReadVectorBody(std::istream &is, FILE *f, const fst::FstHeader &hdr, kio_fst *g) {
@@ -203,31 +266,25 @@ int ReadVectorBody(std::istream &is, FILE *f, const fst::FstHeader &hdr, kio_fst
     kio_set_error("vector FST has unsupported version %d", static_cast<int>(hdr.Version()));
     return KIO_ERR;
   }
-  for (int32_t flag : {static_cast<int32_t>(fst::FstHeader::HAS_ISYMBOLS),
-                       static_cast<int32_t>(fst::FstHeader::HAS_OSYMBOLS)}) {
-    if (hdr.GetFlags() & flag) {
-      std::unique_ptr<fst::SymbolTable> st(fst::SymbolTable::Read(is, "[unknown]"));
-      if (!st) { kio_set_error("bad symbol table in vector FST"); return KIO_ERR; }
-    }
-  }
-  int64_t ns = hdr.NumStates();
-  // Arc count unknown until the end: grow geometrically from a guess.
+  if (!SkipSymbolTables(is, hdr, "vector")) return KIO_ERR;
   static_assert(sizeof(kio_arc) == 16, "kio_arc must match OpenFst's StdArc layout");
-  int64_t cap = g->arc_cap > 0 ? static_cast<int64_t>(g->arc_cap) : 4 * ns + 16;
-  if (cap > (1 << 20)) cap = 1 << 20;
-  if (kio_fst_reserve(g, ns, cap) != KIO_OK) return KIO_ERR;
-  if (hdr.Start() < -1 || hdr.Start() >= ns) {
-    kio_set_error("FST start state %lld out of range", static_cast<long long>(hdr.Start()));
-    return KIO_ERR;
-  }
-  g->start = static_cast<int32_t>(hdr.Start());
-  int64_t na = 0;
-  for (int64_t s = 0; s < ns; s++) {
+  const int64_t hdr_ns = hdr.NumStates();  // -1: unknown
+  const int64_t max_ns = hdr_ns >= 0 ? hdr_ns : INT32_MAX - 1;
+  if (Grow(g, 0, 0, max_ns, INT32_MAX) != KIO_OK) return KIO_ERR;
+  int64_t na = 0, s = 0;
+  for (; hdr_ns < 0 || s < hdr_ns; s++) {
     char b[12];
-    if (fread_unlocked(b, 1, 12, f) != 12) {
+    size_t got = fread_unlocked(b, 1, 12, f);
+    if (hdr_ns < 0 && got < 4) break;  // no further final weight: the end
+    if (got != 12) {
       kio_set_error("vector FST truncated in state %lld", static_cast<long long>(s));
       return KIO_ERR;
     }
+    if (s >= INT32_MAX - 1) {
+      kio_set_error("vector FST has too many states");
+      return KIO_ERR;
+    }
+    if (Grow(g, s + 1, na, max_ns, INT32_MAX) != KIO_OK) return KIO_ERR;
     int64_t narcs;
     std::memcpy(&g->final[s], b, 4);
     std::memcpy(&narcs, b + 4, 8);
@@ -241,46 +298,48 @@ int ReadVectorBody(std::istream &is, FILE *f, const fst::FstHeader &hdr, kio_fst
     // a lying narcs fails at the end of the stream without a huge allocation.
     for (int64_t left = narcs; left > 0;) {
       int64_t chunk = left < 65536 ? left : 65536;
-      if (na + chunk > cap) {
-        int64_t nc = cap;
-        while (nc < na + chunk) nc *= 2;
-        if (nc > INT32_MAX) nc = INT32_MAX;
-        // grows the arc array only; contents and states are kept
-        if (kio_fst_reserve(g, ns, nc) != KIO_OK) return KIO_ERR;
-        g->start = static_cast<int32_t>(hdr.Start());
-        cap = nc;
-      }
+      if (Grow(g, s + 1, na + chunk, max_ns, INT32_MAX) != KIO_OK) return KIO_ERR;
       if (fread_unlocked(g->arcs + na, 16, static_cast<size_t>(chunk), f) !=
           static_cast<size_t>(chunk)) {
         kio_set_error("vector FST truncated in the arcs of state %lld",
                       static_cast<long long>(s));
         return KIO_ERR;
       }
-      for (int64_t k = na; k < na + chunk; k++) {
-        int32_t d = g->arcs[k].nextstate;
-        if (d < 0 || d >= ns) {
-          kio_set_error("FST arc from state %lld to invalid state %d",
-                        static_cast<long long>(s), static_cast<int>(d));
-          return KIO_ERR;
-        }
-      }
       na += chunk;
       left -= chunk;
     }
   }
+  const int64_t ns = s;
+  // Destinations are checked once the state count is known.
+  for (int64_t k = 0; k < na; k++) {
+    int32_t d = g->arcs[k].nextstate;
+    if (d < 0 || d >= ns) {
+      kio_set_error("FST arc %lld to invalid state %d", static_cast<long long>(k),
+                    static_cast<int>(d));
+      return KIO_ERR;
+    }
+  }
+  if (hdr.Start() < -1 || hdr.Start() >= ns) {
+    kio_set_error("FST start state %lld out of range", static_cast<long long>(hdr.Start()));
+    return KIO_ERR;
+  }
+  if (kio_fst_reserve(g, ns, na) != KIO_OK) return KIO_ERR;  // sets the counts
   g->arc_start[ns] = static_cast<int32_t>(na);
-  g->num_arcs = static_cast<int32_t>(na);
+  g->start = static_cast<int32_t>(hdr.Start());
   return KIO_OK;
 }
 
 int ReadOpenFst(FILE *f, kio_fst *g) {
-  FileInBuf buf(f);
-  std::istream is(&buf);
+  long here = std::ftell(f);
+  long long consumed = 0;
   fst::FstHeader hdr;
-  if (!hdr.Read(is, "[unknown]")) {
+  if (!ReadHeader(f, &hdr, &consumed)) {
     kio_set_error("bad OpenFst header");
     return KIO_ERR;
   }
+  // The adapter's position must be the stream offset (const FST alignment).
+  FileInBuf buf(f, (here > 0 ? here : 0) + consumed);
+  std::istream is(&buf);
   if (hdr.ArcType() != fst::StdArc::Type()) {
     kio_set_error("FST has arc type %s, expected %s", hdr.ArcType().c_str(),
                   fst::StdArc::Type().c_str());
@@ -300,16 +359,7 @@ int ReadOpenFst(FILE *f, kio_fst *g) {
                   hdr.FstType().c_str());
     return KIO_ERR;
   }
-  if (hdr.NumStates() >= 0) return ReadVectorBody(is, f, hdr, g);
-  // No state count (written to a non-seekable stream by a non-expanded FST):
-  // let OpenFst read to the end of the stream, as Kaldi would.
-  fst::FstReadOptions ropts("[unknown]", &hdr);
-  std::unique_ptr<fst::StdVectorFst> t(fst::StdVectorFst::Read(is, ropts));
-  if (!t) {
-    kio_set_error("failed to read vector FST (truncated or corrupt)");
-    return KIO_ERR;
-  }
-  return Flatten(*t, g);
+  return ReadVectorBody(is, f, hdr, g);
 }
 
 }  // namespace

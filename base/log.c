@@ -14,7 +14,8 @@ static atomic_int g_verbose;
 static atomic_int g_num_warnings, g_num_errors;
 static kio_log_handler g_handler;
 static void *g_handler_user;
-static pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
+/* recursive: a handler may itself log without deadlocking */
+static pthread_mutex_t g_mutex = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static pthread_once_t g_stderr_once = PTHREAD_ONCE_INIT;
 
 static _Thread_local char t_error[1024];
@@ -23,6 +24,20 @@ static const char *base_name(const char *p) {
   if (!p) return "";
   const char *s = strrchr(p, '/');
   return s ? s + 1 : p;
+}
+
+/* Kaldi's GetShortFileName: the last two path components, so that
+ * "fstext/fstext-utils-inl.h" given to KIO_LOG_AT prints as Kaldi does, and
+ * our own "base/io.c" shows its directory. */
+static const char *short_file_name(const char *p) {
+  if (!p) return "";
+  const char *prev = p, *last = p;
+  while ((p = strpbrk(p, "\\/")) != NULL) {
+    ++p;
+    prev = last;
+    last = p;
+  }
+  return prev;
 }
 
 void kio_log_set_program(const char *argv0) {
@@ -96,7 +111,7 @@ void kio_vlogf(int level, const char *func, const char *file, int line,
   va_end(ap2);
   if (level == KIO_LOG_WARNING) atomic_fetch_add(&g_num_warnings, 1);
   else if (level < KIO_LOG_WARNING) atomic_fetch_add(&g_num_errors, 1);
-  const char *fname = base_name(file);
+  const char *fname = short_file_name(file);
   pthread_mutex_lock(&g_mutex);
   if (g_handler) g_handler(level, func, fname, line, msg, g_handler_user);
   else default_handler(level, func, fname, line, msg);

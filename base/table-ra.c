@@ -198,9 +198,9 @@ static int dsorted_find(kio_ra_reader *r, const char *key) {
     read_next(r);
     if (r->state != A_HAVE_OBJECT) { free(last); return 0; }
     if (strcmp(r->cur_key, last) <= 0) {
-      KIO_ERROR("You provided the sorted (s) option but keys in archive %s are not in "
-                "sorted order: %s is followed by %s", kio_printable_rx(r->spec.filename),
-                last, r->cur_key);
+      KIO_ERROR("You provided the \"s\" option  (sorted order), but keys are out of order "
+                "or duplicated: %s is followed by %s: rspecifier is %s", last, r->cur_key,
+                r->rspecifier);
       free(last);
       return -2;
     }
@@ -430,19 +430,17 @@ void *kio_ra_value(kio_ra_reader *r, const char *key) {
 int kio_ra_close(kio_ra_reader *r) {
   if (!r) return KIO_OK;
   int ret = r->fatal ? KIO_ERR : KIO_OK;
-  int pipe_failed = kio_input_close(r->in) != KIO_OK;
+  /* As Kaldi: a failed pipe only warns (when closed); a read error counts. */
+  kio_input_close(r->in);
   kio_input_close(r->data_in);
-  if (!r->fatal && (r->state == A_ERROR || pipe_failed)) {
+  if (!r->fatal && r->state == A_ERROR) {
     if (r->spec.permissive) {
       KIO_WARN("Error state detected closing reader.  Ignoring it because you "
                "specified permissive mode.");
     } else {
-      if (r->state == A_ERROR && r->err_key)
-        KIO_ERROR("TableReader: error detected closing archive %s (read error at key %s)",
-                  kio_printable_rx(r->spec.filename), r->err_key);
-      else
-        KIO_ERROR("TableReader: error detected closing archive %s",
-                  kio_printable_rx(r->spec.filename));
+      KIO_ERROR("Error closing RandomAccessTableReader: rspecifier is %s (read error in "
+                "archive %s at key %s)", r->rspecifier, kio_printable_rx(r->spec.filename),
+                r->err_key ? r->err_key : "?");
       ret = KIO_ERR;
     }
   }

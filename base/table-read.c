@@ -1,4 +1,5 @@
 /* Sequential table readers over archives and scp files (reference 1.9). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,13 +112,13 @@ int kio_seq_open(kio_seq_reader **pr, const char *rspecifier, const kio_holder *
   r->obj = kio_obj_new(h);
   if (!r->rspecifier || !r->obj) goto fail;
   if (kio_parse_rspecifier(rspecifier, &r->spec) != KIO_OK) {
-    KIO_ERROR("Error constructing TableReader: rspecifier is %s", rspecifier);
-    goto fail_quiet;
+    KIO_WARN("Invalid rspecifier %s", rspecifier ? rspecifier : "");
+    goto fail;
   }
   kio_clear_error();
   if (kio_input_reopen_q(&r->in, r->spec.filename, NULL, 1) != KIO_OK) {
     if (r->spec.kind == KIO_SPEC_SCRIPT)
-      KIO_WARN("Error opening script file: %s (%s)", kio_printable_rx(r->spec.filename),
+      KIO_WARN("Failed to open script file %s (%s)", kio_printable_rx(r->spec.filename),
                kio_last_error());
     else
       KIO_WARN("Failed to open stream %s (%s)", kio_printable_rx(r->spec.filename),
@@ -127,11 +128,18 @@ int kio_seq_open(kio_seq_reader **pr, const char *rspecifier, const kio_holder *
   r->state = S_HAVE_LINE;
   if (r->spec.kind == KIO_SPEC_ARCHIVE) ark_next(r);
   else scp_next(r);
+  /* As Kaldi: an error on the very first entry makes the open fail. */
+  if (r->state == S_ERROR) {
+    if (r->spec.kind == KIO_SPEC_ARCHIVE)
+      KIO_WARN("Error beginning to read archive file (wrong filename?): %s",
+               kio_printable_rx(r->spec.filename));
+    goto fail;
+  }
   *pr = r;
   return KIO_OK;
 fail:
-  KIO_ERROR("Error constructing TableReader: rspecifier is %s", rspecifier);
-fail_quiet:
+  KIO_ERROR("Error constructing TableReader: rspecifier is %s", rspecifier ? rspecifier : "");
+  r->state = S_HAVE_LINE;
   r->spec.permissive = 1; /* nothing more to report */
   kio_seq_close(r);
   return KIO_ERR;
@@ -170,18 +178,24 @@ int kio_seq_close(kio_seq_reader *r) {
   int pipe_failed = kio_input_close(r->in) != KIO_OK;
   kio_input_close(r->data_in);
   int ret = KIO_OK;
-  if (r->state == S_ERROR || pipe_failed) {
-    const char *what = r->spec.kind == KIO_SPEC_SCRIPT ? "scp file" : "archive";
+  /* A failed pipe counts only if we read to its end: a reader closed early
+   * may have killed its writer (SIGPIPE), as Kaldi's Close(). */
+  if (r->state == S_ERROR || (r->state == S_EOF && pipe_failed)) {
+    const char *name = kio_printable_rx(r->spec.filename);
+    int scp = r->spec.kind == KIO_SPEC_SCRIPT;
     if (r->spec.permissive) {
       KIO_WARN("Error detected closing TableReader for %s %s but ignoring it as "
-               "permissive mode specified.", what, kio_printable_rx(r->spec.filename));
+               "permissive mode specified.", scp ? "scp file" : "archive", name);
     } else {
+      char detail[600] = "";
       if (r->state == S_ERROR && r->err_key)
-        KIO_ERROR("TableReader: error detected closing %s %s (read error at key %s)",
-                  what, kio_printable_rx(r->spec.filename), r->err_key);
+        snprintf(detail, sizeof detail, " (read error at key %.500s)", r->err_key);
+      else if (r->state == S_EOF)
+        snprintf(detail, sizeof detail, " (input pipe failed)");
+      if (scp)
+        KIO_ERROR("TableReader: reading script file failed: from scp %s%s", name, detail);
       else
-        KIO_ERROR("TableReader: error detected closing %s %s", what,
-                  kio_printable_rx(r->spec.filename));
+        KIO_ERROR("TableReader: error detected closing archive %s%s", name, detail);
       ret = KIO_ERR;
     }
   }

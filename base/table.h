@@ -69,6 +69,9 @@ int kio_seq_close(kio_seq_reader *r);
 /* ---- random-access reader ---- */
 typedef struct kio_ra_reader kio_ra_reader;
 int kio_ra_open(kio_ra_reader **r, const char *rspecifier, const kio_holder *h);
+/* 1 present, 0 absent, KIO_ERR (-1) after an ERROR where Kaldi throws
+ * (duplicate key, s/cs order violation, invalid key); after that
+ * kio_ra_value returns NULL and kio_ra_close fails. */
 int kio_ra_has_key(kio_ra_reader *r, const char *key);
 /* Object for key (must exist: call has_key first); owned by the reader, valid
  * until the next call on the reader. NULL after logging ERROR on failure. */

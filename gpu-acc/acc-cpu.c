@@ -72,6 +72,7 @@ float gacc_expf_ref(float x) { return gacc_expf(x); }
 float gacc_frame_posteriors(const kio_diag_gmm *g, const float *x, const float *x2,
                             float *ll) {
   int32_t M = g->num_comp, D = g->dim;
+  if (M <= 0) return -INFINITY;  /* no components: an invalid answer */
   for (int32_t m = 0; m < M; m++)
     ll[m] = gacc_gauss_loglike(g->gconsts[m], g->means_invvars + (size_t)m * D,
                                g->inv_vars + (size_t)m * D, x, x2, D, m, M);
@@ -80,8 +81,8 @@ float gacc_frame_posteriors(const kio_diag_gmm *g, const float *x, const float *
   float mx = -INFINITY;
   for (int32_t m = 0; m < M; m++)
     if (ll[m] > mx) mx = ll[m];
-  float s = 0.0f;
-  for (int32_t m = 0; m < M; m++) s += (ll[m] = gacc_expf(ll[m] - mx));
+  float s = (ll[0] = gacc_expf(ll[0] - mx));  /* = 0.0f + e_0 */
+  for (int32_t m = 1; m < M; m++) s += (ll[m] = gacc_expf(ll[m] - mx));
   float inv = (float)(1.0 / (double)s);
   for (int32_t m = 0; m < M; m++) ll[m] *= inv;
   return mx + logf(s);

@@ -29,6 +29,10 @@
     }                                                                            \
   } while (0)
 
+/* Largest number of Gaussians per pdf of the exact likelihood kernel (its
+ * per-thread scratch); models with more use the cuBLAS path. */
+#define GALIGN_LL_MAXC 128
+
 /* A device or pinned host buffer that only grows. */
 typedef struct { void *p; size_t cap; } galign_cu_buf;
 int galign_cu_dev_reserve(galign_cu_buf *b, size_t bytes);
@@ -66,6 +70,10 @@ struct galign_cuda {
   float *d_w;                             /* num_gauss x kpad: [gconst, mi, -0.5 iv, 0..] */
   int32_t *d_pdf_offset;                  /* device copy of h_pdf_offset */
 
+  /* exact likelihoods (loglike-exact-cuda.cu): 1 = used, else cuBLAS GEMM */
+  int ll_exact;
+  galign_gmm dgmm;                        /* device copies (pdf_offset = d_pdf_offset) */
+
   /* host scratch for the selected-pdf union */
   int32_t *h_sel_of;                      /* pdf -> selected index or -1 */
 
@@ -73,7 +81,10 @@ struct galign_cuda {
   galign_cu_buf h_feats, d_feats;         /* total_frames x dim */
   galign_cu_buf h_utt, d_utt;             /* n galign_cu_utt */
   galign_cu_buf h_sel, d_sel;             /* selected pdf list, then its gauss offsets */
-  galign_cu_buf h_ucol, d_ucol;           /* per utt, compact pdf -> selected index */
+  galign_cu_buf h_ucol, d_ucol;           /* per utt, compact pdf -> selected index
+                                             (exact path: -> pdf id) */
+  galign_cu_buf d_feats2;                 /* exact path: x*x of d_feats */
+  galign_cu_buf h_tiles, d_tiles;         /* exact path: (utt, first frame) per tile */
   galign_cu_buf d_wsel;                   /* gsel x kpad */
   galign_cu_buf d_xexp;                   /* chunk x kpad */
   galign_cu_buf d_lg;                     /* chunk x gsel Gaussian log-likelihoods */
@@ -88,6 +99,10 @@ struct galign_cuda {
   /* statistics since creation (galign_cuda_stats) */
   int64_t stat_frames, stat_toks, stat_redo, stat_bad_like, stat_regrow;
   int32_t stat_max_toks;
+  /* timing: events around the likelihood work [0, 1] and a decoder pass [2, 3] */
+  cudaEvent_t ev[4];
+  int ll_timed;                           /* ev[0..1] recorded, not yet read */
+  double t_ll, t_dec, t_wall;
 };
 
 /* loglike-cuda.cu: computes the likelihoods of a batch into d_ll, all
@@ -104,6 +119,11 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
                               const kio_matrix *const *feats,
                               const kio_matrix *const *loglikes);
 int galign_cu_check_flags(galign_cuda *c);
+/* loglike-exact-cuda.cu: the exact kernel over the planned batch. */
+int galign_cu_ll_exact_launch(galign_cuda *c, int n);
+
+/* Adds the elapsed times of the recorded events (call after a sync). */
+int galign_cu_accum_times(galign_cuda *c, int dec_pass);
 
 /* decode-cuda.cu */
 int galign_cu_dec_new(galign_cuda *c);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "align-cuda-impl.h"
 
@@ -42,6 +43,29 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   KIO_CUDA_TRY(cudaMalloc(&c->d_pdf_offset, sizeof(int32_t) * np1));
   KIO_CUDA_TRY(cudaMemcpy(c->d_pdf_offset, c->h_pdf_offset, sizeof(int32_t) * np1,
                           cudaMemcpyHostToDevice));
+  /* the flat model as is, for the exact kernel */
+  size_t ng = (size_t)(g->num_gauss > 0 ? g->num_gauss : 1), nd = ng * (size_t)D;
+  c->dgmm.dim = g->dim;
+  c->dgmm.num_pdfs = g->num_pdfs;
+  c->dgmm.num_gauss = g->num_gauss;
+  c->dgmm.pdf_offset = c->d_pdf_offset;
+  KIO_CUDA_TRY(cudaMalloc(&c->dgmm.gconst, sizeof(float) * ng));
+  KIO_CUDA_TRY(cudaMalloc(&c->dgmm.means_invvars, sizeof(float) * nd));
+  KIO_CUDA_TRY(cudaMalloc(&c->dgmm.inv_vars, sizeof(float) * nd));
+  if (g->num_gauss > 0) {
+    KIO_CUDA_TRY(cudaMemcpy(c->dgmm.gconst, g->gconst, sizeof(float) * ng, cudaMemcpyHostToDevice));
+    KIO_CUDA_TRY(cudaMemcpy(c->dgmm.means_invvars, g->means_invvars, sizeof(float) * nd,
+                            cudaMemcpyHostToDevice));
+    KIO_CUDA_TRY(cudaMemcpy(c->dgmm.inv_vars, g->inv_vars, sizeof(float) * nd,
+                            cudaMemcpyHostToDevice));
+  }
+  int32_t maxc = 0;
+  for (int32_t p = 0; p < g->num_pdfs; p++)
+    if (g->pdf_offset[p + 1] - g->pdf_offset[p] > maxc) maxc = g->pdf_offset[p + 1] - g->pdf_offset[p];
+  const char *mode = getenv("KIO_GALIGN_LL");
+  c->ll_exact = maxc <= GALIGN_LL_MAXC && !(mode && !strcmp(mode, "gemm"));
+  KIO_VLOG(1, "Device likelihoods: %s (at most %d Gaussians per pdf)",
+           c->ll_exact ? "exact kernel (CPU order)" : "cuBLAS SGEMM", (int)maxc);
   return KIO_OK;
 }
 
@@ -52,6 +76,7 @@ static int galign_cuda_init(galign_cuda *c, int wait, const galign_gmm *gmm) {
   KIO_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
   c->mem_total = total_b;
   KIO_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  for (int i = 0; i < 4; i++) KIO_CUDA_TRY(cudaEventCreate(&c->ev[i]));
   GALIGN_CUBLAS_TRY(cublasCreate(&c->blas));
   GALIGN_CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
   /* Plain FP32: no TF32 tensor cores, whatever NVIDIA_TF32_OVERRIDE says. */
@@ -92,13 +117,20 @@ extern "C" void galign_cuda_free(galign_cuda *c) {
   if (c->stream) cudaStreamSynchronize(c->stream);
   galign_cu_dec_free(c);
   galign_cu_buf *dev[] = {&c->d_feats, &c->d_utt, &c->d_sel, &c->d_ucol, &c->d_wsel,
-                          &c->d_xexp, &c->d_lg, &c->d_ll, &c->d_flags};
-  galign_cu_buf *host[] = {&c->h_feats, &c->h_utt, &c->h_sel, &c->h_ucol, &c->h_flags};
+                          &c->d_xexp, &c->d_lg, &c->d_ll, &c->d_flags, &c->d_uflags,
+                          &c->d_feats2, &c->d_tiles};
+  galign_cu_buf *host[] = {&c->h_feats, &c->h_utt, &c->h_sel, &c->h_ucol, &c->h_flags,
+                           &c->h_uflags, &c->h_tiles};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) galign_cu_dev_release(dev[i]);
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) galign_cu_host_release(host[i]);
   if (c->d_w) cudaFree(c->d_w);
   if (c->d_pdf_offset) cudaFree(c->d_pdf_offset);
+  if (c->dgmm.gconst) cudaFree(c->dgmm.gconst);
+  if (c->dgmm.means_invvars) cudaFree(c->dgmm.means_invvars);
+  if (c->dgmm.inv_vars) cudaFree(c->dgmm.inv_vars);
   if (c->blas) cublasDestroy(c->blas);
+  for (int i = 0; i < 4; i++)
+    if (c->ev[i]) cudaEventDestroy(c->ev[i]);
   if (c->stream) cudaStreamDestroy(c->stream);
   cudaGetLastError(); /* a failed teardown must not poison a later call */
   free(c->h_pdf_offset);
@@ -119,6 +151,33 @@ extern "C" void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t
   if (redo) *redo = c ? c->stat_redo : 0;
   if (bad_like) *bad_like = c ? c->stat_bad_like : 0;
   if (regrown) *regrown = c ? c->stat_regrow : 0;
+}
+
+extern "C" void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s,
+                                  double *wall_s) {
+  if (ll_s) *ll_s = c ? c->t_ll : 0;
+  if (dec_s) *dec_s = c ? c->t_dec : 0;
+  if (wall_s) *wall_s = c ? c->t_wall : 0;
+}
+
+int galign_cu_accum_times(galign_cuda *c, int dec_pass) {
+  float ms = 0;
+  if (c->ll_timed) {
+    KIO_CUDA_TRY(cudaEventElapsedTime(&ms, c->ev[0], c->ev[1]));
+    c->t_ll += 1e-3 * ms;
+    c->ll_timed = 0;
+  }
+  if (dec_pass) {
+    KIO_CUDA_TRY(cudaEventElapsedTime(&ms, c->ev[2], c->ev[3]));
+    c->t_dec += 1e-3 * ms;
+  }
+  return KIO_OK;
+}
+
+static double galign_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Frames per device batch: bounds the likelihood and workspace memory.
@@ -142,6 +201,7 @@ static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *gra
     return KIO_ERR;
   }
   const int64_t max_frames = galign_max_batch_frames(c);
+  const double t0 = galign_now();
   const int max_utts = 1 << 20;
   int done = 0;
   while (done < n) {
@@ -165,6 +225,7 @@ static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *gra
     if (num_redo) *num_redo += nr;
     done += m;
   }
+  c->t_wall += galign_now() - t0;
   return KIO_OK;
 }
 
@@ -189,6 +250,7 @@ extern "C" int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g,
     return KIO_ERR;
   }
   KIO_CUDA_TRY(cudaStreamSynchronize(c->stream));
+  if (galign_cu_accum_times(c, 0) != KIO_OK) return KIO_ERR;
   if (galign_cu_check_flags(c) != KIO_OK) return KIO_ERR;
   if (kio_matrix_resize(out, feats->rows, g->num_pdfs_used) != KIO_OK) {
     KIO_ERROR("Out of memory");

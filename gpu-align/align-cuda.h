@@ -52,6 +52,11 @@ void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t *toks,
                        int32_t *max_toks, int64_t *redo, int64_t *bad_like,
                        int64_t *regrown);
 
+/* Seconds since creation: device time of the likelihood work (feature
+ * upload, GEMMs, log-sum-exp), of the decoder kernels, and wall time spent
+ * in galign_cuda_align_batch / galign_cuda_decode. Any pointer may be NULL. */
+void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s, double *wall_s);
+
 /* ---- entry points for tests (and debugging) ---- */
 
 /* Device log-likelihoods of one utterance for the pdfs its graph uses:

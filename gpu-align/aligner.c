@@ -153,9 +153,9 @@ static int cpu_run(galign_aligner *a, const int *idx, int m, const galign_graph 
   cpu_worker wk[GALIGN_MAX_THREADS];
   pthread_t th[GALIGN_MAX_THREADS];
   int started = 0;
-  for (int t = 0; t < nt; t++) {
-    wk[t].job = &j; wk[t].ws = a->ws[t];
-    if (t == 0) continue;  /* the calling thread is worker 0 */
+  for (int t = 0; t < GALIGN_MAX_THREADS; t++) { wk[t].job = &j; wk[t].ws = a->ws[t]; }
+  /* The calling thread is worker 0. */
+  for (int t = 1; t < nt; t++) {
     if (pthread_create(&th[t], NULL, cpu_worker_main, &wk[t]) != 0) break;
     started = t;
   }

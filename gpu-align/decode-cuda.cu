@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(32) galign_k_decode(galign_cu_dec_args a) {
   galign_core_ws w;
   galign_d_carve(&w, a.ws + d.ws_off, d.num_states, d.tok_cap, d.stack_cap);
   galign_core_ws_reset(&w);
-  galign_core_out out;
+  galign_core_out out = {0, 0.0f, 0.0f};
   int retried = 0;
   int st = galign_core_align(&w, &g, a.ll + l.ll_off, l.num_frames, a.beam, a.retry_beam,
                              a.ac_scale, a.ali + l.frame_off,
@@ -276,10 +276,12 @@ static int galign_run_pass(galign_cuda *c, int n, const galign_pack_layout *L, i
   a.beam = c->opts.beam;
   a.retry_beam = c->opts.retry_beam;
   a.ac_scale = c->opts.acoustic_scale;
+  KIO_CUDA_TRY(cudaEventRecord(c->ev[2], st));
   if (m > 0) {
     GALIGN_LAUNCH(galign_k_decode, (unsigned)((m + 31) / 32), 32, st, a);
     KIO_CUDA_LAUNCHED();
   }
+  KIO_CUDA_TRY(cudaEventRecord(c->ev[3], st));
   KIO_CUDA_TRY(cudaMemcpyAsync(D->h_res.p, D->d_res.p, sizeof(galign_cu_dres) * n,
                                cudaMemcpyDeviceToHost, st));
   if (TF > 0) {
@@ -290,7 +292,7 @@ static int galign_run_pass(galign_cuda *c, int n, const galign_pack_layout *L, i
                                    cudaMemcpyDeviceToHost, st));
   }
   KIO_CUDA_TRY(cudaStreamSynchronize(st));
-  return KIO_OK;
+  return galign_cu_accum_times(c, 1);
 }
 
 /* Second device pass for utterances whose workspace overflowed: larger

@@ -66,81 +66,13 @@ int32_t galign_gmm_max_comp(const galign_gmm *g) {
   return m;
 }
 
-/* Per-component log-likelihoods as Kaldi computes them through OpenBLAS
- * (cblas_sgemv row-major = sgemv_t, Haswell/Zen kernels): the dot product
- * over the first NB = D - D%4 dims is done by the 4x4 FMA micro-kernel for
- * components 4k..4k+3 of the pdf (8 lanes, fma, lanes folded hi+lo then
- * pairwise) and by the SSE 4x2/4x1 kernels (4 lanes, mul+add, pairwise) for
- * the last n%4; y += alpha * dot; then the D%4 tail dims are added in a
- * separate step. Reproducing that order makes our likelihoods bit-identical
- * to the reference build's, so near-ties in pruning go the same way. */
-#define GALIGN_NB(D) ((D) & ~3)
 #if defined(__GNUC__) || defined(__clang__)
 #define GALIGN_AI __attribute__((always_inline))
 #else
 #define GALIGN_AI
 #endif
-
-static inline GALIGN_AI float k4x4_dot(const float *a, const float *x, int32_t nb) {
-  float acc[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
-  int32_t i = 0, n = nb;
-  if (n & 4) {
-    for (int l = 0; l < 4; l++) acc[l] = fmaf(a[l], x[l], acc[l]);
-    i += 4; n -= 4;
-  }
-  if (n & 8) {
-    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], x[i + l], acc[l]);
-    i += 8; n -= 8;
-  }
-  for (; n > 0; i += 16, n -= 16) {
-    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], x[i + l], acc[l]);
-    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + 8 + l], x[i + 8 + l], acc[l]);
-  }
-  float s0 = acc[4] + acc[0], s1 = acc[5] + acc[1], s2 = acc[6] + acc[2], s3 = acc[7] + acc[3];
-  return (s0 + s1) + (s2 + s3);
-}
-
-/* 4x2 kernel: one 4-lane accumulator; 4x1 kernel: a second accumulator
- * takes the odd groups of 4 of each 8 after an optional leading 4. */
-static inline GALIGN_AI float sse_dot(const float *a, const float *x, int32_t nb, int k1) {
-  float acc[4] = { 0, 0, 0, 0 }, acc2[4] = { 0, 0, 0, 0 };
-  int32_t i = 0, n = nb;
-  if (n & 4) {
-    for (int l = 0; l < 4; l++) acc[l] = acc[l] + a[l] * x[l];
-    i += 4; n -= 4;
-  }
-  for (; n > 0; i += 8, n -= 8) {
-    for (int l = 0; l < 4; l++) acc[l] = acc[l] + a[i + l] * x[i + l];
-    if (k1)
-      for (int l = 0; l < 4; l++) acc2[l] = acc2[l] + a[i + 4 + l] * x[i + 4 + l];
-    else
-      for (int l = 0; l < 4; l++) acc[l] = acc[l] + a[i + 4 + l] * x[i + 4 + l];
-  }
-  if (k1)
-    for (int l = 0; l < 4; l++) acc[l] = acc[l] + acc2[l];
-  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
-}
-
-/* The m%4 tail: y += a0*(x0*alpha) + a1*(x1*alpha) + a2*(x2*alpha), as
- * compiled with FMA contraction. */
-static inline GALIGN_AI float tail_dot(const float *a, const float *x, int32_t m3, float alpha) {
-  float t = a[0] * (x[0] * alpha);
-  for (int32_t k = 1; k < m3; k++) t = fmaf(a[k], x[k] * alpha, t);
-  return t;
-}
-
-/* kern: 4 = the 4x4 FMA kernel, 2 = 4x2, 1 = 4x1. */
-static inline GALIGN_AI float comp_loglike(const galign_gmm *g, int32_t m, int kern,
-                                 const float *x, const float *x2) {
-  const int32_t D = g->dim, nb = GALIGN_NB(D), m3 = D - nb;
-  const float *mi = g->means_invvars + (size_t)m * D, *iv = g->inv_vars + (size_t)m * D;
-  float y = g->gconst[m];
-  if (nb > 0) y = y + (kern == 4 ? k4x4_dot(mi, x, nb) : sse_dot(mi, x, nb, kern == 1)) * 1.0f;
-  if (m3) y = y + tail_dot(mi + nb, x + nb, m3, 1.0f);
-  if (nb > 0) y = y + (kern == 4 ? k4x4_dot(iv, x2, nb) : sse_dot(iv, x2, nb, kern == 1)) * -0.5f;
-  if (m3) y = y + tail_dot(iv + nb, x2 + nb, m3, -0.5f);
-  return y;
-}
+#define GALIGN_GMM_CORE_INLINE GALIGN_AI
+#include "gmm-core.h"
 
 #define GALIGN_LOGLIKE_BODY(COMP)                                                 \
   const int32_t m0 = g->pdf_offset[pdf], n = g->pdf_offset[pdf + 1] - m0;         \
@@ -158,6 +90,7 @@ static inline GALIGN_AI float comp_loglike(const galign_gmm *g, int32_t m, int k
   double sum = 0.0;                                                               \
   for (int32_t i = 0; i < n; i++)                                                 \
     if (scratch[i] >= cut) sum += expf(scratch[i] - mx);                          \
+  if (!(sum > 0.0)) return NAN; /* only NaN gets here: the max adds exp(0) */     \
   return (float)(mx + log(sum));
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -216,10 +149,10 @@ static inline GALIGN_AI GALIGN_FMA_TARGET float comp_loglike_avx(const galign_gm
   float y = g->gconst[m];
   if (nb > 0)
     y = y + (kern == 4 ? k4x4_dot_avx(mi, x, nb) : sse_dot_avx(mi, x, nb, kern == 1)) * 1.0f;
-  if (m3) y = y + tail_dot(mi + nb, x + nb, m3, 1.0f);
+  if (m3) y = y + galign_tail_dot(mi + nb, x + nb, m3, 1.0f);
   if (nb > 0)
     y = y + (kern == 4 ? k4x4_dot_avx(iv, x2, nb) : sse_dot_avx(iv, x2, nb, kern == 1)) * -0.5f;
-  if (m3) y = y + tail_dot(iv + nb, x2 + nb, m3, -0.5f);
+  if (m3) y = y + galign_tail_dot(iv + nb, x2 + nb, m3, -0.5f);
   return y;
 }
 
@@ -231,30 +164,16 @@ GALIGN_FMA_TARGET static float loglike_fma(const galign_gmm *g, int32_t pdf, con
 
 static float loglike_generic(const galign_gmm *g, int32_t pdf, const float *x, const float *x2,
                              float *scratch) {
-  GALIGN_LOGLIKE_BODY(comp_loglike)
+  GALIGN_LOGLIKE_BODY(galign_comp_loglike)
 }
 
 /* VectorBase::LogSumExp: prune below max + log(FLT_EPSILON), sum in double. */
 float galign_gmm_loglike(const galign_gmm *g, int32_t pdf, const float *x, const float *x2,
                          float *scratch) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static int have_fma = -1;
-#ifdef ACPU_EXPERIMENT
-  have_fma = 0;
-#endif
-  if (have_fma < 0) {
-    __builtin_cpu_init();
-    have_fma = __builtin_cpu_supports("fma") ? 1 : 0;
-  }
-  if (have_fma) return loglike_fma(g, pdf, x, x2, scratch);
-#endif
-#ifdef ACPU_EXPERIMENT
-  { const int32_t m0 = g->pdf_offset[pdf], n = g->pdf_offset[pdf + 1] - m0; float mx = -INFINITY;
-    for (int32_t i = 0; i < n; i++) { const float *mi = g->means_invvars + (size_t)(m0+i)*g->dim, *iv = g->inv_vars + (size_t)(m0+i)*g->dim;
-      float s1 = 0, s2 = 0; for (int d = 0; d < g->dim; d++) { s1 += mi[d]*x[d]; s2 += iv[d]*x2[d]; }
-      scratch[i] = (g->gconst[m0+i] + s1) + (-0.5f*s2); if (scratch[i] > mx) mx = scratch[i]; }
-    float cut = mx + logf(FLT_EPSILON); double sum = 0; for (int32_t i = 0; i < n; i++) if (scratch[i] >= cut) sum += expf(scratch[i]-mx);
-    return (float)(mx + log(sum)); }
+  /* libgcc initialises the CPU model before main; the test is a load. */
+  if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"))
+    return loglike_fma(g, pdf, x, x2, scratch);
 #endif
   return loglike_generic(g, pdf, x, x2, scratch);
 }

@@ -198,7 +198,7 @@ static int galign_plan(galign_cuda *c, int n, const galign_graph *const *graphs,
         c->h_sel_of[p] = nsel;
         sel[nsel++] = p;
       }
-      ucol[col++] = c->h_sel_of[p];
+      ucol[col++] = c->ll_exact ? p : c->h_sel_of[p];
     }
   }
   /* gaussian offsets of the selected pdfs follow the list: sel[nsel ..] */
@@ -219,6 +219,8 @@ static int galign_plan(galign_cuda *c, int n, const galign_graph *const *graphs,
 }
 
 static int galign_read_flags(galign_cuda *c, int n) {
+  KIO_CUDA_TRY(cudaEventRecord(c->ev[1], c->stream));
+  c->ll_timed = 1;
   KIO_CUDA_TRY(cudaMemcpyAsync(c->h_flags.p, c->d_flags.p, sizeof(int),
                                cudaMemcpyDeviceToHost, c->stream));
   KIO_CUDA_TRY(cudaMemcpyAsync(c->h_uflags.p, c->d_uflags.p, sizeof(int) * n,
@@ -254,6 +256,7 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
   const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
   cudaStream_t st = c->stream;
 
+  KIO_CUDA_TRY(cudaEventRecord(c->ev[0], st));
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_flags.p, 0, sizeof(int), st));
   GALIGN_CU_RESERVE(dev, c->d_uflags, int, n);
   GALIGN_CU_RESERVE(host, c->h_uflags, int, n);
@@ -298,6 +301,10 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
                                cudaMemcpyHostToDevice, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_ucol.p, c->h_ucol.p, sizeof(int32_t) * total_npu,
                                cudaMemcpyHostToDevice, st));
+  if (c->ll_exact) {
+    if (galign_cu_ll_exact_launch(c, n) != KIO_OK) return KIO_ERR;
+    return galign_read_flags(c, n);
+  }
   const int32_t *d_sel_pdf = (const int32_t *)c->d_sel.p;
   const int32_t *d_goff = d_sel_pdf + c->nsel;
   const float *wsel = c->d_w;

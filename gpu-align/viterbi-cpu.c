@@ -136,6 +136,16 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
   galign_core_graph cg = { f->num_states, f->start, g->num_pdfs_used, f->arc_start, f->arcs,
                            f->final, g->arc_pdf };
   const int32_t U = g->num_pdfs_used;
+  if (U == 0 || !g->arc_pdf) {
+    /* No likelihoods to look up: only a graph without emitting arcs (which
+     * cannot consume a frame) is acceptable here. */
+    for (int32_t a = 0; a < f->num_arcs; a++)
+      if (f->arcs[a].ilabel != 0) {
+        snprintf(err, errlen, "Graph was prepared without a transition model");
+        return KIO_ERR;
+      }
+    return KIO_OK;
+  }
   size_t need = (size_t)T * (size_t)(U ? U : 1);
   if (need > w->ll_cap) {
     if (grow((void **)&w->ll, need, sizeof(float)) || grow((void **)&w->done, need, 1))

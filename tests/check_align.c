@@ -247,6 +247,131 @@ START_TEST(test_core_nospace) {
 }
 END_TEST
 
+
+/* ---- graph preparation ---- */
+/* A 2-state transition model: ts 1 = tids 1 (self-loop, -0.5) and 2 (-1.0),
+ * ts 2 = tids 3 (self-loop, -0.25) and 4 (-2.0); pdfs 7 and 3. */
+typedef struct {
+  kio_tmodel tm;
+  float lp[5], nonloop[3];
+  int32_t ts[5], pdf[5];
+  uint8_t loop[5];
+} fake_tm;
+
+static void fake_tm_init(fake_tm *f) {
+  memset(f, 0, sizeof *f);
+  float lp[5] = { 0, -0.5f, -1.0f, -0.25f, -2.0f };
+  int32_t ts[5] = { 0, 1, 1, 2, 2 }, pdf[5] = { 0, 7, 7, 3, 3 };
+  uint8_t loop[5] = { 0, 1, 0, 1, 0 };
+  memcpy(f->lp, lp, sizeof lp); memcpy(f->ts, ts, sizeof ts);
+  memcpy(f->pdf, pdf, sizeof pdf); memcpy(f->loop, loop, sizeof loop);
+  f->nonloop[1] = logf((float)(1.0 - expf(-0.5f)));
+  f->nonloop[2] = logf((float)(1.0 - expf(-0.25f)));
+  f->tm.num_tids = 4; f->tm.num_pdfs = 8;
+  f->tm.log_probs = f->lp; f->tm.tid2ts = f->ts; f->tm.tid2pdf = f->pdf;
+  f->tm.tid_is_self_loop = f->loop; f->tm.nonloop_log_prob = f->nonloop;
+}
+
+typedef struct { int32_t as[8]; kio_arc arcs[8]; float fin[4]; kio_fst f; } small_fst;
+
+/* 0 -1-> 0 (w .1), 0 -2-> 1 (w .2), 1 -eps/.3-> 2, 1 -4-> 2; final(2) = .5 */
+static void small_fst_init(small_fst *s) {
+  memset(s, 0, sizeof *s);
+  kio_arc a[4] = { { 1, 0, 0.1f, 0 }, { 2, 9, 0.2f, 1 }, { 0, 0, 0.3f, 2 }, { 4, 0, 0.0f, 2 } };
+  memcpy(s->arcs, a, sizeof a);
+  s->as[0] = 0; s->as[1] = 2; s->as[2] = 4; s->as[3] = 4;
+  s->fin[0] = INFINITY; s->fin[1] = INFINITY; s->fin[2] = 0.5f;
+  s->f.num_states = 3; s->f.num_arcs = 4; s->f.start = 0;
+  s->f.arc_start = s->as; s->f.arcs = s->arcs; s->f.final = s->fin;
+}
+
+START_TEST(test_graph_transition_probs) {
+  fake_tm ft; fake_tm_init(&ft);
+  small_fst sf; small_fst_init(&sf);
+  galign_opts o; galign_opts_default(&o);
+  o.transition_scale = 1.0f; o.self_loop_scale = 0.1f;
+  galign_graph g; memset(&g, 0, sizeof g);
+  ck_assert_int_eq(galign_graph_prepare(&sf.f, &ft.tm, &o, &g), KIO_OK);
+  ck_assert_int_eq(g.fst.num_states, 3);
+  ck_assert_int_eq(g.fst.num_arcs, 4);
+  /* self-loop: w - 0.1 * logp; forward: w - (0.1 * nonloop + (logp - nonloop)) */
+  ck_assert_float_eq_tol(g.fst.arcs[0].weight, 0.1 + 0.1 * 0.5, 1e-6);
+  double nl1 = log(1.0 - exp(-0.5)), nl2 = log(1.0 - exp(-0.25));
+  ck_assert_float_eq_tol(g.fst.arcs[1].weight, 0.2 - (0.1 * nl1 + (-1.0 - nl1)), 1e-6);
+  ck_assert(g.fst.arcs[2].weight == 0.3f);  /* epsilon untouched */
+  ck_assert_float_eq_tol(g.fst.arcs[3].weight, -(0.1 * nl2 + (-2.0 - nl2)), 1e-6);
+  ck_assert(g.fst.final[2] == 0.5f);
+  /* equal scales: w - scale * logp */
+  o.transition_scale = o.self_loop_scale = 2.0f;
+  ck_assert_int_eq(galign_graph_prepare(&sf.f, &ft.tm, &o, &g), KIO_OK);
+  ck_assert(g.fst.arcs[1].weight == 0.2f + -(-1.0f * 2.0f));
+  /* pdfs used: 3 and 7, sorted; arc_pdf compact */
+  ck_assert_int_eq(g.num_pdfs_used, 2);
+  ck_assert_int_eq(g.pdfs_used[0], 3);
+  ck_assert_int_eq(g.pdfs_used[1], 7);
+  ck_assert_int_eq(g.arc_pdf[0], 1);
+  ck_assert_int_eq(g.arc_pdf[2], -1);
+  ck_assert_int_eq(g.arc_pdf[3], 0);
+  /* invalid symbol */
+  sf.arcs[3].ilabel = 5;
+  int errs = kio_log_num_errors();
+  ck_assert_int_eq(galign_graph_prepare(&sf.f, &ft.tm, &o, &g), KIO_ERR);
+  ck_assert_int_eq(kio_log_num_errors(), errs + 1);
+  galign_graph_free(&g);
+}
+END_TEST
+
+START_TEST(test_graph_careful) {
+  fake_tm ft; fake_tm_init(&ft);
+  small_fst sf; small_fst_init(&sf);
+  galign_opts o; galign_opts_default(&o);
+  o.careful = 1;
+  galign_graph g; memset(&g, 0, sizeof g);
+  ck_assert_int_eq(galign_graph_prepare(&sf.f, &ft.tm, &o, &g), KIO_OK);
+  const kio_fst *f = &g.fst;
+  ck_assert_int_eq(f->num_states, 7);
+  ck_assert_int_eq(f->num_arcs, 4 + 1 + 4 + 1);
+  ck_assert_int_eq(f->start, 0);
+  for (int s = 0; s < 6; s++) ck_assert(isinf(f->final[s]));
+  ck_assert(f->final[6] == 0.0f);
+  /* state 2 lost its finality to an arc 0:0/0.5 -> 6 */
+  ck_assert_int_eq(f->arc_start[3] - f->arc_start[2], 1);
+  kio_arc a = f->arcs[f->arc_start[2]];
+  ck_assert_int_eq(a.ilabel, 0); ck_assert_int_eq(a.nextstate, 6); ck_assert(a.weight == 0.5f);
+  /* the copy: states 3..5 mirror 0..2 without the finality arc */
+  ck_assert_int_eq(f->arc_start[4] - f->arc_start[3], 2);
+  ck_assert_int_eq(f->arcs[f->arc_start[3] + 1].nextstate, 4);
+  ck_assert(f->arcs[f->arc_start[3] + 1].weight == f->arcs[1].weight);
+  ck_assert_int_eq(f->arc_start[6] - f->arc_start[5], 0);
+  /* state 6: 0:0/0 -> 3 (copy of the start) */
+  ck_assert_int_eq(f->arc_start[7] - f->arc_start[6], 1);
+  a = f->arcs[f->arc_start[6]];
+  ck_assert_int_eq(a.ilabel, 0); ck_assert_int_eq(a.nextstate, 3); ck_assert(a.weight == 0.0f);
+  galign_graph_free(&g);
+}
+END_TEST
+
+START_TEST(test_use_gpu_and_beams) {
+  galign_use_gpu m;
+  ck_assert_int_eq(galign_parse_use_gpu("yes", &m), KIO_OK); ck_assert_int_eq(m, GALIGN_GPU_YES);
+  ck_assert_int_eq(galign_parse_use_gpu("no", &m), KIO_OK); ck_assert_int_eq(m, GALIGN_GPU_NO);
+  ck_assert_int_eq(galign_parse_use_gpu("optional", &m), KIO_OK);
+  ck_assert_int_eq(m, GALIGN_GPU_OPTIONAL);
+  ck_assert_int_eq(galign_parse_use_gpu("wait", &m), KIO_OK); ck_assert_int_eq(m, GALIGN_GPU_WAIT);
+  ck_assert_int_eq(galign_parse_use_gpu("true", &m), KIO_ERR);
+  /* Beams that make no sense are fatal before anything is aligned. */
+  kio_am_gmm am; memset(&am, 0, sizeof am);
+  am.dim = 2;
+  galign_opts o; galign_opts_default(&o);
+  o.beam = 10; o.retry_beam = 5;
+  galign_aligner *a;
+  ck_assert_int_eq(galign_aligner_new(&a, GALIGN_GPU_NO, NULL, &am, &o), KIO_OK);
+  galign_result r; memset(&r, 0, sizeof r);
+  ck_assert_int_eq(galign_align_batch(a, 0, NULL, NULL, 0, &r), KIO_ERR);
+  galign_aligner_free(a);
+}
+END_TEST
+
 /* ---- Kaldi fixtures ---- */
 #include "../base/table.h"
 #include "../base/matrix.h"
@@ -305,7 +430,7 @@ static void load_set(const char *graphs_rs, const char *feats_rs, const kio_tmod
 }
 
 typedef struct {
-  double secs;
+  double secs, cpu_secs;
   int n_ok, n_retried, n_failed;
   double tot_like;
   int64_t frames;
@@ -324,12 +449,15 @@ static galign_result *run_align(const char *mdl, const utt_set *u, const galign_
   const galign_graph **gp = malloc((size_t)u->n * sizeof *gp);
   const kio_matrix **fp = malloc((size_t)u->n * sizeof *fp);
   for (int i = 0; i < u->n; i++) { gp[i] = &u->graphs[i]; fp[i] = &u->feats[i]; }
-  struct timespec t0, t1;
+  struct timespec t0, t1, c0, c1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
   ck_assert_int_eq(galign_align_batch(a, u->n, gp, fp, 1, res), KIO_OK);
   clock_gettime(CLOCK_MONOTONIC, &t1);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
   memset(rs, 0, sizeof *rs);
   rs->secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  rs->cpu_secs = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
   for (int i = 0; i < u->n; i++) {
     rs->n_retried += res[i].retried;
     if (res[i].ok) {
@@ -341,7 +469,6 @@ static galign_result *run_align(const char *mdl, const utt_set *u, const galign_
     }
   }
   galign_aligner_cpu_stats(a, &rs->st_frames, &rs->st_toks, &rs->st_max);
-  if (getenv("ACPU_DEBUG")) printf("debug: beam %g retry %g frames %lld toks %lld\n", o->beam, o->retry_beam, (long long)rs->st_frames, (long long)rs->st_toks);
   galign_aligner_free(a);
   kio_tmodel_free(&tm);
   kio_am_gmm_free(&am);
@@ -413,7 +540,7 @@ static void compare_scores(const utt_set *u, const galign_result *res, const cha
       ck_assert(res[i].ok);
       snprintf(ours, sizeof ours, "%.7g", res[i].score);
       same_text += !strcmp(ours, txt);
-      if (strcmp(ours, txt) && getenv("ACPU_DEBUG")) printf("  score text %s: kaldi %s ours %s\n", key, txt, ours);
+      if (strcmp(ours, txt)) printf("  score text %s: kaldi %s ours %s\n", key, txt, ours);
       double rel = fabs(res[i].score - v) / fmax(fabs(v), 1e-3);
       if (rel > worst) worst = rel;
       if (rel > 1e-4) printf("  score %s: kaldi %g, ours %g\n", key, v, res[i].score);
@@ -424,7 +551,11 @@ static void compare_scores(const utt_set *u, const galign_result *res, const cha
   fclose(f);
   printf("  %d scores (%d print identically), worst relative difference %.2e\n", n, same_text,
          worst);
+  fflush(stdout);
   ck_assert_int_gt(n, 0);
+  /* Our likelihoods follow the reference BLAS's float operation order, so
+   * the 7-digit texts are identical, not just close. */
+  ck_assert_int_eq(same_text, n);
 }
 
 typedef struct {
@@ -467,6 +598,8 @@ static const fixture FIX[] = {
     1000, 0, 0 },
   { "edge", "models/mono/final.mdl", "ark:gunzip -c edge/mono.fsts.gz|", "ark:edge/feats.ark",
     "ark:edge/ali.ark", "edge/align.log", NULL, 10, 40, 0 },
+  { "edge long (89 s)", "models/mono/final.mdl", "ark:gunzip -c edge/long.fsts.gz|",
+    "ark:edge/long.ark", "ark:edge/long.ali.txt", "edge/long.align.log", NULL, 10, 40, 0 },
 };
 
 static void opts_for(const fixture *f, galign_opts *o) {
@@ -492,9 +625,6 @@ START_TEST(test_kaldi_fixture) {
   double kaldi_like;
   int k_retry = count_in_file(f->log, "Retrying utterance", &kaldi_like);
   int k_fail = count_in_file(f->log, "Did not successfully decode", NULL);
-  if (getenv("ACPU_DEBUG"))
-    for (int i = 0; i < u.n; i++)
-      if (res[i].retried) printf("  retried %s ok=%d\n", u.keys[i], res[i].ok);
   double agree = compare_ali(&u, res, f->ali);
   double like = rs.tot_like / (double)rs.frames;
   printf("%s: %d utts, agreement %.4f%% of frames; retried %d (kaldi %d), failed %d (kaldi %d); "
@@ -502,11 +632,37 @@ START_TEST(test_kaldi_fixture) {
          f->name, u.n, 100.0 * agree, rs.n_retried, k_retry, rs.n_failed, k_fail, like,
          kaldi_like, 1e6 * rs.secs / (double)rs.frames,
          (double)rs.st_toks / (double)(rs.st_frames ? rs.st_frames : 1), rs.st_max);
+  fflush(stdout);
   ck_assert(agree >= 0.999);
   ck_assert_int_eq(rs.n_retried, k_retry);
   ck_assert_int_eq(rs.n_failed, k_fail);
   ck_assert(fabs(like - kaldi_like) <= 1e-4 * fabs(kaldi_like));
   if (f->scores) compare_scores(&u, res, f->scores);
+  /* per-frame acoustic loglikes = LL(t, pdf of the aligned tid) */
+  galign_gmm gmm;
+  kio_am_gmm am; memset(&am, 0, sizeof am);
+  kio_tmodel tm2; memset(&tm2, 0, sizeof tm2);
+  ck_assert_int_eq(kio_model_read(f->model, &tm2, &am), KIO_OK);
+  ck_assert_int_eq(galign_gmm_init(&gmm, &am), KIO_OK);
+  double worst_pf = 0;
+  for (int i = 0; i < u.n && i < 5; i++) {
+    if (!res[i].ok) continue;
+    kio_matrix ll; memset(&ll, 0, sizeof ll);
+    ck_assert_int_eq(galign_cpu_loglikes(&gmm, &u.feats[i], u.graphs[i].pdfs_used,
+                                         u.graphs[i].num_pdfs_used, &ll), KIO_OK);
+    for (int32_t t = 0; t < res[i].num_frames; t++) {
+      int32_t pdf = tm.tid2pdf[res[i].ali[t]], k = 0;
+      while (u.graphs[i].pdfs_used[k] != pdf) k++;
+      double want = ll.data[(size_t)t * ll.cols + k];
+      double d = fabs(res[i].per_frame[t] - want) / fmax(1.0, fabs(want));
+      if (d > worst_pf) worst_pf = d;
+    }
+    kio_matrix_free(&ll);
+  }
+  ck_assert(worst_pf < 1e-3);
+  galign_gmm_free(&gmm);
+  kio_am_gmm_free(&am);
+  kio_tmodel_free(&tm2);
   for (int i = 0; i < u.n; i++) galign_result_free(&res[i]);
   free(res);
   utt_set_free(&u);
@@ -532,10 +688,12 @@ START_TEST(test_speed) {
       load_set(f->graphs, f->feats, &tm, &o, &u);
       run_stats rs;
       galign_result *res = run_align(f->model, &u, &o, &rs);
-      printf("speed %s beam %g, 1 thread: %.2f us/frame (%.0fx real time), tokens/frame "
-             "mean %.1f max %d, %d failed\n", f->name, o.beam,
-             1e6 * rs.secs / (double)rs.frames, (double)rs.frames / 100.0 / rs.secs,
+      printf("speed %s beam %g, 1 thread: %.2f us/frame CPU (%.0fx real time; wall %.2f us), "
+             "tokens/frame mean %.1f max %d, %d failed\n", f->name, o.beam,
+             1e6 * rs.cpu_secs / (double)rs.frames, (double)rs.frames / 100.0 / rs.cpu_secs,
+             1e6 * rs.secs / (double)rs.frames,
              (double)rs.st_toks / (double)rs.st_frames, rs.st_max, rs.n_failed);
+      fflush(stdout);
       for (int i = 0; i < u.n; i++) galign_result_free(&res[i]);
       free(res);
       utt_set_free(&u);
@@ -563,6 +721,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_core_cutoff);
   tcase_add_test(tc, test_core_hashlist_order);
   tcase_add_test(tc, test_core_nospace);
+  tcase_add_test(tc, test_graph_transition_probs);
+  tcase_add_test(tc, test_graph_careful);
+  tcase_add_test(tc, test_use_gpu_and_beams);
   suite_add_tcase(s, tc);
   add_fixture_tests(s);
   return s;

@@ -4,6 +4,7 @@
  * GPU path vs the CPU path and Kaldi; workspace regrowth, sub-batches, bad
  * input. Skips (exit 77) without a usable GPU. CUDA is only initialised
  * inside the forked test processes. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,13 +154,31 @@ static void assert_same(const fixture *fx, const galign_result *a, const galign_
 }
 
 /* ---- device log-likelihoods vs the CPU ---- */
+/* Rounding scale of LL(x, pdf) in float: the largest sum of absolute terms
+ * of a component's dot product. Two float evaluations in different orders
+ * (cuBLAS vs the CPU, or OpenBLAS in Kaldi) differ by a few eps times this:
+ * on tri2 the CPU itself is up to 1.3e-3 away from the exact value, so a
+ * fixed 1e-4 cannot hold for every (frame, pdf). */
+static double ll_scale(const galign_gmm *g, int32_t pdf, const float *x) {
+  double best = 0;
+  const int D = g->dim;
+  for (int32_t m = g->pdf_offset[pdf]; m < g->pdf_offset[pdf + 1]; m++) {
+    double b = fabs(g->gconst[m]);
+    for (int d = 0; d < D; d++)
+      b += fabs((double)g->means_invvars[(size_t)m * D + d] * x[d]) +
+           fabs(0.5 * g->inv_vars[(size_t)m * D + d] * ((double)x[d] * x[d]));
+    if (b > best) best = b;
+  }
+  return best;
+}
+
 static void check_loglikes(const char *model, const char *feats) {
   fixture fx;
   fx_load(&fx, model, feats, model, 0);
   galign_cuda *c = new_cuda(&fx);
   kio_matrix cpu = {0}, gpu = {0};
-  double maxd = 0, maxrel = 0;
-  int64_t n = 0;
+  double maxd = 0, maxratio = 0;
+  int64_t n = 0, within = 0, ident = 0;
   for (int i = 0; i < fx.n; i++) {
     const galign_graph *g = fx.gp[i];
     ck_assert_int_eq(galign_cpu_loglikes(&fx.gmm, fx.fp[i], g->pdfs_used, g->num_pdfs_used, &cpu),
@@ -167,18 +186,31 @@ static void check_loglikes(const char *model, const char *feats) {
     ck_assert_int_eq(galign_cuda_loglikes(c, g, fx.fp[i], &gpu), KIO_OK);
     ck_assert_int_eq(gpu.rows, cpu.rows);
     ck_assert_int_eq(gpu.cols, cpu.cols);
-    for (size_t j = 0; j < (size_t)cpu.rows * cpu.cols; j++) {
-      double d = fabs((double)gpu.data[j] - cpu.data[j]);
-      if (d > maxd) maxd = d;
-      double rel = d / fmax(1.0, fabs(cpu.data[j]));
-      if (rel > maxrel) maxrel = rel;
-      ck_assert_msg(d <= 1e-4 || rel <= 2e-6, "%s %s [%zu]: GPU %.9g CPU %.9g", model,
-                    fx.keys[i], j, gpu.data[j], cpu.data[j]);
-      n++;
-    }
+    for (int32_t t = 0; t < cpu.rows; t++)
+      for (int32_t k = 0; k < cpu.cols; k++) {
+        size_t j = (size_t)t * cpu.cols + k;
+        double d = fabs((double)gpu.data[j] - cpu.data[j]);
+        n++;
+        ident += memcmp(&gpu.data[j], &cpu.data[j], sizeof(float)) == 0;
+        if (d <= 1e-4) { within++; continue; }
+        if (d > maxd) maxd = d;
+        double b = ll_scale(&fx.gmm, g->pdfs_used[k], fx.feats[i].data + (size_t)t * fx.gmm.dim);
+        double ratio = d / (FLT_EPSILON * b);
+        if (ratio > maxratio) maxratio = ratio;
+        ck_assert_msg(ratio <= 8.0, "%s %s frame %d pdf %d: GPU %.9g CPU %.9g (%.2f eps x %.4g)",
+                      model, fx.keys[i], t, g->pdfs_used[k], gpu.data[j], cpu.data[j], ratio, b);
+      }
   }
-  printf("%s: %lld log-likelihoods, max |GPU-CPU| = %.3g (max relative %.3g)\n", model,
-         (long long)n, maxd, maxrel);
+  printf("%s: %lld log-likelihoods, %.4f%% bit-identical to the CPU, %.4f%% within 1e-4; "
+         "max |GPU-CPU| %.3g = %.2f eps x (sum of |terms|) at most\n", model, (long long)n,
+         100.0 * ident / n, 100.0 * within / n, maxd, maxratio);
+  /* The exact kernel (default for models with <= 128 Gaussians per pdf)
+   * follows the CPU's operation order: only expf/log rounding in a rare
+   * near-midpoint case may differ. KIO_GALIGN_LL=gemm selects cuBLAS. */
+  const char *mode = getenv("KIO_GALIGN_LL");
+  if (!(mode && !strcmp(mode, "gemm")))
+    ck_assert_msg(ident * 10000 >= n * 9999, "only %lld of %lld bit-identical", (long long)ident,
+                  (long long)n);
   kio_matrix_free(&cpu);
   kio_matrix_free(&gpu);
   galign_cuda_free(c);
@@ -369,8 +401,9 @@ START_TEST(aligner_gpu_vs_cpu) {
     frames += rc[i].num_frames;
     for (int32_t t = 0; t < rc[i].num_frames; t++) same += rg[i].ali[t] == rc[i].ali[t];
     for (int32_t t = 0; t < rc[i].num_frames; t++)
+      /* per-frame values carry the likelihood rounding (see ll_scale) */
       ck_assert_msg(fabs(rg[i].per_frame[t] - rc[i].per_frame[t]) <=
-                        1e-3 * fmax(1.0, fabs(rc[i].per_frame[t])) || rg[i].ali[t] != rc[i].ali[t],
+                        1e-2 + 1e-5 * fabs(rc[i].per_frame[t]) || rg[i].ali[t] != rc[i].ali[t],
                     "%s frame %d: per-frame %.7g vs %.7g", fx.keys[i], t, rg[i].per_frame[t],
                     rc[i].per_frame[t]);
   }
@@ -434,6 +467,50 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* ---- throughput (only with KIO_GPU_BENCH=R: each fixture's utterances
+ * repeated R times in one batch; host I/O not included) ---- */
+static void bench_model(const char *model, const char *feats, int R) {
+  fixture fx;
+  fx_load(&fx, model, feats, model, 0);
+  int n = fx.n * R;
+  const galign_graph **gp = malloc(sizeof(*gp) * n);
+  const kio_matrix **fp = malloc(sizeof(*fp) * n);
+  for (int i = 0; i < n; i++) {
+    gp[i] = fx.gp[i % fx.n];
+    fp[i] = fx.fp[i % fx.n];
+  }
+  galign_cuda *c = new_cuda(&fx);
+  galign_result *r = calloc(n, sizeof *r);
+  uint8_t *redo = calloc(n, 1);
+  int nr = 0;
+  ck_assert_int_eq(galign_cuda_align_batch(c, fx.n, gp, fp, 0, r, redo, &nr), KIO_OK); /* warm-up */
+  double ll0, dec0, w0, ll1, dec1, w1;
+  galign_cuda_times(c, &ll0, &dec0, &w0);
+  ck_assert_int_eq(galign_cuda_align_batch(c, n, gp, fp, 0, r, redo, &nr), KIO_OK);
+  galign_cuda_times(c, &ll1, &dec1, &w1);
+  int64_t fr, tk, rd, bad, rg;
+  int32_t mx;
+  galign_cuda_stats(c, &fr, &tk, &mx, &rd, &bad, &rg);
+  double frames = (double)fx.frames * R, wall = w1 - w0;
+  printf("BENCH %s: %d utts, %.0f frames (%.1f h): wall %.3f s = %.0fx real time; device: "
+         "likelihoods %.3f s, decoder %.3f s; %d CPU redo, %lld regrown, %.1f tokens/frame\n",
+         model, n, frames, frames / 360000.0, wall, frames / 100.0 / wall, ll1 - ll0, dec1 - dec0,
+         nr, (long long)rg, fr ? (double)tk / fr : 0.0);
+  for (int i = 0; i < n; i++) galign_result_free(&r[i]);
+  free(r); free(redo); free(gp); free(fp);
+  galign_cuda_free(c);
+  fx_free(&fx);
+}
+
+START_TEST(bench) {
+  const char *e = getenv("KIO_GPU_BENCH");
+  int R = e ? atoi(e) : 0;
+  if (R <= 0) return;
+  bench_model("mono", "ark:feats/delta.ark", R);
+  bench_model("tri2", "ark:feats/lda.ark", R);
+}
+END_TEST
+
 static Suite *gpu_align_suite(void) {
   Suite *s = suite_create("gpu_align");
   TCase *t = tcase_create("loglikes");
@@ -459,6 +536,10 @@ static Suite *gpu_align_suite(void) {
   tcase_add_test(t, full_noisy_mono);
   tcase_add_test(t, aligner_gpu_vs_cpu);
   tcase_add_test(t, bad_input);
+  suite_add_tcase(s, t);
+  t = tcase_create("bench");
+  tcase_set_timeout(t, 600);
+  tcase_add_test(t, bench);
   suite_add_tcase(s, t);
   return s;
 }

@@ -1,6 +1,7 @@
 /* Logging (reference 1.12): Kaldi's line format, levels, handler, counters,
  * per-thread error detail, C++-style %g formatting. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,15 +42,19 @@ START_TEST(default_format) {
   int line = __LINE__ + 1;
   KIO_LOG("Overall log-likelihood per frame is %g over %d frames.", -96.1235, 123456);
   KIO_WARN("Did not successfully decode file %s, len = %d", "utt7", 412);
-  KIO_LOG_AT(KIO_LOG_INFO, "main", "/x/y/gmm-align-compiled.cc", 135, "Done %d", 3);
+  KIO_LOG_AT(KIO_LOG_INFO, "main", "gmm-align-compiled.cc", 135, "Done %d", 3);
+  KIO_LOG_AT(KIO_LOG_INFO, "EqualAlign", "fstext/fstext-utils-inl.h", 930, "x");
+  KIO_LOG_AT(KIO_LOG_INFO, "f", "/a/b/c/d.cc", 1, "y");
   char *s = capture_end();
   char want[1024];
   snprintf(want, sizeof want,
-           "LOG (gmm-align-compiled[" KIO_VERSION "]:default_format_fn():check_log.c:%d) "
+           "LOG (gmm-align-compiled[" KIO_VERSION "]:default_format_fn():tests/check_log.c:%d) "
            "Overall log-likelihood per frame is -96.1235 over 123456 frames.\n"
-           "WARNING (gmm-align-compiled[" KIO_VERSION "]:default_format_fn():check_log.c:%d) "
+           "WARNING (gmm-align-compiled[" KIO_VERSION "]:default_format_fn():tests/check_log.c:%d) "
            "Did not successfully decode file utt7, len = 412\n"
-           "LOG (gmm-align-compiled[" KIO_VERSION "]:main():gmm-align-compiled.cc:135) Done 3\n",
+           "LOG (gmm-align-compiled[" KIO_VERSION "]:main():gmm-align-compiled.cc:135) Done 3\n"
+           "LOG (gmm-align-compiled[" KIO_VERSION "]:EqualAlign():fstext/fstext-utils-inl.h:930) x\n"
+           "LOG (gmm-align-compiled[" KIO_VERSION "]:f():c/d.cc:1) y\n",
            line, line + 1);
   ck_assert_str_eq(s, want);
   free(s);
@@ -73,7 +78,7 @@ START_TEST(levels_and_counters) {
   ck_assert_ptr_null(strstr(s, "v2 hidden"));
   ck_assert_ptr_nonnull(strstr(s, "VLOG[2] (prog["));
   ck_assert_ptr_nonnull(strstr(s, ") bad thing\n\n[ Stack-Trace: ]\n"));
-  ck_assert_ptr_nonnull(strstr(s, "ASSERTION_FAILED (prog[" KIO_VERSION "]:f():b.c:7) "
+  ck_assert_ptr_nonnull(strstr(s, "ASSERTION_FAILED (prog[" KIO_VERSION "]:f():a/b.c:7) "
                                   "Assertion failed: (x)\n\n"));
   ck_assert_int_eq(kio_log_num_warnings(), w0 + 1);
   ck_assert_int_eq(kio_log_num_errors(), e0 + 2);
@@ -99,7 +104,7 @@ START_TEST(custom_handler_and_long_message) {
   KIO_WARN("x=%d", 5);
   ck_assert_int_eq(c.n, 1);
   ck_assert_int_eq(c.level, KIO_LOG_WARNING);
-  ck_assert_str_eq(c.file, "check_log.c");
+  ck_assert_str_eq(c.file, "tests/check_log.c");
   ck_assert_str_eq(c.msg, "x=5");
   char big[5000];
   memset(big, 'a', sizeof big - 1);
@@ -148,6 +153,31 @@ START_TEST(fmt_g_like_ostream) {
 }
 END_TEST
 
+static void *spam(void *arg) {
+  for (int i = 0; i < 200; i++) KIO_LOG("thread %ld line %d %s", (long)(intptr_t)arg, i,
+                                        "abcdefghijklmnopqrstuvwxyz0123456789");
+  return NULL;
+}
+
+/* Lines from concurrent threads never interleave. */
+START_TEST(concurrent_lines_intact) {
+  kio_log_set_program("p");
+  capture_start();
+  pthread_t t[4];
+  for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, spam, (void *)(intptr_t)i);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  char *s = capture_end();
+  int lines = 0;
+  for (char *l = strtok(s, "\n"); l; l = strtok(NULL, "\n"), lines++) {
+    ck_assert_msg(strncmp(l, "LOG (p[", 7) == 0, "bad line: %s", l);
+    size_t n = strlen(l);
+    ck_assert(n > 36 && !strcmp(l + n - 36, "abcdefghijklmnopqrstuvwxyz0123456789"));
+  }
+  ck_assert_int_eq(lines, 800);
+  free(s);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("log");
   TCase *tc = tcase_create("core");
@@ -156,6 +186,7 @@ int main(void) {
   tcase_add_test(tc, custom_handler_and_long_message);
   tcase_add_test(tc, error_detail_thread_local);
   tcase_add_test(tc, fmt_g_like_ostream);
+  tcase_add_test(tc, concurrent_lines_intact);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

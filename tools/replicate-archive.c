@@ -25,35 +25,35 @@ int main(int argc, char *argv[]) {
   kio_opts_string(po, "type", &type, "Object type: matrix (features), fst (graphs), ali (alignments)");
   kio_opts_int(po, "copies", &copies, "Number of copies");
   int rc = kio_opts_parse(po, argc, argv);
-  if (rc == KIO_OPTS_HELP) return 0;
-  if (rc != KIO_OPTS_OK) return 255;
+  if (rc == KIO_OPTS_HELP) exit(0);  /* exit, not return: leak checkers see main's frame */
+  if (rc != KIO_OPTS_OK) exit(255);
   if (kio_opts_num_args(po) != 2) {
     kio_opts_print_usage(po);
-    return 1;
+    exit(1);
   }
   const kio_holder *h = !strcmp(type, "matrix") ? &kio_matrix_holder
                         : !strcmp(type, "fst")  ? &kio_fst_holder
                         : !strcmp(type, "ali")  ? &kio_int_vec_holder : NULL;
   if (!h || copies < 1) {
     KIO_ERROR("Invalid --type=%s or --copies=%d", type, (int)copies);
-    return 255;
+    exit(255);
   }
   int width = 3;
   for (int32_t c = copies - 1; c >= 1000 && width < 10; c /= 10) width++;
   kio_writer *w;
-  if (kio_writer_open(&w, kio_opts_arg(po, 2), h) != KIO_OK || !w) return 255;
+  if (kio_writer_open(&w, kio_opts_arg(po, 2), h) != KIO_OK || !w) exit(255);
   long long n = 0;
   char *key = NULL;
   size_t key_cap = 0;
   for (int32_t c = 0; c < copies; c++) {
     kio_seq_reader *r;
-    if (kio_seq_open(&r, kio_opts_arg(po, 1), h) != KIO_OK) return 255;
+    if (kio_seq_open(&r, kio_opts_arg(po, 1), h) != KIO_OK) exit(255);
     for (; !kio_seq_done(r); kio_seq_next(r)) {
       const char *k = kio_seq_key(r);
       size_t need = strlen(k) + (size_t)width + 8;
       if (need > key_cap) {
         char *p = realloc(key, need);
-        if (!p) return 255;
+        if (!p) exit(255);
         key = p;
         key_cap = need;
       }
@@ -67,12 +67,12 @@ int main(int argc, char *argv[]) {
       key[p++] = '-';
       strcpy(key + p, k);
       const void *obj = kio_seq_value(r);
-      if (!obj || kio_writer_write(w, key, obj) != KIO_OK) return 255;
+      if (!obj || kio_writer_write(w, key, obj) != KIO_OK) exit(255);
       n++;
     }
-    if (kio_seq_close(r) != KIO_OK) return 255;
+    if (kio_seq_close(r) != KIO_OK) exit(255);
   }
-  if (kio_writer_close(w) != KIO_OK) return 255;
+  if (kio_writer_close(w) != KIO_OK) exit(255);
   KIO_LOG("Wrote %lld entries (%d copies)", n, (int)copies);
   free(key);
   free(type);

@@ -2,7 +2,9 @@
 # gmm-acc-stats-ali against Kaldi: the exact commands of the acc logs must
 # give the same stats files and the same log messages; plus the text form,
 # bad input, exit codes. Env: BIN = directory of the programs, TOP = repo
-# root. Exit 0 pass, 1 fail, 77 skip.
+# root; optional USE_GPU (yes|no|optional|wait: passed as --use-gpu to the
+# replayed Kaldi commands; default: the program's default). Exit 0 pass,
+# 1 fail, 77 skip.
 set -u
 : "${BIN:?}" "${TOP:?}"
 prog="$BIN/gmm-acc-stats-ali"
@@ -51,11 +53,15 @@ run_case() {
   local mycmd=${cmd% }
   mycmd="${mycmd% $kacc} $ours"
   [ "$mycmd" != "${cmd% }" ] || { fail "$name: $kacc not at the end of: $cmd"; return; }
+  local opt=""
+  [ -z "${USE_GPU:-}" ] || opt="--use-gpu=$USE_GPU "
+  mycmd="${mycmd/#gmm-acc-stats-ali /gmm-acc-stats-ali $opt}"
   eval "$mycmd" 2>"$tmp/$name.log"
   local rc=$?
   [ "$rc" = 0 ] || fail "$name: exit $rc, want 0"
   same_stats "$ours" "$kacc" || fail "$name: $ours differs from $kacc"
-  sed "1s|$kacc |$ours |" "$klog" >"$tmp/$name.want"
+  sed -e "1s|$kacc |$ours |" -e "1s|^gmm-acc-stats-ali |gmm-acc-stats-ali $opt|" "$klog" \
+    >"$tmp/$name.want"
   norm "$tmp/$name.want" >"$tmp/$name.want.norm"
   norm "$tmp/$name.log" >"$tmp/$name.got.norm"
   if ! diff "$tmp/$name.want.norm" "$tmp/$name.got.norm" >"$tmp/$name.diff"; then

@@ -38,6 +38,12 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess;
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
+cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = (cudaEvent_t)0x1; return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { (void)e; return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e; (void)s; return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+  (void)a; (void)b; *ms = 0.0f; return cudaSuccess;
+}
 cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
   *f = *t = (size_t)8 << 30; return cudaSuccess;
@@ -48,7 +54,8 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { (void)h; return CUBLAS_STATU
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { (void)h; (void)s; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) { (void)h; (void)m; return CUBLAS_STATUS_SUCCESS; }
 const char *cublasGetStatusString(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "success" : "emulated failure"; }
-/* Column-major C = alpha op(A) op(B) + beta C; float accumulation in k order. */
+/* Column-major C = alpha op(A) op(B) + beta C, accumulated in double (a
+ * near-exact reference; real cuBLAS rounds in float, in blocks). */
 cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
                               int m, int n, int k, const float *alpha, const float *A, int lda,
                               const float *B, int ldb, const float *beta, float *C, int ldc) {
@@ -58,14 +65,14 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
     return CUBLAS_STATUS_INVALID_VALUE;
   for (int j = 0; j < n; j++)
     for (int i = 0; i < m; i++) {
-      float s = 0.0f;
+      double s = 0.0;
       for (int l = 0; l < k; l++) {
         float a = ta == CUBLAS_OP_N ? A[i + (size_t)l * lda] : A[l + (size_t)i * lda];
         float b = tb == CUBLAS_OP_N ? B[l + (size_t)j * ldb] : B[j + (size_t)l * ldb];
-        s += a * b;
+        s += (double)a * b;
       }
       float *c = &C[i + (size_t)j * ldc];
-      *c = *beta == 0.0f ? *alpha * s : *alpha * s + *beta * *c;
+      *c = *beta == 0.0f ? (float)(*alpha * s) : (float)(*alpha * s) + *beta * *c;
     }
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -25,4 +25,4 @@ for f in gpu-align/*.cu; do
 done
 g++ $XF -c tests/emu/cuda-emu.cc -o "$B/cuda-emu.o"
 g++ -o "$B/check_gpu_align" $objs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl
-cd tests/data && CK_DEFAULT_TIMEOUT=0 "../../$B/check_gpu_align"
+cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_align"

@@ -1,1 +1,0 @@
-build-equal/base/cuda-util-nocuda.c.o: base/cuda-util-nocuda.c

@@ -1,2 +1,0 @@
-build-equal/base/log.c.o: base/log.c base/log.h
-base/log.h:

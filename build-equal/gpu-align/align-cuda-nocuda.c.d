@@ -1,2 +1,0 @@
-build-equal/gpu-align/align-cuda-nocuda.c.o: \
- gpu-align/align-cuda-nocuda.c

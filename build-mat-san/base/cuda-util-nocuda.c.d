@@ -1,1 +1,0 @@
-build-mat-san/base/cuda-util-nocuda.c.o: base/cuda-util-nocuda.c

@@ -1,4 +1,0 @@
-build-mat-san/base/specifier.c.o: base/specifier.c base/log.h \
- base/table.h
-base/log.h:
-base/table.h:

@@ -1,2 +1,0 @@
-build-mat-san/tests/test-util.c.o: tests/test-util.c tests/test-util.h
-tests/test-util.h:

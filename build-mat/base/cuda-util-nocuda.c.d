@@ -1,1 +1,0 @@
-build-mat/base/cuda-util-nocuda.c.o: base/cuda-util-nocuda.c

@@ -1,9 +1,0 @@
-build-mat/tests/check_matrix.c.o: tests/check_matrix.c tests/../base/io.h \
- tests/../base/log.h tests/../base/matrix.h tests/../base/table.h \
- tests/../base/table.h tests/test-util.h
-tests/../base/io.h:
-tests/../base/log.h:
-tests/../base/matrix.h:
-tests/../base/table.h:
-tests/../base/table.h:
-tests/test-util.h:

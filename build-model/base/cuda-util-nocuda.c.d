@@ -1,1 +1,0 @@
-build-model/base/cuda-util-nocuda.c.o: base/cuda-util-nocuda.c

@@ -1,7 +1,0 @@
-build-model/base/gmm.c.o: base/gmm.c base/io.h base/log.h base/matrix.h \
- base/table.h base/model.h
-base/io.h:
-base/log.h:
-base/matrix.h:
-base/table.h:
-base/model.h:

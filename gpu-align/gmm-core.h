@@ -1,0 +1,104 @@
+/* Per-component GMM log-likelihood in exactly the float operation order of
+ * Kaldi's reference build (OpenBLAS sgemv_t, Haswell/Zen kernels), shared by
+ * the CPU path (gmm.c, which also has an AVX2 copy for speed) and, if it
+ * wants bit-identical likelihoods, the CUDA path. Scalar code: fmaf() is
+ * exact everywhere (hardware FMA or libm), plain + and * must not be
+ * contracted (-ffp-contract=off, nvcc --fmad=false).
+ *
+ * Which kernel handles component i of a pdf with n components:
+ * i < n & ~3 -> 4 (4x4 FMA kernel), i < (n & ~3) + (n & 2) -> 2 (4x2),
+ * else 1 (4x1). */
+#ifndef GALIGN_GMM_CORE_H
+#define GALIGN_GMM_CORE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "gpu-align.h"
+
+#ifdef __CUDACC__
+#define GALIGN_GMM_HD __host__ __device__ GALIGN_GMM_CORE_INLINE
+#else
+#define GALIGN_GMM_HD GALIGN_GMM_CORE_INLINE
+#endif
+#ifndef GALIGN_GMM_CORE_INLINE
+#define GALIGN_GMM_CORE_INLINE
+#endif
+
+/* Per-component log-likelihoods as Kaldi computes them through OpenBLAS
+ * (cblas_sgemv row-major = sgemv_t, Haswell/Zen kernels): the dot product
+ * over the first NB = D - D%4 dims is done by the 4x4 FMA micro-kernel for
+ * components 4k..4k+3 of the pdf (8 lanes, fma, lanes folded hi+lo then
+ * pairwise) and by the SSE 4x2/4x1 kernels (4 lanes, mul+add, pairwise) for
+ * the last n%4; y += alpha * dot; then the D%4 tail dims are added in a
+ * separate step. Reproducing that order makes our likelihoods bit-identical
+ * to the reference build's, so near-ties in pruning go the same way. */
+#define GALIGN_NB(D) ((D) & ~3)
+
+GALIGN_GMM_HD static inline float galign_k4x4_dot(const float *a, const float *x, int32_t nb) {
+  float acc[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+  int32_t i = 0, n = nb;
+  if (n & 4) {
+    for (int l = 0; l < 4; l++) acc[l] = fmaf(a[l], x[l], acc[l]);
+    i += 4; n -= 4;
+  }
+  if (n & 8) {
+    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], x[i + l], acc[l]);
+    i += 8; n -= 8;
+  }
+  for (; n > 0; i += 16, n -= 16) {
+    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], x[i + l], acc[l]);
+    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + 8 + l], x[i + 8 + l], acc[l]);
+  }
+  float s0 = acc[4] + acc[0], s1 = acc[5] + acc[1], s2 = acc[6] + acc[2], s3 = acc[7] + acc[3];
+  return (s0 + s1) + (s2 + s3);
+}
+
+/* 4x2 kernel: one 4-lane accumulator; 4x1 kernel: a second accumulator
+ * takes the odd groups of 4 of each 8 after an optional leading 4. */
+GALIGN_GMM_HD static inline float galign_sse_dot(const float *a, const float *x, int32_t nb, int k1) {
+  float acc[4] = { 0, 0, 0, 0 }, acc2[4] = { 0, 0, 0, 0 };
+  int32_t i = 0, n = nb;
+  if (n & 4) {
+    for (int l = 0; l < 4; l++) acc[l] = acc[l] + a[l] * x[l];
+    i += 4; n -= 4;
+  }
+  for (; n > 0; i += 8, n -= 8) {
+    for (int l = 0; l < 4; l++) acc[l] = acc[l] + a[i + l] * x[i + l];
+    if (k1)
+      for (int l = 0; l < 4; l++) acc2[l] = acc2[l] + a[i + 4 + l] * x[i + 4 + l];
+    else
+      for (int l = 0; l < 4; l++) acc[l] = acc[l] + a[i + 4 + l] * x[i + 4 + l];
+  }
+  if (k1)
+    for (int l = 0; l < 4; l++) acc[l] = acc[l] + acc2[l];
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+/* The m%4 tail: y += a0*(x0*alpha) + a1*(x1*alpha) + a2*(x2*alpha), as
+ * compiled with FMA contraction. */
+GALIGN_GMM_HD static inline float galign_tail_dot(const float *a, const float *x, int32_t m3, float alpha) {
+  float t = a[0] * (x[0] * alpha);
+  for (int32_t k = 1; k < m3; k++) t = fmaf(a[k], x[k] * alpha, t);
+  return t;
+}
+
+/* kern: 4 = the 4x4 FMA kernel, 2 = 4x2, 1 = 4x1. */
+GALIGN_GMM_HD static inline float galign_comp_loglike(const galign_gmm *g, int32_t m, int kern,
+                                                     const float *x, const float *x2) {
+  const int32_t D = g->dim, nb = GALIGN_NB(D), m3 = D - nb;
+  const float *mi = g->means_invvars + (size_t)m * D, *iv = g->inv_vars + (size_t)m * D;
+  float y = g->gconst[m];
+  if (nb > 0) y = y + (kern == 4 ? galign_k4x4_dot(mi, x, nb) : galign_sse_dot(mi, x, nb, kern == 1)) * 1.0f;
+  if (m3) y = y + galign_tail_dot(mi + nb, x + nb, m3, 1.0f);
+  if (nb > 0) y = y + (kern == 4 ? galign_k4x4_dot(iv, x2, nb) : galign_sse_dot(iv, x2, nb, kern == 1)) * -0.5f;
+  if (m3) y = y + galign_tail_dot(iv + nb, x2 + nb, m3, -0.5f);
+  return y;
+}
+
+GALIGN_GMM_HD static inline int galign_comp_kernel(int32_t i, int32_t n) {
+  int32_t n4 = n & ~3;
+  return i < n4 ? 4 : i < n4 + (n & 2) ? 2 : 1;
+}
+
+#endif
