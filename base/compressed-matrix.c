@@ -51,6 +51,32 @@ static int read_exact(FILE *f, void *buf, size_t n) {
   return n == 0 || fread(buf, 1, n, f) == n;
 }
 
+/* Reads n bytes into a malloc'd *out. Past 16 MB the buffer grows only as
+ * data really arrives, so a corrupt header (up to 2 GB of data claimed in 16
+ * bytes) fails at the end of the stream without a huge allocation. Returns 0
+ * on a short read (*out freed) and -1 when out of memory. */
+static int read_growing(FILE *f, size_t n, unsigned char **out) {
+  const size_t chunk = (size_t)1 << 24;
+  size_t cap = n < chunk ? n : chunk, done = 0;
+  unsigned char *buf = malloc(cap ? cap : 1);
+  if (!buf) return -1;
+  while (done < n) {
+    size_t k = n - done < chunk ? n - done : chunk;
+    if (done + k > cap) {
+      size_t nc = 2 * cap < done + k ? done + k : 2 * cap;
+      if (nc > n) nc = n;
+      unsigned char *p = realloc(buf, nc);
+      if (!p) { free(buf); return -1; }
+      buf = p;
+      cap = nc;
+    }
+    if (!read_exact(f, buf + done, k)) { free(buf); *out = NULL; return 0; }
+    done += k;
+  }
+  *out = buf;
+  return 1;
+}
+
 int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
   char tok[64];
   if (kio_read_token(f, 1, tok, sizeof tok) != KIO_OK) return KIO_ERR;
@@ -84,13 +110,13 @@ int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
   size_t rows = (size_t)h.num_rows, cols = (size_t)h.num_cols, n = rows * cols;
   size_t data_bytes = format == 1 ? cols * sizeof(cm_colhdr) + n
                       : format == 2 ? 2 * n : n;
-  unsigned char *buf = malloc(data_bytes ? data_bytes : 1);
-  if (!buf) {
+  unsigned char *buf = NULL;
+  int got = read_growing(f, data_bytes, &buf);
+  if (got < 0) {
     kio_set_error("Out of memory reading %zu-byte compressed matrix", data_bytes);
     return KIO_ERR;
   }
-  if (!read_exact(f, buf, data_bytes)) {
-    free(buf);
+  if (got == 0) {
     kio_set_error("Failed to read compressed-matrix data (%d x %d, CM%s): "
                   "truncated", h.num_rows, h.num_cols,
                   format == 1 ? "" : format == 2 ? "2" : "3");

@@ -330,15 +330,14 @@ int ReadVectorBody(std::istream &is, FILE *f, const fst::FstHeader &hdr, kio_fst
 }
 
 int ReadOpenFst(FILE *f, kio_fst *g) {
-  long here = std::ftell(f);
+  long long pos = std::ftell(f);  // -1 on a pipe: offsets then count from here
   long long consumed = 0;
   fst::FstHeader hdr;
   if (!ReadHeader(f, &hdr, &consumed)) {
-    kio_set_error("bad OpenFst header");
+    kio_set_error("FstHeader::Read: bad or truncated FST header");
     return KIO_ERR;
   }
-  // The adapter's position must be the stream offset (const FST alignment).
-  FileInBuf buf(f, (here > 0 ? here : 0) + consumed);
+  FileInBuf buf(f, (pos > 0 ? pos : 0) + consumed);
   std::istream is(&buf);
   if (hdr.ArcType() != fst::StdArc::Type()) {
     kio_set_error("FST has arc type %s, expected %s", hdr.ArcType().c_str(),

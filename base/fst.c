@@ -87,6 +87,13 @@ static int parse_weight(const char *s, int allow_zero, float *w) {
 
 typedef struct { int32_t src; kio_arc arc; } text_arc;
 
+/* A state id far beyond the amount of text read is corruption: refusing it
+ * keeps one short line from allocating gigabytes of states (fuzzing). Real
+ * graphs number their states densely. */
+static int text_state_ok(int32_t s, size_t nline) {
+  return s < (1 << 20) || (int64_t)s <= 16 * (int64_t)nline;
+}
+
 /* Reads one line (without '\n') into *buf; returns length, or -1 at EOF with
  * nothing read. */
 static long read_line(FILE *f, char **buf, size_t *cap) {
@@ -138,7 +145,7 @@ static int read_text(FILE *f, kio_fst *g) {
     }
     if (ncol == 0) break; /* empty line ends the FST */
     int32_t s, d;
-    if (ncol > 5 || !parse_i32(col[0], &s) || s < 0) goto bad;
+    if (ncol > 5 || !parse_i32(col[0], &s) || s < 0 || !text_state_ok(s, nline)) goto bad;
     if (nline == 1) start = s;
     d = s;
     float w = 0.0f;
@@ -163,6 +170,7 @@ static int read_text(FILE *f, kio_fst *g) {
       ta.arc.weight = 0.0f;
       if (ncol == 5 && !parse_weight(col[4], 0, &ta.arc.weight)) goto bad;
       d = ta.arc.nextstate;
+      if (!text_state_ok(d, nline)) goto bad;
       if (narcs == arcs_cap) {
         size_t nc = arcs_cap ? arcs_cap * 2 : 256;
         text_arc *na = realloc(arcs, nc * sizeof *na);

@@ -658,12 +658,22 @@ int kio_read_int_vector(FILE *f, int binary, int32_t **v, int32_t *n) {
       return KIO_ERR;
     }
     if (fread_unlocked(&cnt, 4, 1, f) != 1 || cnt < 0) goto bad;
-    if (cnt > 0) {
-      int32_t *a = malloc((size_t)cnt * 4);
-      if (!a) goto bad;
-      if (fread_unlocked(a, 4, (size_t)cnt, f) != (size_t)cnt) { free(a); goto bad; }
-      *v = a;
+    /* Grow in 1M-element steps as data arrives (fuzzing: a corrupt count
+     * must not allocate 8 GB before the read fails). */
+    int32_t *a = NULL;
+    for (int32_t got = 0, cap = 0; got < cnt;) {
+      int32_t k = cnt - got < (1 << 20) ? cnt - got : (1 << 20);
+      if (got + k > cap) {
+        cap = cnt - got - k < cap ? cnt : (cap ? 2 * cap : k);
+        if (cap < got + k) cap = got + k;
+        int32_t *na = realloc(a, (size_t)cap * 4);
+        if (!na) { free(a); goto bad; }
+        a = na;
+      }
+      if (fread_unlocked(a + got, 4, (size_t)k, f) != (size_t)k) { free(a); goto bad; }
+      got += k;
     }
+    *v = a;
     *n = cnt;
     return KIO_OK;
   }

@@ -108,17 +108,6 @@ static int fail_with(const char *what) {
   return KIO_ERR;
 }
 
-static int read_raw(FILE *f, void *dst, size_t n, size_t esz, const char *what) {
-  if (n == 0) return KIO_OK;
-  size_t got = fread(dst, esz, n, f);
-  if (got != n) {
-    kio_set_error("Failed to read %s data: expected %zu elements, got %zu "
-                  "(truncated stream?)", what, n, got);
-    return KIO_ERR;
-  }
-  return KIO_OK;
-}
-
 /* Reads "TOKEN rows cols" (binary) after checking the token. */
 static int read_bin_dims(FILE *f, const char *want, int32_t *rows, int32_t *cols,
                          const char *what) {
@@ -140,26 +129,50 @@ static int read_bin_dims(FILE *f, const char *want, int32_t *rows, int32_t *cols
   return KIO_OK;
 }
 
-/* Reads n elements of the other precision and converts them. */
-static int read_convert(FILE *f, void *dst, size_t n, int src_double, const char *what) {
+/* Reads n binary elements of src_esz bytes (4 float, 8 double) into *data as
+ * dst_esz-byte elements, converting when the sizes differ. Past READ_CHUNK
+ * elements the buffer grows only as data really arrives, so a corrupt size in
+ * a 10-byte header cannot allocate gigabytes before the read fails. */
+#define READ_CHUNK ((size_t)1 << 20)
+static int read_elems(FILE *f, void **data, size_t *cap, size_t n, size_t src_esz,
+                      size_t dst_esz, const char *what) {
   if (n == 0) return KIO_OK;
-  size_t esz = src_double ? sizeof(double) : sizeof(float);
-  void *tmp = malloc(n * esz);
-  if (!tmp) {
+  size_t first = (n <= *cap && *data) || n < READ_CHUNK ? n : READ_CHUNK;
+  if (ensure_cap(data, cap, first, dst_esz) != KIO_OK) return KIO_ERR;
+  void *tmp = NULL;
+  if (src_esz != dst_esz && !(tmp = malloc((n < READ_CHUNK ? n : READ_CHUNK) * src_esz))) {
     kio_set_error("Out of memory reading %s", what);
     return KIO_ERR;
   }
-  int rc = read_raw(f, tmp, n, esz, what);
-  if (rc == KIO_OK) {
-    if (src_double) {
-      const double *s = tmp;
-      float *d = dst;
-      for (size_t i = 0; i < n; i++) d[i] = (float)s[i];
-    } else {
-      const float *s = tmp;
-      double *d = dst;
-      for (size_t i = 0; i < n; i++) d[i] = s[i];
+  int rc = KIO_OK;
+  for (size_t done = 0; done < n;) {
+    size_t k = n - done < READ_CHUNK ? n - done : READ_CHUNK;
+    if (done + k > *cap) {
+      size_t nc = 2 * *cap < done + k ? done + k : 2 * *cap;
+      if (nc > n) nc = n;
+      void *p = realloc(*data, nc * dst_esz);
+      if (!p) {
+        kio_set_error("Out of memory reading %s", what);
+        rc = KIO_ERR;
+        break;
+      }
+      *data = p;
+      *cap = nc;
     }
+    char *dst = (char *)*data + done * dst_esz;
+    size_t got = fread(tmp ? tmp : dst, src_esz, k, f);
+    if (tmp && src_esz == sizeof(double)) {
+      for (size_t i = 0; i < got; i++) ((float *)dst)[i] = (float)((const double *)tmp)[i];
+    } else if (tmp) {
+      for (size_t i = 0; i < got; i++) ((double *)dst)[i] = ((const float *)tmp)[i];
+    }
+    if (got != k) {
+      kio_set_error("Failed to read %s data: expected %zu elements, got %zu "
+                    "(truncated stream?)", what, n, done + got);
+      rc = KIO_ERR;
+      break;
+    }
+    done += k;
   }
   free(tmp);
   return rc;
@@ -411,12 +424,11 @@ int kio_matrix_read(FILE *f, int binary, kio_matrix *m) {
     int32_t rows, cols;
     if (read_bin_dims(f, is_double ? "DM" : "FM", &rows, &cols, "matrix") != KIO_OK)
       return KIO_ERR;
-    if (mat_setsize((void **)&m->data, &m->cap, &m->rows, &m->cols, rows, cols,
-                    sizeof(float)) != KIO_OK) return KIO_ERR;
-    size_t n = (size_t)rows * (size_t)cols;
-    int rc = is_double ? read_convert(f, m->data, n, 1, "matrix")
-                       : read_raw(f, m->data, n, sizeof(float), "matrix");
-    if (rc != KIO_OK) kio_matrix_resize(m, 0, 0);
+    if (rows == 0 || cols == 0) rows = cols = 0;  /* stored as 0 x 0, as in Kaldi */
+    m->rows = m->cols = 0;
+    int rc = read_elems(f, (void **)&m->data, &m->cap, (size_t)rows * (size_t)cols,
+                        is_double ? sizeof(double) : sizeof(float), sizeof(float), "matrix");
+    if (rc == KIO_OK) { m->rows = rows; m->cols = cols; }
     return rc;
   }
   dbuf b = {0};
@@ -446,12 +458,11 @@ int kio_dmatrix_read(FILE *f, int binary, kio_dmatrix *m) {
     int32_t rows, cols;
     if (read_bin_dims(f, is_float ? "FM" : "DM", &rows, &cols, "matrix") != KIO_OK)
       return KIO_ERR;
-    if (mat_setsize((void **)&m->data, &m->cap, &m->rows, &m->cols, rows, cols,
-                    sizeof(double)) != KIO_OK) return KIO_ERR;
-    size_t n = (size_t)rows * (size_t)cols;
-    int rc = is_float ? read_convert(f, m->data, n, 0, "matrix")
-                      : read_raw(f, m->data, n, sizeof(double), "matrix");
-    if (rc != KIO_OK) kio_dmatrix_resize(m, 0, 0);
+    if (rows == 0 || cols == 0) rows = cols = 0;
+    m->rows = m->cols = 0;
+    int rc = read_elems(f, (void **)&m->data, &m->cap, (size_t)rows * (size_t)cols,
+                        is_float ? sizeof(float) : sizeof(double), sizeof(double), "matrix");
+    if (rc == KIO_OK) { m->rows = rows; m->cols = cols; }
     return rc;
   }
   dbuf b = {0};
@@ -529,11 +540,10 @@ int kio_vector_read(FILE *f, int binary, kio_vector *v) {
     int32_t dim;
     if (read_bin_dims(f, is_double ? "DV" : "FV", &dim, NULL, "vector") != KIO_OK)
       return KIO_ERR;
-    if (vec_setsize((void **)&v->data, &v->cap, &v->dim, dim, sizeof(float)) != KIO_OK)
-      return KIO_ERR;
-    int rc = is_double ? read_convert(f, v->data, (size_t)dim, 1, "vector")
-                       : read_raw(f, v->data, (size_t)dim, sizeof(float), "vector");
-    if (rc != KIO_OK) v->dim = 0;
+    v->dim = 0;
+    int rc = read_elems(f, (void **)&v->data, &v->cap, (size_t)dim,
+                        is_double ? sizeof(double) : sizeof(float), sizeof(float), "vector");
+    if (rc == KIO_OK) v->dim = dim;
     return rc;
   }
   dbuf b = {0};
@@ -554,11 +564,10 @@ int kio_dvector_read(FILE *f, int binary, kio_dvector *v) {
     int32_t dim;
     if (read_bin_dims(f, is_float ? "FV" : "DV", &dim, NULL, "vector") != KIO_OK)
       return KIO_ERR;
-    if (vec_setsize((void **)&v->data, &v->cap, &v->dim, dim, sizeof(double)) != KIO_OK)
-      return KIO_ERR;
-    int rc = is_float ? read_convert(f, v->data, (size_t)dim, 0, "vector")
-                      : read_raw(f, v->data, (size_t)dim, sizeof(double), "vector");
-    if (rc != KIO_OK) v->dim = 0;
+    v->dim = 0;
+    int rc = read_elems(f, (void **)&v->data, &v->cap, (size_t)dim,
+                        is_float ? sizeof(float) : sizeof(double), sizeof(double), "vector");
+    if (rc == KIO_OK) v->dim = dim;
     return rc;
   }
   dbuf b = {0};

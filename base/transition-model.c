@@ -160,9 +160,18 @@ int kio_tmodel_read(FILE *f, int binary, kio_tmodel *tm) {
     kio_set_error("TransitionModel: bad number of tuples %d", (int)T);
     goto fail;
   }
-  tm->tuples = calloc(T ? (size_t)T : 1, sizeof *tm->tuples);
+  /* Grown while reading (fuzzing: a corrupt count must not allocate 1 GB
+   * before the read fails). */
+  int32_t tcap = T < 65536 ? (T ? T : 1) : 65536;
+  tm->tuples = calloc((size_t)tcap, sizeof *tm->tuples);
   if (!tm->tuples) { kio_set_error("out of memory"); goto fail; }
   for (int32_t i = 0; i < T; i++) {
+    if (i == tcap) {
+      tcap = T - tcap < tcap ? T : 2 * tcap;
+      kio_tuple *nt = realloc(tm->tuples, (size_t)tcap * sizeof *nt);
+      if (!nt) { kio_set_error("out of memory"); goto fail; }
+      tm->tuples = nt;
+    }
     kio_tuple *t = &tm->tuples[i];
     if (kio_read_int32(f, binary, &t->phone) != KIO_OK ||
         kio_read_int32(f, binary, &t->hmm_state) != KIO_OK ||

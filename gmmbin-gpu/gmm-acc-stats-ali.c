@@ -48,10 +48,12 @@ typedef struct {
   int64_t tot_t;
 } state;
 
+/* Kaldi's fatal error: the ERROR line is out; what() then exit 255. (exit,
+ * not return: what main still holds stays reachable for leak checkers.) */
 static int fatal(void) {
   fputs("kaldi::KaldiFatalError", stderr);
   fflush(stderr);
-  return 255;
+  exit(255);
 }
 
 static item *batch_add(batch *b, const char *key) {
@@ -149,6 +151,20 @@ static int copy_utt(item *it, const kio_matrix *m, const kio_int_vec *ali) {
   return KIO_OK;
 }
 
+/* 1 if the accumulator would refuse the utterance (a fatal error in Kaldi):
+ * then the messages of the utterances before it must come out first. */
+static int utt_is_bad(const kio_tmodel *tm, const kio_am_gmm *am, const kio_matrix *m,
+                      const kio_int_vec *ali) {
+  if (m->rows > 0 && m->cols != am->dim) return 1;
+  for (int32_t t = 0; t < ali->n; t++) {
+    int32_t tid = ali->v[t];
+    if (tid < 0 || tid > tm->num_tids) return 1;
+    int32_t pdf = tm->tid2pdf[tid];
+    if (pdf < 0 || pdf >= am->num_pdfs) return 1;
+  }
+  return 0;
+}
+
 /* Chooses the backend as --use-gpu says; one LOG line tells which. */
 static int make_acc(gacc_acc **acc, galign_use_gpu mode, const kio_tmodel *tm,
                     const kio_am_gmm *am) {
@@ -199,11 +215,11 @@ int main(int argc, char *argv[]) {
                   "yes|no|optional|wait: accumulate on a CUDA GPU (optional: if one "
                   "is usable, else on the CPU)");
   int prc = kio_opts_parse(po, argc, argv);
-  if (prc == KIO_OPTS_HELP) return 0;
+  if (prc == KIO_OPTS_HELP) exit(0);
   if (prc != KIO_OPTS_OK) return fatal();
   if (kio_opts_num_args(po) != 4) {
     kio_opts_print_usage(po);
-    return 1;
+    exit(1);
   }
   galign_use_gpu mode;
   if (galign_parse_use_gpu(use_gpu, &mode) != KIO_OK) {
@@ -248,6 +264,14 @@ int main(int argc, char *argv[]) {
         it->ali_len = ali->n;
         it->rows = m->rows;
         st.num_err++;
+      } else if (utt_is_bad(&tm, &am, m, ali)) {
+        /* earlier utterances' messages first, then the accumulator's ERROR */
+        b.n--;
+        if (flush_batch(&st, &b) != KIO_OK) return fatal();
+        gacc_utt u = { key, m, ali->v };
+        gacc_utt_result r;
+        gacc_accumulate_batch(st.acc, 1, &u, &r);
+        return fatal();
       } else {
         it->kind = ITEM_UTT;
         if (copy_utt(it, m, ali) != KIO_OK) { KIO_ERROR("Out of memory"); return fatal(); }

@@ -512,11 +512,11 @@ int main(int argc, char *argv[]) {
   kio_opts_int(po, "batch-size", &batch_size,
                "Number of utterances aligned together (affects only speed and memory)");
   int prc = kio_opts_parse(po, argc, argv);
-  if (prc == KIO_OPTS_HELP) return 0;
-  if (prc != KIO_OPTS_OK) { fputs("kaldi::KaldiFatalError", stderr); return 255; }
+  if (prc == KIO_OPTS_HELP) exit(0);
+  if (prc != KIO_OPTS_OK) { fputs("kaldi::KaldiFatalError", stderr); exit(255); }
   if (kio_opts_num_args(po) != 5) {
     kio_opts_print_usage(po);
-    return 1;
+    exit(1);
   }
   t_is_main = 1;
   galign_use_gpu mode;

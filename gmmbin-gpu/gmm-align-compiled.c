@@ -3,8 +3,8 @@
  * gpu-align (CPU or CUDA); messages and outputs are then emitted in input
  * order exactly as Kaldi prints them one utterance at a time.
  *
- * Pipeline: the main thread reads and prepares batch k+1 while a worker
- * thread aligns batch k. Log lines produced while reading or aligning are
+ * Pipeline: the main thread reads batch k+1 while a worker thread prepares
+ * the graphs of batch k (several threads) and aligns it. Log lines produced while reading or aligning are
  * captured (per thread) and replayed at the point where Kaldi would have
  * printed them, so the log is identical to Kaldi's sequential one. */
 #include <execinfo.h>
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../base/fst.h"
 #include "../base/log.h"
@@ -106,9 +107,11 @@ static void replay(const event *e) { print_line(e->level, e->func, e->file, e->l
 typedef struct {
   char *key;
   int empty;              /* graph without start state */
-  kio_matrix feats;       /* owned copy: the reader keeps one object only */
-  galign_graph graph;
-  galign_result res;
+  kio_matrix feats;       /* owned copies: the readers keep one object only */
+  kio_fst raw;
+  galign_graph graph;     /* raw prepared by the worker */
+  int prep_rc;
+  event_list prep_lines;  /* logged while preparing (Kaldi: before "LOG KEY") */
 } slot;
 
 typedef struct {
@@ -116,7 +119,8 @@ typedef struct {
   slot *slots;
   int nslots, cap;
   int fatal;              /* reading ended with a fatal error (in events) */
-  /* alignment (worker thread) */
+  /* preparation and alignment (worker thread) */
+  int first_bad;          /* first slot whose graph preparation failed */
   const galign_graph **graphs;
   const kio_matrix **feats;
   galign_result *res;
@@ -161,14 +165,13 @@ static slot *new_slot(batch *b) {
 typedef struct {
   kio_seq_reader *graphs;
   kio_ra_reader *feats;
-  const kio_tmodel *tm;
-  galign_opts opts;
   int batch_size;
-  double t_read, t_prep;
+  double t_read;
 } reader_ctx;
 
-/* Reads up to batch_size utterances that reach alignment (steps 2.1-2.4 of
- * reference 5.1); warnings and errors go to b->events in order. */
+/* Reads up to batch_size utterances that reach alignment (steps 2.1-2.2 of
+ * reference 5.1; 2.3 is done by the worker); warnings and errors go to
+ * b->events in order. */
 static void read_batch(reader_ctx *c, batch *b, int *num_err) {
   ev_clear(&b->events);
   b->nslots = 0;
@@ -190,7 +193,7 @@ static void read_batch(reader_ctx *c, batch *b, int *num_err) {
       } else {
         slot *s = new_slot(b);
         char *k = strdup(key);
-        if (!s || !k || copy_matrix(&s->feats, m) != KIO_OK) {
+        if (!s || !k || copy_matrix(&s->feats, m) != KIO_OK || kio_fst_copy(&s->raw, g) != KIO_OK) {
           free(k);
           KIO_ERROR("Out of memory reading utterance %s", key);
           b->fatal = 1;
@@ -198,17 +201,6 @@ static void read_batch(reader_ctx *c, batch *b, int *num_err) {
         }
         free(s->key);
         s->key = k;
-        double t1 = now();
-        c->t_read += t1 - t0;
-        int rc = KIO_OK;
-        if (g->num_states > 0) rc = galign_graph_prepare(g, c->tm, &c->opts, &s->graph);
-        t0 = now();
-        c->t_prep += t0 - t1;
-        if (rc != KIO_OK) {
-          b->nslots--;  /* Kaldi dies in AddTransitionProbs, before "LOG KEY" */
-          b->fatal = 1;
-          break;
-        }
         s->empty = g->num_states == 0 || g->start < 0;
         event e = {b->nslots - 1, 0, 0, NULL, NULL, NULL};
         if (ev_push(&b->events, e) != 0) { KIO_ERROR("Out of memory"); b->fatal = 1; break; }
@@ -216,7 +208,7 @@ static void read_batch(reader_ctx *c, batch *b, int *num_err) {
     }
     kio_seq_next(c->graphs);
   }
-  c->t_read += now() - t0;
+  c->t_read = now() - t0 + c->t_read;
   t_capture = NULL;
 }
 
@@ -224,17 +216,70 @@ static void read_batch(reader_ctx *c, batch *b, int *num_err) {
 
 typedef struct {
   galign_aligner *aligner;
-  int want_per_frame;
+  const kio_tmodel *tm;
+  galign_opts opts;
+  int want_per_frame, beams_ok, prep_threads;
   batch *b;
   pthread_t thread;
   int running;
-  double t_align;         /* summed over batches (one runs at a time) */
+  double t_prep, t_align;  /* summed over batches (one runs at a time) */
 } align_ctx;
+
+/* Graph preparation (AddTransitionProbs, careful mode, pdf lists) of slots
+ * i = first, first + step, ...; each slot's log lines are kept with it. */
+typedef struct { align_ctx *a; batch *b; int first, step; } prep_job;
+
+static void *prep_main(void *arg) {
+  prep_job *j = arg;
+  for (int i = j->first; i < j->b->nslots; i += j->step) {
+    slot *s = &j->b->slots[i];
+    ev_clear(&s->prep_lines);
+    s->prep_rc = KIO_OK;
+    if (s->raw.num_states == 0) continue;
+    t_capture = &s->prep_lines;
+    s->prep_rc = galign_graph_prepare(&s->raw, j->a->tm, &j->a->opts, &s->graph);
+    t_capture = NULL;
+  }
+  return NULL;
+}
+
+static void prep_batch(align_ctx *a, batch *b) {
+  enum { MAX_PREP = 16 };
+  int nt = a->prep_threads < MAX_PREP ? a->prep_threads : MAX_PREP;
+  if (nt > b->nslots / 8) nt = b->nslots / 8;  /* threads only pay for many graphs */
+  if (nt < 1) nt = 1;
+  prep_job jobs[MAX_PREP];
+  pthread_t th[MAX_PREP];
+  int started = 0;
+  for (int t = 0; t < nt; t++) jobs[t] = (prep_job){a, b, t, nt};
+  for (int t = 1; t < nt; t++, started++)
+    if (pthread_create(&th[t], NULL, prep_main, &jobs[t]) != 0) break;
+  prep_main(&jobs[0]);
+  for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+  for (int t = started + 1; t < nt; t++) prep_main(&jobs[t]);  /* threads not started */
+  b->first_bad = b->nslots;
+  for (int i = 0; i < b->nslots; i++)
+    if (b->slots[i].prep_rc != KIO_OK) { b->first_bad = i; break; }
+}
 
 static void *align_main(void *arg) {
   align_ctx *a = arg;
   batch *b = a->b;
   double t0 = now();
+  prep_batch(a, b);
+  double t1 = now();
+  a->t_prep += t1 - t0;
+  /* Utterances after a failed preparation are never reached (Kaldi dies
+   * there); with beams that make no sense nothing is aligned. */
+  b->nalign = 0;
+  if (a->beams_ok)
+    for (int i = 0; i < b->first_bad; i++) {
+      if (b->slots[i].empty) continue;
+      b->graphs[b->nalign] = &b->slots[i].graph;
+      b->feats[b->nalign] = &b->slots[i].feats;
+      b->res_slot[b->nalign] = i;
+      b->nalign++;
+    }
   t_capture = &b->align_lines;
   g_align_capture = &b->align_lines;
   b->align_rc = KIO_OK;
@@ -243,7 +288,7 @@ static void *align_main(void *arg) {
                                      a->want_per_frame, b->res);
   g_align_capture = NULL;
   t_capture = NULL;
-  a->t_align += now() - t0;
+  a->t_align += now() - t1;
   return NULL;
 }
 
@@ -254,9 +299,8 @@ static int grow(void **p, int n, size_t elem) {
   return KIO_OK;
 }
 
-/* Starts aligning the non-empty slots of b (unless beams are invalid: then
- * nothing is aligned and emission stops at the first slot). */
-static int align_start(align_ctx *a, batch *b, int beams_ok) {
+/* Starts preparing and aligning b in the worker thread. */
+static int align_start(align_ctx *a, batch *b) {
   ev_clear(&b->align_lines);
   b->nalign = 0;
   if (grow((void **)&b->graphs, b->nslots, sizeof *b->graphs) ||
@@ -264,14 +308,6 @@ static int align_start(align_ctx *a, batch *b, int beams_ok) {
       grow((void **)&b->res_slot, b->nslots, sizeof *b->res_slot) ||
       grow((void **)&b->res, b->nslots, sizeof *b->res))
     return KIO_ERR;
-  if (beams_ok)
-    for (int i = 0; i < b->nslots; i++) {
-      if (b->slots[i].empty) continue;
-      b->graphs[b->nalign] = &b->slots[i].graph;
-      b->feats[b->nalign] = &b->slots[i].feats;
-      b->res_slot[b->nalign] = i;
-      b->nalign++;
-    }
   memset(b->res, 0, (size_t)b->nslots * sizeof *b->res);
   a->b = b;
   if (pthread_create(&a->thread, NULL, align_main, a) != 0) {
@@ -325,6 +361,8 @@ static void emit_batch(out_ctx *o, align_ctx *a, batch *b) {
     const event *e = &b->events.v[i];
     if (e->slot < 0) { replay(e); continue; }
     slot *s = &b->slots[e->slot];
+    for (int j = 0; j < s->prep_lines.n; j++) replay(&s->prep_lines.v[j]);
+    if (s->prep_rc != KIO_OK) fatal_exit(a);  /* AddTransitionProbs failed */
     KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 127, "%s", s->key);
     if (!o->beams_ok) {
       KIO_LOG_AT(KIO_LOG_ERROR, "AlignUtteranceWrapper", WRAP_FILE, 594,
@@ -390,7 +428,10 @@ static void batch_free(batch *b) {
   for (int i = 0; i < b->cap; i++) {
     free(b->slots[i].key);
     kio_matrix_free(&b->slots[i].feats);
+    kio_fst_free(&b->slots[i].raw);
     galign_graph_free(&b->slots[i].graph);
+    ev_clear(&b->slots[i].prep_lines);
+    free(b->slots[i].prep_lines.v);
   }
   free(b->slots);
   ev_clear(&b->events);
@@ -490,12 +531,15 @@ int main(int argc, char *argv[]) {
   actx.want_per_frame = per_frame_wspecifier[0] != '\0';
 
   reader_ctx rc = {0};
-  rc.tm = &tm;
-  rc.opts = opts;
   rc.batch_size = batch_size;
+  actx.tm = &tm;
+  actx.opts = opts;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  actx.prep_threads = ncpu > 1 ? (int)ncpu : 1;
   out_ctx o = {0};
   o.opts = opts;
   o.beams_ok = !((opts.retry_beam != 0 && opts.retry_beam <= opts.beam) || opts.beam <= 0);
+  actx.beams_ok = o.beams_ok;
   if (kio_seq_open(&rc.graphs, fst_rspecifier, &kio_fst_holder) != KIO_OK ||
       kio_ra_open(&rc.feats, feature_rspecifier, &kio_matrix_holder) != KIO_OK ||
       kio_writer_open(&o.ali, ali_wspecifier, &kio_int_vec_holder) != KIO_OK ||
@@ -510,7 +554,7 @@ int main(int argc, char *argv[]) {
   memset(bufs, 0, sizeof bufs);
   batch *cur = &bufs[0], *next = &bufs[1];
   read_batch(&rc, cur, &o.num_err);
-  if (align_start(&actx, cur, o.beams_ok) != KIO_OK) { KIO_ERROR("Out of memory"); fatal_exit(&actx); }
+  if (align_start(&actx, cur) != KIO_OK) { KIO_ERROR("Out of memory"); fatal_exit(&actx); }
   for (;;) {
     int more = !cur->fatal && !kio_seq_done(rc.graphs);
     if (more) read_batch(&rc, next, &o.num_err);  /* overlaps the alignment of cur */
@@ -518,21 +562,21 @@ int main(int argc, char *argv[]) {
     if (more && cur->align_rc == KIO_OK && !next->fatal) {
       /* Start aligning next before writing cur (unless cur needs the aligner
        * again to locate a fatal error). */
-      if (align_start(&actx, next, o.beams_ok) != KIO_OK) { KIO_ERROR("Out of memory"); fatal_exit(&actx); }
+      if (align_start(&actx, next) != KIO_OK) { KIO_ERROR("Out of memory"); fatal_exit(&actx); }
       emit_batch(&o, &actx, cur);
     } else {
       emit_batch(&o, &actx, cur);
       if (!more) break;
-      if (align_start(&actx, next, o.beams_ok) != KIO_OK) { KIO_ERROR("Out of memory"); fatal_exit(&actx); }
+      if (align_start(&actx, next) != KIO_OK) { KIO_ERROR("Out of memory"); fatal_exit(&actx); }
     }
     batch *t = cur; cur = next; next = t;
   }
   kio_log_set_handler(NULL, NULL);
 
-  KIO_VLOG(1, "Time: setup (model, tables%s) %.3f s, reading %.3f s, graph preparation "
-           "%.3f s, alignment %.3f s (on the %s, overlapped with reading), writing %.3f s, "
-           "total %.3f s",
-           galign_aligner_is_gpu(actx.aligner) ? ", GPU" : "", t_setup, rc.t_read, rc.t_prep,
+  KIO_VLOG(1, "Time: setup (model, tables%s) %.3f s, reading %.3f s, then overlapped "
+           "with reading: graph preparation %.3f s, alignment %.3f s (on the %s); "
+           "writing %.3f s, total %.3f s",
+           galign_aligner_is_gpu(actx.aligner) ? ", GPU" : "", t_setup, rc.t_read, actx.t_prep,
            actx.t_align, galign_aligner_is_gpu(actx.aligner) ? "GPU" : "CPU",
            o.t_write, now() - t_start);
   char buf[32];

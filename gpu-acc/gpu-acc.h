@@ -5,7 +5,13 @@
  * Usage: gacc_new() for a model and a backend; gacc_accumulate_batch() as
  * often as needed (utterances already checked by the program: alignment
  * present and of the right length); gacc_get_stats() copies the totals to
- * the host; gacc_stats_write() writes the file. */
+ * the host; gacc_stats_write() writes the file.
+ *
+ * Arithmetic: the per-frame Gaussian log-likelihoods reproduce the rounding
+ * of Kaldi's reference build (OpenBLAS sgemv, see acc-math.h) and the
+ * softmax uses glibc's expf algorithm, on both backends; on the fixtures the
+ * CPU backend writes files byte-identical to Kaldi's, and the GPU backend
+ * differs from the CPU only in the order of the double sums. */
 #ifndef GACC_H
 #define GACC_H
 

@@ -221,6 +221,13 @@ START_TEST(loglikes_mono) { check_loglikes("mono", "ark:feats/delta.ark"); }
 END_TEST
 START_TEST(loglikes_tri2) { check_loglikes("tri2", "ark:feats/lda.ark"); }
 END_TEST
+/* The cuBLAS path (used for models with > 128 Gaussians in a pdf). */
+START_TEST(loglikes_tri2_gemm) {
+  setenv("KIO_GALIGN_LL", "gemm", 1);
+  check_loglikes("tri2", "ark:feats/lda.ark");
+  unsetenv("KIO_GALIGN_LL");
+}
+END_TEST
 
 /* ---- device decoder on the CPU's likelihoods vs the CPU decoder ---- */
 static void check_decoder(const char *model, const char *feats, int careful) {
@@ -314,7 +321,7 @@ static void check_full(const char *model, const char *feats, const char *kaldi_a
   double t1 = now_s();
   ck_assert_int_eq(nr, 0);
   int64_t frames = 0, same = 0, kaldi_frames = 0, kaldi_same = 0;
-  int diff_utts = 0;
+  int diff_utts = 0, like_ident = 0;
   for (int i = 0; i < fx.n; i++) {
     ck_assert_msg(got[i].ok == ref[i].ok, "%s: ok %d vs CPU %d", fx.keys[i], got[i].ok, ref[i].ok);
     ck_assert_msg(got[i].retried == ref[i].retried, "%s: retried %d vs CPU %d", fx.keys[i],
@@ -326,6 +333,7 @@ static void check_full(const char *model, const char *feats, const char *kaldi_a
     same += T - d;
     /* Likelihood rounding (cuBLAS vs CPU order) moves totals by ~1e-6. */
     double tol = 1e-4 * fmax(1.0, fabs(ref[i].like));
+    like_ident += memcmp(&got[i].like, &ref[i].like, sizeof(float)) == 0;
     if (d) {
       diff_utts++;
       printf("%s %s: %d of %d frames differ; like GPU %.7g CPU %.7g\n", model, fx.keys[i], d, T,
@@ -343,9 +351,10 @@ static void check_full(const char *model, const char *feats, const char *kaldi_a
   }
   double secs = t1 - t0;
   printf("%s full GPU path: %lld frames in %.4f s (%.0fx real time at 100 frames/s); "
-         "%d utts differ from the CPU, %.5f%% frames same; vs Kaldi %.5f%% of %lld frames\n",
+         "%d utts differ from the CPU, %.5f%% frames same, %d likes bit-identical; "
+         "vs Kaldi %.5f%% of %lld frames\n",
          model, (long long)fx.frames, secs, secs > 0 ? fx.frames / 100.0 / secs : 0.0, diff_utts,
-         frames ? 100.0 * same / frames : 100.0,
+         frames ? 100.0 * same / frames : 100.0, like_ident,
          kaldi_frames ? 100.0 * kaldi_same / kaldi_frames : 0.0, (long long)kaldi_frames);
   ck_assert_msg(same * 1000 >= frames * 999, "only %lld of %lld frames agree", (long long)same,
                 (long long)frames);
@@ -381,6 +390,12 @@ END_TEST
 START_TEST(full_tri2) { check_full("tri2", "ark:feats/lda.ark", "kaldi/tri2/ali.ark"); }
 END_TEST
 START_TEST(full_noisy_mono) { check_full("mono", "ark:noisy/delta.ark", "noisy/mono.ali.ark"); }
+END_TEST
+START_TEST(full_tri2_gemm) {
+  setenv("KIO_GALIGN_LL", "gemm", 1);
+  check_full("tri2", "ark:feats/lda.ark", "kaldi/tri2/ali.ark");
+  unsetenv("KIO_GALIGN_LL");
+}
 END_TEST
 
 /* Through the dispatcher: --use-gpu=yes equals --use-gpu=no on tri2. */
@@ -517,6 +532,7 @@ static Suite *gpu_align_suite(void) {
   tcase_set_timeout(t, 600);
   tcase_add_test(t, loglikes_mono);
   tcase_add_test(t, loglikes_tri2);
+  tcase_add_test(t, loglikes_tri2_gemm);
   suite_add_tcase(s, t);
   t = tcase_create("decoder");
   tcase_set_timeout(t, 600);
@@ -534,6 +550,7 @@ static Suite *gpu_align_suite(void) {
   tcase_add_test(t, full_tri1);
   tcase_add_test(t, full_tri2);
   tcase_add_test(t, full_noisy_mono);
+  tcase_add_test(t, full_tri2_gemm);
   tcase_add_test(t, aligner_gpu_vs_cpu);
   tcase_add_test(t, bad_input);
   suite_add_tcase(s, t);

@@ -366,6 +366,41 @@ START_TEST(test_topo_text) {
 }
 END_TEST
 
+/* Legacy <DiagGMMBegin>/<DiagGMMEnd>, no <GCONSTS>: gconsts computed anyway;
+ * a pdf whose dimension disagrees with <DIMENSION> is an error. */
+START_TEST(test_gmm_legacy) {
+  const char *txt = "<DIMENSION> 2 <NUMPDFS> 1 <DiagGMMBegin> <WEIGHTS> [ 0.25 0.75 ]\n"
+                    "<MEANS_INVVARS> [\n 1 2\n -1 0.5 ]\n<INV_VARS> [\n 1 4\n 2 0.5 ]\n"
+                    "<DiagGMMEnd> \n";
+  FILE *f = fmemopen((void *)txt, strlen(txt), "r");
+  kio_am_gmm am = {0};
+  ck_assert_int_eq(kio_am_gmm_read(f, 0, &am), KIO_OK);
+  fclose(f);
+  ck_assert_int_eq(am.num_pdfs, 1);
+  ck_assert_int_eq(am.pdfs[0].num_comp, 2);
+  ck_assert_int_eq(am.pdfs[0].dim, 2);
+  /* component 0: log .25 - log(2pi) + .5 log 1 - .5 + .5 log 4 - .5*4/4 */
+  double want = log(0.25) - 1.8378770664093454836 + 0.5 * log(4.0) - 0.5 - 0.5;
+  ck_assert(fabs(am.pdfs[0].gconsts[0] - want) < 1e-5);
+  /* written back: modern tokens with <GCONSTS> */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  ck_assert_int_eq(kio_am_gmm_write(m, 0, &am), KIO_OK);
+  fclose(m);
+  ck_assert_ptr_nonnull(strstr(buf, "<DiagGMM> \n<GCONSTS>  [ "));
+  ck_assert_ptr_nonnull(strstr(buf, "</DiagGMM> \n"));
+  free(buf);
+  kio_am_gmm_free(&am);
+  const char *bad = "<DIMENSION> 3 <NUMPDFS> 1 <DiagGMM> <WEIGHTS> [ 1 ]\n"
+                    "<MEANS_INVVARS> [\n 1 2 ]\n<INV_VARS> [\n 1 4 ]\n</DiagGMM> \n";
+  f = fmemopen((void *)bad, strlen(bad), "r");
+  ck_assert_int_eq(kio_am_gmm_read(f, 0, &am), KIO_ERR);
+  fclose(f);
+  ck_assert_ptr_null(am.pdfs);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("model");
   TCase *tc = tcase_create("model");
@@ -378,6 +413,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_truncated, 0, 2);
   tcase_add_test(tc, test_bad_tokens);
   tcase_add_test(tc, test_topo_text);
+  tcase_add_test(tc, test_gmm_legacy);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

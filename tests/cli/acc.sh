@@ -139,6 +139,23 @@ rc=$?
 grep -q "^ERROR (.*$first" "$tmp/badtid.log" || fail "bad transition-id: ERROR naming $first"
 grep -q 'kaldi::KaldiFatalError' "$tmp/badtid.log" || fail "bad transition-id: no kaldi::KaldiFatalError"
 
+# Same in the third utterance after a missing second alignment: the warning
+# comes first, as in Kaldi (which dies on reaching the third).
+second=$(sed -n 2p kaldi/mono/ali.txt | cut -d' ' -f1)
+third=$(sed -n 3p kaldi/mono/ali.txt | cut -d' ' -f1)
+{ head -n 1 kaldi/mono/ali.txt; sed -n 3p kaldi/mono/ali.txt | awk '{$3=99999; print $0 " "}'; } \
+  >"$tmp/badtid3.ali"
+gmm-acc-stats-ali models/mono/final.mdl ark:feats/delta.ark "ark,t:$tmp/badtid3.ali" \
+  "$tmp/badtid3.acc" 2>"$tmp/badtid3.log"
+rc=$?
+[ $rc = 255 ] || fail "bad transition-id (3rd): exit $rc, want 255"
+norm "$tmp/badtid3.log" | grep -E '^(WARNING|ERROR)' | cut -c1-60 >"$tmp/badtid3.got"
+w=$(grep -n "^WARNING No alignment for utterance $second" "$tmp/badtid3.got" | cut -d: -f1)
+e=$(grep -n "^ERROR .*" "$tmp/badtid3.got" | cut -d: -f1)
+[ -n "$w" ] && [ -n "$e" ] && [ "$w" -lt "$e" ] && [ "$(wc -l <"$tmp/badtid3.got")" = 2 ] ||
+  { fail "bad transition-id (3rd): want the warning for $second, then one ERROR"; cat "$tmp/badtid3.got"; }
+grep -q "^ERROR (.*$third" "$tmp/badtid3.log" || fail "bad transition-id (3rd): ERROR naming $third"
+
 # Missing model: one ERROR line, Kaldi's fatal text, exit 255.
 gmm-acc-stats-ali no-such.mdl ark:feats/delta.ark ark:kaldi/mono/ali.ark "$tmp/x.acc" \
   2>"$tmp/nomodel.log"

@@ -41,6 +41,12 @@ static void seed_str(const char *sub, const char *name, int sel, const char *s, 
   fclose(f);
 }
 
+static void quiet(int level, const char *func, const char *file, int line,
+                  const char *msg, void *user) {
+  (void)func; (void)file; (void)line; (void)user;
+  if (level == KIO_LOG_ERROR) fprintf(stderr, "make-seeds: %s\n", msg);
+}
+
 static void die(const char *what) {
   fprintf(stderr, "make-seeds: %s: %s\n", what, kio_last_error());
   exit(1);
@@ -305,6 +311,7 @@ static void text_seeds(void) {
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make-seeds OUTDIR (run in tests/data)\n"); return 1; }
   outdir = argv[1];
+  kio_log_set_handler(quiet, NULL);  /* e.g. gunzip's SIGPIPE when we stop early */
   if (mkdir(outdir, 0755) != 0 && errno != EEXIST) { perror(outdir); return 1; }
   kio_matrix m3 = {0}, m10 = {0};
   kio_fst small = {0};
