@@ -152,10 +152,21 @@ int kio_am_gmm_read(FILE *f, int binary, kio_am_gmm *am) {
     kio_set_error("AmDiagGmm: bad <NUMPDFS> %d or <DIMENSION> %d", (int)n, (int)dim);
     return KIO_ERR;
   }
-  am->pdfs = calloc((size_t)n, sizeof *am->pdfs);
+  /* Grown while reading (fuzzing: a corrupt <NUMPDFS> must not allocate
+   * 640 MB up front). New slots are zeroed before use. */
+  int32_t cap = n < 1024 ? n : 1024;
+  am->pdfs = calloc((size_t)cap, sizeof *am->pdfs);
   if (!am->pdfs) { kio_set_error("out of memory"); return KIO_ERR; }
   am->dim = dim;
   for (int32_t i = 0; i < n; i++) {
+    if (i == cap) {
+      int32_t nc = n - cap < cap ? n : 2 * cap;
+      kio_diag_gmm *np = realloc(am->pdfs, (size_t)nc * sizeof *np);
+      if (!np) { kio_set_error("out of memory"); goto fail; }
+      memset(np + cap, 0, (size_t)(nc - cap) * sizeof *np);
+      am->pdfs = np;
+      cap = nc;
+    }
     am->num_pdfs = i + 1;
     if (kio_diag_gmm_read(f, binary, &am->pdfs[i]) != KIO_OK) {
       char msg[512];

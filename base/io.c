@@ -370,6 +370,11 @@ int kio_read_word(FILE *f, char **buf, size_t *cap) {
   if (c == EOF) return KIO_EOF;
   size_t n = 0;
   while ((c = getc_unlocked(f)) != EOF && !isspace(c)) {
+    if (c == '\0') { /* a C string cannot hold it: the key would be cut short */
+      if (*buf) (*buf)[n] = '\0';  /* callers print the key read so far */
+      kio_set_error("NUL byte in key");
+      return KIO_ERR;
+    }
     if (n + 1 >= *cap) {
       size_t nc = *cap ? *cap * 2 : 64;
       char *nb = realloc(*buf, nc);

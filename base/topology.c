@@ -13,6 +13,9 @@
 /* Upper bound for counts read from a file, so corrupt input cannot make us
  * allocate absurd amounts before a read fails. */
 #define TOPO_MAX_COUNT (1 << 24)
+/* States per entry and transitions per state (real topologies: < 10). Kept
+ * small so a corrupt count costs no large allocation (fuzzing). */
+#define TOPO_MAX_STATES (1 << 16)
 
 void kio_topology_free(kio_topology *t) {
   if (!t) return;
@@ -160,7 +163,7 @@ done:
 
 static int read_count(FILE *f, int binary, int32_t *n, const char *what) {
   if (kio_read_int32(f, binary, n) != KIO_OK) return KIO_ERR;
-  if (*n < 0 || *n > TOPO_MAX_COUNT) {
+  if (*n < 0 || *n > TOPO_MAX_STATES) {
     kio_set_error("HmmTopology: bad %s count %d", what, (int)*n);
     return KIO_ERR;
   }
@@ -177,7 +180,8 @@ static int topo_read_binary(FILE *f, kio_topology *t) {
     is_hmm = 0;
     if (kio_read_int32(f, 1, &n) != KIO_OK) return KIO_ERR;
   }
-  if (n < 0 || n > TOPO_MAX_COUNT) {
+  /* Check() needs a phone per entry: more entries than phones is corrupt. */
+  if (n < 0 || n > TOPO_MAX_COUNT || n > t->num_phones) {
     kio_set_error("HmmTopology: bad number of entries %d", (int)n);
     return KIO_ERR;
   }

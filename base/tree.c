@@ -67,10 +67,21 @@ static int em_read(FILE *f, int binary, int depth, kio_event_map **out) {
       kio_set_error("EventMap table too large (%u)", size);
       goto fail;
     }
-    m->table = calloc(size ? size : 1, sizeof *m->table);
+    /* Grown while reading (fuzzing: nested tables of corrupt sizes must not
+     * allocate 128 MB each before a child fails). */
+    uint32_t cap = size < 1024 ? (size ? size : 1) : 1024;
+    m->table = calloc(cap, sizeof *m->table);
     if (!m->table) { kio_set_error("out of memory"); goto fail; }
     if (kio_expect_token(f, binary, "(") != KIO_OK) goto fail;
     for (uint32_t i = 0; i < size; i++) {
+      if (i == cap) {
+        uint32_t nc = size - cap < cap ? size : 2 * cap;
+        kio_event_map **nt = realloc(m->table, nc * sizeof *nt);
+        if (!nt) { kio_set_error("out of memory"); goto fail; }
+        memset(nt + cap, 0, (nc - cap) * sizeof *nt);
+        m->table = nt;
+        cap = nc;
+      }
       m->table_size = i + 1;
       if (em_read(f, binary, depth + 1, &m->table[i]) != KIO_OK) goto fail;
     }

@@ -4,9 +4,10 @@
  * order exactly as Kaldi prints them one utterance at a time.
  *
  * Pipeline: the main thread reads batch k+1 while a worker thread prepares
- * the graphs of batch k (several threads) and aligns it. Log lines produced while reading or aligning are
- * captured (per thread) and replayed at the point where Kaldi would have
- * printed them, so the log is identical to Kaldi's sequential one. */
+ * the graphs of batch k (several threads) and aligns it; then the main
+ * thread writes batch k. Log lines produced while reading, preparing or
+ * aligning are captured (per thread) and replayed at the point where Kaldi
+ * would have printed them, so the log is identical to Kaldi's sequential one. */
 #include <execinfo.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -166,7 +167,7 @@ typedef struct {
   kio_seq_reader *graphs;
   kio_ra_reader *feats;
   int batch_size;
-  double t_read;
+  double t_read, t_graphs, t_feats;  /* total; in the graph / feature reader */
 } reader_ctx;
 
 /* Reads up to batch_size utterances that reach alignment (steps 2.1-2.2 of
@@ -180,11 +181,14 @@ static void read_batch(reader_ctx *c, batch *b, int *num_err) {
   double t0 = now();
   while (!b->fatal && b->nslots < c->batch_size && !kio_seq_done(c->graphs)) {
     const char *key = kio_seq_key(c->graphs);
-    if (!kio_ra_has_key(c->feats, key)) {
+    double t1 = now();
+    int has = kio_ra_has_key(c->feats, key);
+    const kio_matrix *m = has ? kio_ra_value(c->feats, key) : NULL;
+    c->t_feats += now() - t1;
+    if (!has) {
       (*num_err)++;
       KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 103, "No features for utterance %s", key);
     } else {
-      const kio_matrix *m = kio_ra_value(c->feats, key);
       const kio_fst *g = m ? kio_seq_value(c->graphs) : NULL;
       if (!g) { b->fatal = 1; break; }
       if (m->rows == 0) {
@@ -206,7 +210,9 @@ static void read_batch(reader_ctx *c, batch *b, int *num_err) {
         if (ev_push(&b->events, e) != 0) { KIO_ERROR("Out of memory"); b->fatal = 1; break; }
       }
     }
+    t1 = now();
     kio_seq_next(c->graphs);
+    c->t_graphs += now() - t1;
   }
   c->t_read = now() - t0 + c->t_read;
   t_capture = NULL;
@@ -573,10 +579,11 @@ int main(int argc, char *argv[]) {
   }
   kio_log_set_handler(NULL, NULL);
 
-  KIO_VLOG(1, "Time: setup (model, tables%s) %.3f s, reading %.3f s, then overlapped "
+  KIO_VLOG(1, "Time: setup (model, tables%s) %.3f s, reading %.3f s (graphs %.3f s, "
+           "features %.3f s), then overlapped "
            "with reading: graph preparation %.3f s, alignment %.3f s (on the %s); "
            "writing %.3f s, total %.3f s",
-           galign_aligner_is_gpu(actx.aligner) ? ", GPU" : "", t_setup, rc.t_read, actx.t_prep,
+           galign_aligner_is_gpu(actx.aligner) ? ", GPU" : "", t_setup, rc.t_read, rc.t_graphs, rc.t_feats, actx.t_prep,
            actx.t_align, galign_aligner_is_gpu(actx.aligner) ? "GPU" : "CPU",
            o.t_write, now() - t_start);
   char buf[32];

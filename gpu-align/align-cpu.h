@@ -21,6 +21,11 @@ int32_t galign_gmm_max_comp(const galign_gmm *g);
 float galign_gmm_loglike(const galign_gmm *g, int32_t pdf, const float *x, const float *x2,
                          float *scratch);
 
+/* Same value through the portable scalar code of gmm-core.h (no AVX); must
+ * be bit-identical to galign_gmm_loglike (tested). */
+float galign_gmm_loglike_scalar(const galign_gmm *g, int32_t pdf, const float *x,
+                                const float *x2, float *scratch);
+
 /* The whole T x n_used matrix of an utterance: out[t][k] = LL(t, pdfs_used[k]).
  * KIO_ERR after logging ERROR on a dim mismatch or an invalid answer. */
 int galign_cpu_loglikes(const galign_gmm *gmm, const kio_matrix *feats,

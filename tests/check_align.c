@@ -670,6 +670,41 @@ START_TEST(test_kaldi_fixture) {
 }
 END_TEST
 
+/* The AVX2 likelihoods equal the portable scalar emulation bit for bit. */
+START_TEST(test_loglike_paths) {
+  static const char *mdl[] = { "models/mono/final.mdl", "models/tri2/final.mdl" };
+  static const char *fe[] = { "ark:feats/delta.ark", "ark:feats/lda.ark" };
+  for (int w = 0; w < 2; w++) {
+    kio_tmodel tm; kio_am_gmm am;
+    memset(&tm, 0, sizeof tm); memset(&am, 0, sizeof am);
+    ck_assert_int_eq(kio_model_read(mdl[w], &tm, &am), KIO_OK);
+    galign_gmm g;
+    ck_assert_int_eq(galign_gmm_init(&g, &am), KIO_OK);
+    kio_seq_reader *r;
+    ck_assert_int_eq(kio_seq_open(&r, fe[w], &kio_matrix_holder), KIO_OK);
+    const kio_matrix *m = kio_seq_value(r);
+    float *s = malloc((size_t)galign_gmm_max_comp(&g) * sizeof(float));
+    float x2[64];
+    int64_t n = 0, same = 0;
+    for (int32_t t = 0; t < m->rows; t += 7) {
+      const float *x = m->data + (size_t)t * m->cols;
+      for (int32_t d = 0; d < m->cols; d++) x2[d] = x[d] * x[d];
+      for (int32_t j = 0; j < g.num_pdfs; j++) {
+        float a = galign_gmm_loglike(&g, j, x, x2, s), b = galign_gmm_loglike_scalar(&g, j, x, x2, s);
+        same += memcmp(&a, &b, sizeof a) == 0;
+        n++;
+      }
+    }
+    ck_assert_int_eq(same, n);
+    free(s);
+    kio_seq_close(r);
+    galign_gmm_free(&g);
+    kio_am_gmm_free(&am);
+    kio_tmodel_free(&tm);
+  }
+}
+END_TEST
+
 /* Speed and tokens alive on one thread (printed, not asserted). */
 START_TEST(test_speed) {
   static const int which[] = { 0, 2 };
@@ -707,6 +742,7 @@ static void add_fixture_tests(Suite *s) {
   TCase *tc = tcase_create("kaldi");
   tcase_set_timeout(tc, 600);
   tcase_add_loop_test(tc, test_kaldi_fixture, 0, (int)(sizeof FIX / sizeof FIX[0]));
+  tcase_add_test(tc, test_loglike_paths);
   tcase_add_test(tc, test_speed);
   suite_add_tcase(s, tc);
 }

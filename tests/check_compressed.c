@@ -264,6 +264,21 @@ START_TEST(malformed) {
   f = fmemopen(bad, sizeof bad, "rb");
   ck_assert_int_eq(kio_matrix_read(f, 1, &m), KIO_ERR);
   fclose(f);
+  /* Found by fuzzing: a valid size claiming ~2 GB of data in a 64-byte
+   * object; fails as truncated (the reader grows its buffer as data comes). */
+  for (int fmt = 1; fmt <= 3; fmt++) {
+    const char *tok = fmt == 1 ? "CM " : fmt == 2 ? "CM2 " : "CM3 ";
+    size_t off = strlen(tok);
+    int32_t big[2] = {46000, 46000};
+    memset(bad, 0, sizeof bad);
+    memcpy(bad, tok, off);
+    memcpy(bad + off + 8, big, 8);
+    kio_clear_error();
+    f = fmemopen(bad, sizeof bad, "rb");
+    ck_assert_int_eq(kio_matrix_read(f, 1, &m), KIO_ERR);
+    fclose(f);
+    ck_assert_msg(strstr(kio_last_error(), "truncated") != NULL, "%s", kio_last_error());
+  }
   /* double reader accepts CM (Kaldi widens the float decompression) */
   kio_dmatrix dm = {0};
   f = fmemopen((void *)obj, objlen, "rb");

@@ -455,6 +455,84 @@ START_TEST(big_matrix) {
 }
 END_TEST
 
+/* Found by fuzzing (tests/fuzz): a header claiming 2^31 elements followed
+ * by a few bytes must fail without allocating for the claim; objects larger
+ * than the 1 M-element read chunk still read exactly (growing buffer). */
+START_TEST(huge_claimed_sizes) {
+  unsigned char fv[3 + 5 + 40] = {'F', 'V', ' ', 4, 0xff, 0xff, 0xff, 0x7f};
+  unsigned char fm[3 + 10 + 40] = {'F', 'M', ' ', 4, 0x00, 0x00, 0x01, 0x00,
+                                   4, 0x00, 0x80, 0x00, 0x00};  /* 65536 x 32768 */
+  unsigned char dm[3 + 10 + 40] = {'D', 'M', ' ', 4, 0x00, 0x00, 0x01, 0x00,
+                                   4, 0x00, 0x80, 0x00, 0x00};
+  kio_vector v = {0};
+  kio_dvector dv = {0};
+  kio_matrix m = {0};
+  kio_dmatrix d = {0};
+  FILE *f = mem_in(fv, sizeof fv);
+  ck_assert_int_eq(kio_vector_read(f, 1, &v), KIO_ERR);
+  fclose(f);
+  ck_assert(v.dim == 0 && v.cap <= (1u << 20));
+  ck_assert(strstr(kio_last_error(), "truncated") != NULL);
+  f = mem_in(fv, sizeof fv);
+  ck_assert_int_eq(kio_dvector_read(f, 1, &dv), KIO_ERR);
+  fclose(f);
+  ck_assert(dv.dim == 0 && dv.cap <= (1u << 20));
+  f = mem_in(fm, sizeof fm);
+  ck_assert_int_eq(kio_matrix_read(f, 1, &m), KIO_ERR);
+  fclose(f);
+  ck_assert(m.rows == 0 && m.cols == 0 && m.cap <= (1u << 20));
+  f = mem_in(dm, sizeof dm);
+  ck_assert_int_eq(kio_matrix_read(f, 1, &m), KIO_ERR);
+  fclose(f);
+  ck_assert(m.rows == 0 && m.cap <= (1u << 20));
+  f = mem_in(fm, sizeof fm);
+  ck_assert_int_eq(kio_dmatrix_read(f, 1, &d), KIO_ERR);
+  fclose(f);
+  ck_assert(d.rows == 0 && d.cap <= (1u << 20));
+  /* 1100 x 1000 (past one chunk), float and double, through both readers */
+  kio_matrix big = {0};
+  kio_dmatrix dbig = {0};
+  kio_matrix_resize(&big, 1100, 1000);
+  kio_dmatrix_resize(&dbig, 1100, 1000);
+  for (size_t i = 0; i < 1100000; i++) {
+    big.data[i] = (float)i * 0.25f - 3.0f;
+    dbig.data[i] = (double)i / 3.0;
+  }
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *w = open_memstream(&buf, &len);
+  kio_matrix_write(w, 1, &big);
+  kio_dmatrix_write(w, 1, &dbig);
+  fclose(w);
+  f = mem_in(buf, len);
+  ck_assert_int_eq(kio_matrix_read(f, 1, &m), KIO_OK);
+  ck_assert(m.rows == 1100 && m.cols == 1000);
+  ck_assert(memcmp(m.data, big.data, 1100000 * sizeof(float)) == 0);
+  ck_assert_int_eq(kio_matrix_read(f, 1, &m), KIO_OK);  /* DM -> float */
+  for (size_t i = 0; i < 1100000; i++) ck_assert(m.data[i] == (float)dbig.data[i]);
+  ck_assert_int_eq(getc(f), EOF);
+  fclose(f);
+  f = mem_in(buf, len);
+  ck_assert_int_eq(kio_dmatrix_read(f, 1, &d), KIO_OK);  /* FM -> double */
+  for (size_t i = 0; i < 1100000; i++) ck_assert(d.data[i] == (double)big.data[i]);
+  ck_assert_int_eq(kio_dmatrix_read(f, 1, &d), KIO_OK);
+  ck_assert(memcmp(d.data, dbig.data, 1100000 * sizeof(double)) == 0);
+  fclose(f);
+  /* the same object cut short fails and leaves an empty matrix */
+  f = mem_in(buf, 3 + 10 + 4100000);
+  ck_assert_int_eq(kio_matrix_read(f, 1, &m), KIO_ERR);
+  ck_assert(m.rows == 0 && m.cols == 0);
+  fclose(f);
+  free(buf);
+  kio_matrix_free(&big);
+  kio_dmatrix_free(&dbig);
+  kio_matrix_free(&m);
+  kio_dmatrix_free(&d);
+  kio_vector_free(&v);
+  kio_dvector_free(&dv);
+}
+END_TEST
+
 /* ---- archive level (base/table-read.c) ---- */
 
 static int same_bits(const kio_matrix *a, const kio_matrix *b) {
@@ -582,6 +660,7 @@ int main(void) {
   tcase_add_test(tc, holder_apply_range);
   tcase_add_test(tc, holders_generic);
   tcase_add_test(tc, big_matrix);
+  tcase_add_test(tc, huge_claimed_sizes);
   add_table_tests(tc);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);

@@ -30,19 +30,24 @@ audio_s=$(calc "$copies * $frames_per_copy / 100")
 
 # ---- data (once per number of copies) ----
 mkdir -p "$data/out"
-if [ "$(cat "$data/stamp" 2>/dev/null)" != "$copies" ]; then
+if [ "$(cat "$data/stamp" 2>/dev/null)" != "$copies.2" ]; then
   printf 'bench: building bench-data/ (%d copies = %.2f h of audio) ...\n' "$copies" \
     "$(calc "$audio_s / 3600")"
   rm -f "$data/stamp"
+  rlog=$data/out/replicate.log
   for f in delta lda; do
     "$tools/replicate-archive" --print-args=false --type=matrix --copies="$copies" \
-      "ark:$fix/feats/$f.ark" "ark:$data/$f.ark" || exit 1
+      "ark:$fix/feats/$f.ark" "ark:$data/$f.ark" 2>>"$rlog" || { cat "$rlog"; exit 1; }
   done
   for m in mono tri2; do
     "$tools/replicate-archive" --print-args=false --type=fst --copies="$copies" \
-      "ark:gunzip -c $fix/graphs/$m.fsts.gz|" "ark:|gzip -c >$data/$m.fsts.gz" || exit 1
+      "ark:gunzip -c $fix/graphs/$m.fsts.gz|" "ark:|gzip -c >$data/$m.fsts.gz" 2>>"$rlog" ||
+      { cat "$rlog"; exit 1; }
+    # Kaldi's own alignment of the fixtures (same options), replicated alike.
+    "$tools/replicate-archive" --print-args=false --type=ali --copies="$copies" \
+      "ark:$fix/kaldi/$m/ali.ark" "ark:$data/$m.fixture.ali" 2>>"$rlog" || { cat "$rlog"; exit 1; }
   done
-  echo "$copies" >"$data/stamp"
+  echo "$copies.2" >"$data/stamp"
 fi
 
 # ---- runs ----
@@ -55,6 +60,8 @@ if "$bin/gmm-align-compiled" --use-gpu=yes --acoustic-scale=0.1 --self-loop-scal
      "$fix/models/mono/final.mdl" "ark:gunzip -c $fix/edge/mono.fsts.gz|" \
      "ark:$fix/edge/feats.ark" ark:/dev/null >"$data/out/probe.log" 2>&1; then
   gpu_ok=1
+elif grep -q 'Using GPU' "$data/out/probe.log"; then
+  echo "bench: the GPU path FAILED on a usable GPU:"; grep -m1 '^ERROR' "$data/out/probe.log"
 fi
 
 declare -A wall
@@ -81,6 +88,7 @@ run() {  # model tag program extra-opts...
 for m in $models; do
   case " $skip " in *" cpu "*) ;; *) run "$m" cpu "$bin/gmm-align-compiled" --use-gpu=no --verbose=1 $BENCH_OPTS ;; esac
   if [ $gpu_ok = 1 ]; then run "$m" gpu "$bin/gmm-align-compiled" --use-gpu=yes --verbose=1 $BENCH_OPTS
+  elif grep -q 'Using GPU' "$data/out/probe.log"; then echo "bench: GPU path skipped (it failed, see above)"
   else echo "bench: GPU path skipped: no usable GPU ($(grep -m1 '^ERROR' "$data/out/probe.log" | sed 's/^ERROR ([^ ]*) //'))"; fi
   if [ -n "$kaldi_prog" ]; then
     case " $skip " in *" kaldi "*) ;; *) run "$m" kaldi "$kaldi_prog" ;; esac
@@ -89,8 +97,10 @@ done
 [ -n "$kaldi_prog" ] || echo "bench: Kaldi skipped (set KALDI_ROOT to include \$KALDI_ROOT/src/gmmbin/gmm-align-compiled)"
 
 # ---- table ----
-agree() {  # model tagA tagB -> "P% (U utts)"
+wall[mono.fixture]=0; wall[tri2.fixture]=0
+agree() {  # model tagA tagB -> "P% of F frames"
   local a="$data/out/$1.$2.ali" b="$data/out/$1.$3.ali"
+  [ "$2" = fixture ] && a="$data/$1.fixture.ali"
   [ -n "${wall[$1.$2]:-}" ] && [ -n "${wall[$1.$3]:-}" ] || { echo "-"; return; }
   "$tools/ali-compare" --print-args=false "ark:$a" "ark:$b" 2>/dev/null |
     awk '{v[$1]=$2} END {printf "%s%% of %d frames", v["percent-equal"], v["frames-compared"]}'
@@ -114,8 +124,11 @@ for m in $models; do
   done
 done
 echo
-echo "| model | GPU vs CPU alignments | CPU vs Kaldi | GPU vs Kaldi |"
-echo "|---|---|---|---|"
+echo "Agreement of the alignments (frames with the same transition-id; \"Kaldi fixture\" ="
+echo "tests/data/kaldi/M/ali.ark, Kaldi's alignment of the same data, replicated alike):"
+echo
+echo "| model | GPU vs CPU | CPU vs Kaldi fixture | GPU vs Kaldi fixture | CPU vs Kaldi run | GPU vs Kaldi run |"
+echo "|---|---|---|---|---|---|"
 for m in $models; do
-  echo "| $m | $(agree "$m" cpu gpu) | $(agree "$m" kaldi cpu) | $(agree "$m" kaldi gpu) |"
+  echo "| $m | $(agree "$m" cpu gpu) | $(agree "$m" fixture cpu) | $(agree "$m" fixture gpu) | $(agree "$m" kaldi cpu) | $(agree "$m" kaldi gpu) |"
 done

@@ -134,6 +134,23 @@ for m in mono tri1; do
   run_case "noisy-$m-exact" "noisy/$m.align-exact.log" "ark:noisy/$m.ali-exact.ark"
 done
 
+# Other ways in and out: graphs on stdin, features through an scp (and an
+# ark,s,cs input pipe), text alignments through an output pipe.
+gunzip -c graphs/mono.fsts.gz | gmm-align-compiled --use-gpu=$USE_GPU --transition-scale=1.0 \
+  --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40 models/mono/final.mdl \
+  ark:- scp:feats/delta.scp "ark,t:|gzip -c >$tmp/io.txt.gz" "ark,t:$tmp/io.scores" 2>"$tmp/io.log"
+rc=$?
+[ $rc = 0 ] || fail "stdin graphs + scp features + output pipe: exit $rc"
+ali_agree io ark:kaldi/mono/ali.txt "ark:gunzip -c $tmp/io.txt.gz|"
+scores_match io kaldi/mono/scores.txt "$tmp/io.scores"
+gunzip -c "$tmp/io.txt.gz" | cmp -s - kaldi/mono/ali.txt && echo "io: text alignments byte-identical to Kaldi's"
+gmm-align-compiled --use-gpu=$USE_GPU --transition-scale=1.0 --acoustic-scale=0.1 \
+  --self-loop-scale=0.1 --beam=10 --retry-beam=40 models/tri2/final.mdl \
+  "ark:gunzip -c graphs/tri2.fsts.gz|" "ark,s,cs:cat feats/lda.ark|" "ark:$tmp/io2.ark" 2>"$tmp/io2.log"
+rc=$?
+[ $rc = 0 ] || fail "ark,s,cs feature pipe: exit $rc"
+ali_agree io2 ark:kaldi/tri2/ali.ark "ark:$tmp/io2.ark"
+
 if [ "${ALIGN_SKIP_BAD:-0}" != 1 ]; then
   opts="--use-gpu=$USE_GPU --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1"
   g="ark:gunzip -c graphs/mono.fsts.gz|"
