@@ -104,4 +104,4 @@ install: all
 clean:
 	rm -rf build build-san $(PROGS)
 
--include $(shell find build build-san -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -159,12 +159,16 @@ static int read_elems(FILE *f, void **data, size_t *cap, size_t n, size_t src_es
       *data = p;
       *cap = nc;
     }
-    char *dst = (char *)*data + done * dst_esz;
+    void *dst = (char *)*data + done * dst_esz;
     size_t got = fread(tmp ? tmp : dst, src_esz, k, f);
     if (tmp && src_esz == sizeof(double)) {
-      for (size_t i = 0; i < got; i++) ((float *)dst)[i] = (float)((const double *)tmp)[i];
+      float *d = dst;
+      const double *t = tmp;
+      for (size_t i = 0; i < got; i++) d[i] = (float)t[i];
     } else if (tmp) {
-      for (size_t i = 0; i < got; i++) ((double *)dst)[i] = ((const float *)tmp)[i];
+      double *d = dst;
+      const float *t = tmp;
+      for (size_t i = 0; i < got; i++) d[i] = t[i];
     }
     if (got != k) {
       kio_set_error("Failed to read %s data: expected %zu elements, got %zu "
@@ -488,8 +492,14 @@ static void write_text_elem(FILE *f, double v) {
   putc_unlocked(' ', f);
 }
 
-static int write_text_matrix(FILE *f, int32_t rows, int32_t cols, const float *fd,
-                             const double *dd) {
+/* data: float elements, or double ones if is_double (one pointer, so no
+ * caller passes NULL for the other type). */
+static double elem_at(const void *data, int is_double, size_t k) {
+  return is_double ? ((const double *)data)[k] : (double)((const float *)data)[k];
+}
+
+static int write_text_matrix(FILE *f, int32_t rows, int32_t cols, const void *data,
+                             int is_double) {
   if (cols == 0 || rows == 0) {
     fputs(" [ ]\n", f);
   } else {
@@ -498,7 +508,7 @@ static int write_text_matrix(FILE *f, int32_t rows, int32_t cols, const float *f
       fputs("\n  ", f);
       for (size_t j = 0; j < (size_t)cols; j++) {
         size_t k = i * (size_t)cols + j;
-        write_text_elem(f, fd ? (double)fd[k] : dd[k]);
+        write_text_elem(f, elem_at(data, is_double, k));
       }
     }
     fputs("]\n", f);
@@ -507,7 +517,7 @@ static int write_text_matrix(FILE *f, int32_t rows, int32_t cols, const float *f
 }
 
 int kio_matrix_write(FILE *f, int binary, const kio_matrix *m) {
-  if (!binary) return write_text_matrix(f, m->rows, m->cols, m->data, NULL);
+  if (!binary) return write_text_matrix(f, m->rows, m->cols, m->data, 0);
   kio_write_token(f, 1, "FM");
   kio_write_int32(f, 1, m->rows);
   kio_write_int32(f, 1, m->cols);
@@ -520,7 +530,7 @@ int kio_matrix_write(FILE *f, int binary, const kio_matrix *m) {
 }
 
 int kio_dmatrix_write(FILE *f, int binary, const kio_dmatrix *m) {
-  if (!binary) return write_text_matrix(f, m->rows, m->cols, NULL, m->data);
+  if (!binary) return write_text_matrix(f, m->rows, m->cols, m->data, 1);
   kio_write_token(f, 1, "DM");
   kio_write_int32(f, 1, m->rows);
   kio_write_int32(f, 1, m->cols);
@@ -582,15 +592,15 @@ int kio_dvector_read(FILE *f, int binary, kio_dvector *v) {
   return rc;
 }
 
-static int write_text_vector(FILE *f, int32_t dim, const float *fd, const double *dd) {
+static int write_text_vector(FILE *f, int32_t dim, const void *data, int is_double) {
   fputs(" [ ", f);
-  for (size_t i = 0; i < (size_t)dim; i++) write_text_elem(f, fd ? (double)fd[i] : dd[i]);
+  for (size_t i = 0; i < (size_t)dim; i++) write_text_elem(f, elem_at(data, is_double, i));
   fputs("]\n", f);
   return write_check(f, "vector");
 }
 
 int kio_vector_write(FILE *f, int binary, const kio_vector *v) {
-  if (!binary) return write_text_vector(f, v->dim, v->data, NULL);
+  if (!binary) return write_text_vector(f, v->dim, v->data, 0);
   kio_write_token(f, 1, "FV");
   kio_write_int32(f, 1, v->dim);
   if (v->dim && fwrite(v->data, sizeof(float), (size_t)v->dim, f) != (size_t)v->dim) {
@@ -601,7 +611,7 @@ int kio_vector_write(FILE *f, int binary, const kio_vector *v) {
 }
 
 int kio_dvector_write(FILE *f, int binary, const kio_dvector *v) {
-  if (!binary) return write_text_vector(f, v->dim, NULL, v->data);
+  if (!binary) return write_text_vector(f, v->dim, v->data, 1);
   kio_write_token(f, 1, "DV");
   kio_write_int32(f, 1, v->dim);
   if (v->dim && fwrite(v->data, sizeof(double), (size_t)v->dim, f) != (size_t)v->dim) {

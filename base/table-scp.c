@@ -60,6 +60,8 @@ int kio_scp_next_line(FILE *f, char **line, size_t *cap, char **key, char **rest
   if (n < 0) return ferror(f) ? KIO_ERR : KIO_EOF;
   char *s = *line;
   if (n > 0 && s[n - 1] == '\n') s[--n] = '\0';
+  /* A NUL would cut key or rxfilename short ("" = stdin): corrupt line. */
+  if (memchr(s, '\0', (size_t)n)) return KIO_ERR;
   /* Kaldi's SplitStringOnFirstSpace: key, then the rest trimmed. */
   char *p = s;
   while (*p && is_white((unsigned char)*p)) p++;

@@ -16,9 +16,10 @@
  * order exactly as Kaldi prints them one utterance at a time.
  *
  * Pipeline: the main thread reads batch k+1 while a worker thread prepares
- * the graphs of batch k (several threads) and aligns it. Log lines produced while reading or aligning are
- * captured (per thread) and replayed at the point where Kaldi would have
- * printed them, so the log is identical to Kaldi's sequential one. */
+ * the graphs of batch k (several threads) and aligns it; then the main
+ * thread writes batch k. Log lines produced while reading, preparing or
+ * aligning are captured (per thread) and replayed at the point where Kaldi
+ * would have printed them, so the log is identical to Kaldi's sequential one. */
 #include <execinfo.h>
 #include <math.h>
 #include <pthread.h>
@@ -34,6 +35,7 @@
 #include "../base/model.h"
 #include "../base/options.h"
 #include "../base/table.h"
+#include "../base/cuda-util.h"
 #include "../gpu-acc/gpu-acc.h"
 #include "../gpu-align/gpu-align.h"
 
@@ -181,7 +183,7 @@ typedef struct {
   kio_seq_reader *graphs;
   kio_ra_reader *feats;
   int batch_size;
-  double t_read;
+  double t_read, t_graphs, t_feats;  /* total; in the graph / feature reader */
 } reader_ctx;
 
 /* Reads up to batch_size utterances that reach alignment (steps 2.1-2.2 of
@@ -195,11 +197,14 @@ static void read_batch(reader_ctx *c, batch *b, int *num_err) {
   double t0 = now();
   while (!b->fatal && b->nslots < c->batch_size && !kio_seq_done(c->graphs)) {
     const char *key = kio_seq_key(c->graphs);
-    if (!kio_ra_has_key(c->feats, key)) {
+    double t1 = now();
+    int has = kio_ra_has_key(c->feats, key);
+    const kio_matrix *m = has ? kio_ra_value(c->feats, key) : NULL;
+    c->t_feats += now() - t1;
+    if (!has) {
       (*num_err)++;
       KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 103, "No features for utterance %s", key);
     } else {
-      const kio_matrix *m = kio_ra_value(c->feats, key);
       const kio_fst *g = m ? kio_seq_value(c->graphs) : NULL;
       if (!g) { b->fatal = 1; break; }
       if (m->rows == 0) {
@@ -221,7 +226,9 @@ static void read_batch(reader_ctx *c, batch *b, int *num_err) {
         if (ev_push(&b->events, e) != 0) { KIO_ERROR("Out of memory"); b->fatal = 1; break; }
       }
     }
+    t1 = now();
     kio_seq_next(c->graphs);
+    c->t_graphs += now() - t1;
   }
   c->t_read = now() - t0 + c->t_read;
   t_capture = NULL;
@@ -339,8 +346,50 @@ static void align_wait(align_ctx *a) {
   a->running = 0;
 }
 
+/* Creating the aligner (CUDA start-up, model upload) overlaps opening the
+ * tables and reading the first batch. */
+typedef struct {
+  align_ctx *a;
+  galign_use_gpu mode;
+  const kio_am_gmm *am;
+  int rc, running;
+  pthread_t thread;
+  event_list lines;
+} init_job;
+static init_job g_init;
+
+static void *init_main(void *arg) {
+  init_job *j = arg;
+  t_capture = &j->lines;
+  j->rc = galign_aligner_new(&j->a->aligner, j->mode, j->a->tm, j->am, &j->a->opts);
+  t_capture = NULL;
+  return NULL;
+}
+
+static void init_start(align_ctx *a, galign_use_gpu mode, const kio_am_gmm *am) {
+  g_init.a = a;
+  g_init.mode = mode;
+  g_init.am = am;
+  if (pthread_create(&g_init.thread, NULL, init_main, &g_init) == 0) g_init.running = 1;
+  else init_main(&g_init);
+}
+
+/* Waits for the aligner; prints its lines. KIO_OK if it was created. */
+static int init_wait(void) {
+  if (g_init.running) pthread_join(g_init.thread, NULL);
+  g_init.running = 0;
+  for (int i = 0; i < g_init.lines.n; i++) replay(&g_init.lines.v[i]);
+  ev_clear(&g_init.lines);
+  free(g_init.lines.v);
+  g_init.lines.v = NULL;
+  g_init.lines.cap = 0;
+  return g_init.rc;
+}
+
 /* Kaldi's fatal error: ERROR line(s) already printed; what() then exit 255. */
 static void fatal_exit(align_ctx *a) {
+  if (g_init.running) pthread_join(g_init.thread, NULL);
+  g_init.running = 0;
   align_wait(a);
   fputs("kaldi::KaldiFatalError", stderr);
   fflush(stderr);
@@ -588,36 +637,48 @@ int main(int argc, char *argv[]) {
   kio_tmodel tm = {0};
   kio_am_gmm am = {0};
   if (kio_model_read(model_in, &tm, &am) != KIO_OK) fatal_exit(&actx);
-  if (galign_aligner_new(&actx.aligner, mode, &tm, &am, &opts) != KIO_OK) fatal_exit(&actx);
-  out_ctx o = {0};
-  /* statistics on the aligner's device (already selected) or the CPU */
-  if (gacc_new(&o.acc, galign_aligner_is_gpu(actx.aligner) ? "gpu" : "cpu", &tm, &am) != KIO_OK)
-    fatal_exit(&actx);
   actx.want_per_frame = per_frame_wspecifier[0] != '\0';
+  actx.tm = &tm;
+  actx.opts = opts;
+  /* From here on log lines are routed by capture_handler: lines of other
+   * threads are kept and printed where Kaldi would print them. */
+  kio_log_set_handler(capture_handler, NULL);
+  init_start(&actx, mode, &am);
 
   reader_ctx rc = {0};
   rc.batch_size = batch_size;
-  actx.tm = &tm;
-  actx.opts = opts;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   actx.prep_threads = ncpu > 1 ? (int)ncpu : 1;
+  out_ctx o = {0};
   o.opts = opts;
   o.beams_ok = !((opts.retry_beam != 0 && opts.retry_beam <= opts.beam) || opts.beam <= 0);
   actx.beams_ok = o.beams_ok;
-  if (kio_seq_open(&rc.graphs, fst_rspecifier, &kio_fst_holder) != KIO_OK ||
-      kio_ra_open(&rc.feats, feature_rspecifier, &kio_matrix_holder) != KIO_OK ||
-      kio_writer_open(&o.ali, ali_wspecifier, &kio_int_vec_holder) != KIO_OK ||
-      kio_writer_open(&o.scores, scores_wspecifier, &kio_float_holder) != KIO_OK ||
-      kio_writer_open(&o.per_frame, per_frame_wspecifier, &kio_vector_holder) != KIO_OK)
-    fatal_exit(&actx);
-  double t_setup = now() - t_start;
-
-  /* Log lines of the aligner's own threads are routed by capture_handler. */
-  kio_log_set_handler(capture_handler, NULL);
+  /* Kaldi creates nothing before the tables: the aligner's lines come first. */
+  event_list open_lines = {0};
+  t_capture = &open_lines;
+  int open_ok =
+      kio_seq_open(&rc.graphs, fst_rspecifier, &kio_fst_holder) == KIO_OK &&
+      kio_ra_open(&rc.feats, feature_rspecifier, &kio_matrix_holder) == KIO_OK &&
+      kio_writer_open(&o.ali, ali_wspecifier, &kio_int_vec_holder) == KIO_OK &&
+      kio_writer_open(&o.scores, scores_wspecifier, &kio_float_holder) == KIO_OK &&
+      kio_writer_open(&o.per_frame, per_frame_wspecifier, &kio_vector_holder) == KIO_OK;
+  t_capture = NULL;
   batch bufs[2];
   memset(bufs, 0, sizeof bufs);
   batch *cur = &bufs[0], *next = &bufs[1];
-  read_batch(&rc, cur, &o.num_err);
+  if (open_ok) read_batch(&rc, cur, &o.num_err);
+  int init_rc = init_wait();
+  for (int i = 0; i < open_lines.n; i++) replay(&open_lines.v[i]);
+  ev_clear(&open_lines);
+  free(open_lines.v);
+  if (init_rc != KIO_OK || !open_ok) fatal_exit(&actx);
+  /* statistics on the aligner's device or the CPU; the device is selected
+   * per host thread, and the aligner was created on another one */
+  if (galign_aligner_is_gpu(actx.aligner) && kio_cuda_select(0, NULL, 0) != KIO_OK)
+    fatal_exit(&actx);
+  if (gacc_new(&o.acc, galign_aligner_is_gpu(actx.aligner) ? "gpu" : "cpu", &tm, &am) != KIO_OK)
+    fatal_exit(&actx);
+  double t_setup = now() - t_start - rc.t_read;  /* the first batch overlapped it */
   if (align_start(&actx, cur) != KIO_OK) { KIO_ERROR("Out of memory"); fatal_exit(&actx); }
   for (;;) {
     int more = !cur->fatal && !kio_seq_done(rc.graphs);
@@ -637,10 +698,11 @@ int main(int argc, char *argv[]) {
   }
   kio_log_set_handler(NULL, NULL);
 
-  KIO_VLOG(1, "Time: setup (model, tables%s) %.3f s, reading %.3f s, then overlapped "
+  KIO_VLOG(1, "Time: setup (model, tables%s) %.3f s, reading %.3f s (graphs %.3f s, "
+           "features %.3f s), then overlapped "
            "with reading: graph preparation %.3f s, alignment %.3f s (on the %s); "
            "writing %.3f s, total %.3f s",
-           galign_aligner_is_gpu(actx.aligner) ? ", GPU" : "", t_setup, rc.t_read, actx.t_prep,
+           galign_aligner_is_gpu(actx.aligner) ? ", GPU" : "", t_setup, rc.t_read, rc.t_graphs, rc.t_feats, actx.t_prep,
            actx.t_align, galign_aligner_is_gpu(actx.aligner) ? "GPU" : "CPU",
            o.t_write, now() - t_start);
   char buf[32];

@@ -330,8 +330,50 @@ static void align_wait(align_ctx *a) {
   a->running = 0;
 }
 
+/* Creating the aligner (CUDA start-up, model upload) overlaps opening the
+ * tables and reading the first batch. */
+typedef struct {
+  align_ctx *a;
+  galign_use_gpu mode;
+  const kio_am_gmm *am;
+  int rc, running;
+  pthread_t thread;
+  event_list lines;
+} init_job;
+static init_job g_init;
+
+static void *init_main(void *arg) {
+  init_job *j = arg;
+  t_capture = &j->lines;
+  j->rc = galign_aligner_new(&j->a->aligner, j->mode, j->a->tm, j->am, &j->a->opts);
+  t_capture = NULL;
+  return NULL;
+}
+
+static void init_start(align_ctx *a, galign_use_gpu mode, const kio_am_gmm *am) {
+  g_init.a = a;
+  g_init.mode = mode;
+  g_init.am = am;
+  if (pthread_create(&g_init.thread, NULL, init_main, &g_init) == 0) g_init.running = 1;
+  else init_main(&g_init);
+}
+
+/* Waits for the aligner; prints its lines. KIO_OK if it was created. */
+static int init_wait(void) {
+  if (g_init.running) pthread_join(g_init.thread, NULL);
+  g_init.running = 0;
+  for (int i = 0; i < g_init.lines.n; i++) replay(&g_init.lines.v[i]);
+  ev_clear(&g_init.lines);
+  free(g_init.lines.v);
+  g_init.lines.v = NULL;
+  g_init.lines.cap = 0;
+  return g_init.rc;
+}
+
 /* Kaldi's fatal error: ERROR line(s) already printed; what() then exit 255. */
 static void fatal_exit(align_ctx *a) {
+  if (g_init.running) pthread_join(g_init.thread, NULL);
+  g_init.running = 0;
   align_wait(a);
   fputs("kaldi::KaldiFatalError", stderr);
   fflush(stderr);
@@ -481,7 +523,7 @@ int main(int argc, char *argv[]) {
   galign_opts_default(&opts);
   char *per_frame_wspecifier = strdup("");
   char *use_gpu = strdup("optional");
-  int32_t batch_size = 1024;
+  int32_t batch_size = 2048;
 
   kio_opts *po = kio_opts_new(usage);
   kio_opts_float(po, "beam", &opts.beam, "Decoding beam used in alignment");
@@ -533,33 +575,42 @@ int main(int argc, char *argv[]) {
   kio_tmodel tm = {0};
   kio_am_gmm am = {0};
   if (kio_model_read(model_in, &tm, &am) != KIO_OK) fatal_exit(&actx);
-  if (galign_aligner_new(&actx.aligner, mode, &tm, &am, &opts) != KIO_OK) fatal_exit(&actx);
   actx.want_per_frame = per_frame_wspecifier[0] != '\0';
+  actx.tm = &tm;
+  actx.opts = opts;
+  /* From here on log lines are routed by capture_handler: lines of other
+   * threads are kept and printed where Kaldi would print them. */
+  kio_log_set_handler(capture_handler, NULL);
+  init_start(&actx, mode, &am);
 
   reader_ctx rc = {0};
   rc.batch_size = batch_size;
-  actx.tm = &tm;
-  actx.opts = opts;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   actx.prep_threads = ncpu > 1 ? (int)ncpu : 1;
   out_ctx o = {0};
   o.opts = opts;
   o.beams_ok = !((opts.retry_beam != 0 && opts.retry_beam <= opts.beam) || opts.beam <= 0);
   actx.beams_ok = o.beams_ok;
-  if (kio_seq_open(&rc.graphs, fst_rspecifier, &kio_fst_holder) != KIO_OK ||
-      kio_ra_open(&rc.feats, feature_rspecifier, &kio_matrix_holder) != KIO_OK ||
-      kio_writer_open(&o.ali, ali_wspecifier, &kio_int_vec_holder) != KIO_OK ||
-      kio_writer_open(&o.scores, scores_wspecifier, &kio_float_holder) != KIO_OK ||
-      kio_writer_open(&o.per_frame, per_frame_wspecifier, &kio_vector_holder) != KIO_OK)
-    fatal_exit(&actx);
-  double t_setup = now() - t_start;
-
-  /* Log lines of the aligner's own threads are routed by capture_handler. */
-  kio_log_set_handler(capture_handler, NULL);
+  /* Kaldi creates nothing before the tables: the aligner's lines come first. */
+  event_list open_lines = {0};
+  t_capture = &open_lines;
+  int open_ok =
+      kio_seq_open(&rc.graphs, fst_rspecifier, &kio_fst_holder) == KIO_OK &&
+      kio_ra_open(&rc.feats, feature_rspecifier, &kio_matrix_holder) == KIO_OK &&
+      kio_writer_open(&o.ali, ali_wspecifier, &kio_int_vec_holder) == KIO_OK &&
+      kio_writer_open(&o.scores, scores_wspecifier, &kio_float_holder) == KIO_OK &&
+      kio_writer_open(&o.per_frame, per_frame_wspecifier, &kio_vector_holder) == KIO_OK;
+  t_capture = NULL;
   batch bufs[2];
   memset(bufs, 0, sizeof bufs);
   batch *cur = &bufs[0], *next = &bufs[1];
-  read_batch(&rc, cur, &o.num_err);
+  if (open_ok) read_batch(&rc, cur, &o.num_err);
+  int init_rc = init_wait();
+  for (int i = 0; i < open_lines.n; i++) replay(&open_lines.v[i]);
+  ev_clear(&open_lines);
+  free(open_lines.v);
+  if (init_rc != KIO_OK || !open_ok) fatal_exit(&actx);
+  double t_setup = now() - t_start - rc.t_read;  /* the first batch overlapped it */
   if (align_start(&actx, cur) != KIO_OK) { KIO_ERROR("Out of memory"); fatal_exit(&actx); }
   for (;;) {
     int more = !cur->fatal && !kio_seq_done(rc.graphs);

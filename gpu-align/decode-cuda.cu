@@ -123,6 +123,14 @@ int galign_cu_dec_new(galign_cuda *c) {
     KIO_ERROR("Out of memory");
     return KIO_ERR;
   }
+  /* No shared memory used: give the threads' scattered workspaces all of L1.
+   * Only a hint, so a refusal is not an error. */
+  cudaError_t e = cudaFuncSetAttribute((const void *)galign_k_decode, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       (int)cudaSharedmemCarveoutMaxL1);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    KIO_VLOG(1, "cudaFuncSetAttribute (decoder L1 carveout): %s", cudaGetErrorString(e));
+  }
   return KIO_OK;
 }
 

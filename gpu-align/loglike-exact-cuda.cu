@@ -83,6 +83,17 @@ int galign_cu_ll_exact_launch(galign_cuda *c, int n) {
   int64_t ntiles = 0;
   for (int i = 0; i < n; i++) ntiles += (utt[i].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
   if (ntiles == 0) return KIO_OK;
+  static int carveout_set = 0; /* per process: the attribute is per function */
+  if (!carveout_set) {
+    carveout_set = 1;
+    cudaError_t e = cudaFuncSetAttribute((const void *)galign_k_ll_exact,
+                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         (int)cudaSharedmemCarveoutMaxL1);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      KIO_VLOG(1, "cudaFuncSetAttribute (likelihood L1 carveout): %s", cudaGetErrorString(e));
+    }
+  }
   if (ntiles > 0x7fffffff) {
     KIO_ERROR("Batch too large: %lld frame tiles", (long long)ntiles);
     return KIO_ERR;

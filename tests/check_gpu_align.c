@@ -35,8 +35,9 @@ typedef struct {
   int64_t frames;
 } fixture;
 
-/* Model M, features F (an archive), graphs of model G; Kaldi's options of the
- * fixtures (scales 1.0 / 0.1 / 0.1, beam 10, retry 40). */
+/* Model M, features F (an rspecifier), graphs G (a .fsts.gz path, or a
+ * model name for graphs/G.fsts.gz); Kaldi's options of the fixtures (scales
+ * 1.0 / 0.1 / 0.1, beam 10, retry 40). */
 static void fx_load(fixture *fx, const char *model, const char *feats, const char *graphs,
                     int careful) {
   memset(fx, 0, sizeof *fx);
@@ -54,7 +55,10 @@ static void fx_load(fixture *fx, const char *model, const char *feats, const cha
   kio_ra_reader *fr = NULL;
   kio_seq_reader *gr = NULL;
   ck_assert_int_eq(kio_ra_open(&fr, feats, &kio_matrix_holder), KIO_OK);
-  snprintf(path, sizeof path, "ark:gunzip -c graphs/%s.fsts.gz|", graphs);
+  if (strchr(graphs, '/'))
+    snprintf(path, sizeof path, "ark:gunzip -c %s|", graphs);
+  else
+    snprintf(path, sizeof path, "ark:gunzip -c graphs/%s.fsts.gz|", graphs);
   ck_assert_int_eq(kio_seq_open(&gr, path, &kio_fst_holder), KIO_OK);
   int cap = 0;
   for (; !kio_seq_done(gr); kio_seq_next(gr)) {
@@ -290,11 +294,9 @@ START_TEST(decoder_regrow) {
 END_TEST
 
 /* ---- the whole GPU path vs the CPU path (and Kaldi) ---- */
-static int read_kaldi_ali(const char *path, const char *key, int32_t **v) {
+static int read_kaldi_ali(const char *rspec, const char *key, int32_t **v) {
   kio_ra_reader *r = NULL;
-  char spec[512];
-  snprintf(spec, sizeof spec, "ark:%s", path);
-  if (kio_ra_open(&r, spec, &kio_int_vec_holder) != KIO_OK) return -1;
+  if (kio_ra_open(&r, rspec, &kio_int_vec_holder) != KIO_OK) return -1;
   int n = -1;
   if (kio_ra_has_key(r, key)) {
     const kio_int_vec *a = kio_ra_value(r, key);
@@ -306,9 +308,10 @@ static int read_kaldi_ali(const char *path, const char *key, int32_t **v) {
   return n;
 }
 
-static void check_full(const char *model, const char *feats, const char *kaldi_ali) {
+static void check_full(const char *model, const char *feats, const char *graphs,
+                       const char *kaldi_ali) {
   fixture fx;
-  fx_load(&fx, model, feats, model, 0);
+  fx_load(&fx, model, feats, graphs, 0);
   galign_result *ref = cpu_align_all(&fx, 0);
   galign_cuda *c = new_cuda(&fx);
   galign_result *got = calloc(fx.n, sizeof *got);
@@ -383,17 +386,35 @@ static void check_full(const char *model, const char *feats, const char *kaldi_a
   fx_free(&fx);
 }
 
-START_TEST(full_mono) { check_full("mono", "ark:feats/delta.ark", "kaldi/mono/ali.ark"); }
+START_TEST(full_mono) {
+  check_full("mono", "ark:feats/delta.ark", "mono", "ark:kaldi/mono/ali.ark");
+}
 END_TEST
-START_TEST(full_tri1) { check_full("tri1", "ark:feats/delta.ark", "kaldi/tri1/ali.ark"); }
+START_TEST(full_tri1) {
+  check_full("tri1", "ark:feats/delta.ark", "tri1", "ark:kaldi/tri1/ali.ark");
+}
 END_TEST
-START_TEST(full_tri2) { check_full("tri2", "ark:feats/lda.ark", "kaldi/tri2/ali.ark"); }
+START_TEST(full_tri2) {
+  check_full("tri2", "ark:feats/lda.ark", "tri2", "ark:kaldi/tri2/ali.ark");
+}
 END_TEST
-START_TEST(full_noisy_mono) { check_full("mono", "ark:noisy/delta.ark", "noisy/mono.ali.ark"); }
+START_TEST(full_noisy_mono) {
+  check_full("mono", "ark:noisy/delta.ark", "mono", "ark:noisy/mono.ali.ark");
+}
+END_TEST
+/* Edge cases (wrong transcript, 8-frame failure, missing/zero-length
+ * features) and one 89-second utterance. */
+START_TEST(full_edge) {
+  check_full("mono", "ark:edge/feats.ark", "edge/mono.fsts.gz", "ark:edge/ali.ark");
+}
+END_TEST
+START_TEST(full_long) {
+  check_full("mono", "ark:edge/long.ark", "edge/long.fsts.gz", "ark,t:edge/long.ali.txt");
+}
 END_TEST
 START_TEST(full_tri2_gemm) {
   setenv("KIO_GALIGN_LL", "gemm", 1);
-  check_full("tri2", "ark:feats/lda.ark", "kaldi/tri2/ali.ark");
+  check_full("tri2", "ark:feats/lda.ark", "tri2", "ark:kaldi/tri2/ali.ark");
   unsetenv("KIO_GALIGN_LL");
 }
 END_TEST
@@ -550,6 +571,8 @@ static Suite *gpu_align_suite(void) {
   tcase_add_test(t, full_tri1);
   tcase_add_test(t, full_tri2);
   tcase_add_test(t, full_noisy_mono);
+  tcase_add_test(t, full_edge);
+  tcase_add_test(t, full_long);
   tcase_add_test(t, full_tri2_gemm);
   tcase_add_test(t, aligner_gpu_vs_cpu);
   tcase_add_test(t, bad_input);

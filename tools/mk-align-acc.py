@@ -29,7 +29,8 @@ s = s.replace('/* gmm-align-compiled: drop-in replacement', '''/* gmm-align-acc-
  *
  * gmm-align-compiled: drop-in replacement''', 1)
 rep('''#include "../gpu-align/gpu-align.h"
-''','''#include "../gpu-acc/gpu-acc.h"
+''','''#include "../base/cuda-util.h"
+#include "../gpu-acc/gpu-acc.h"
 #include "../gpu-align/gpu-align.h"
 ''')
 rep('''#define WRAP_FILE "decoder-wrappers.cc"''','''#define WRAP_FILE "decoder-wrappers.cc"
@@ -114,13 +115,13 @@ rep('''  kio_opts_int(po, "batch-size", &batch_size,''','''  kio_opts_bool(po, "
   kio_opts_int(po, "batch-size", &batch_size,''')
 rep('''  if (kio_opts_num_args(po) < 4 || kio_opts_num_args(po) > 5) {''','''  if (kio_opts_num_args(po) != 5) {''')
 rep('''             *scores_wspecifier = kio_opts_opt_arg(po, 5);''','''             *accs_wxfilename = kio_opts_arg(po, 5), *scores_wspecifier = "";''')
-rep('''  if (galign_aligner_new(&actx.aligner, mode, &tm, &am, &opts) != KIO_OK) fatal_exit(&actx);''','''  if (galign_aligner_new(&actx.aligner, mode, &tm, &am, &opts) != KIO_OK) fatal_exit(&actx);
-  out_ctx o = {0};
-  /* statistics on the aligner's device (already selected) or the CPU */
+rep('''  if (init_rc != KIO_OK || !open_ok) fatal_exit(&actx);''','''  if (init_rc != KIO_OK || !open_ok) fatal_exit(&actx);
+  /* statistics on the aligner's device or the CPU; the device is selected
+   * per host thread, and the aligner was created on another one */
+  if (galign_aligner_is_gpu(actx.aligner) && kio_cuda_select(0, NULL, 0) != KIO_OK)
+    fatal_exit(&actx);
   if (gacc_new(&o.acc, galign_aligner_is_gpu(actx.aligner) ? "gpu" : "cpu", &tm, &am) != KIO_OK)
     fatal_exit(&actx);''')
-rep('''  out_ctx o = {0};
-  o.opts = opts;''','''  o.opts = opts;''')
 rep('''  close_all(&o, rc.graphs, rc.feats);''','''  /* what gmm-acc-stats-ali would print after reading these alignments */
   KIO_LOG_AT(KIO_LOG_INFO, "main", ACC_FILE, 115,
              "Overall avg like per frame (Gaussian only) = %s over %lld frames.",

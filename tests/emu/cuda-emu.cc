@@ -44,6 +44,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e; (void)s; r
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
   (void)a; (void)b; *ms = 0.0f; return cudaSuccess;
 }
+cudaError_t cudaFuncSetAttribute(const void *f, enum cudaFuncAttribute a, int v) {
+  (void)f; (void)a; (void)v; return cudaSuccess;
+}
 cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
   *f = *t = (size_t)8 << 30; return cudaSuccess;

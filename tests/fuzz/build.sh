@@ -2,7 +2,7 @@
 # Builds the libFuzzer harnesses of tests/fuzz/ against the base/ library,
 # instrumented with ASan + UBSan (+ libFuzzer coverage), into build-fuzz/
 # (override with FUZZ_BUILD). Needs clang/clang++ >= 11 with libclang_rt.fuzzer.
-# Usage: tests/fuzz/build.sh [harness...]   (default: all tests/fuzz/fuzz_*.c)
+# Usage: tests/fuzz/build.sh [harness...]   (default: all tests/fuzz/fuzz_*.c/.cc)
 set -eu
 cd "$(dirname "$0")/../.."
 B=${FUZZ_BUILD:-build-fuzz}
@@ -39,10 +39,14 @@ echo "  LD  $B/make-seeds"
 $CC $CFLAGS -c tests/fuzz/make-seeds.c -o "$B/obj/make-seeds.o"
 $CXX $SAN -o "$B/make-seeds" "$B/obj/make-seeds.o" $LIBS "$NOMAIN"
 
-if [ $# -eq 0 ]; then set -- tests/fuzz/fuzz_*.c; fi
+if [ $# -eq 0 ]; then set -- tests/fuzz/fuzz_*.c tests/fuzz/fuzz_*.cc; fi
 for h in "$@"; do
-  name=$(basename "$h" .c)
+  name=$(basename "$(basename "$h" .c)" .cc)
   echo "  LD  $B/$name"
-  $CC $CFLAGS -fsanitize=fuzzer -c "tests/fuzz/$name.c" -o "$B/obj/$name.o"
+  if [ -f "tests/fuzz/$name.cc" ]; then
+    $CXX $CXXFLAGS -fsanitize=fuzzer -c "tests/fuzz/$name.cc" -o "$B/obj/$name.o"
+  else
+    $CC $CFLAGS -fsanitize=fuzzer -c "tests/fuzz/$name.c" -o "$B/obj/$name.o"
+  fi
   $CXX $SAN -fsanitize=fuzzer -o "$B/$name" "$B/obj/$name.o" $LIBS
 done

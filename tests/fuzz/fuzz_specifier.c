@@ -1,8 +1,44 @@
-/* libFuzzer harness: rspecifier / wspecifier parsing and rx/wx filename
- * classification (pure string functions: nothing is opened). */
+/* libFuzzer harness: the string parsers of the table layer. The input is
+ * used as one string for rspecifier / wspecifier parsing, rx/wx filename
+ * classification, IsToken and scp "rx[range]" splitting; as an scp file for
+ * the line splitter; and as the range of an scp entry applied to a fixed
+ * 5 x 4 matrix file (nothing the input names is ever opened). */
 #include "fuzz-common.h"
 #include "io.h"
+#include "matrix.h"
 #include "table.h"
+#include "../../base/table-internal.h"
+
+static const char *matrix_file(void) {
+  static char path[256];
+  if (path[0]) return path;
+  const char *dir = getenv("TMPDIR");
+  snprintf(path, sizeof path, "%s/kio-fuzz-%ld.mat", dir && *dir ? dir : "/tmp",
+           (long)getpid());
+  kio_matrix m = {0};
+  kio_matrix_resize(&m, 5, 4);
+  for (int i = 0; i < 20; i++) m.data[i] = (float)i;
+  FILE *f = fopen(path, "wb");
+  if (!f) abort();
+  fputc(0, f);
+  fputc('B', f);
+  kio_matrix_write(f, 1, &m);
+  fclose(f);
+  kio_matrix_free(&m);
+  return path;
+}
+
+static void fuzz_range(const char *range) {
+  kio_input *in = NULL;
+  kio_matrix m = {0};
+  if (kio_scp_load(&in, matrix_file(), range, &kio_matrix_holder, &m) == KIO_OK) {
+    FUZZ_CHECK(m.rows >= 1 && m.rows <= 5 && m.cols >= 1 && m.cols <= 4);
+    /* element (0,0) of the range is row r1, column c1 of the original */
+    FUZZ_CHECK(m.data[0] == (float)(int)m.data[0] && m.data[0] >= 0 && m.data[0] < 20);
+  }
+  kio_matrix_free(&m);
+  kio_input_close(in);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_init();
@@ -27,6 +63,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)kio_classify_rxfilename(s);
   (void)kio_classify_wxfilename(s);
   (void)kio_is_token(s);
+  char *rx, *range;
+  if (kio_scp_split_range(s, &rx, &range) == KIO_OK) {
+    FUZZ_CHECK(rx && range && strlen(rx) + strlen(range) <= size);
+    free(rx);
+    free(range);
+  }
+  if (size < 64 && !strchr(s, '\n')) fuzz_range(s);
+  /* as an scp file */
+  void *copy;
+  FILE *f = fuzz_open_mem(data, size, &copy);
+  if (f) {
+    char *line = NULL, *key, *rest;
+    size_t cap = 0;
+    for (int n = 0; n < 1000; n++) {
+      int rc = kio_scp_next_line(f, &line, &cap, &key, &rest);
+      if (rc == KIO_EOF) break;
+      if (rc == KIO_OK) FUZZ_CHECK(*key && *rest && !strpbrk(key, " \t\n"));
+    }
+    free(line);
+    fuzz_close_mem(f, copy);
+  }
   free(s);
   return 0;
 }

@@ -145,6 +145,36 @@ static void write_const(FILE *f, const kio_fst *g) {
   fwrite(g->arcs, sizeof(kio_arc), (size_t)g->num_arcs, f);
 }
 
+/* The OpenFst binary of g (vector, or const), rewritten: with input and
+ * output symbol tables after the header, or without a state count. */
+static void write_variant(const char *name, const kio_fst *g, int is_const, int variant) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (is_const) write_const(m, g); else kio_fst_write(m, g);
+  fclose(m);
+  size_t flags_at = is_const ? 29 : 30, hdr_len = flags_at + 4 + 8 + 8 + 8 + 8;
+  FILE *f = seed("fst", name, -1);
+  if (variant == 0) {  /* symbol tables */
+    int32_t flags = 3;  /* HAS_ISYMBOLS | HAS_OSYMBOLS */
+    memcpy(buf + flags_at, &flags, 4);
+    fwrite(buf, 1, hdr_len, f);
+    for (int t = 0; t < 2; t++) {
+      put_i32(f, 2125658996); put_str(f, t ? "out" : "in");
+      put_i64(f, 3); put_i64(f, 2);
+      put_str(f, "<eps>"); put_i64(f, 0);
+      put_str(f, "a"); put_i64(f, 2);
+    }
+    fwrite(buf + hdr_len, 1, len - hdr_len, f);
+  } else {  /* numstates -1: states until the end of the stream */
+    int64_t ns = -1;
+    memcpy(buf + flags_at + 4 + 8 + 8, &ns, 8);
+    fwrite(buf, 1, len, f);
+  }
+  fclose(f);
+  free(buf);
+}
+
 static void fst_seeds(kio_fst *small) {
   kio_seq_reader *r = first("ark:gunzip -c graphs/mono.fsts.gz|", &kio_fst_holder);
   cut_fst(kio_seq_value(r), 8, small);
@@ -153,6 +183,9 @@ static void fst_seeds(kio_fst *small) {
   f = seed("fst", "vector", -1); kio_fst_write(f, small); fclose(f);
   f = seed("fst", "text", -1); kio_fst_holder.write(f, 0, small); fclose(f);
   f = seed("fst", "const", -1); write_const(f, small); fclose(f);
+  write_variant("vector-syms", small, 0, 0);
+  write_variant("const-syms", small, 1, 0);
+  write_variant("vector-no-count", small, 0, 1);
   kio_fst empty = {0};
   empty.start = -1;
   f = seed("fst", "empty", -1); kio_fst_write(f, &empty); fclose(f);

@@ -17,7 +17,9 @@ export FUZZ_BUILD="$B"
 
 if [ $# -eq 0 ]; then
   set --
-  for h in tests/fuzz/fuzz_*.c; do set -- "$@" "$(basename "$h" .c)"; done
+  for h in tests/fuzz/fuzz_*.c tests/fuzz/fuzz_*.cc; do
+    set -- "$@" "$(basename "$(basename "$h" .c)" .cc)"
+  done
 fi
 if [ -z "${FUZZ_NO_BUILD:-}" ]; then
   tests/fuzz/build.sh "$@" | grep -v '^  ' || true
@@ -30,13 +32,13 @@ mkdir -p "$B/artifacts" "$B/logs"
 # Per-harness: seed directory and maximum input length.
 seeds_of() {
   case "$1" in
-    fuzz_matrix) echo matrix ;; fuzz_archive) echo archive ;; fuzz_fst) echo fst ;;
+    fuzz_matrix) echo matrix ;; fuzz_archive) echo archive ;; fuzz_fst*) echo fst ;;
     fuzz_model) echo model ;; fuzz_specifier) echo specifier ;; *) echo options ;;
   esac
 }
 maxlen_of() {
   case "$1" in
-    fuzz_matrix) echo 4096 ;; fuzz_archive|fuzz_fst) echo 8192 ;;
+    fuzz_matrix) echo 4096 ;; fuzz_archive|fuzz_fst*) echo 8192 ;;
     fuzz_model) echo 16384 ;; fuzz_specifier) echo 512 ;; *) echo 1024 ;;
   esac
 }
