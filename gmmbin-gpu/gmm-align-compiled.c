@@ -254,7 +254,7 @@ static void prep_batch(align_ctx *a, batch *b) {
   int nt = a->prep_threads < MAX_PREP ? a->prep_threads : MAX_PREP;
   if (nt > b->nslots / 8) nt = b->nslots / 8;  /* threads only pay for many graphs */
   if (nt < 1) nt = 1;
-  prep_job jobs[MAX_PREP];
+  prep_job jobs[MAX_PREP] = {{NULL, NULL, 0, 1}};
   pthread_t th[MAX_PREP];
   int started = 0;
   for (int t = 0; t < nt; t++) jobs[t] = (prep_job){a, b, t, nt};
