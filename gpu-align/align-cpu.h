@@ -49,6 +49,10 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
 void galign_cpu_ws_stats(const galign_cpu_ws *w, int64_t *frames, int64_t *toks,
                          int32_t *max_toks);
 
+/* Adds this workspace's phase times (seconds, clock_gettime around the
+ * phases) to s: likelihoods, Viterbi, best path. */
+void galign_cpu_ws_times(const galign_cpu_ws *w, galign_aligner_stats *s);
+
 /* Sum of galign_cpu_ws_stats over the aligner's CPU workspaces. */
 void galign_aligner_cpu_stats(const galign_aligner *a, int64_t *frames, int64_t *toks,
                               int32_t *max_toks);

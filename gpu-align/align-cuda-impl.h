@@ -12,10 +12,14 @@
 #include "../base/log.h"
 #include "align-cuda.h"
 
-/* Kernel launch (tests/emu/ replaces it to run kernels on the host). */
+/* Kernel launch and dynamic shared memory (tests/emu/ replaces them to run
+ * kernels on the host). */
 #ifndef GALIGN_LAUNCH
 #define GALIGN_LAUNCH(kernel, grid, block, stream, ...) \
   kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#define GALIGN_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
+  kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#define GALIGN_DYN_SMEM(type, name) extern __shared__ type name[]
 #endif
 
 /* Checks a cuBLAS call like KIO_CUDA_TRY. */
@@ -29,9 +33,12 @@
     }                                                                            \
   } while (0)
 
-/* Largest number of Gaussians per pdf of the exact likelihood kernel (its
- * per-thread scratch); models with more use the cuBLAS path. */
+/* Limits of the exact likelihood kernel: Gaussians per pdf (its per-thread
+ * scratch) and shared memory for the features (1 KB per feature dim, so
+ * dims up to ~200); models beyond them use the cuBLAS path. */
 #define GALIGN_LL_MAXC 128
+#define GALIGN_LL_MAX_SMEM (200 * 1024)
+size_t galign_cu_ll_exact_smem(int32_t dim);
 
 /* A device or pinned host buffer that only grows. */
 typedef struct { void *p; size_t cap; } galign_cu_buf;
@@ -72,6 +79,7 @@ struct galign_cuda {
 
   /* exact likelihoods (loglike-exact-cuda.cu): 1 = used, else cuBLAS GEMM */
   int ll_exact;
+  int ll_smem_set;                        /* dynamic smem limit raised for the kernel */
   galign_gmm dgmm;                        /* device copies (pdf_offset = d_pdf_offset) */
 
   /* host scratch for the selected-pdf union */
@@ -83,7 +91,6 @@ struct galign_cuda {
   galign_cu_buf h_sel, d_sel;             /* selected pdf list, then its gauss offsets */
   galign_cu_buf h_ucol, d_ucol;           /* per utt, compact pdf -> selected index
                                              (exact path: -> pdf id) */
-  galign_cu_buf d_feats2;                 /* exact path: x*x of d_feats */
   galign_cu_buf h_tiles, d_tiles;         /* exact path: (utt, first frame) per tile */
   galign_cu_buf d_wsel;                   /* gsel x kpad */
   galign_cu_buf d_xexp;                   /* chunk x kpad */

@@ -63,7 +63,8 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   for (int32_t p = 0; p < g->num_pdfs; p++)
     if (g->pdf_offset[p + 1] - g->pdf_offset[p] > maxc) maxc = g->pdf_offset[p + 1] - g->pdf_offset[p];
   const char *mode = getenv("KIO_GALIGN_LL");
-  c->ll_exact = maxc <= GALIGN_LL_MAXC && !(mode && !strcmp(mode, "gemm"));
+  c->ll_exact = maxc <= GALIGN_LL_MAXC && galign_cu_ll_exact_smem(g->dim) <= GALIGN_LL_MAX_SMEM &&
+                !(mode && !strcmp(mode, "gemm"));
   KIO_VLOG(1, "Device likelihoods: %s (at most %d Gaussians per pdf)",
            c->ll_exact ? "exact kernel (CPU order)" : "cuBLAS SGEMM", (int)maxc);
   return KIO_OK;
@@ -118,7 +119,7 @@ extern "C" void galign_cuda_free(galign_cuda *c) {
   galign_cu_dec_free(c);
   galign_cu_buf *dev[] = {&c->d_feats, &c->d_utt, &c->d_sel, &c->d_ucol, &c->d_wsel,
                           &c->d_xexp, &c->d_lg, &c->d_ll, &c->d_flags, &c->d_uflags,
-                          &c->d_feats2, &c->d_tiles};
+                          &c->d_tiles};
   galign_cu_buf *host[] = {&c->h_feats, &c->h_utt, &c->h_sel, &c->h_ucol, &c->h_flags,
                            &c->h_uflags, &c->h_tiles};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) galign_cu_dev_release(dev[i]);
@@ -185,8 +186,9 @@ static double galign_now(void) {
 static int64_t galign_max_batch_frames(const galign_cuda *c) {
   const char *e = getenv("KIO_GALIGN_BATCH_FRAMES");
   if (e && atoll(e) > 0) return atoll(e);
-  /* ~1.5 KB of likelihoods + features per frame; use <= 1/8 of the device */
-  int64_t f = (int64_t)(c->mem_total / 8 / 1536);
+  /* ~3 KB per frame (2 KB of decoder tokens, likelihoods, features): a
+   * sub-batch uses at most ~1/4 of the device (11M frames on an H200) */
+  int64_t f = (int64_t)(c->mem_total / 4 / 3072);
   return f < 100000 ? 100000 : f;
 }
 

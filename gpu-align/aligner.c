@@ -211,6 +211,16 @@ int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *grap
   return rc;
 }
 
+void galign_aligner_get_stats(const galign_aligner *a, galign_aligner_stats *s) {
+  memset(s, 0, sizeof *s);
+  if (!a) return;
+  /* CPU workspaces (all of the CPU path; the utterances the GPU path hands
+   * back to the CPU), summed over threads. The GPU phases are not measured
+   * yet: they would be added here from a->cuda. */
+  for (int i = 0; i < GALIGN_MAX_THREADS; i++)
+    if (a->ws[i]) galign_cpu_ws_times(a->ws[i], s);
+}
+
 /* Statistics of the CPU workspaces (tests and benchmarks). */
 void galign_aligner_cpu_stats(const galign_aligner *a, int64_t *frames, int64_t *toks,
                               int32_t *max_toks) {

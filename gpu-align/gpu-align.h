@@ -85,6 +85,19 @@ int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *grap
                        const kio_matrix *const *feats, int want_per_frame,
                        galign_result *results);
 
+/* Seconds spent in the phases of alignment, summed over the batches since
+ * the aligner was created. The CPU path measures them per worker thread and
+ * sums the threads (CPU seconds: with several threads the sum exceeds the
+ * wall time). The GPU path adds its own phases (0 until it measures them). */
+typedef struct {
+  double loglike_s;    /* GMM log-likelihoods */
+  double viterbi_s;    /* token passing with beam pruning (both passes of a retry) */
+  double backtrace_s;  /* best final state and best path */
+  double copy_s;       /* host <-> device copies (0 on the CPU) */
+} galign_aligner_stats;
+/* Call between batches (not while galign_align_batch runs). */
+void galign_aligner_get_stats(const galign_aligner *a, galign_aligner_stats *s);
+
 /* ---- equal alignment (reference 6.3) ---- */
 /* Kaldi's StringHasher(key) truncated to the int32 passed to srand. */
 uint32_t galign_key_seed(const char *key);

@@ -8,7 +8,8 @@
  *
  * Mapping: one block of 4 warps per tile of 32 frames of one utterance; lane
  * = frame, warp w takes the utterance's compact pdfs k = w, w + 4, ...; all
- * lanes of a warp read the same model rows (broadcast from L1). */
+ * lanes of a warp read the same model rows (broadcast from L1), each lane
+ * its own frame from shared memory. */
 #include <math.h>
 
 #include "align-cuda-impl.h"
@@ -19,28 +20,34 @@
 #define GALIGN_LL_TILE 32
 #define GALIGN_LL_WARPS 4
 
-/* x*x of every feature (the x2 vector of the CPU path). */
-__global__ void galign_k_square(const float *__restrict__ x, int64_t n, float *__restrict__ x2) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    float v = x[i];
-    x2[i] = v * v;
-  }
+/* Per warp, x and x*x of its 32 frames, one row of Dp = D|1 floats per lane:
+ * an odd row stride puts the 32 lanes' x[i] in 32 different banks. Each
+ * thread only reads what it wrote itself, so no barrier is needed. */
+static inline int32_t galign_ll_dp(int32_t dim) { return dim | 1; }
+size_t galign_cu_ll_exact_smem(int32_t dim) {
+  return sizeof(float) * (size_t)GALIGN_LL_WARPS * 2 * GALIGN_LL_TILE * (size_t)galign_ll_dp(dim);
 }
 
 __global__ void __launch_bounds__(GALIGN_LL_TILE * GALIGN_LL_WARPS)
 galign_k_ll_exact(galign_gmm g, const int32_t *__restrict__ tiles,
                   const galign_cu_utt *__restrict__ utt, const float *__restrict__ feats,
-                  const float *__restrict__ feats2, const int32_t *__restrict__ upd,
-                  float log_eps, float *__restrict__ ll, int *__restrict__ flags,
-                  int *__restrict__ uflags) {
+                  const int32_t *__restrict__ upd, float log_eps, float *__restrict__ ll,
+                  int *__restrict__ flags, int *__restrict__ uflags) {
+  GALIGN_DYN_SMEM(float, galign_sm);
   const int32_t ui = tiles[2 * blockIdx.x], t0 = tiles[2 * blockIdx.x + 1];
   const galign_cu_utt u = utt[ui];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int32_t t = t0 + lane;
   if (t >= u.num_frames) return; /* no barrier below: safe */
-  const int32_t D = g.dim;
-  const float *x = feats + (u.frame_off + t) * D, *x2 = feats2 + (u.frame_off + t) * D;
+  const int32_t D = g.dim, Dp = D | 1;
+  float *x = galign_sm + (size_t)warp * 2 * GALIGN_LL_TILE * Dp + (size_t)lane * Dp;
+  float *x2 = x + (size_t)GALIGN_LL_TILE * Dp;
+  const float *gx = feats + (u.frame_off + t) * D;
+  for (int32_t i = 0; i < D; i++) {
+    float v = gx[i];
+    x[i] = v;
+    x2[i] = v * v; /* the CPU's x2[d] = x[d] * x[d] */
+  }
   float *out = ll + u.ll_off + (int64_t)t * u.npu;
   float s[GALIGN_LL_MAXC];
   int bad = 0;
@@ -83,20 +90,15 @@ int galign_cu_ll_exact_launch(galign_cuda *c, int n) {
   int64_t ntiles = 0;
   for (int i = 0; i < n; i++) ntiles += (utt[i].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
   if (ntiles == 0) return KIO_OK;
-  static int carveout_set = 0; /* per process: the attribute is per function */
-  if (!carveout_set) {
-    carveout_set = 1;
-    cudaError_t e = cudaFuncSetAttribute((const void *)galign_k_ll_exact,
-                                         cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         (int)cudaSharedmemCarveoutMaxL1);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      KIO_VLOG(1, "cudaFuncSetAttribute (likelihood L1 carveout): %s", cudaGetErrorString(e));
-    }
-  }
   if (ntiles > 0x7fffffff) {
     KIO_ERROR("Batch too large: %lld frame tiles", (long long)ntiles);
     return KIO_ERR;
+  }
+  const size_t smem = galign_cu_ll_exact_smem(c->dim);
+  if (smem > 48 * 1024 && !c->ll_smem_set) { /* above the default: opt in once */
+    KIO_CUDA_TRY(cudaFuncSetAttribute((const void *)galign_k_ll_exact,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    c->ll_smem_set = 1;
   }
   GALIGN_CU_RESERVE(host, c->h_tiles, int32_t, 2 * ntiles);
   GALIGN_CU_RESERVE(dev, c->d_tiles, int32_t, 2 * ntiles);
@@ -110,16 +112,10 @@ int galign_cu_ll_exact_launch(galign_cuda *c, int n) {
     }
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_tiles.p, tl, sizeof(int32_t) * 2 * ntiles,
                                cudaMemcpyHostToDevice, st));
-  int64_t nel = c->total_frames * c->dim;
-  GALIGN_CU_RESERVE(dev, c->d_feats2, float, nel);
-  GALIGN_LAUNCH(galign_k_square, (unsigned)((nel + 255) / 256), 256, st,
-                (const float *)c->d_feats.p, nel, (float *)c->d_feats2.p);
-  KIO_CUDA_LAUNCHED();
-  GALIGN_LAUNCH(galign_k_ll_exact, (unsigned)ntiles, GALIGN_LL_TILE * GALIGN_LL_WARPS, st,
-                c->dgmm, (const int32_t *)c->d_tiles.p, (const galign_cu_utt *)c->d_utt.p,
-                (const float *)c->d_feats.p, (const float *)c->d_feats2.p,
-                (const int32_t *)c->d_ucol.p, c->log_eps, (float *)c->d_ll.p,
-                (int *)c->d_flags.p, (int *)c->d_uflags.p);
+  GALIGN_LAUNCH_SMEM(galign_k_ll_exact, (unsigned)ntiles, GALIGN_LL_TILE * GALIGN_LL_WARPS, smem,
+                     st, c->dgmm, (const int32_t *)c->d_tiles.p, (const galign_cu_utt *)c->d_utt.p,
+                     (const float *)c->d_feats.p, (const int32_t *)c->d_ucol.p, c->log_eps,
+                     (float *)c->d_ll.p, (int *)c->d_flags.p, (int *)c->d_uflags.p);
   KIO_CUDA_LAUNCHED();
   return KIO_OK;
 }

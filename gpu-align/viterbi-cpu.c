@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "../base/log.h"
 #include "align-cpu.h"
 #include "viterbi-core.h"
@@ -16,7 +17,14 @@ struct galign_cpu_ws {
   float *x2; int32_t x2_cap;
   float *scratch; int32_t scratch_cap;
   int64_t base_frames, base_toks;  /* stats before the utterance being redone */
+  double t_ll, t_vit, t_bt;        /* seconds in each phase (galign_cpu_ws_times) */
 };
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 galign_cpu_ws *galign_cpu_ws_new(void) {
   galign_cpu_ws *w = calloc(1, sizeof *w);
@@ -40,6 +48,12 @@ void galign_cpu_ws_stats(const galign_cpu_ws *w, int64_t *frames, int64_t *toks,
   *frames = w->core.stat_frames;
   *toks = w->core.stat_toks;
   *max_toks = w->core.stat_max_toks;
+}
+
+void galign_cpu_ws_times(const galign_cpu_ws *w, galign_aligner_stats *s) {
+  s->loglike_s += w->t_ll;
+  s->viterbi_s += w->t_vit;
+  s->backtrace_s += w->t_bt;
 }
 
 static int grow(void **p, size_t n, size_t elt) {
@@ -96,9 +110,13 @@ static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_cor
     uint8_t *dn = w->done + (size_t)t * U;
     const float *x = feats->data + (size_t)t * D;
     int have_x2 = 0, bad = 0;
+    double tl = 0.0;
+    /* The clock is read only on frames that compute likelihoods (a retry
+     * pass mostly finds them cached). */
     GALIGN_CORE_FOR_NEEDED(c, cg, k, {
       if (!dn[k]) {
         if (!have_x2) {
+          tl = now();
           for (int32_t d = 0; d < D; d++) w->x2[d] = x[d] * x[d];
           have_x2 = 1;
         }
@@ -108,6 +126,7 @@ static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_cor
         dn[k] = 1;
       }
     });
+    if (have_x2) w->t_ll += now() - tl;
     if (bad) {
       snprintf(err, errlen, "Invalid answer (overflow or invalid variances/features?)");
       galign_core_clear_list(c);
@@ -175,16 +194,21 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
     c->stat_frames = f0; c->stat_toks = t0;  /* count a redone utterance once */
     c->hash_size = 1000;
     r->retried = 0;
+    /* Viterbi time: the passes less the likelihoods computed inside them. */
+    double tp = now(), ll0 = w->t_ll;
     int st = decode_pass(w, gmm, &cg, g, feats, o->beam, o->acoustic_scale, err, errlen);
     if (st == GALIGN_CORE_OK && !galign_core_reached_final(c, &cg) && o->retry_beam != 0.0f) {
       r->retried = 1;
       st = decode_pass(w, gmm, &cg, g, feats, o->retry_beam, o->acoustic_scale, err, errlen);
     }
+    double tf = now();
+    w->t_vit += tf - tp - (w->t_ll - ll0);
     if (st < 0) return KIO_ERR;
     if (st == GALIGN_CORE_OK) {
       galign_core_out out;
       st = galign_core_finish(c, &cg, T, o->acoustic_scale, r->ali,
                               want_per_frame ? r->per_frame : NULL, &out);
+      w->t_bt += now() - tf;
       if (st == GALIGN_CORE_BADPATH) {
         snprintf(err, errlen, "Best path does not have %d emitting arcs (bug)", T);
         return KIO_ERR;

@@ -10,6 +10,7 @@
 uint3 galign_emu_block_idx, galign_emu_thread_idx;
 dim3 galign_emu_block_dim, galign_emu_grid_dim;
 long galign_emu_launches;
+float galign_emu_smem[GALIGN_EMU_SMEM_BYTES / sizeof(float)];
 
 extern "C" {
 cudaError_t cudaMalloc(void **p, size_t n) {

@@ -8,6 +8,7 @@
 #define GALIGN_CUDA_EMU_H
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <stdlib.h>
 
 #undef __shared__
 #define __shared__ static
@@ -24,6 +25,17 @@ static inline void __syncthreads(void) {}
 static inline int atomicOr(int *p, int v) { int o = *p; *p |= v; return o; }
 /* Counts launches so tests can see the device path ran. */
 extern long galign_emu_launches;
+
+/* Dynamic shared memory: one buffer; fine while each thread only reads
+ * what it wrote itself (our kernels) since threads run one after another. */
+extern float galign_emu_smem[];
+#define GALIGN_EMU_SMEM_BYTES (256 * 1024)
+#define GALIGN_DYN_SMEM(type, name) type *name = (type *)galign_emu_smem
+#define GALIGN_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)               \
+  do {                                                                           \
+    if ((size_t)(smem) > GALIGN_EMU_SMEM_BYTES) abort();                          \
+    GALIGN_LAUNCH(kernel, grid, block, stream, __VA_ARGS__);                     \
+  } while (0)
 
 #define GALIGN_LAUNCH(kernel, grid, block, stream, ...)                          \
   do {                                                                           \

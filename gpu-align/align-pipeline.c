@@ -1,0 +1,613 @@
+/* The batch pipeline of the aligning programs (see align-pipeline.h):
+ * reading in batches, graph preparation and alignment in a worker thread,
+ * emission in input order with captured log lines replayed where Kaldi
+ * prints them, and the per-batch hook. */
+#include "align-pipeline.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/fst.h"
+#include "../base/log.h"
+#include "../base/table.h"
+
+/* Kaldi's locations of the lines the pipeline prints for its program. */
+#define PROG_FILE "gmm-align-compiled.cc"
+#define WRAP_FILE "decoder-wrappers.cc"
+
+/* ---------------- captured log lines ---------------- */
+
+typedef struct {
+  int slot;                 /* >= 0: utterance slot; -1: a log line */
+  int level, line;
+  char *func, *file, *msg;
+} event;
+typedef struct { event *v; int n, cap; } event_list;
+
+/* Where this thread's log lines go: NULL = print now (on the thread that
+ * runs the pipeline). Threads the aligner starts itself have no capture of
+ * their own and use g_align_capture. */
+static _Thread_local event_list *t_capture;
+static _Thread_local int t_is_main;
+static event_list *volatile g_align_capture;
+
+static int ev_push(event_list *l, event e) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    event *v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) return -1;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = e;
+  return 0;
+}
+
+static void ev_clear(event_list *l) {
+  for (int i = 0; i < l->n; i++) {
+    free(l->v[i].func);
+    free(l->v[i].file);
+    free(l->v[i].msg);
+  }
+  l->n = 0;
+}
+
+static void ev_free(event_list *l) {
+  ev_clear(l);
+  free(l->v);
+  l->v = NULL;
+  l->cap = 0;
+}
+
+/* Called by base/log.c under its (recursive) mutex. A line printed now goes
+ * through base/log.c's default handler: with the mutex held, no other
+ * thread sees the handler removed for that moment. */
+static void capture_handler(int level, const char *func, const char *file, int line,
+                            const char *msg, void *user) {
+  (void)user;
+  event_list *l = t_capture;
+  if (!l && !t_is_main) l = g_align_capture;
+  if (l) {
+    event e = {-1, level, line, strdup(func ? func : ""), strdup(file ? file : ""),
+               strdup(msg)};
+    if (e.func && e.file && e.msg && ev_push(l, e) == 0) return;
+    free(e.func); free(e.file); free(e.msg);
+  }
+  kio_log_set_handler(NULL, NULL);
+  kio_logf(level, func, file ? file : "", line, "%s", msg);
+  kio_log_set_handler(capture_handler, NULL);
+}
+
+/* Prints captured lines (on the pipeline's thread, t_capture NULL). */
+static void replay(const event_list *l) {
+  for (int i = 0; i < l->n; i++) {
+    const event *e = &l->v[i];
+    if (e->slot < 0) kio_logf(e->level, e->func, e->file, e->line, "%s", e->msg);
+  }
+}
+static void replay_one(const event *e) {
+  kio_logf(e->level, e->func, e->file, e->line, "%s", e->msg);
+}
+
+/* ---------------- batches ---------------- */
+
+typedef struct {
+  char *key;
+  int empty;              /* graph without start state */
+  kio_matrix feats;       /* owned copies: the readers keep one object only */
+  kio_fst raw;
+  galign_graph graph;     /* raw prepared by the worker */
+  int prep_rc;
+  event_list prep_lines;  /* logged while preparing (Kaldi: before "LOG KEY") */
+} slot;
+
+typedef struct {
+  event_list events;      /* lines and utterance slots in Kaldi's order */
+  slot *slots;
+  int nslots, cap;
+  int fatal;              /* reading ended with a fatal error (in events) */
+  /* preparation and alignment (worker thread) */
+  int first_bad;          /* first slot whose graph preparation failed */
+  const galign_graph **graphs;
+  const kio_matrix **feats;
+  galign_result *res;     /* nalign entries in use, res_cap allocated */
+  int *res_slot, nalign, res_cap;
+  int align_rc;
+  event_list align_lines;
+  galign_pipeline_utt *utts;  /* handed to the hook */
+} batch;
+
+struct galign_pipeline {
+  galign_pipeline_cfg cfg;
+  kio_tmodel tm;
+  kio_am_gmm am;
+  galign_aligner *aligner;
+  int beams_ok, want_per_frame, prep_threads;
+  kio_seq_reader *graphs;
+  kio_ra_reader *feats;
+  kio_writer *ali, *scores, *per_frame;
+  int closed;
+  batch bufs[2];
+  batch *cur, *next;
+  /* worker thread (one batch at a time) */
+  batch *wb;
+  pthread_t thread;
+  int running;
+  /* aligner creation, overlapping the opening of the tables */
+  pthread_t init_thread;
+  int init_running, init_rc;
+  event_list init_lines;
+  galign_pipeline_hook hook;
+  void *user;
+  galign_pipeline_counts n;
+  /* seconds: setup, reading (graphs, features), preparation, alignment,
+   * writing, hook; t_start = open */
+  double t_start, t_setup, t_read, t_graphs, t_feats, t_prep, t_align, t_write, t_hook;
+};
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Copies m into dst, reusing dst's buffer. */
+static int copy_matrix(kio_matrix *dst, const kio_matrix *m) {
+  size_t n = (size_t)m->rows * (size_t)m->cols;
+  if (n > dst->cap) {
+    float *d = realloc(dst->data, n * sizeof(float));
+    if (!d) return KIO_ERR;
+    dst->data = d;
+    dst->cap = n;
+  }
+  if (n) memcpy(dst->data, m->data, n * sizeof(float));
+  dst->rows = m->rows;
+  dst->cols = m->cols;
+  return KIO_OK;
+}
+
+static slot *new_slot(batch *b) {
+  if (b->nslots == b->cap) {
+    int cap = b->cap ? 2 * b->cap : 64;
+    slot *s = realloc(b->slots, (size_t)cap * sizeof *s);
+    if (!s) return NULL;
+    memset(s + b->cap, 0, (size_t)(cap - b->cap) * sizeof *s);
+    b->slots = s;
+    b->cap = cap;
+  }
+  return &b->slots[b->nslots++];
+}
+
+/* Reads up to batch_size utterances that reach alignment (steps 2.1-2.2 of
+ * reference 5.1; 2.3 is done by the worker); warnings and errors go to
+ * b->events in order. */
+static void read_batch(galign_pipeline *p, batch *b) {
+  ev_clear(&b->events);
+  b->nslots = 0;
+  b->fatal = 0;
+  t_capture = &b->events;
+  double t0 = now();
+  while (!b->fatal && b->nslots < p->cfg.batch_size && !kio_seq_done(p->graphs)) {
+    const char *key = kio_seq_key(p->graphs);
+    double t1 = now();
+    int has = kio_ra_has_key(p->feats, key);
+    const kio_matrix *m = has ? kio_ra_value(p->feats, key) : NULL;
+    p->t_feats += now() - t1;
+    if (!has) {
+      p->n.num_err++;
+      KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 103, "No features for utterance %s", key);
+    } else {
+      const kio_fst *g = m ? kio_seq_value(p->graphs) : NULL;
+      if (!g) { b->fatal = 1; break; }
+      if (m->rows == 0) {
+        KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 112, "Zero-length utterance: %s", key);
+        p->n.num_err++;
+      } else {
+        slot *s = new_slot(b);
+        char *k = strdup(key);
+        if (!s || !k || copy_matrix(&s->feats, m) != KIO_OK || kio_fst_copy(&s->raw, g) != KIO_OK) {
+          free(k);
+          KIO_ERROR("Out of memory reading utterance %s", key);
+          b->fatal = 1;
+          break;
+        }
+        free(s->key);
+        s->key = k;
+        s->empty = g->num_states == 0 || g->start < 0;
+        event e = {b->nslots - 1, 0, 0, NULL, NULL, NULL};
+        if (ev_push(&b->events, e) != 0) { KIO_ERROR("Out of memory"); b->fatal = 1; break; }
+      }
+    }
+    t1 = now();
+    kio_seq_next(p->graphs);
+    p->t_graphs += now() - t1;
+  }
+  p->t_read += now() - t0;
+  t_capture = NULL;
+}
+
+/* ---------------- alignment worker ---------------- */
+
+/* Graph preparation (AddTransitionProbs, careful mode, pdf lists) of slots
+ * i = first, first + step, ...; each slot's log lines are kept with it. */
+typedef struct { galign_pipeline *p; batch *b; int first, step; } prep_job;
+
+static void *prep_main(void *arg) {
+  prep_job *j = arg;
+  for (int i = j->first; i < j->b->nslots; i += j->step) {
+    slot *s = &j->b->slots[i];
+    ev_clear(&s->prep_lines);
+    s->prep_rc = KIO_OK;
+    if (s->raw.num_states == 0) continue;
+    t_capture = &s->prep_lines;
+    s->prep_rc = galign_graph_prepare(&s->raw, &j->p->tm, &j->p->cfg.opts, &s->graph);
+    t_capture = NULL;
+  }
+  return NULL;
+}
+
+static void prep_batch(galign_pipeline *p, batch *b) {
+  enum { MAX_PREP = 16 };
+  int nt = p->prep_threads < MAX_PREP ? p->prep_threads : MAX_PREP;
+  if (nt > b->nslots / 8) nt = b->nslots / 8;  /* threads only pay for many graphs */
+  if (nt < 1) nt = 1;
+  prep_job jobs[MAX_PREP] = {{NULL, NULL, 0, 1}};  /* all set below; cppcheck cannot tell */
+  pthread_t th[MAX_PREP];
+  int started = 0;
+  for (int t = 0; t < nt; t++) jobs[t] = (prep_job){p, b, t, nt};
+  for (int t = 1; t < nt; t++, started++)
+    if (pthread_create(&th[t], NULL, prep_main, &jobs[t]) != 0) break;
+  prep_main(&jobs[0]);
+  for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+  for (int t = started + 1; t < nt; t++) prep_main(&jobs[t]);  /* threads not started */
+  b->first_bad = b->nslots;
+  for (int i = 0; i < b->nslots; i++)
+    if (b->slots[i].prep_rc != KIO_OK) { b->first_bad = i; break; }
+}
+
+static void *align_main(void *arg) {
+  galign_pipeline *p = arg;
+  batch *b = p->wb;
+  double t0 = now();
+  prep_batch(p, b);
+  double t1 = now();
+  p->t_prep += t1 - t0;
+  /* Utterances after a failed preparation are never reached (Kaldi dies
+   * there); with beams that make no sense nothing is aligned. */
+  b->nalign = 0;
+  if (p->beams_ok)
+    for (int i = 0; i < b->first_bad; i++) {
+      if (b->slots[i].empty) continue;
+      b->graphs[b->nalign] = &b->slots[i].graph;
+      b->feats[b->nalign] = &b->slots[i].feats;
+      b->res_slot[b->nalign] = i;
+      b->nalign++;
+    }
+  t_capture = &b->align_lines;
+  g_align_capture = &b->align_lines;
+  b->align_rc = KIO_OK;
+  if (b->nalign > 0)
+    b->align_rc = galign_align_batch(p->aligner, b->nalign, b->graphs, b->feats,
+                                     p->want_per_frame, b->res);
+  g_align_capture = NULL;
+  t_capture = NULL;
+  p->t_align += now() - t1;
+  return NULL;
+}
+
+static int grow(void **ptr, int n, size_t elem) {
+  void *q = realloc(*ptr, (size_t)(n ? n : 1) * elem);
+  if (!q) return KIO_ERR;
+  *ptr = q;
+  return KIO_OK;
+}
+
+/* Starts preparing and aligning b in the worker thread. */
+static int align_start(galign_pipeline *p, batch *b) {
+  ev_clear(&b->align_lines);
+  b->nalign = 0;
+  if (b->nslots > b->res_cap) {
+    if (grow((void **)&b->graphs, b->nslots, sizeof *b->graphs) ||
+        grow((void **)&b->feats, b->nslots, sizeof *b->feats) ||
+        grow((void **)&b->res_slot, b->nslots, sizeof *b->res_slot) ||
+        grow((void **)&b->utts, b->nslots, sizeof *b->utts) ||
+        grow((void **)&b->res, b->nslots, sizeof *b->res)) {
+      KIO_ERROR("Out of memory");
+      return KIO_ERR;
+    }
+    memset(b->res + b->res_cap, 0, (size_t)(b->nslots - b->res_cap) * sizeof *b->res);
+    b->res_cap = b->nslots;
+  }
+  p->wb = b;
+  if (pthread_create(&p->thread, NULL, align_main, p) != 0) {
+    align_main(p);  /* no thread: align synchronously */
+    return KIO_OK;
+  }
+  p->running = 1;
+  return KIO_OK;
+}
+
+static void align_wait(galign_pipeline *p) {
+  if (!p->running) return;
+  pthread_join(p->thread, NULL);
+  p->running = 0;
+}
+
+static void *init_main(void *arg) {
+  galign_pipeline *p = arg;
+  t_capture = &p->init_lines;
+  p->init_rc = galign_aligner_new(&p->aligner, p->cfg.use_gpu, &p->tm, &p->am, &p->cfg.opts);
+  t_capture = NULL;
+  return NULL;
+}
+
+/* Waits for the aligner; prints its lines. KIO_OK if it was created. */
+static int init_wait(galign_pipeline *p) {
+  if (p->init_running) pthread_join(p->init_thread, NULL);
+  p->init_running = 0;
+  replay(&p->init_lines);
+  ev_free(&p->init_lines);
+  return p->init_rc;
+}
+
+/* Ends the capture: threads joined, handler removed. */
+static void stop(galign_pipeline *p) {
+  if (p->init_running) pthread_join(p->init_thread, NULL);
+  p->init_running = 0;
+  align_wait(p);
+  if (t_is_main) kio_log_set_handler(NULL, NULL);
+  t_is_main = 0;
+  t_capture = NULL;
+}
+
+/* ---------------- emission ---------------- */
+
+/* One utterance aligned alone, to find the one that makes a batch fail as
+ * Kaldi would (the worker is idle). */
+static int align_alone(galign_pipeline *p, slot *s, galign_result *r) {
+  const galign_graph *g = &s->graph;
+  const kio_matrix *f = &s->feats;
+  event_list lines = {0};
+  t_capture = &lines;
+  g_align_capture = &lines;
+  int rc = galign_align_batch(p->aligner, 1, &g, &f, p->want_per_frame, r);
+  g_align_capture = NULL;
+  t_capture = NULL;
+  replay(&lines);
+  ev_free(&lines);
+  return rc;
+}
+
+/* Prints and writes everything Kaldi does for batch b, in order, then calls
+ * the hook. KIO_ERR on a fatal error, after the lines Kaldi prints first. */
+static int emit_batch(galign_pipeline *p, batch *b) {
+  char buf1[32], buf2[32];
+  const galign_opts *o = &p->cfg.opts;
+  int rc = KIO_OK, nutt = 0;
+  t_capture = NULL;
+  /* Lines of a failed batch are reproduced below, utterance by utterance. */
+  if (b->align_rc == KIO_OK) replay(&b->align_lines);
+  /* Result of each slot: where it sits in b->res. */
+  int *pos = malloc((size_t)(b->nslots ? b->nslots : 1) * sizeof *pos);
+  if (!pos) { KIO_ERROR("Out of memory"); rc = KIO_ERR; goto done; }
+  for (int i = 0; i < b->nslots; i++) pos[i] = -1;
+  for (int k = 0; k < b->nalign; k++) pos[b->res_slot[k]] = k;
+  for (int i = 0; i < b->events.n; i++) {
+    const event *e = &b->events.v[i];
+    if (e->slot < 0) { replay_one(e); continue; }
+    slot *s = &b->slots[e->slot];
+    replay(&s->prep_lines);
+    if (s->prep_rc != KIO_OK) { rc = KIO_ERR; goto done; }  /* AddTransitionProbs failed */
+    KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 127, "%s", s->key);
+    if (!p->beams_ok) {
+      KIO_LOG_AT(KIO_LOG_ERROR, "AlignUtteranceWrapper", WRAP_FILE, 594,
+                 "Beams do not make sense: beam %s, retry-beam %s",
+                 kio_fmt_g(buf1, o->beam), kio_fmt_g(buf2, o->retry_beam));
+      rc = KIO_ERR;
+      goto done;
+    }
+    if (s->empty) {
+      KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 599,
+                 "Empty decoding graph for %s", s->key);
+      p->n.num_err++;
+      continue;
+    }
+    galign_result *r = &b->res[pos[e->slot]];
+    if (b->align_rc != KIO_OK && align_alone(p, s, r) != KIO_OK) { rc = KIO_ERR; goto done; }
+    if (r->retried) {
+      p->n.num_retry++;
+      KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 617,
+                 "Retrying utterance %s with beam %s", s->key, kio_fmt_g(buf1, o->retry_beam));
+    }
+    if (!r->ok) {
+      KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 626,
+                 "Did not successfully decode file %s, len = %d", s->key, (int)s->feats.rows);
+      p->n.num_err++;
+      continue;
+    }
+    p->n.num_done++;
+    p->n.tot_like += r->like;
+    p->n.frame_count += s->feats.rows;
+    double t0 = now();
+    kio_int_vec ali = {s->feats.rows, r->ali};
+    kio_vector v = {s->feats.rows, r->per_frame, (size_t)s->feats.rows};
+    if ((p->ali && kio_writer_write(p->ali, s->key, &ali) != KIO_OK) ||
+        (p->scores && kio_writer_write(p->scores, s->key, &r->score) != KIO_OK) ||
+        (p->per_frame && kio_writer_write(p->per_frame, s->key, &v) != KIO_OK)) {
+      rc = KIO_ERR;
+      goto done;
+    }
+    p->t_write += now() - t0;
+    b->utts[nutt++] = (galign_pipeline_utt){s->key, &s->feats, r};
+  }
+  if (p->hook && nutt > 0) {
+    double t0 = now();
+    rc = p->hook(p->user, nutt, b->utts);
+    p->t_hook += now() - t0;
+  }
+  if (b->fatal) rc = KIO_ERR;  /* reading failed after these utterances */
+done:
+  for (int k = 0; k < b->nalign; k++) galign_result_free(&b->res[k]);
+  free(pos);
+  return rc;
+}
+
+static void batch_free(batch *b) {
+  for (int i = 0; i < b->cap; i++) {
+    free(b->slots[i].key);
+    kio_matrix_free(&b->slots[i].feats);
+    kio_fst_free(&b->slots[i].raw);
+    galign_graph_free(&b->slots[i].graph);
+    ev_free(&b->slots[i].prep_lines);
+  }
+  free(b->slots);
+  ev_free(&b->events);
+  ev_free(&b->align_lines);
+  for (int k = 0; k < b->res_cap; k++) galign_result_free(&b->res[k]);
+  free(b->graphs);
+  free(b->feats);
+  free(b->res);
+  free(b->res_slot);
+  free(b->utts);
+}
+
+/* ---------------- interface ---------------- */
+
+int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) {
+  galign_pipeline *p = calloc(1, sizeof *p);
+  *out = p;
+  if (!p) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  p->t_start = now();
+  p->cfg = *cfg;
+  if (!p->cfg.scores_wspecifier) p->cfg.scores_wspecifier = "";
+  if (!p->cfg.per_frame_wspecifier) p->cfg.per_frame_wspecifier = "";
+  if (p->cfg.batch_size < 1) p->cfg.batch_size = 1;
+  p->cur = &p->bufs[0];
+  p->next = &p->bufs[1];
+  p->closed = 1;  /* nothing open yet */
+  if (kio_model_read(cfg->model_rxfilename, &p->tm, &p->am) != KIO_OK) return KIO_ERR;
+  const galign_opts *o = &p->cfg.opts;
+  p->want_per_frame = p->cfg.per_frame_wspecifier[0] != '\0';
+  p->beams_ok = !((o->retry_beam != 0 && o->retry_beam <= o->beam) || o->beam <= 0);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  p->prep_threads = ncpu > 1 ? (int)ncpu : 1;
+  /* From here on log lines are routed by capture_handler: lines of other
+   * threads are kept and printed where Kaldi would print them. */
+  t_is_main = 1;
+  t_capture = NULL;
+  kio_log_set_handler(capture_handler, NULL);
+  if (pthread_create(&p->init_thread, NULL, init_main, p) == 0) p->init_running = 1;
+  else init_main(p);
+  /* Kaldi creates nothing before the tables: the aligner's lines come first. */
+  event_list open_lines = {0};
+  t_capture = &open_lines;
+  p->closed = 0;
+  int open_ok =
+      kio_seq_open(&p->graphs, p->cfg.graphs_rspecifier, &kio_fst_holder) == KIO_OK &&
+      kio_ra_open(&p->feats, p->cfg.feats_rspecifier, &kio_matrix_holder) == KIO_OK &&
+      kio_writer_open(&p->ali, p->cfg.ali_wspecifier, &kio_int_vec_holder) == KIO_OK &&
+      kio_writer_open(&p->scores, p->cfg.scores_wspecifier, &kio_float_holder) == KIO_OK &&
+      kio_writer_open(&p->per_frame, p->cfg.per_frame_wspecifier, &kio_vector_holder) == KIO_OK;
+  t_capture = NULL;
+  if (open_ok) read_batch(p, p->cur);
+  int init_rc = init_wait(p);
+  replay(&open_lines);
+  ev_free(&open_lines);
+  if (init_rc != KIO_OK || !open_ok) { stop(p); return KIO_ERR; }
+  p->t_setup = now() - p->t_start - p->t_read;  /* the first batch overlapped it */
+  return KIO_OK;
+}
+
+const kio_tmodel *galign_pipeline_tmodel(const galign_pipeline *p) { return &p->tm; }
+const kio_am_gmm *galign_pipeline_am(const galign_pipeline *p) { return &p->am; }
+int galign_pipeline_is_gpu(const galign_pipeline *p) {
+  return p && galign_aligner_is_gpu(p->aligner);
+}
+const galign_aligner *galign_pipeline_aligner(const galign_pipeline *p) { return p->aligner; }
+
+int galign_pipeline_run(galign_pipeline *p, galign_pipeline_hook hook, void *user) {
+  p->hook = hook;
+  p->user = user;
+  batch *cur = p->cur, *next = p->next;
+  int rc = align_start(p, cur);
+  while (rc == KIO_OK) {
+    int more = !cur->fatal && !kio_seq_done(p->graphs);
+    if (more) read_batch(p, next);  /* overlaps the alignment of cur */
+    align_wait(p);
+    if (more && cur->align_rc == KIO_OK && !next->fatal) {
+      /* Start aligning next before emitting cur (unless cur needs the
+       * aligner again to locate a fatal error). */
+      rc = align_start(p, next);
+      if (rc == KIO_OK) rc = emit_batch(p, cur);
+    } else {
+      rc = emit_batch(p, cur);
+      if (rc != KIO_OK || !more) break;
+      rc = align_start(p, next);
+    }
+    batch *t = cur; cur = next; next = t;
+  }
+  stop(p);
+  return rc;
+}
+
+void galign_pipeline_get_counts(const galign_pipeline *p, galign_pipeline_counts *c) {
+  *c = p->n;
+}
+
+void galign_pipeline_log_summary(const galign_pipeline *p) {
+  if (kio_log_verbose() >= 1) {
+    galign_aligner_stats st;
+    galign_aligner_get_stats(p->aligner, &st);
+    char hook[64] = "";
+    if (p->hook) snprintf(hook, sizeof hook, ", per-batch hook %.3f s", p->t_hook);
+    int gpu = galign_aligner_is_gpu(p->aligner);
+    KIO_VLOG(1, "Time: setup (model, tables%s) %.3f s, reading %.3f s (graphs %.3f s, "
+             "features %.3f s), then overlapped with reading: graph preparation %.3f s, "
+             "alignment %.3f s (on the %s; phases summed over the aligner's threads: "
+             "likelihoods %.3f s, Viterbi %.3f s, best path %.3f s, host<->device copies "
+             "%.3f s); writing %.3f s%s, total %.3f s",
+             gpu ? ", GPU" : "", p->t_setup, p->t_read, p->t_graphs, p->t_feats, p->t_prep,
+             p->t_align, gpu ? "GPU" : "CPU", st.loglike_s, st.viterbi_s, st.backtrace_s,
+             st.copy_s, p->t_write, hook, now() - p->t_start);
+  }
+  char buf[32];
+  KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 135,
+             "Overall log-likelihood per frame is %s over %lld frames.",
+             kio_fmt_g(buf, p->n.tot_like / (double)p->n.frame_count),
+             (long long)p->n.frame_count);
+  KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 137, "Retried %d out of %d utterances.",
+             p->n.num_retry, p->n.num_done + p->n.num_err);
+  KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 139, "Done %d, errors on %d", p->n.num_done,
+             p->n.num_err);
+}
+
+int galign_pipeline_close(galign_pipeline *p) {
+  if (!p || p->closed) return KIO_OK;
+  p->closed = 1;
+  int failed = 0;
+  if (kio_writer_close(p->per_frame) != KIO_OK) failed = 1;
+  if (kio_writer_close(p->scores) != KIO_OK) failed = 1;
+  if (kio_writer_close(p->ali) != KIO_OK) failed = 1;
+  if (kio_ra_close(p->feats) != KIO_OK) failed = 1;
+  if (kio_seq_close(p->graphs) != KIO_OK) failed = 1;
+  p->per_frame = p->scores = p->ali = NULL;
+  p->feats = NULL;
+  p->graphs = NULL;
+  return failed ? KIO_ERR : KIO_OK;
+}
+
+void galign_pipeline_free(galign_pipeline *p) {
+  if (!p) return;
+  stop(p);
+  galign_pipeline_close(p);
+  batch_free(&p->bufs[0]);
+  batch_free(&p->bufs[1]);
+  ev_free(&p->init_lines);
+  galign_aligner_free(p->aligner);
+  kio_tmodel_free(&p->tm);
+  kio_am_gmm_free(&p->am);
+  free(p);
+}

@@ -1,0 +1,107 @@
+/* The batch pipeline of gmm-align-compiled (reference section 5), shared by
+ * the programs that align: read the model, graphs and features, prepare the
+ * graphs, align in batches on the chosen backend, and emit in input order
+ * everything Kaldi's one-utterance-at-a-time loop prints and writes (LOG
+ * line per utterance, warnings, alignments, scores, per-frame
+ * log-likelihoods), with Kaldi's summary counters.
+ *
+ * Threads: the calling thread reads batch k+1 while a worker prepares the
+ * graphs of batch k (several threads) and aligns it; the calling thread
+ * then emits batch k. Lines logged by the other threads are captured and
+ * replayed where Kaldi would have printed them, so the log is Kaldi's
+ * sequential one. For that the pipeline installs its own log handler (see
+ * base/log.h) from galign_pipeline_open() to the end of
+ * galign_pipeline_run(); lines the calling thread logs in between (e.g. in
+ * the hook) are printed at once. One pipeline at a time per process.
+ *
+ * Usage (a program's main):
+ *   galign_pipeline_open()   model, aligner, tables, first batch
+ *   galign_pipeline_run()    all batches; hook called per batch
+ *   galign_pipeline_log_summary(), galign_pipeline_close(), _free()
+ * A KIO_ERR from open or run is Kaldi's fatal error: the ERROR lines are
+ * printed, every thread is joined; the program prints Kaldi's
+ * "kaldi::KaldiFatalError" and exits 255 without closing the tables (as
+ * Kaldi does, so no pipe errors follow the fatal one). */
+#ifndef GALIGN_PIPELINE_H
+#define GALIGN_PIPELINE_H
+
+#include <stdint.h>
+#include "../base/matrix.h"
+#include "../base/model.h"
+#include "gpu-align.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Strings are not copied: they must outlive the pipeline. */
+typedef struct {
+  const char *model_rxfilename;
+  const char *graphs_rspecifier;
+  const char *feats_rspecifier;
+  const char *ali_wspecifier;
+  const char *scores_wspecifier;     /* "" or NULL: not written */
+  const char *per_frame_wspecifier;  /* "" or NULL: not written */
+  galign_opts opts;
+  galign_use_gpu use_gpu;
+  int batch_size;                    /* utterances per batch, >= 1 */
+} galign_pipeline_cfg;
+
+/* One aligned utterance (result ok) handed to the hook. Valid during the
+ * call only. */
+typedef struct {
+  const char *key;
+  const kio_matrix *feats;
+  const galign_result *res;   /* res->ali: feats->rows transition-ids */
+} galign_pipeline_utt;
+
+/* Called on the thread that runs the pipeline, once per batch that has
+ * aligned utterances (n >= 1), in input order, after the batch's lines and
+ * writes. Returns KIO_OK, or KIO_ERR after logging an ERROR (fatal: the
+ * pipeline stops and returns KIO_ERR). */
+typedef int (*galign_pipeline_hook)(void *user, int n, const galign_pipeline_utt *utts);
+
+/* Kaldi's counters (gmm-align-compiled's summary lines). */
+typedef struct {
+  int num_done, num_err, num_retry;
+  double tot_like;        /* sum of the aligned utterances' likelihoods */
+  int64_t frame_count;    /* frames of the aligned utterances */
+} galign_pipeline_counts;
+
+typedef struct galign_pipeline galign_pipeline;
+
+/* Reads the model, creates the aligner (in another thread, overlapping the
+ * rest), opens the tables and reads the first batch. *p is set even on
+ * KIO_ERR (fatal: see above). */
+int galign_pipeline_open(galign_pipeline **p, const galign_pipeline_cfg *cfg);
+
+/* The model read by open (for a hook that needs it) and the backend. */
+const kio_tmodel *galign_pipeline_tmodel(const galign_pipeline *p);
+const kio_am_gmm *galign_pipeline_am(const galign_pipeline *p);
+int galign_pipeline_is_gpu(const galign_pipeline *p);
+/* The aligner (e.g. for galign_aligner_get_stats after the run). */
+const galign_aligner *galign_pipeline_aligner(const galign_pipeline *p);
+
+/* Aligns and emits every utterance. hook may be NULL. KIO_OK, or KIO_ERR
+ * on a fatal error (Kaldi's: AddTransitionProbs, beams, dimension, invalid
+ * likelihood, a failed write or read, the hook's). Removes the log handler. */
+int galign_pipeline_run(galign_pipeline *p, galign_pipeline_hook hook, void *user);
+
+void galign_pipeline_get_counts(const galign_pipeline *p, galign_pipeline_counts *c);
+
+/* With --verbose >= 1 a VLOG[1] line with the time split (setup, reading,
+ * preparation, alignment and its phases, writing, hook); then the three
+ * closing LOG lines of gmm-align-compiled. */
+void galign_pipeline_log_summary(const galign_pipeline *p);
+
+/* Closes the writers and readers in the order Kaldi's destructors run.
+ * KIO_ERR when one failed (logged): Kaldi then terminates (exit 134). */
+int galign_pipeline_close(galign_pipeline *p);
+
+/* Frees everything (closes the tables still open). NULL is allowed. */
+void galign_pipeline_free(galign_pipeline *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
