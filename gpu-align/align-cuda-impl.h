@@ -126,8 +126,13 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
                               const kio_matrix *const *feats,
                               const kio_matrix *const *loglikes);
 int galign_cu_check_flags(galign_cuda *c);
-/* loglike-exact-cuda.cu: the exact kernel over the planned batch. */
-int galign_cu_ll_exact_launch(galign_cuda *c, int n);
+/* loglike-exact-cuda.cu: the exact kernel over the planned batch, in tiles
+ * of GALIGN_LL_TILE frames of one utterance, numbered in utterance order:
+ * prepare uploads the tile list, run launches tiles [tile0, tile0 + count)
+ * (whose features must be on their way to d_feats on the stream). */
+#define GALIGN_LL_TILE 32
+int galign_cu_ll_exact_prepare(galign_cuda *c, int n);
+int galign_cu_ll_exact_run(galign_cuda *c, int64_t tile0, int64_t count);
 
 /* Adds the elapsed times of the recorded events (call after a sync). */
 int galign_cu_accum_times(galign_cuda *c, int dec_pass);

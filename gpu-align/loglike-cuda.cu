@@ -281,17 +281,6 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
     return galign_read_flags(c, n);
   }
 
-  /* features through pinned memory */
-  size_t nfeat = (size_t)c->total_frames * c->dim;
-  GALIGN_CU_RESERVE(host, c->h_feats, float, nfeat);
-  GALIGN_CU_RESERVE(dev, c->d_feats, float, nfeat);
-  float *hf = (float *)c->h_feats.p;
-  for (int i = 0; i < n; i++)
-    memcpy(hf + utt[i].frame_off * c->dim, feats[i]->data,
-           sizeof(float) * (size_t)utt[i].num_frames * c->dim);
-  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_feats.p, hf, sizeof(float) * nfeat,
-                               cudaMemcpyHostToDevice, st));
-
   /* selected pdfs, their Gaussian offsets, per-utterance maps */
   int64_t total_npu = 0;
   for (int i = 0; i < n; i++) total_npu += utt[i].npu;
@@ -301,10 +290,33 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
                                cudaMemcpyHostToDevice, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_ucol.p, c->h_ucol.p, sizeof(int32_t) * total_npu,
                                cudaMemcpyHostToDevice, st));
-  if (c->ll_exact) {
-    if (galign_cu_ll_exact_launch(c, n) != KIO_OK) return KIO_ERR;
-    return galign_read_flags(c, n);
+  if (c->ll_exact && galign_cu_ll_exact_prepare(c, n) != KIO_OK) return KIO_ERR;
+
+  /* Features through pinned memory, in groups of ~32 MB: the copy of a
+   * group (and the exact kernel on it) runs while the next is staged. */
+  size_t nfeat = (size_t)c->total_frames * c->dim;
+  GALIGN_CU_RESERVE(host, c->h_feats, float, nfeat);
+  GALIGN_CU_RESERVE(dev, c->d_feats, float, nfeat);
+  float *hf = (float *)c->h_feats.p;
+  const size_t group_bytes = (size_t)32 << 20;
+  int64_t tile0 = 0;
+  for (int g0 = 0, g1; g0 < n; g0 = g1) {
+    size_t bytes = 0;
+    int64_t nt = 0;
+    for (g1 = g0; g1 < n && (g1 == g0 || bytes < group_bytes); g1++) {
+      size_t b = sizeof(float) * (size_t)utt[g1].num_frames * c->dim;
+      if (b) memcpy(hf + utt[g1].frame_off * c->dim, feats[g1]->data, b);
+      bytes += b;
+      nt += (utt[g1].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
+    }
+    size_t off = (size_t)utt[g0].frame_off * c->dim;
+    if (bytes)
+      KIO_CUDA_TRY(cudaMemcpyAsync((float *)c->d_feats.p + off, hf + off, bytes,
+                                   cudaMemcpyHostToDevice, st));
+    if (c->ll_exact && nt > 0 && galign_cu_ll_exact_run(c, tile0, nt) != KIO_OK) return KIO_ERR;
+    tile0 += nt;
   }
+  if (c->ll_exact) return galign_read_flags(c, n);
   const int32_t *d_sel_pdf = (const int32_t *)c->d_sel.p;
   const int32_t *d_goff = d_sel_pdf + c->nsel;
   const float *wsel = c->d_w;

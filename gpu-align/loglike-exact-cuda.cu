@@ -17,7 +17,6 @@
 #define GALIGN_GMM_CORE_INLINE /* nvcc inlines small static functions */
 #include "gmm-core.h"
 
-#define GALIGN_LL_TILE 32
 #define GALIGN_LL_WARPS 4
 
 /* Per warp, x and x*x of its 32 frames, one row of Dp = D|1 floats per lane:
@@ -29,12 +28,13 @@ size_t galign_cu_ll_exact_smem(int32_t dim) {
 }
 
 __global__ void __launch_bounds__(GALIGN_LL_TILE * GALIGN_LL_WARPS)
-galign_k_ll_exact(galign_gmm g, const int32_t *__restrict__ tiles,
+galign_k_ll_exact(galign_gmm g, const int32_t *__restrict__ tiles, int64_t tile0,
                   const galign_cu_utt *__restrict__ utt, const float *__restrict__ feats,
                   const int32_t *__restrict__ upd, float log_eps, float *__restrict__ ll,
                   int *__restrict__ flags, int *__restrict__ uflags) {
   GALIGN_DYN_SMEM(float, galign_sm);
-  const int32_t ui = tiles[2 * blockIdx.x], t0 = tiles[2 * blockIdx.x + 1];
+  const int64_t tix = tile0 + blockIdx.x;
+  const int32_t ui = tiles[2 * tix], t0 = tiles[2 * tix + 1];
   const galign_cu_utt u = utt[ui];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int32_t t = t0 + lane;
@@ -82,18 +82,11 @@ galign_k_ll_exact(galign_gmm g, const int32_t *__restrict__ tiles,
   }
 }
 
-/* Launches the exact likelihoods of the planned batch: features are on the
- * device (d_feats), per-utterance pdf ids in d_ucol (col_off), output d_ll. */
-int galign_cu_ll_exact_launch(galign_cuda *c, int n) {
+int galign_cu_ll_exact_prepare(galign_cuda *c, int n) {
   const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
-  cudaStream_t st = c->stream;
   int64_t ntiles = 0;
   for (int i = 0; i < n; i++) ntiles += (utt[i].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
   if (ntiles == 0) return KIO_OK;
-  if (ntiles > 0x7fffffff) {
-    KIO_ERROR("Batch too large: %lld frame tiles", (long long)ntiles);
-    return KIO_ERR;
-  }
   const size_t smem = galign_cu_ll_exact_smem(c->dim);
   if (smem > 48 * 1024 && !c->ll_smem_set) { /* above the default: opt in once */
     KIO_CUDA_TRY(cudaFuncSetAttribute((const void *)galign_k_ll_exact,
@@ -111,9 +104,19 @@ int galign_cu_ll_exact_launch(galign_cuda *c, int n) {
       j++;
     }
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_tiles.p, tl, sizeof(int32_t) * 2 * ntiles,
-                               cudaMemcpyHostToDevice, st));
-  GALIGN_LAUNCH_SMEM(galign_k_ll_exact, (unsigned)ntiles, GALIGN_LL_TILE * GALIGN_LL_WARPS, smem,
-                     st, c->dgmm, (const int32_t *)c->d_tiles.p, (const galign_cu_utt *)c->d_utt.p,
+                               cudaMemcpyHostToDevice, c->stream));
+  return KIO_OK;
+}
+
+int galign_cu_ll_exact_run(galign_cuda *c, int64_t tile0, int64_t count) {
+  if (count <= 0) return KIO_OK;
+  if (count > 0x7fffffff) {
+    KIO_ERROR("Batch too large: %lld frame tiles", (long long)count);
+    return KIO_ERR;
+  }
+  GALIGN_LAUNCH_SMEM(galign_k_ll_exact, (unsigned)count, GALIGN_LL_TILE * GALIGN_LL_WARPS,
+                     galign_cu_ll_exact_smem(c->dim), c->stream, c->dgmm,
+                     (const int32_t *)c->d_tiles.p, tile0, (const galign_cu_utt *)c->d_utt.p,
                      (const float *)c->d_feats.p, (const int32_t *)c->d_ucol.p, c->log_eps,
                      (float *)c->d_ll.p, (int *)c->d_flags.p, (int *)c->d_uflags.p);
   KIO_CUDA_LAUNCHED();
