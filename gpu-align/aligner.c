@@ -215,10 +215,17 @@ void galign_aligner_get_stats(const galign_aligner *a, galign_aligner_stats *s) 
   memset(s, 0, sizeof *s);
   if (!a) return;
   /* CPU workspaces (all of the CPU path; the utterances the GPU path hands
-   * back to the CPU), summed over threads. The GPU phases are not measured
-   * yet: they would be added here from a->cuda. */
+   * back to the CPU), summed over threads. */
   for (int i = 0; i < GALIGN_MAX_THREADS; i++)
     if (a->ws[i]) galign_cpu_ws_times(a->ws[i], s);
+  /* GPU: likelihood and decoder kernels timed with CUDA events; the decoder
+   * kernel includes the device backtrace, so backtrace_s stays CPU-only. */
+  if (a->cuda) {
+    double ll = 0, dec = 0;
+    galign_cuda_times(a->cuda, &ll, &dec, NULL);
+    s->loglike_s += ll;
+    s->viterbi_s += dec;
+  }
 }
 
 /* Statistics of the CPU workspaces (tests and benchmarks). */

@@ -94,6 +94,32 @@ for m in $models; do
     case " $skip " in *" kaldi "*) ;; *) run "$m" kaldi "$kaldi_prog" ;; esac
   fi
 done
+# Accumulation (gmm-acc-stats-ali on our CPU alignment) and the one-pass
+# program (gmm-align-acc-compiled), CPU and GPU, same data.
+timed() {  # key logfile command...  -> wall[key]
+  local key=$1 log=$2; shift 2
+  local t0 t1; t0=$(date +%s.%N)
+  "$@" 2>"$log"; local rc=$?
+  t1=$(date +%s.%N)
+  if [ $rc != 0 ]; then echo "bench: $key failed (exit $rc), see $log"; tail -3 "$log"; return; fi
+  wall[$key]=$(calc "$t1 - $t0")
+  printf 'bench: %-14s %8.2f s\n' "$key" "${wall[$key]}"
+}
+for m in $models; do
+  f=delta; [ "$m" = tri2 ] && f=lda
+  [ -f "$data/out/$m.cpu.ali" ] || continue
+  for tag in cpu gpu; do
+    [ $tag = gpu ] && [ $gpu_ok != 1 ] && continue
+    ug=no; [ $tag = gpu ] && ug=yes
+    timed "$m.acc-$tag" "$data/out/$m.acc-$tag.log" "$bin/gmm-acc-stats-ali" --use-gpu=$ug \
+      "$fix/models/$m/final.mdl" "ark:$data/$f.ark" "ark:$data/out/$m.cpu.ali" "$data/out/$m.$tag.acc"
+    [ -x "$bin/gmm-align-acc-compiled" ] &&
+    timed "$m.onepass-$tag" "$data/out/$m.onepass-$tag.log" "$bin/gmm-align-acc-compiled" --use-gpu=$ug \
+      --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40 \
+      "$fix/models/$m/final.mdl" "ark:gunzip -c $data/$m.fsts.gz|" "ark,s,cs:$data/$f.ark" \
+      "ark:$data/out/$m.onepass-$tag.ali" "$data/out/$m.onepass-$tag.acc"
+  done
+done
 [ -n "$kaldi_prog" ] || echo "bench: Kaldi skipped (set KALDI_ROOT to include \$KALDI_ROOT/src/gmmbin/gmm-align-compiled)"
 
 # ---- table ----
@@ -131,4 +157,19 @@ echo "| model | GPU vs CPU | CPU vs Kaldi fixture | GPU vs Kaldi fixture | CPU v
 echo "|---|---|---|---|---|---|"
 for m in $models; do
   echo "| $m | $(agree "$m" cpu gpu) | $(agree "$m" fixture cpu) | $(agree "$m" fixture gpu) | $(agree "$m" kaldi cpu) | $(agree "$m" kaldi gpu) |"
+done
+echo
+echo "Accumulation (gmm-acc-stats-ali, given the alignment) and one pass (gmm-align-acc-compiled = align + accumulate):"
+echo
+echo "| model | program | wall s | x real time | speed-up vs our CPU |"
+echo "|---|---|---:|---:|---:|"
+for m in $models; do
+  for k in acc onepass; do
+    for tag in cpu gpu; do
+      [ -n "${wall[$m.$k-$tag]:-}" ] || continue
+      name="gmm-acc-stats-ali"; [ $k = onepass ] && name="gmm-align-acc-compiled"
+      printf '| %s | %s --use-gpu=%s | %.2f | %.0f | %s |\n' "$m" "$name" "$([ $tag = gpu ] && echo yes || echo no)" \
+        "${wall[$m.$k-$tag]}" "$(calc "$audio_s / ${wall[$m.$k-$tag]}")" "$(ratio "$m.$k-$tag" "$m.$k-cpu")"
+    done
+  done
 done

@@ -1,15 +1,21 @@
 #!/bin/bash
-# Prepares .carry/lib for a run on a GPU machine that lacks this machine's
-# libraries (OpenFst, subunit): copies the non-system shared libraries our
-# binaries link, never libc/libm/libstdc++/libgcc or the CUDA libraries (the
-# GPU host has its own CUDA 13). Usage: tools/device-pack.sh [BUILD_DIR]
+# Stages what a GPU machine needs under .carry/ (git-ignored), built here:
+#   .carry/build/tests, .carry/build/tools   test suites and tools (stripped)
+#   .carry/gmmbin-gpu                        the programs (stripped)
+#   .carry/lib                               non-system shared libraries they
+#       link (OpenFst, subunit), never libc/libm/libstdc++/libgcc or CUDA's
+#       (the GPU host has its own CUDA 13)
+# Then: device run with carry [".carry"] and tools/gpu-session.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-mkdir -p .carry/lib
-bins=$(ls gmmbin-gpu/* "$build"/tests/check_* "$build"/tools/* 2>/dev/null | grep -v '\.[ch]$' || true)
-for b in $bins; do
-  [ -x "$b" ] || continue
+rm -rf .carry/build .carry/gmmbin-gpu .carry/lib
+mkdir -p .carry/build/tests .carry/build/tools .carry/gmmbin-gpu .carry/lib
+for f in "$build"/tests/check_*; do case $f in *.o|*.d) ;; *) [ -x "$f" ] && cp "$f" .carry/build/tests/ ;; esac; done
+for f in "$build"/tools/*; do case $f in *.o|*.d) ;; *) [ -x "$f" ] && cp "$f" .carry/build/tools/ ;; esac; done
+for f in gmmbin-gpu/*; do case $f in *.c|*.h) ;; *) [ -x "$f" ] && cp "$f" .carry/gmmbin-gpu/ ;; esac; done
+strip .carry/build/tests/* .carry/build/tools/* .carry/gmmbin-gpu/*
+for b in .carry/build/tests/* .carry/build/tools/* .carry/gmmbin-gpu/*; do
   ldd "$b" 2>/dev/null | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
@@ -18,5 +24,4 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" .carry/lib/ ;;
   esac
 done
-ls -la .carry/lib
-du -sh .carry
+du -sh .carry/*
