@@ -249,21 +249,23 @@ static int read_number(FILE *f, int is_float, double *out, const char *what) {
     kio_set_error("Expecting numeric %s data, got %c%s", what, buf[0], w);
     return KIO_ERR;
   }
-  while (c != EOF && n + 1 < sizeof buf) {
-    if (isdigit(c)) {
-    } else if (c == '.' && !seen_dot && !seen_e) {
-      seen_dot = 1;
-    } else if ((c == 'e' || c == 'E') && !seen_e) {
-      seen_e = 1;
-      buf[n++] = (char)c;
-      c = getc_unlocked(f);
-      if (c == '+' || c == '-') { buf[n++] = (char)c; c = getc_unlocked(f); }
-      continue;
-    } else {
-      break;
+  while (c != EOF) {
+    int is_e = (c == 'e' || c == 'E') && !seen_e;
+    if (!isdigit(c) && !(c == '.' && !seen_dot && !seen_e) && !is_e) break;
+    /* Room for this char, a sign after an 'e' and the NUL (fuzzing found the
+     * sign written past the end); a longer run is an error, not two numbers. */
+    if (n + 3 > sizeof buf) {
+      kio_set_error("Failed to read number in %s data (longer than %zu characters)",
+                    what, sizeof buf - 3);
+      return KIO_ERR;
     }
+    if (c == '.') seen_dot = 1;
     buf[n++] = (char)c;
     c = getc_unlocked(f);
+    if (is_e) {
+      seen_e = 1;
+      if (c == '+' || c == '-') { buf[n++] = (char)c; c = getc_unlocked(f); }
+    }
   }
   if (c != EOF) ungetc(c, f);
   buf[n] = 0;

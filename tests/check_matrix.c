@@ -489,6 +489,23 @@ START_TEST(huge_claimed_sizes) {
   ck_assert_int_eq(kio_dmatrix_read(f, 1, &d), KIO_ERR);
   fclose(f);
   ck_assert(d.rows == 0 && d.cap <= (1u << 20));
+  /* Text numbers: 'e' and sign at the end of the 128-byte number buffer
+   * were written past it (fuzzing); a longer run is now an error, numbers
+   * of up to 126 characters ("0.5000...0e-0") still read. */
+  char txt[400];
+  for (int len = 100; len <= 140; len++) {
+    int k = snprintf(txt, sizeof txt, " [ 0.5");
+    while (k < 3 + len - 3) txt[k++] = '0';  /* the number starts at txt + 3 */
+    k += snprintf(txt + k, sizeof txt - k, "e-0 ]\n");
+    f = mem_in(txt, (size_t)k);
+    int rc = kio_matrix_read(f, 0, &m);
+    fclose(f);
+    if (len <= 126) {
+      ck_assert_msg(rc == KIO_OK && m.rows == 1 && m.cols == 1 && m.data[0] == 0.5f, "len %d", len);
+    } else {
+      ck_assert_msg(rc == KIO_ERR, "len %d", len);
+    }
+  }
   /* 1100 x 1000 (past one chunk), float and double, through both readers */
   kio_matrix big = {0};
   kio_dmatrix dbig = {0};
