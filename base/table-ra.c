@@ -29,6 +29,7 @@ struct kio_ra_reader {
   char *cur_key;
   size_t cur_keycap;
   void *cur_obj;          /* object just read (DSORTED: the current one) */
+  int cur_taken;          /* DSORTED: cur_obj was handed out by kio_ra_take */
   char *err_key;
   entry *tab;             /* UNSORTED: hash table; SORTED: array in order; SCP: index */
   size_t cap, n;
@@ -53,6 +54,7 @@ static void read_next(kio_ra_reader *r) {
     r->state = A_ERROR;
     return;
   }
+  r->cur_taken = 0;
   int ret = kio_ark_read_entry(kio_input_stream(r->in), r->spec.filename, r->h,
                                &r->cur_key, &r->cur_keycap, r->cur_obj);
   if (ret == KIO_OK) {
@@ -191,6 +193,10 @@ static int dsorted_find(kio_ra_reader *r, const char *key) {
   if (r->state != A_HAVE_OBJECT) return 0;
   for (;;) {
     int cmp = strcmp(key, r->cur_key);
+    if (cmp == 0 && r->cur_taken) {
+      KIO_ERROR("Object for key %s was taken already: rspecifier is %s", key, r->rspecifier);
+      return -2;
+    }
     if (cmp == 0) return 1;
     if (cmp < 0) return 0;
     char *last = strdup(r->cur_key);
@@ -425,6 +431,30 @@ void *kio_ra_value(kio_ra_reader *r, const char *key) {
     return NULL;
   }
   return obj;
+}
+
+static void swap_obj(void *a, void *b, size_t n) {
+  unsigned char tmp[256], *x = a, *y = b;
+  while (n > 0) {
+    size_t k = n < sizeof tmp ? n : sizeof tmp;
+    memcpy(tmp, x, k); memcpy(x, y, k); memcpy(y, tmp, k);
+    x += k; y += k; n -= k;
+  }
+}
+
+int kio_ra_take(kio_ra_reader *r, const char *key, void *obj) {
+  if (r && !r->fatal && r->mode != M_SCP && r->mode != M_DSORTED) return 1;
+  void *v = kio_ra_value(r, key);
+  if (!v) return KIO_ERR;
+  swap_obj(v, obj, r->h->obj_size);
+  if (r->mode == M_SCP) {  /* r->obj no longer holds the loaded entry */
+    free(r->loaded_rx);
+    free(r->loaded_range);
+    r->loaded_rx = r->loaded_range = NULL;
+  } else {
+    r->cur_taken = 1;
+  }
+  return KIO_OK;
 }
 
 int kio_ra_close(kio_ra_reader *r) {

@@ -63,6 +63,11 @@ const char *kio_seq_key(kio_seq_reader *r);
  * NULL (after logging ERROR) if an scp entry cannot be loaded. */
 void *kio_seq_value(kio_seq_reader *r);
 void kio_seq_next(kio_seq_reader *r);
+/* Like kio_seq_value, but exchanges the current object with *obj (an object
+ * of the holder's type, zeroed or previously read: the reader reuses its
+ * buffers), so the caller owns the value without a copy. KIO_OK, or KIO_ERR
+ * where kio_seq_value returns NULL. */
+int kio_seq_take(kio_seq_reader *r, void *obj);
 /* Reports (ERROR, KIO_ERR) a read error or a failed pipe unless 'p'. */
 int kio_seq_close(kio_seq_reader *r);
 
@@ -76,6 +81,11 @@ int kio_ra_has_key(kio_ra_reader *r, const char *key);
 /* Object for key (must exist: call has_key first); owned by the reader, valid
  * until the next call on the reader. NULL after logging ERROR on failure. */
 void *kio_ra_value(kio_ra_reader *r, const char *key);
+/* Like kio_ra_value, but exchanges the object with *obj (as kio_seq_take).
+ * KIO_OK; KIO_ERR where kio_ra_value returns NULL; 1 if this kind of table
+ * keeps objects for later lookups (nothing done: use kio_ra_value). With
+ * "s,cs" archives the key must not be looked up again (ERROR if it is). */
+int kio_ra_take(kio_ra_reader *r, const char *key, void *obj);
 int kio_ra_close(kio_ra_reader *r);
 
 /* ---- writer ---- */

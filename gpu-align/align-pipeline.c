@@ -1,5 +1,6 @@
 /* The batch pipeline of the aligning programs (see align-pipeline.h):
- * reading in batches, graph preparation and alignment in a worker thread,
+ * reading in batches (graph archives read ahead by their own thread),
+ * graph preparation and alignment in a worker thread,
  * emission in input order with captured log lines replayed where Kaldi
  * prints them, and the per-batch hook. */
 #include "align-pipeline.h"
@@ -97,7 +98,7 @@ static void replay_one(const event *e) {
 typedef struct {
   char *key;
   int empty;              /* graph without start state */
-  kio_matrix feats;       /* owned copies: the readers keep one object only */
+  kio_matrix feats;       /* owned: moved out of the readers (buffers swapped) */
   kio_fst raw;
   galign_graph graph;     /* raw prepared by the worker */
   int prep_rc;
@@ -128,6 +129,14 @@ struct galign_pipeline {
   int beams_ok, want_per_frame, prep_threads;
   kio_seq_reader *graphs;
   kio_ra_reader *feats;
+  /* graph queue: archives are read ahead by a thread (gq_*), scp graphs in
+   * the main thread as Kaldi does (direct) */
+  int gq_direct, gq_thread_on, gq_stop, gq_started;
+  struct gitem *gq;
+  long gq_head, gq_tail;  /* items consumed / produced (gq[i % GQ_CAP]) */
+  pthread_mutex_t gq_mu;
+  pthread_cond_t gq_cv;
+  pthread_t gq_thread;
   kio_writer *ali, *scores, *per_frame;
   int closed;
   batch bufs[2];
@@ -147,6 +156,15 @@ struct galign_pipeline {
    * writing, hook; t_start = open */
   double t_start, t_setup, t_read, t_graphs, t_feats, t_prep, t_align, t_write, t_hook;
 };
+
+/* A graph read ahead, with the lines logged while advancing to it. */
+enum { GQ_CAP = 64 };
+typedef struct gitem {
+  char *key;
+  kio_fst fst;
+  int end;             /* no more graphs (done) */
+  event_list lines;
+} gitem;
 
 static double now(void) {
   struct timespec ts;
@@ -169,7 +187,9 @@ static int copy_matrix(kio_matrix *dst, const kio_matrix *m) {
   return KIO_OK;
 }
 
-static slot *new_slot(batch *b) {
+/* Makes room for one more slot, b->slots[b->nslots]: read_batch fills it
+ * and keeps it by incrementing nslots. */
+static slot *peek_slot(batch *b) {
   if (b->nslots == b->cap) {
     int cap = b->cap ? 2 * b->cap : 64;
     slot *s = realloc(b->slots, (size_t)cap * sizeof *s);
@@ -178,7 +198,147 @@ static slot *new_slot(batch *b) {
     b->slots = s;
     b->cap = cap;
   }
-  return &b->slots[b->nslots++];
+  return &b->slots[b->nslots];
+}
+
+/* ---------------- graph queue ---------------- */
+
+/* Produces item number p->gq_tail (the caller has room for it): advances the
+ * reader (except for the first) and takes its key and graph. */
+static void gq_produce(galign_pipeline *p) {
+  gitem *it = &p->gq[p->gq_tail % GQ_CAP];
+  event_list *saved = t_capture;  /* the main thread's, without a thread */
+  t_capture = &it->lines;
+  if (p->gq_started) kio_seq_next(p->graphs);
+  p->gq_started = 1;
+  it->end = kio_seq_done(p->graphs);
+  if (!it->end) {
+    char *k = strdup(kio_seq_key(p->graphs));
+    /* Archives: the value cannot fail; on no memory the queue ends here. */
+    if (!k || kio_seq_take(p->graphs, &it->fst) != KIO_OK) {
+      free(k);
+      k = NULL;
+      it->end = 1;
+    }
+    free(it->key);
+    it->key = k;
+  }
+  t_capture = saved;
+}
+
+static void *gq_main(void *arg) {
+  galign_pipeline *p = arg;
+  pthread_mutex_lock(&p->gq_mu);
+  for (;;) {
+    while (!p->gq_stop && p->gq_tail - p->gq_head >= GQ_CAP)
+      pthread_cond_wait(&p->gq_cv, &p->gq_mu);
+    if (p->gq_stop) break;
+    pthread_mutex_unlock(&p->gq_mu);
+    gq_produce(p);
+    pthread_mutex_lock(&p->gq_mu);
+    int end = p->gq[p->gq_tail % GQ_CAP].end;
+    p->gq_tail++;
+    pthread_cond_broadcast(&p->gq_cv);
+    if (end) break;
+  }
+  pthread_mutex_unlock(&p->gq_mu);
+  return NULL;
+}
+
+/* Starts the queue (after the tables are open). */
+static int gq_open(galign_pipeline *p) {
+  kio_rspec spec;
+  p->gq_direct = kio_parse_rspecifier(p->cfg.graphs_rspecifier, &spec) != KIO_OK ||
+                 spec.kind != KIO_SPEC_ARCHIVE;
+  if (p->gq_direct) return KIO_OK;
+  p->gq = calloc(GQ_CAP, sizeof *p->gq);
+  if (!p->gq) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  pthread_mutex_init(&p->gq_mu, NULL);
+  pthread_cond_init(&p->gq_cv, NULL);
+  p->gq_thread_on = pthread_create(&p->gq_thread, NULL, gq_main, p) == 0;
+  return KIO_OK;
+}
+
+/* Stops and joins the reading thread (it finishes the entry it reads). */
+static void gq_join(galign_pipeline *p) {
+  if (!p->gq_thread_on) return;
+  pthread_mutex_lock(&p->gq_mu);
+  p->gq_stop = 1;
+  pthread_cond_broadcast(&p->gq_cv);
+  pthread_mutex_unlock(&p->gq_mu);
+  pthread_join(p->gq_thread, NULL);
+  p->gq_thread_on = 0;
+}
+
+static void gq_free(galign_pipeline *p) {
+  gq_join(p);
+  if (!p->gq) return;
+  for (int i = 0; i < GQ_CAP; i++) {
+    free(p->gq[i].key);
+    kio_fst_free(&p->gq[i].fst);
+    ev_free(&p->gq[i].lines);
+  }
+  free(p->gq);
+  p->gq = NULL;
+  pthread_mutex_destroy(&p->gq_mu);
+  pthread_cond_destroy(&p->gq_cv);
+}
+
+/* Item i (>= gq_head), once produced. */
+static gitem *gq_item(galign_pipeline *p, long i) {
+  if (!p->gq_thread_on) {
+    while (p->gq_tail <= i) gq_produce(p), p->gq_tail++;
+    return &p->gq[i % GQ_CAP];
+  }
+  pthread_mutex_lock(&p->gq_mu);
+  while (p->gq_tail <= i) pthread_cond_wait(&p->gq_cv, &p->gq_mu);
+  pthread_mutex_unlock(&p->gq_mu);
+  return &p->gq[i % GQ_CAP];
+}
+
+/* The graph source seen by read_batch: the current entry is gq_head. */
+static int gs_done(galign_pipeline *p) {
+  return p->gq_direct ? kio_seq_done(p->graphs) : gq_item(p, p->gq_head)->end;
+}
+static const char *gs_key(galign_pipeline *p) {
+  return p->gq_direct ? kio_seq_key(p->graphs) : gq_item(p, p->gq_head)->key;
+}
+/* 1 if the next entry may have the same key (then the features are copied:
+ * a doubly sorted reader cannot give the object out twice). */
+static int gs_next_same(galign_pipeline *p, const char *key) {
+  if (p->gq_direct) return 1;
+  const gitem *it = gq_item(p, p->gq_head + 1);
+  return !it->end && !strcmp(it->key, key);
+}
+/* Moves the current graph into *dst (its old buffers go back for reuse). */
+static int gs_take(galign_pipeline *p, kio_fst *dst) {
+  if (p->gq_direct) return kio_seq_take(p->graphs, dst);
+  gitem *it = gq_item(p, p->gq_head);
+  kio_fst t = *dst;
+  *dst = it->fst;
+  it->fst = t;
+  return KIO_OK;
+}
+/* Advances to the next entry; its lines are logged here, as Kaldi's Next()
+ * logs them. */
+static void gs_next(galign_pipeline *p) {
+  if (p->gq_direct) { kio_seq_next(p->graphs); return; }
+  if (p->gq_thread_on) {
+    pthread_mutex_lock(&p->gq_mu);
+    p->gq_head++;
+    pthread_cond_broadcast(&p->gq_cv);
+    pthread_mutex_unlock(&p->gq_mu);
+  } else {
+    p->gq_head++;
+  }
+  event_list *l = &gq_item(p, p->gq_head)->lines;
+  for (int i = 0; i < l->n; i++) {
+    event *e = &l->v[i];
+    if (t_capture && ev_push(t_capture, *e) == 0) continue;
+    replay_one(e);
+    free(e->func); free(e->file); free(e->msg);
+  }
+  l->n = 0;
 }
 
 /* Reads up to batch_size utterances that reach alignment (steps 2.1-2.2 of
@@ -189,40 +349,48 @@ static void read_batch(galign_pipeline *p, batch *b) {
   b->nslots = 0;
   b->fatal = 0;
   t_capture = &b->events;
-  double t0 = now();
-  while (!b->fatal && b->nslots < p->cfg.batch_size && !kio_seq_done(p->graphs)) {
-    const char *key = kio_seq_key(p->graphs);
-    double t1 = now();
-    int has = kio_ra_has_key(p->feats, key);
-    const kio_matrix *m = has ? kio_ra_value(p->feats, key) : NULL;
-    p->t_feats += now() - t1;
+  double t0 = now(), t1;
+  while (!b->fatal && b->nslots < p->cfg.batch_size && !gs_done(p)) {
+    const char *key = gs_key(p);
+    slot *s = peek_slot(b);
+    if (!s) { KIO_ERROR("Out of memory reading utterance %s", key); b->fatal = 1; break; }
+    t1 = now();
+    int same = gs_next_same(p, key);  /* waits for the graph thread */
+    double t2 = now();
+    p->t_graphs += t2 - t1;
+    int has = kio_ra_has_key(p->feats, key), got = 0;
+    if (has == 1) {
+      /* The features are moved into the slot, unless the reader keeps them. */
+      int rc = same ? 1 : kio_ra_take(p->feats, key, &s->feats);
+      if (rc == 1) {
+        const kio_matrix *m = kio_ra_value(p->feats, key);
+        rc = !m ? KIO_ERR : copy_matrix(&s->feats, m);
+        if (m && rc != KIO_OK) KIO_ERROR("Out of memory reading utterance %s", key);
+      }
+      got = rc == KIO_OK;
+    }
+    p->t_feats += now() - t2;
     if (!has) {
       p->n.num_err++;
       KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 103, "No features for utterance %s", key);
     } else {
-      const kio_fst *g = m ? kio_seq_value(p->graphs) : NULL;
-      if (!g) { b->fatal = 1; break; }
-      if (m->rows == 0) {
+      if (!got || gs_take(p, &s->raw) != KIO_OK) { b->fatal = 1; break; }
+      if (s->feats.rows == 0) {
         KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 112, "Zero-length utterance: %s", key);
         p->n.num_err++;
       } else {
-        slot *s = new_slot(b);
         char *k = strdup(key);
-        if (!s || !k || copy_matrix(&s->feats, m) != KIO_OK || kio_fst_copy(&s->raw, g) != KIO_OK) {
-          free(k);
-          KIO_ERROR("Out of memory reading utterance %s", key);
-          b->fatal = 1;
-          break;
-        }
+        if (!k) { KIO_ERROR("Out of memory reading utterance %s", key); b->fatal = 1; break; }
         free(s->key);
         s->key = k;
-        s->empty = g->num_states == 0 || g->start < 0;
+        s->empty = s->raw.num_states == 0 || s->raw.start < 0;
+        b->nslots++;
         event e = {b->nslots - 1, 0, 0, NULL, NULL, NULL};
         if (ev_push(&b->events, e) != 0) { KIO_ERROR("Out of memory"); b->fatal = 1; break; }
       }
     }
     t1 = now();
-    kio_seq_next(p->graphs);
+    gs_next(p);
     p->t_graphs += now() - t1;
   }
   p->t_read += now() - t0;
@@ -358,6 +526,7 @@ static void stop(galign_pipeline *p) {
   if (p->init_running) pthread_join(p->init_thread, NULL);
   p->init_running = 0;
   align_wait(p);
+  gq_join(p);
   if (t_is_main) kio_log_set_handler(NULL, NULL);
   t_is_main = 0;
   t_capture = NULL;
@@ -511,6 +680,7 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
       kio_writer_open(&p->ali, p->cfg.ali_wspecifier, &kio_int_vec_holder) == KIO_OK &&
       kio_writer_open(&p->scores, p->cfg.scores_wspecifier, &kio_float_holder) == KIO_OK &&
       kio_writer_open(&p->per_frame, p->cfg.per_frame_wspecifier, &kio_vector_holder) == KIO_OK;
+  if (open_ok) open_ok = gq_open(p) == KIO_OK;
   t_capture = NULL;
   if (open_ok) read_batch(p, p->cur);
   int init_rc = init_wait(p);
@@ -534,7 +704,7 @@ int galign_pipeline_run(galign_pipeline *p, galign_pipeline_hook hook, void *use
   batch *cur = p->cur, *next = p->next;
   int rc = align_start(p, cur);
   while (rc == KIO_OK) {
-    int more = !cur->fatal && !kio_seq_done(p->graphs);
+    int more = !cur->fatal && !gs_done(p);
     if (more) read_batch(p, next);  /* overlaps the alignment of cur */
     align_wait(p);
     if (more && cur->align_rc == KIO_OK && !next->fatal) {
@@ -587,6 +757,7 @@ void galign_pipeline_log_summary(const galign_pipeline *p) {
 int galign_pipeline_close(galign_pipeline *p) {
   if (!p || p->closed) return KIO_OK;
   p->closed = 1;
+  gq_join(p);  /* the graph reader is closed below */
   int failed = 0;
   if (kio_writer_close(p->per_frame) != KIO_OK) failed = 1;
   if (kio_writer_close(p->scores) != KIO_OK) failed = 1;
@@ -603,6 +774,7 @@ void galign_pipeline_free(galign_pipeline *p) {
   if (!p) return;
   stop(p);
   galign_pipeline_close(p);
+  gq_free(p);
   batch_free(&p->bufs[0]);
   batch_free(&p->bufs[1]);
   ev_free(&p->init_lines);

@@ -650,6 +650,33 @@ START_TEST(features_ark_vs_scp) {
 }
 END_TEST
 
+/* kio_ra_take / kio_seq_take: s,cs and scp readers hand their object out
+ * (reusing the caller's buffers); others keep it (1); s,cs: no second take. */
+START_TEST(take_moves_objects) {
+  const char *specs[] = {"ark,s,cs:feats/delta.ark", "scp:feats/delta.scp", "ark:feats/delta.ark"};
+  for (int k = 0; k < 3; k++) {
+    kio_seq_reader *r; kio_ra_reader *ra;
+    ck_assert_int_eq(kio_seq_open(&r, "ark:feats/delta.ark", &kio_matrix_holder), KIO_OK);
+    ck_assert_int_eq(kio_ra_open(&ra, specs[k], &kio_matrix_holder), KIO_OK);
+    kio_matrix a = {0}, b = {0};
+    char last[64] = "";
+    for (; !kio_seq_done(r); kio_seq_next(r)) {
+      snprintf(last, sizeof last, "%s", kio_seq_key(r));
+      ck_assert_int_eq(kio_ra_has_key(ra, last), 1);
+      ck_assert_int_eq(kio_ra_take(ra, last, &b), k == 2 ? 1 : KIO_OK);
+      ck_assert_int_eq(kio_seq_take(r, &a), KIO_OK);
+      if (k == 2) continue;
+      ck_assert(a.rows > 0 && a.rows == b.rows && a.cols == 39 && b.cols == 39);
+      ck_assert(memcmp(a.data, b.data, (size_t)a.rows * a.cols * sizeof(float)) == 0);
+    }
+    if (k == 0) ck_assert_ptr_null(kio_ra_value(ra, last));  /* taken already */
+    ck_assert_int_eq(kio_seq_close(r), KIO_OK);
+    ck_assert_int_eq(kio_ra_close(ra), k == 0 ? KIO_ERR : KIO_OK);
+    kio_matrix_free(&a); kio_matrix_free(&b);
+  }
+}
+END_TEST
+
 /* Corrupted archives (random byte changes, truncations) must never crash or
  * hang: every reader ends and reports through its status. */
 START_TEST(fuzz_corrupt_archives) {
@@ -764,6 +791,7 @@ int main(void) {
   tcase_add_test(tc, scores_float_holder);
   tcase_add_test(tc, writers_scp_and_closed);
   tcase_add_test(tc, features_ark_vs_scp);
+  tcase_add_test(tc, take_moves_objects);
   tcase_add_test(tc, fuzz_corrupt_archives);
   tcase_add_test(tc, scp_pipes_and_ranges);
   suite_add_tcase(s, tc);

@@ -9,8 +9,10 @@
 #include "table.h"
 #include "../../base/table-internal.h"
 
+static char path[256];
+static void remove_matrix_file(void) { unlink(path); }
+
 static const char *matrix_file(void) {
-  static char path[256];
   if (path[0]) return path;
   const char *dir = getenv("TMPDIR");
   snprintf(path, sizeof path, "%s/kio-fuzz-%ld.mat", dir && *dir ? dir : "/tmp",
@@ -25,6 +27,7 @@ static const char *matrix_file(void) {
   kio_matrix_write(f, 1, &m);
   fclose(f);
   kio_matrix_free(&m);
+  atexit(remove_matrix_file);
   return path;
 }
 
