@@ -20,6 +20,55 @@ static pthread_once_t g_stderr_once = PTHREAD_ONCE_INIT;
 
 static _Thread_local char t_error[1024];
 
+struct kio_log_deferred {
+  struct kio_log_deferred *next;
+  int level, line;
+  const char *func, *file;  /* __func__ / __FILE__: static strings */
+  char msg[];
+};
+static _Thread_local kio_log_deferred **t_defer;
+
+void kio_log_defer(kio_log_deferred **list) { t_defer = list; }
+
+void kio_log_replay(kio_log_deferred **list) {
+  kio_log_deferred *d = *list;
+  *list = NULL;
+  while (d) {
+    kio_log_deferred *next = d->next;
+    kio_logf(d->level, d->func, d->file, d->line, "%s", d->msg);
+    free(d);
+    d = next;
+  }
+}
+
+void kio_log_discard(kio_log_deferred **list) {
+  kio_log_deferred *d = *list;
+  *list = NULL;
+  while (d) {
+    kio_log_deferred *next = d->next;
+    free(d);
+    d = next;
+  }
+}
+
+/* Appends a line to the thread's deferred list; 0 if it could not. */
+static int defer_line(int level, const char *func, const char *file, int line,
+                      const char *msg) {
+  size_t n = strlen(msg) + 1;
+  kio_log_deferred *d = malloc(sizeof *d + n);
+  if (!d) return 0;
+  d->next = NULL;
+  d->level = level;
+  d->line = line;
+  d->func = func;
+  d->file = file;
+  memcpy(d->msg, msg, n);
+  kio_log_deferred **p = t_defer;
+  while (*p) p = &(*p)->next;
+  *p = d;
+  return 1;
+}
+
 static const char *base_name(const char *p) {
   if (!p) return "";
   const char *s = strrchr(p, '/');
@@ -109,6 +158,10 @@ void kio_vlogf(int level, const char *func, const char *file, int line,
     else msg = stackbuf; /* truncated is better than nothing */
   }
   va_end(ap2);
+  if (t_defer && defer_line(level, func, file, line, msg)) {
+    if (msg != stackbuf) free(msg);
+    return;
+  }
   if (level == KIO_LOG_WARNING) atomic_fetch_add(&g_num_warnings, 1);
   else if (level < KIO_LOG_WARNING) atomic_fetch_add(&g_num_errors, 1);
   const char *fname = short_file_name(file);

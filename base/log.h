@@ -50,6 +50,15 @@ void kio_vlogf(int level, const char *func, const char *file, int line,
  * same location Kaldi prints (scripts never parse it; humans diff it). */
 #define KIO_LOG_AT(level, func, file, line, ...) kio_logf((level), (func), (file), (line), __VA_ARGS__)
 
+/* Deferred log lines (read-ahead threads): while kio_log_defer(&list) is in
+ * effect in a thread, its log lines are stored in list (not printed, not
+ * counted); kio_log_replay logs them later from the thread that consumes the
+ * work, as if logged then, and empties list; kio_log_discard drops them. */
+typedef struct kio_log_deferred kio_log_deferred;
+void kio_log_defer(kio_log_deferred **list); /* NULL: log normally again */
+void kio_log_replay(kio_log_deferred **list);
+void kio_log_discard(kio_log_deferred **list);
+
 /* Detail of the last low-level read/parse failure in this thread (e.g.
  * "expected token <DiagGMM>, got FM"). Low-level readers set it instead of
  * logging; the caller that knows the file/key logs one ERROR including it. */

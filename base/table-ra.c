@@ -4,7 +4,15 @@
  *
  * Where Kaldi throws (duplicate key, order violations, bad key, a failed
  * Value()), we log one ERROR and enter a fatal state: has_key returns KIO_ERR
- * and value NULL from then on, close returns KIO_ERR. */
+ * and value NULL from then on, close returns KIO_ERR.
+ *
+ * Sorted archives ("s", "s,cs") and "bg" read ahead: a thread reads entries
+ * in order into a small queue (objects recycled), so parsing overlaps the
+ * caller's work; read_next() then only takes the next queued entry, so the
+ * lookup logic and its errors are the same. The thread stops at EOF or at the
+ * first read error (reported only if the caller gets that far, as before);
+ * close stops it before closing the stream. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +25,30 @@ enum { M_SCP, M_UNSORTED, M_SORTED, M_DSORTED };
 enum { A_NO_OBJECT, A_HAVE_OBJECT, A_EOF, A_ERROR };
 
 typedef struct { char *key; void *obj; char *rest; } entry;
+
+/* Read-ahead queue: a ring of entries read by the thread. A slot outside
+ * [head, head+count) belongs to the thread, so it fills it unlocked. */
+enum { RA_QUEUE = 12 };
+typedef struct {
+  char *key;
+  size_t keycap;
+  void *obj;
+  int ret;
+  kio_log_deferred *logs;  /* what reading it logged: printed when consumed */
+} ra_item;
+typedef struct {
+  pthread_t tid;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  ra_item q[RA_QUEUE];
+  size_t head, count;
+  void *free_obj[RA_QUEUE + 2];  /* objects given back by the consumer */
+  size_t nfree;
+  int stop, done;
+  FILE *f;
+  const char *filename;
+  const kio_holder *h;
+} ra_ahead;
 
 struct kio_ra_reader {
   const kio_holder *h;
@@ -36,6 +68,7 @@ struct kio_ra_reader {
   long pending;           /* index whose object is freed on the next call ("o") */
   long last_found;        /* SORTED */
   char *last_requested;   /* DSORTED */
+  ra_ahead *ahead;        /* read-ahead thread, or NULL */
   /* scp */
   kio_input *data_in;
   void *obj;
@@ -48,8 +81,126 @@ static void fatal(kio_ra_reader *r) { r->fatal = 1; }
 
 /* ---- archive reading ---- */
 
+static void *ahead_main(void *arg) {
+  ra_ahead *a = arg;
+  pthread_mutex_lock(&a->mu);
+  for (;;) {
+    while (!a->stop && a->count == RA_QUEUE) pthread_cond_wait(&a->cv, &a->mu);
+    if (a->stop) break;
+    ra_item *it = &a->q[(a->head + a->count) % RA_QUEUE];
+    void *obj = a->nfree ? a->free_obj[--a->nfree] : NULL;
+    pthread_mutex_unlock(&a->mu);
+    if (!obj) obj = kio_obj_new(a->h);
+    it->obj = obj;
+    kio_log_defer(&it->logs);
+    it->ret = !obj ? KIO_ERR
+                   : kio_ark_read_entry(a->f, a->filename, a->h, &it->key, &it->keycap, obj);
+    kio_log_defer(NULL);
+    pthread_mutex_lock(&a->mu);
+    a->count++;
+    pthread_cond_broadcast(&a->cv);
+    if (it->ret != KIO_OK) break;
+  }
+  a->done = 1;
+  pthread_cond_broadcast(&a->cv);
+  pthread_mutex_unlock(&a->mu);
+  return NULL;
+}
+
+/* Starts the thread; on failure the reader just reads in the caller. */
+static void ahead_start(kio_ra_reader *r) {
+  ra_ahead *a = calloc(1, sizeof *a);
+  if (!a) return;
+  a->f = kio_input_stream(r->in);
+  a->filename = r->spec.filename;
+  a->h = r->h;
+  if (pthread_mutex_init(&a->mu, NULL)) { free(a); return; }
+  if (pthread_cond_init(&a->cv, NULL)) {
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+    return;
+  }
+  if (pthread_create(&a->tid, NULL, ahead_main, a)) {
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+    return;
+  }
+  r->ahead = a;
+}
+
+/* Stops and joins the thread (it may finish the entry it is reading) and
+ * frees what was queued but never consumed. */
+static void ahead_stop(kio_ra_reader *r) {
+  ra_ahead *a = r->ahead;
+  if (!a) return;
+  pthread_mutex_lock(&a->mu);
+  a->stop = 1;
+  pthread_cond_broadcast(&a->cv);
+  pthread_mutex_unlock(&a->mu);
+  pthread_join(a->tid, NULL);
+  for (size_t i = 0; i < RA_QUEUE; i++) {
+    if (a->q[i].obj) kio_obj_delete(r->h, a->q[i].obj);
+    free(a->q[i].key);
+    kio_log_discard(&a->q[i].logs);  /* never reached by the caller: not reported */
+  }
+  for (size_t i = 0; i < a->nfree; i++) kio_obj_delete(r->h, a->free_obj[i]);
+  pthread_cond_destroy(&a->cv);
+  pthread_mutex_destroy(&a->mu);
+  free(a);
+  r->ahead = NULL;
+}
+
+/* read_next with read-ahead: gives cur_obj back and takes the next entry. */
+static void ahead_next(kio_ra_reader *r) {
+  ra_ahead *a = r->ahead;
+  void *give = r->cur_obj;
+  r->cur_obj = NULL;
+  pthread_mutex_lock(&a->mu);
+  if (give) {
+    if (a->nfree < RA_QUEUE + 2) a->free_obj[a->nfree++] = give, give = NULL;
+  }
+  while (a->count == 0 && !a->done) pthread_cond_wait(&a->cv, &a->mu);
+  int ret = KIO_ERR;
+  kio_log_deferred *logs = NULL;
+  if (a->count > 0) {
+    ra_item *it = &a->q[a->head];
+    char *k = r->cur_key;
+    size_t kc = r->cur_keycap;
+    r->cur_key = it->key;
+    r->cur_keycap = it->keycap;
+    it->key = k;
+    it->keycap = kc;
+    r->cur_obj = it->obj;
+    it->obj = NULL;
+    ret = it->ret;
+    logs = it->logs;
+    it->logs = NULL;
+    a->head = (a->head + 1) % RA_QUEUE;
+    a->count--;
+    pthread_cond_broadcast(&a->cv);
+  }
+  pthread_mutex_unlock(&a->mu);
+  if (give) kio_obj_delete(r->h, give);
+  kio_log_replay(&logs);
+  r->cur_taken = 0;
+  if (ret == KIO_OK) {
+    r->state = A_HAVE_OBJECT;
+  } else if (ret == KIO_EOF) {
+    r->state = A_EOF;
+  } else {
+    r->state = A_ERROR;
+    free(r->err_key);
+    r->err_key = r->cur_key ? strdup(r->cur_key) : NULL;
+  }
+}
+
 /* Reads the next archive entry into cur_key/cur_obj; sets state. */
 static void read_next(kio_ra_reader *r) {
+  if (r->ahead) {
+    ahead_next(r);
+    return;
+  }
   if (!r->cur_obj && !(r->cur_obj = kio_obj_new(r->h))) {
     r->state = A_ERROR;
     return;
@@ -331,6 +482,7 @@ int kio_ra_open(kio_ra_reader **pr, const char *rspecifier, const kio_holder *h)
       goto fail;
     }
     r->state = A_NO_OBJECT;
+    if (r->spec.sorted || r->spec.background) ahead_start(r);
   }
   *pr = r;
   return KIO_OK;
@@ -461,6 +613,7 @@ int kio_ra_close(kio_ra_reader *r) {
   if (!r) return KIO_OK;
   int ret = r->fatal ? KIO_ERR : KIO_OK;
   /* As Kaldi: a failed pipe only warns (when closed); a read error counts. */
+  ahead_stop(r);
   kio_input_close(r->in);
   kio_input_close(r->data_in);
   if (!r->fatal && r->state == A_ERROR) {
