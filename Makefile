@@ -40,7 +40,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/check_*.c
 TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(sort $(wildcard tools/*.c)))
 
 .SECONDARY:
-.PHONY: all test test-gpu test-asan bench demo install clean lint
+.PHONY: all test test-gpu test-asan bench demo install clean lint fuzz
 all: $(if $(SAN),$(patsubst gmmbin-gpu/%,$(BUILD)/gmmbin-gpu/%,$(PROGS)),$(PROGS)) $(TESTS) $(TOOLS)
 
 $(BUILD)/%.c.o: %.c
@@ -91,6 +91,10 @@ bench: all
 
 demo: all
 	@tools/demo.sh
+
+# libFuzzer harnesses for the readers (clang); FUZZ_SECONDS per harness (60).
+fuzz:
+	@tests/fuzz/run.sh
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \

@@ -34,7 +34,9 @@
 enum {
   GALIGN_CORE_OK = 0,
   GALIGN_CORE_NOSPACE = 1,   /* a capacity of the workspace was exceeded */
-  GALIGN_CORE_BADPATH = 2    /* best path does not have T emitting arcs (bug) */
+  GALIGN_CORE_BADPATH = 2,   /* best path does not have T emitting arcs (bug) */
+  GALIGN_CORE_EPSLOOP = 3    /* epsilon relaxation does not settle: a cycle of
+                              * input-epsilon arcs with negative total cost */
 };
 
 /* Graph view (plain pointers into a galign_graph or device copies). */
@@ -156,7 +158,12 @@ GALIGN_HD static inline int galign_core_nonemitting(galign_core_ws *w,
     if (sp >= w->stack_cap) { w->need_stack = 1; return GALIGN_CORE_NOSPACE; }
     w->stack[sp++] = e;
   }
+  /* Kaldi loops forever on a negative-cost epsilon cycle; we stop. Without
+   * such a cycle the relaxations per frame stay a small multiple of the
+   * states, so this bound never triggers on real graphs. */
+  int64_t budget = 1000 * ((int64_t)g->num_states + 1);
   while (sp > 0) {
+    if (--budget < 0) return GALIGN_CORE_EPSLOOP;
     int32_t e = w->stack[--sp];
     int32_t ti = p[e].tok;
     double c0 = w->tok[ti].cost;

@@ -204,6 +204,11 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
     double tf = now();
     w->t_vit += tf - tp - (w->t_ll - ll0);
     if (st < 0) return KIO_ERR;
+    if (st == GALIGN_CORE_EPSLOOP) {
+      snprintf(err, errlen, "Decoding does not terminate: the graph has a cycle of "
+               "input-epsilon arcs with negative total cost");
+      return KIO_ERR;
+    }
     if (st == GALIGN_CORE_OK) {
       galign_core_out out;
       st = galign_core_finish(c, &cg, T, o->acoustic_scale, r->ali,

@@ -117,6 +117,24 @@ START_TEST(test_core_epsilon) {
 }
 END_TEST
 
+START_TEST(test_core_negative_epsilon_cycle) {
+  /* 0 -1-> 1; 1 -eps/-1-> 1: Kaldi's decoder relaxes this forever; ours
+   * must stop with GALIGN_CORE_EPSLOOP (a fatal error in the programs). */
+  tarc a[] = { {0, 1, 0, 0.0f, 1, 0}, {1, 0, 0, -1.0f, 1, 0} };
+  tgraph g;
+  tg_build(&g, 2, 0, a, 2);
+  g.final[1] = 0.0f;
+  galign_core_graph v = tg_view(&g, 1);
+  float ll[] = { -1 };
+  tws_init(&W, 2, 1000);
+  int32_t ali[1];
+  galign_core_out out;
+  int retried;
+  ck_assert_int_eq(galign_core_align(&W.w, &v, ll, 1, 10.0f, 0.0f, 1.0f, ali, NULL, &out,
+                                     &retried), GALIGN_CORE_EPSLOOP);
+}
+END_TEST
+
 START_TEST(test_core_tie) {
   /* Two arcs into state 1 with equal cost: the first (file order) is kept. */
   tarc a[] = { {0, 5, 0, 0.5f, 1, 0}, {0, 6, 0, 0.5f, 1, 0}, {1, 7, 0, 0.0f, 2, 0} };
@@ -752,6 +770,7 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_core_linear);
   tcase_add_test(tc, test_core_epsilon);
+  tcase_add_test(tc, test_core_negative_epsilon_cycle);
   tcase_add_test(tc, test_core_tie);
   tcase_add_test(tc, test_core_retry_fail);
   tcase_add_test(tc, test_core_cutoff);
