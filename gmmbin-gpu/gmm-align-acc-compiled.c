@@ -77,21 +77,11 @@ int main(int argc, char *argv[]) {
   galign_opts_default(opts);
   char *per_frame_wspecifier = strdup("");
   char *use_gpu = strdup("optional");
-  int32_t batch_size = 1024;
+  int32_t batch_size = 2048;
   int binary = 1;
 
   kio_opts *po = kio_opts_new(usage);
-  kio_opts_float(po, "beam", &opts->beam, "Decoding beam used in alignment");
-  kio_opts_float(po, "retry-beam", &opts->retry_beam, "Decoding beam for second try at alignment");
-  kio_opts_bool(po, "careful", &opts->careful,
-                "If true, do 'careful' alignment, which is better at detecting "
-                "alignment failure (involves loop to start of decoding graph).");
-  kio_opts_float(po, "transition-scale", &opts->transition_scale,
-                 "Transition-probability scale [relative to acoustics]");
-  kio_opts_float(po, "acoustic-scale", &opts->acoustic_scale,
-                 "Scaling factor for acoustic likelihoods");
-  kio_opts_float(po, "self-loop-scale", &opts->self_loop_scale,
-                 "Scale of self-loop versus non-self-loop log probs [relative to acoustics]");
+  galign_opts_register(po, opts);
   kio_opts_string(po, "write-per-frame-acoustic-loglikes", &per_frame_wspecifier,
                   "Wspecifier for table of vectors containing the acoustic log-likelihoods "
                   "per frame for each utterance. E.g. ark:foo/per_frame_logprobs.1.ark");

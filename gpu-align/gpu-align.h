@@ -22,6 +22,11 @@ typedef struct {
   int careful;            /* 0 */
 } galign_opts;
 void galign_opts_default(galign_opts *o);
+struct kio_opts;
+/* Registers gmm-align-compiled's decoding options (--beam, --retry-beam,
+ * --careful, --transition-scale, --acoustic-scale, --self-loop-scale) with
+ * Kaldi's help texts. */
+void galign_opts_register(struct kio_opts *po, galign_opts *o);
 
 /* A graph ready for decoding: transition log-probs of the current model added
  * with the three scales (reference 5.2), careful mode applied (5.4), and the

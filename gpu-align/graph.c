@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../base/log.h"
+#include "../base/options.h"
 #include "gpu-align.h"
 
 void galign_opts_default(galign_opts *o) {
@@ -13,6 +14,20 @@ void galign_opts_default(galign_opts *o) {
   o->self_loop_scale = 1.0f;
   o->acoustic_scale = 1.0f;
   o->careful = 0;
+}
+
+void galign_opts_register(kio_opts *po, galign_opts *o) {
+  kio_opts_float(po, "beam", &o->beam, "Decoding beam used in alignment");
+  kio_opts_float(po, "retry-beam", &o->retry_beam, "Decoding beam for second try at alignment");
+  kio_opts_bool(po, "careful", &o->careful,
+                "If true, do 'careful' alignment, which is better at detecting "
+                "alignment failure (involves loop to start of decoding graph).");
+  kio_opts_float(po, "transition-scale", &o->transition_scale,
+                 "Transition-probability scale [relative to acoustics]");
+  kio_opts_float(po, "acoustic-scale", &o->acoustic_scale,
+                 "Scaling factor for acoustic likelihoods");
+  kio_opts_float(po, "self-loop-scale", &o->self_loop_scale,
+                 "Scale of self-loop versus non-self-loop log probs [relative to acoustics]");
 }
 
 /* GetScaledTransitionLogProb (hmm/hmm-utils.cc), in float as Kaldi does. */
