@@ -27,76 +27,7 @@ static void capture_start(void) {
   kio_log_set_handler(capture, NULL);
 }
 
-/* Runs the program's loop through the library: utterances with a matching
- * alignment accumulated (batch utterances at a time), others skipped. */
-typedef struct { double tot_like; int64_t tot_t; int done, err; } run_info;
-static int run_acc(const char *backend, const char *mdl, const char *feats,
-                   const char *alis, int batch, gacc_stats *out, run_info *ri) {
-  kio_tmodel tm;
-  kio_am_gmm am;
-  memset(&tm, 0, sizeof tm);
-  memset(&am, 0, sizeof am);
-  memset(ri, 0, sizeof *ri);
-  memset(out, 0, sizeof *out);
-  ck_assert_int_eq(kio_model_read(mdl, &tm, &am), KIO_OK);
-  gacc_acc *acc = NULL;
-  if (gacc_new(&acc, backend, &tm, &am) != KIO_OK) return KIO_ERR;
-  kio_seq_reader *r = NULL;
-  kio_ra_reader *ra = NULL;
-  ck_assert_int_eq(kio_seq_open(&r, feats, &kio_matrix_holder), KIO_OK);
-  ck_assert_int_eq(kio_ra_open(&ra, alis, &kio_int_vec_holder), KIO_OK);
-  kio_matrix *m = calloc((size_t)batch, sizeof *m);
-  int32_t **a = calloc((size_t)batch, sizeof *a);
-  char **keys = calloc((size_t)batch, sizeof *keys);
-  gacc_utt *u = calloc((size_t)batch, sizeof *u);
-  gacc_utt_result *res = calloc((size_t)batch, sizeof *res);
-  int n = 0, rc = KIO_OK;
-  for (;; kio_seq_next(r)) {
-    int done = kio_seq_done(r);
-    if (!done) {
-      const char *key = kio_seq_key(r);
-      const kio_matrix *f = kio_seq_value(r);
-      ck_assert_ptr_nonnull(f);
-      if (!kio_ra_has_key(ra, key)) { ri->err++; continue; }
-      const kio_int_vec *v = kio_ra_value(ra, key);
-      if (v->n != f->rows) { ri->err++; continue; }
-      ck_assert_int_eq(kio_matrix_resize(&m[n], f->rows, f->cols), KIO_OK);
-      memcpy(m[n].data, f->data, sizeof(float) * (size_t)f->rows * (size_t)f->cols);
-      a[n] = realloc(a[n], sizeof(int32_t) * (size_t)(v->n + 1));
-      memcpy(a[n], v->v, sizeof(int32_t) * (size_t)v->n);
-      free(keys[n]);
-      keys[n] = strdup(key);
-      u[n].key = keys[n];
-      u[n].feats = &m[n];
-      u[n].ali = a[n];
-      n++;
-    }
-    if (n > 0 && (done || n == batch)) {
-      rc = gacc_accumulate_batch(acc, n, u, res);
-      if (rc != KIO_OK) break;
-      for (int i = 0; i < n; i++) {
-        ri->tot_like += res[i].like;
-        ri->tot_t += res[i].frames;
-        ri->done++;
-      }
-      n = 0;
-    }
-    if (done) break;
-  }
-  if (rc == KIO_OK) rc = gacc_get_stats(acc, out);
-  for (int i = 0; i < batch; i++) {
-    kio_matrix_free(&m[i]);
-    free(a[i]);
-    free(keys[i]);
-  }
-  free(m); free(a); free(keys); free(u); free(res);
-  kio_ra_close(ra);
-  kio_seq_close(r);
-  gacc_free(acc);
-  kio_tmodel_free(&tm);
-  kio_am_gmm_free(&am);
-  return rc;
-}
+#include "acc-run.h"
 
 /* "Overall avg like per frame (Gaussian only) = X over T frames." of a log. */
 static void check_overall(const char *logfile, const run_info *ri) {
