@@ -1,11 +1,14 @@
 /* The batch pipeline of the aligning programs (see align-pipeline.h):
- * reading in batches (graph archives read ahead by their own thread),
+ * reading in batches (graph archives read ahead by their own thread;
+ * a batch is handed over early when the worker is idle, see DYN_MIN),
  * graph preparation and alignment in a worker thread,
  * emission in input order with captured log lines replayed where Kaldi
  * prints them, and the per-batch hook. */
 #include "align-pipeline.h"
+#include "align-batch.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,14 +22,7 @@
 #define PROG_FILE "gmm-align-compiled.cc"
 #define WRAP_FILE "decoder-wrappers.cc"
 
-/* ---------------- captured log lines ---------------- */
-
-typedef struct {
-  int slot;                 /* >= 0: utterance slot; -1: a log line */
-  int level, line;
-  char *func, *file, *msg;
-} event;
-typedef struct { event *v; int n, cap; } event_list;
+/* ---------------- captured log lines (align-batch.h) ---------------- */
 
 /* Where this thread's log lines go: NULL = print now (on the thread that
  * runs the pipeline). Threads the aligner starts itself have no capture of
@@ -34,34 +30,6 @@ typedef struct { event *v; int n, cap; } event_list;
 static _Thread_local event_list *t_capture;
 static _Thread_local int t_is_main;
 static event_list *volatile g_align_capture;
-
-static int ev_push(event_list *l, event e) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 64;
-    event *v = realloc(l->v, (size_t)cap * sizeof *v);
-    if (!v) return -1;
-    l->v = v;
-    l->cap = cap;
-  }
-  l->v[l->n++] = e;
-  return 0;
-}
-
-static void ev_clear(event_list *l) {
-  for (int i = 0; i < l->n; i++) {
-    free(l->v[i].func);
-    free(l->v[i].file);
-    free(l->v[i].msg);
-  }
-  l->n = 0;
-}
-
-static void ev_free(event_list *l) {
-  ev_clear(l);
-  free(l->v);
-  l->v = NULL;
-  l->cap = 0;
-}
 
 /* Called by base/log.c under its (recursive) mutex. A line printed now goes
  * through base/log.c's default handler: with the mutex held, no other
@@ -74,7 +42,7 @@ static void capture_handler(int level, const char *func, const char *file, int l
   if (l) {
     event e = {-1, level, line, strdup(func ? func : ""), strdup(file ? file : ""),
                strdup(msg)};
-    if (e.func && e.file && e.msg && ev_push(l, e) == 0) return;
+    if (e.func && e.file && e.msg && galign_ev_push(l, e) == 0) return;
     free(e.func); free(e.file); free(e.msg);
   }
   kio_log_set_handler(NULL, NULL);
@@ -82,44 +50,7 @@ static void capture_handler(int level, const char *func, const char *file, int l
   kio_log_set_handler(capture_handler, NULL);
 }
 
-/* Prints captured lines (on the pipeline's thread, t_capture NULL). */
-static void replay(const event_list *l) {
-  for (int i = 0; i < l->n; i++) {
-    const event *e = &l->v[i];
-    if (e->slot < 0) kio_logf(e->level, e->func, e->file, e->line, "%s", e->msg);
-  }
-}
-static void replay_one(const event *e) {
-  kio_logf(e->level, e->func, e->file, e->line, "%s", e->msg);
-}
-
-/* ---------------- batches ---------------- */
-
-typedef struct {
-  char *key;
-  int empty;              /* graph without start state */
-  kio_matrix feats;       /* owned: moved out of the readers (buffers swapped) */
-  kio_fst raw;
-  galign_graph graph;     /* raw prepared by the worker */
-  int prep_rc;
-  event_list prep_lines;  /* logged while preparing (Kaldi: before "LOG KEY") */
-} slot;
-
-typedef struct {
-  event_list events;      /* lines and utterance slots in Kaldi's order */
-  slot *slots;
-  int nslots, cap;
-  int fatal;              /* reading ended with a fatal error (in events) */
-  /* preparation and alignment (worker thread) */
-  int first_bad;          /* first slot whose graph preparation failed */
-  const galign_graph **graphs;
-  const kio_matrix **feats;
-  galign_result *res;     /* nalign entries in use, res_cap allocated */
-  int *res_slot, nalign, res_cap;
-  int align_rc;
-  event_list align_lines;
-  galign_pipeline_utt *utts;  /* handed to the hook */
-} batch;
+/* ---------------- pipeline state ---------------- */
 
 struct galign_pipeline {
   galign_pipeline_cfg cfg;
@@ -145,6 +76,7 @@ struct galign_pipeline {
   batch *wb;
   pthread_t thread;
   int running;
+  atomic_int wb_done, init_done;  /* set by the worker / init thread when it ends */
   /* aligner creation, overlapping the opening of the tables */
   pthread_t init_thread;
   int init_running, init_rc;
@@ -170,35 +102,6 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Copies m into dst, reusing dst's buffer. */
-static int copy_matrix(kio_matrix *dst, const kio_matrix *m) {
-  size_t n = (size_t)m->rows * (size_t)m->cols;
-  if (n > dst->cap) {
-    float *d = realloc(dst->data, n * sizeof(float));
-    if (!d) return KIO_ERR;
-    dst->data = d;
-    dst->cap = n;
-  }
-  if (n) memcpy(dst->data, m->data, n * sizeof(float));
-  dst->rows = m->rows;
-  dst->cols = m->cols;
-  return KIO_OK;
-}
-
-/* Makes room for one more slot, b->slots[b->nslots]: read_batch fills it
- * and keeps it by incrementing nslots. */
-static slot *peek_slot(batch *b) {
-  if (b->nslots == b->cap) {
-    int cap = b->cap ? 2 * b->cap : 64;
-    slot *s = realloc(b->slots, (size_t)cap * sizeof *s);
-    if (!s) return NULL;
-    memset(s + b->cap, 0, (size_t)(cap - b->cap) * sizeof *s);
-    b->slots = s;
-    b->cap = cap;
-  }
-  return &b->slots[b->nslots];
 }
 
 /* ---------------- graph queue ---------------- */
@@ -276,7 +179,7 @@ static void gq_free(galign_pipeline *p) {
   for (int i = 0; i < GQ_CAP; i++) {
     free(p->gq[i].key);
     kio_fst_free(&p->gq[i].fst);
-    ev_free(&p->gq[i].lines);
+    galign_ev_free(&p->gq[i].lines);
   }
   free(p->gq);
   p->gq = NULL;
@@ -334,25 +237,43 @@ static void gs_next(galign_pipeline *p) {
   event_list *l = &gq_item(p, p->gq_head)->lines;
   for (int i = 0; i < l->n; i++) {
     event *e = &l->v[i];
-    if (t_capture && ev_push(t_capture, *e) == 0) continue;
-    replay_one(e);
+    if (t_capture && galign_ev_push(t_capture, *e) == 0) continue;
+    galign_ev_replay_one(e);
     free(e->func); free(e->file); free(e->msg);
   }
   l->n = 0;
 }
 
+/* Dynamic batching: a batch is handed over early, once it holds this many
+ * utterances (or --batch-size if smaller), if the aligner is idle (or, for
+ * the first batch, ready): the GPU starts early and the tail after the last
+ * read is small. Builds for tests may lower it (-DGALIGN_DYN_MIN=1). */
+#ifndef GALIGN_DYN_MIN
+#define GALIGN_DYN_MIN 64
+#endif
+enum { DYN_MIN = GALIGN_DYN_MIN };
+
+/* 1 if nothing is being aligned (or prepared to align) now. */
+static int worker_idle(galign_pipeline *p) {
+  if (p->init_running) return atomic_load(&p->init_done);
+  return !p->running || atomic_load(&p->wb_done);
+}
+
 /* Reads up to batch_size utterances that reach alignment (steps 2.1-2.2 of
- * reference 5.1; 2.3 is done by the worker); warnings and errors go to
- * b->events in order. */
+ * reference 5.1; 2.3 is done by the worker), fewer once DYN_MIN are read
+ * and the worker is idle; warnings and errors go to b->events in order.
+ * Only the batch boundaries depend on timing: output order never does. */
 static void read_batch(galign_pipeline *p, batch *b) {
-  ev_clear(&b->events);
+  galign_ev_clear(&b->events);
   b->nslots = 0;
   b->fatal = 0;
   t_capture = &b->events;
   double t0 = now(), t1;
-  while (!b->fatal && b->nslots < p->cfg.batch_size && !gs_done(p)) {
+  int min_n = p->cfg.batch_size < DYN_MIN ? p->cfg.batch_size : DYN_MIN;
+  while (!b->fatal && b->nslots < p->cfg.batch_size &&
+         !(b->nslots >= min_n && worker_idle(p)) && !gs_done(p)) {
     const char *key = gs_key(p);
-    slot *s = peek_slot(b);
+    slot *s = galign_peek_slot(b);
     if (!s) { KIO_ERROR("Out of memory reading utterance %s", key); b->fatal = 1; break; }
     t1 = now();
     int same = gs_next_same(p, key);  /* waits for the graph thread */
@@ -364,7 +285,7 @@ static void read_batch(galign_pipeline *p, batch *b) {
       int rc = same ? 1 : kio_ra_take(p->feats, key, &s->feats);
       if (rc == 1) {
         const kio_matrix *m = kio_ra_value(p->feats, key);
-        rc = !m ? KIO_ERR : copy_matrix(&s->feats, m);
+        rc = !m ? KIO_ERR : galign_copy_matrix(&s->feats, m);
         if (m && rc != KIO_OK) KIO_ERROR("Out of memory reading utterance %s", key);
       }
       got = rc == KIO_OK;
@@ -386,7 +307,7 @@ static void read_batch(galign_pipeline *p, batch *b) {
         s->empty = s->raw.num_states == 0 || s->raw.start < 0;
         b->nslots++;
         event e = {b->nslots - 1, 0, 0, NULL, NULL, NULL};
-        if (ev_push(&b->events, e) != 0) { KIO_ERROR("Out of memory"); b->fatal = 1; break; }
+        if (galign_ev_push(&b->events, e) != 0) { KIO_ERROR("Out of memory"); b->fatal = 1; break; }
       }
     }
     t1 = now();
@@ -407,7 +328,7 @@ static void *prep_main(void *arg) {
   prep_job *j = arg;
   for (int i = j->first; i < j->b->nslots; i += j->step) {
     slot *s = &j->b->slots[i];
-    ev_clear(&s->prep_lines);
+    galign_ev_clear(&s->prep_lines);
     s->prep_rc = KIO_OK;
     if (s->raw.num_states == 0) continue;
     t_capture = &s->prep_lines;
@@ -463,26 +384,20 @@ static void *align_main(void *arg) {
   g_align_capture = NULL;
   t_capture = NULL;
   p->t_align += now() - t1;
+  atomic_store(&p->wb_done, 1);
   return NULL;
-}
-
-static int grow(void **ptr, int n, size_t elem) {
-  void *q = realloc(*ptr, (size_t)(n ? n : 1) * elem);
-  if (!q) return KIO_ERR;
-  *ptr = q;
-  return KIO_OK;
 }
 
 /* Starts preparing and aligning b in the worker thread. */
 static int align_start(galign_pipeline *p, batch *b) {
-  ev_clear(&b->align_lines);
+  galign_ev_clear(&b->align_lines);
   b->nalign = 0;
   if (b->nslots > b->res_cap) {
-    if (grow((void **)&b->graphs, b->nslots, sizeof *b->graphs) ||
-        grow((void **)&b->feats, b->nslots, sizeof *b->feats) ||
-        grow((void **)&b->res_slot, b->nslots, sizeof *b->res_slot) ||
-        grow((void **)&b->utts, b->nslots, sizeof *b->utts) ||
-        grow((void **)&b->res, b->nslots, sizeof *b->res)) {
+    if (galign_grow((void **)&b->graphs, b->nslots, sizeof *b->graphs) ||
+        galign_grow((void **)&b->feats, b->nslots, sizeof *b->feats) ||
+        galign_grow((void **)&b->res_slot, b->nslots, sizeof *b->res_slot) ||
+        galign_grow((void **)&b->utts, b->nslots, sizeof *b->utts) ||
+        galign_grow((void **)&b->res, b->nslots, sizeof *b->res)) {
       KIO_ERROR("Out of memory");
       return KIO_ERR;
     }
@@ -490,6 +405,7 @@ static int align_start(galign_pipeline *p, batch *b) {
     b->res_cap = b->nslots;
   }
   p->wb = b;
+  atomic_store(&p->wb_done, 0);
   if (pthread_create(&p->thread, NULL, align_main, p) != 0) {
     align_main(p);  /* no thread: align synchronously */
     return KIO_OK;
@@ -509,6 +425,7 @@ static void *init_main(void *arg) {
   t_capture = &p->init_lines;
   p->init_rc = galign_aligner_new(&p->aligner, p->cfg.use_gpu, &p->tm, &p->am, &p->cfg.opts);
   t_capture = NULL;
+  atomic_store(&p->init_done, 1);
   return NULL;
 }
 
@@ -516,8 +433,8 @@ static void *init_main(void *arg) {
 static int init_wait(galign_pipeline *p) {
   if (p->init_running) pthread_join(p->init_thread, NULL);
   p->init_running = 0;
-  replay(&p->init_lines);
-  ev_free(&p->init_lines);
+  galign_ev_replay(&p->init_lines);
+  galign_ev_free(&p->init_lines);
   return p->init_rc;
 }
 
@@ -545,8 +462,8 @@ static int align_alone(galign_pipeline *p, slot *s, galign_result *r) {
   int rc = galign_align_batch(p->aligner, 1, &g, &f, p->want_per_frame, r);
   g_align_capture = NULL;
   t_capture = NULL;
-  replay(&lines);
-  ev_free(&lines);
+  galign_ev_replay(&lines);
+  galign_ev_free(&lines);
   return rc;
 }
 
@@ -558,7 +475,7 @@ static int emit_batch(galign_pipeline *p, batch *b) {
   int rc = KIO_OK, nutt = 0;
   t_capture = NULL;
   /* Lines of a failed batch are reproduced below, utterance by utterance. */
-  if (b->align_rc == KIO_OK) replay(&b->align_lines);
+  if (b->align_rc == KIO_OK) galign_ev_replay(&b->align_lines);
   /* Result of each slot: where it sits in b->res. */
   int *pos = malloc((size_t)(b->nslots ? b->nslots : 1) * sizeof *pos);
   if (!pos) { KIO_ERROR("Out of memory"); rc = KIO_ERR; goto done; }
@@ -566,9 +483,9 @@ static int emit_batch(galign_pipeline *p, batch *b) {
   for (int k = 0; k < b->nalign; k++) pos[b->res_slot[k]] = k;
   for (int i = 0; i < b->events.n; i++) {
     const event *e = &b->events.v[i];
-    if (e->slot < 0) { replay_one(e); continue; }
+    if (e->slot < 0) { galign_ev_replay_one(e); continue; }
     slot *s = &b->slots[e->slot];
-    replay(&s->prep_lines);
+    galign_ev_replay(&s->prep_lines);
     if (s->prep_rc != KIO_OK) { rc = KIO_ERR; goto done; }  /* AddTransitionProbs failed */
     KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 127, "%s", s->key);
     if (!p->beams_ok) {
@@ -624,25 +541,6 @@ done:
   return rc;
 }
 
-static void batch_free(batch *b) {
-  for (int i = 0; i < b->cap; i++) {
-    free(b->slots[i].key);
-    kio_matrix_free(&b->slots[i].feats);
-    kio_fst_free(&b->slots[i].raw);
-    galign_graph_free(&b->slots[i].graph);
-    ev_free(&b->slots[i].prep_lines);
-  }
-  free(b->slots);
-  ev_free(&b->events);
-  ev_free(&b->align_lines);
-  for (int k = 0; k < b->res_cap; k++) galign_result_free(&b->res[k]);
-  free(b->graphs);
-  free(b->feats);
-  free(b->res);
-  free(b->res_slot);
-  free(b->utts);
-}
-
 /* ---------------- interface ---------------- */
 
 int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) {
@@ -684,8 +582,8 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
   t_capture = NULL;
   if (open_ok) read_batch(p, p->cur);
   int init_rc = init_wait(p);
-  replay(&open_lines);
-  ev_free(&open_lines);
+  galign_ev_replay(&open_lines);
+  galign_ev_free(&open_lines);
   if (init_rc != KIO_OK || !open_ok) { stop(p); return KIO_ERR; }
   p->t_setup = now() - p->t_start - p->t_read;  /* the first batch overlapped it */
   return KIO_OK;
@@ -775,9 +673,9 @@ void galign_pipeline_free(galign_pipeline *p) {
   stop(p);
   galign_pipeline_close(p);
   gq_free(p);
-  batch_free(&p->bufs[0]);
-  batch_free(&p->bufs[1]);
-  ev_free(&p->init_lines);
+  galign_batch_free(&p->bufs[0]);
+  galign_batch_free(&p->bufs[1]);
+  galign_ev_free(&p->init_lines);
   galign_aligner_free(p->aligner);
   kio_tmodel_free(&p->tm);
   kio_am_gmm_free(&p->am);
