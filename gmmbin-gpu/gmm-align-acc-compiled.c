@@ -73,26 +73,14 @@ int main(int argc, char *argv[]) {
       " gmm-align-acc-compiled 1.mdl ark:graphs.fsts scp:train.scp ark:1.ali 1.acc\n";
   galign_pipeline_cfg cfg;
   memset(&cfg, 0, sizeof cfg);
-  galign_opts *opts = &cfg.opts;
-  galign_opts_default(opts);
-  char *per_frame_wspecifier = strdup("");
-  char *use_gpu = strdup("optional");
-  int32_t batch_size = 2048;
+  galign_pipeline_cli cli;
   int binary = 1;
 
   kio_opts *po = kio_opts_new(usage);
-  galign_opts_register(po, opts);
-  kio_opts_string(po, "write-per-frame-acoustic-loglikes", &per_frame_wspecifier,
-                  "Wspecifier for table of vectors containing the acoustic log-likelihoods "
-                  "per frame for each utterance. E.g. ark:foo/per_frame_logprobs.1.ark");
-  kio_opts_string(po, "use-gpu", &use_gpu,
-                  "yes|no|optional|wait: align on a CUDA GPU (optional: if one is usable, "
-                  "else on the CPU)");
+  galign_pipeline_cli_register(po, &cli, &cfg);
   kio_opts_bool(po, "binary", &binary, "Write the stats file in binary mode");
-  kio_opts_int(po, "batch-size", &batch_size,
-               "Number of utterances aligned together (affects only speed and memory)");
   /* Early returns free what main owns (so leak checkers stay quiet). */
-#define RETURN(rc) do { kio_opts_free(po); free(per_frame_wspecifier); free(use_gpu); return (rc); } while (0)
+#define RETURN(rc) do { kio_opts_free(po); galign_pipeline_cli_free(&cli); return (rc); } while (0)
   int prc = kio_opts_parse(po, argc, argv);
   if (prc == KIO_OPTS_HELP) RETURN(0);
   if (prc != KIO_OPTS_OK) { fputs("kaldi::KaldiFatalError", stderr); RETURN(255); }
@@ -100,13 +88,7 @@ int main(int argc, char *argv[]) {
     kio_opts_print_usage(po);
     RETURN(1);
   }
-  if (galign_parse_use_gpu(use_gpu, &cfg.use_gpu) != KIO_OK) {
-    KIO_ERROR("Invalid value --use-gpu=%s: use yes|no|optional|wait", use_gpu);
-    fputs("kaldi::KaldiFatalError", stderr);
-    RETURN(255);
-  }
-  if (batch_size < 1) {
-    KIO_ERROR("Invalid value --batch-size=%d: must be >= 1", (int)batch_size);
+  if (galign_pipeline_cli_apply(&cli, &cfg) != KIO_OK) {
     fputs("kaldi::KaldiFatalError", stderr);
     RETURN(255);
   }
@@ -116,8 +98,6 @@ int main(int argc, char *argv[]) {
   cfg.ali_wspecifier = kio_opts_arg(po, 4);
   const char *accs_wxfilename = kio_opts_arg(po, 5);
   cfg.scores_wspecifier = "";
-  cfg.per_frame_wspecifier = per_frame_wspecifier;
-  cfg.batch_size = batch_size;
 
   if (galign_pipeline_open(&g_pipe, &cfg) != KIO_OK) fatal();
   /* Statistics on the aligner's device or the CPU; the device is selected

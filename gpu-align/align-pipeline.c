@@ -16,6 +16,7 @@
 
 #include "../base/fst.h"
 #include "../base/log.h"
+#include "../base/options.h"
 #include "../base/table.h"
 
 /* Kaldi's locations of the lines the pipeline prints for its program. */
@@ -680,4 +681,43 @@ void galign_pipeline_free(galign_pipeline *p) {
   kio_tmodel_free(&p->tm);
   kio_am_gmm_free(&p->am);
   free(p);
+}
+
+/* ---- the programs' shared options ---- */
+
+void galign_pipeline_cli_register(kio_opts *po, galign_pipeline_cli *cli,
+                                  galign_pipeline_cfg *cfg) {
+  galign_opts_default(&cfg->opts);
+  cli->per_frame_wspecifier = strdup("");
+  cli->use_gpu = strdup("optional");
+  cli->batch_size = 2048;  /* best end to end on an H200 (docs/benchmarks.md) */
+  galign_opts_register(po, &cfg->opts);
+  kio_opts_string(po, "write-per-frame-acoustic-loglikes", &cli->per_frame_wspecifier,
+                  "Wspecifier for table of vectors containing the acoustic log-likelihoods "
+                  "per frame for each utterance. E.g. ark:foo/per_frame_logprobs.1.ark");
+  kio_opts_string(po, "use-gpu", &cli->use_gpu,
+                  "yes|no|optional|wait: align on a CUDA GPU (optional: if one is usable, "
+                  "else on the CPU)");
+  kio_opts_int(po, "batch-size", &cli->batch_size,
+               "Number of utterances aligned together (affects only speed and memory)");
+}
+
+int galign_pipeline_cli_apply(const galign_pipeline_cli *cli, galign_pipeline_cfg *cfg) {
+  if (galign_parse_use_gpu(cli->use_gpu, &cfg->use_gpu) != KIO_OK) {
+    KIO_ERROR("Invalid value --use-gpu=%s: use yes|no|optional|wait", cli->use_gpu);
+    return KIO_ERR;
+  }
+  if (cli->batch_size < 1) {
+    KIO_ERROR("Invalid value --batch-size=%d: must be >= 1", (int)cli->batch_size);
+    return KIO_ERR;
+  }
+  cfg->per_frame_wspecifier = cli->per_frame_wspecifier;
+  cfg->batch_size = cli->batch_size;
+  return KIO_OK;
+}
+
+void galign_pipeline_cli_free(galign_pipeline_cli *cli) {
+  free(cli->per_frame_wspecifier);
+  free(cli->use_gpu);
+  cli->per_frame_wspecifier = cli->use_gpu = NULL;
 }

@@ -101,6 +101,23 @@ int galign_pipeline_close(galign_pipeline *p);
 /* Frees everything (closes the tables still open). NULL is allowed. */
 void galign_pipeline_free(galign_pipeline *p);
 
+/* Command-line options shared by gmm-align-compiled and gmm-align-acc-compiled:
+ * the decoding options, --write-per-frame-acoustic-loglikes, --use-gpu and
+ * --batch-size. Owner of the strings: the struct. */
+typedef struct {
+  char *per_frame_wspecifier;
+  char *use_gpu;
+  int32_t batch_size;
+} galign_pipeline_cli;
+struct kio_opts;
+/* Sets Kaldi's defaults in cfg->opts and cli, and registers the options. */
+void galign_pipeline_cli_register(struct kio_opts *po, galign_pipeline_cli *cli,
+                                  galign_pipeline_cfg *cfg);
+/* After parsing: validates --use-gpu and --batch-size (ERROR + KIO_ERR on a
+ * bad value) and copies them into cfg (cfg borrows per_frame_wspecifier). */
+int galign_pipeline_cli_apply(const galign_pipeline_cli *cli, galign_pipeline_cfg *cfg);
+void galign_pipeline_cli_free(galign_pipeline_cli *cli);
+
 #ifdef __cplusplus
 }
 #endif
