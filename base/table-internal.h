@@ -12,6 +12,8 @@
 /* A holder object on the heap (zeroed). NULL on allocation failure. */
 void *kio_obj_new(const kio_holder *h);
 void kio_obj_delete(const kio_holder *h, void *obj);
+/* Swaps the bytes of two holder objects of n bytes (the take functions). */
+void kio_obj_swap(void *a, void *b, size_t n);
 
 /* Reads one archive entry "KEY OBJECT" (reference 1.7) into *key (growing
  * buffer) and obj. Returns KIO_OK, KIO_EOF, or KIO_ERR after a WARNING that

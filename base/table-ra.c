@@ -585,20 +585,12 @@ void *kio_ra_value(kio_ra_reader *r, const char *key) {
   return obj;
 }
 
-static void swap_obj(void *a, void *b, size_t n) {
-  unsigned char tmp[256], *x = a, *y = b;
-  while (n > 0) {
-    size_t k = n < sizeof tmp ? n : sizeof tmp;
-    memcpy(tmp, x, k); memcpy(x, y, k); memcpy(y, tmp, k);
-    x += k; y += k; n -= k;
-  }
-}
 
 int kio_ra_take(kio_ra_reader *r, const char *key, void *obj) {
   if (r && !r->fatal && r->mode != M_SCP && r->mode != M_DSORTED) return 1;
   void *v = kio_ra_value(r, key);
   if (!v) return KIO_ERR;
-  swap_obj(v, obj, r->h->obj_size);
+  kio_obj_swap(v, obj, r->h->obj_size);
   if (r->mode == M_SCP) {  /* r->obj no longer holds the loaded entry */
     free(r->loaded_rx);
     free(r->loaded_range);

@@ -212,20 +212,11 @@ int kio_seq_close(kio_seq_reader *r) {
   return ret;
 }
 
-/* Swaps the bytes of two holder objects. */
-static void swap_obj(void *a, void *b, size_t n) {
-  unsigned char tmp[256], *x = a, *y = b;
-  while (n > 0) {
-    size_t k = n < sizeof tmp ? n : sizeof tmp;
-    memcpy(tmp, x, k); memcpy(x, y, k); memcpy(y, tmp, k);
-    x += k; y += k; n -= k;
-  }
-}
 
 int kio_seq_take(kio_seq_reader *r, void *obj) {
   void *v = kio_seq_value(r);
   if (!v) return KIO_ERR;
-  swap_obj(v, obj, r->h->obj_size);
+  kio_obj_swap(v, obj, r->h->obj_size);
   /* scp: what r->obj holds now is no longer the loaded entry. */
   free(r->loaded_rx);
   free(r->loaded_range);

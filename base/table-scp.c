@@ -17,6 +17,15 @@ void kio_obj_delete(const kio_holder *h, void *obj) {
   free(obj);
 }
 
+void kio_obj_swap(void *a, void *b, size_t n) {
+  unsigned char tmp[256], *x = a, *y = b;
+  while (n > 0) {
+    size_t k = n < sizeof tmp ? n : sizeof tmp;
+    memcpy(tmp, x, k); memcpy(x, y, k); memcpy(y, tmp, k);
+    x += k; y += k; n -= k;
+  }
+}
+
 int kio_ark_read_entry(FILE *f, const char *archive, const kio_holder *h,
                        char **key, size_t *keycap, void *obj) {
   const char *name = kio_printable_rx(archive);
