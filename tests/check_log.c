@@ -10,30 +10,9 @@
 #include "../base/log.h"
 #include "test-util.h"
 
-static int saved_fd = -1;
-static const char *cap_path;
-
-static void capture_start(void) {
-  cap_path = tu_tmp_path("stderr.txt");
-  fflush(stderr);
-  saved_fd = dup(2);
-  FILE *f = fopen(cap_path, "w");
-  dup2(fileno(f), 2);
-  fclose(f);
-}
-
-static char *capture_end(void) {
-  fflush(stderr);
-  dup2(saved_fd, 2);
-  close(saved_fd);
-  size_t n;
-  unsigned char *b = tu_read_file(cap_path, &n);
-  char *s = malloc(n + 1);
-  memcpy(s, b, n);
-  s[n] = 0;
-  free(b);
-  return s;
-}
+/* stderr captured to a temp file (tests/test-util.c). */
+#define capture_start tu_stderr_start
+#define capture_end tu_stderr_end
 
 START_TEST(default_format) {
   kio_log_set_program("/some/dir/gmm-align-compiled");

@@ -15,23 +15,9 @@
 #define ALI_ARK "kaldi/mono/ali.ark"
 #define ALI_TXT "kaldi/mono/ali.txt"
 
-typedef struct { int n, warnings, errors; char last[2048], last_error[2048]; } logcap;
-static logcap cap;
-static void cap_handler(int level, const char *func, const char *file, int line,
-                        const char *msg, void *user) {
-  (void)func; (void)file; (void)line; (void)user;
-  cap.n++;
-  if (level == KIO_LOG_WARNING) cap.warnings++;
-  if (level == KIO_LOG_ERROR) {
-    cap.errors++;
-    snprintf(cap.last_error, sizeof cap.last_error, "%s", msg);
-  }
-  snprintf(cap.last, sizeof cap.last, "%s", msg);
-}
-static void cap_start(void) {
-  memset(&cap, 0, sizeof cap);
-  kio_log_set_handler(cap_handler, NULL);
-}
+/* Captured log lines (tests/test-util.c). */
+#define cap tu_cap
+#define cap_start tu_logcap_start
 
 /* ---- helpers ---- */
 

@@ -13,22 +13,9 @@
 
 #define ALI_ARK "kaldi/mono/ali.ark"
 
-typedef struct { int warnings, errors; char last[2048], last_error[2048]; } logcap;
-static logcap cap;
-static void cap_handler(int level, const char *func, const char *file, int line,
-                        const char *msg, void *user) {
-  (void)func; (void)file; (void)line; (void)user;
-  if (level == KIO_LOG_WARNING) cap.warnings++;
-  if (level == KIO_LOG_ERROR) {
-    cap.errors++;
-    snprintf(cap.last_error, sizeof cap.last_error, "%s", msg);
-  }
-  snprintf(cap.last, sizeof cap.last, "%s", msg);
-}
-static void cap_start(void) {
-  memset(&cap, 0, sizeof cap);
-  kio_log_set_handler(cap_handler, NULL);
-}
+/* Captured log lines (tests/test-util.c). */
+#define cap tu_cap
+#define cap_start tu_logcap_start
 
 typedef struct { int n; char **keys; kio_int_vec *v; } ali_set;
 

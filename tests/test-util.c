@@ -1,5 +1,7 @@
 #include "test-util.h"
 
+#include "../base/log.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,4 +98,46 @@ int tu_gpu_available(void) {
     exit(1);
   }
   return 0;
+}
+
+tu_logcap tu_cap;
+
+static void tu_logcap_handler(int level, const char *func, const char *file, int line,
+                              const char *msg, void *user) {
+  (void)func; (void)file; (void)line; (void)user;
+  tu_cap.n++;
+  if (level == KIO_LOG_WARNING) tu_cap.warnings++;
+  if (level == KIO_LOG_ERROR) {
+    tu_cap.errors++;
+    snprintf(tu_cap.last_error, sizeof tu_cap.last_error, "%s", msg);
+  }
+  snprintf(tu_cap.last, sizeof tu_cap.last, "%s", msg);
+}
+
+void tu_logcap_start(void) {
+  memset(&tu_cap, 0, sizeof tu_cap);
+  kio_log_set_handler(tu_logcap_handler, NULL);
+}
+
+static int tu_saved_fd = -1;
+
+void tu_stderr_start(void) {
+  fflush(stderr);
+  tu_saved_fd = dup(2);
+  FILE *f = fopen(tu_tmp_path("stderr.txt"), "w");
+  dup2(fileno(f), 2);
+  fclose(f);
+}
+
+char *tu_stderr_end(void) {
+  fflush(stderr);
+  dup2(tu_saved_fd, 2);
+  close(tu_saved_fd);
+  size_t n = 0;
+  unsigned char *b = tu_read_file(tu_tmp_path("stderr.txt"), &n);
+  char *s = malloc(n + 1);
+  if (b) memcpy(s, b, n);
+  s[n] = 0;
+  free(b);
+  return s;
 }

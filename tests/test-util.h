@@ -21,4 +21,14 @@ int tu_run_suite(Suite *s);
  * "SKIP: <why>" and returns 0 (KIO_REQUIRE_GPU=1 makes that a failure). */
 int tu_gpu_available(void);
 #define TU_EXIT_SKIP 77
+
+/* Log lines captured through kio_log_set_handler (nothing is printed). */
+typedef struct { int n, warnings, errors; char last[2048], last_error[2048]; } tu_logcap;
+extern tu_logcap tu_cap;
+/* Clears tu_cap and installs the capturing handler. */
+void tu_logcap_start(void);
+/* Redirects stderr (fd 2) to a temp file / restores it and returns what was
+ * written (malloc'd), for tests of the printed format itself. */
+void tu_stderr_start(void);
+char *tu_stderr_end(void);
 #endif
