@@ -20,6 +20,13 @@ extern "C" int kio_cuda_debug_sync(void) {
   return v;
 }
 
+extern "C" void kio_cuda_warm_up(void) {
+  int dev = getenv("KIO_CUDA_DEVICE") ? atoi(getenv("KIO_CUDA_DEVICE")) : 0, n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > dev && cudaSetDevice(dev) == cudaSuccess)
+    cudaFree(0); /* forces the (per-process) primary context into being */
+  cudaGetLastError();
+}
+
 extern "C" int kio_cuda_select(int wait, char *desc, int desc_len) {
   int dev = getenv("KIO_CUDA_DEVICE") ? atoi(getenv("KIO_CUDA_DEVICE")) : 0;
   for (int tries = 0;; tries++) {

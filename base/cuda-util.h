@@ -14,6 +14,11 @@ int kio_cuda_device_count(void);
  * ("NVIDIA H200, 132 SMs, 139.8 GiB"). KIO_OK or KIO_ERR (logged). With
  * wait != 0, waits (polling every 5 s, up to 10 minutes) for a device. */
 int kio_cuda_select(int wait, char *desc, int desc_len);
+/* Creates the CUDA context of the device kio_cuda_select would pick, so a
+ * later kio_cuda_select is quick (context creation takes ~0.2 s on an H200;
+ * a program can do it in a thread while it reads its inputs). Silent: logs
+ * nothing, and failures are left for kio_cuda_select to report. */
+void kio_cuda_warm_up(void);
 /* 1 when KIO_CUDA_SYNC=1: synchronise and check after every launch. */
 int kio_cuda_debug_sync(void);
 

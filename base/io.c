@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gzip-input.h"
 #include "io-internal.h"
 #include "log.h"
 #include "table.h"
@@ -24,6 +25,7 @@ struct kio_input {
   char *name;      /* the rxfilename as given */
   char *filename;  /* KIO_RX_OFFSET: the file part, for reuse */
   char *buf;       /* stdio buffer (files/pipes) */
+  kio_gzip *gz;    /* KIO_RX_PIPE decompressed in-process (gzip-input.c) */
 };
 
 struct kio_output {
@@ -163,6 +165,11 @@ static int input_open_raw(kio_input **out, const char *rx) {
       if (!cmd) break;
       memcpy(cmd, rx, n - 1);
       cmd[n - 1] = '\0';
+      /* "gunzip -c FILE |": zlib in a thread instead of a child process. */
+      if ((in->f = kio_gzip_open(cmd, &in->gz))) {
+        free(cmd);
+        break;
+      }
       fflush(NULL); /* the child must not inherit unflushed output */
       in->f = popen(cmd, "r");
       if (!in->f) {
@@ -189,7 +196,7 @@ static int input_open_raw(kio_input **out, const char *rx) {
   }
   if (kind == KIO_RX_PIPE) {
 #ifdef F_SETPIPE_SZ
-    (void)fcntl(fileno(in->f), F_SETPIPE_SZ, KIO_PIPE_BUF);  /* best effort */
+    if (!in->gz) (void)fcntl(fileno(in->f), F_SETPIPE_SZ, KIO_PIPE_BUF);  /* best effort */
 #endif
     set_big_buffer(in->f, &in->buf, KIO_PIPE_BUF);
   } else if (kind != KIO_RX_STDIN) {
@@ -268,7 +275,8 @@ int kio_input_close(kio_input *in) {
   if (!in) return KIO_OK;
   int ret = KIO_OK;
   if (in->kind == KIO_RX_PIPE) {
-    int status = pclose(in->f);
+    /* The in-process gunzip gives the wait status the child would have. */
+    int status = in->gz ? kio_gzip_close(in->gz, in->f) : pclose(in->f);
     if (status != 0) {
       KIO_WARN("Pipe %s had nonzero return status %d", in->name, status);
       ret = KIO_ERR;

@@ -26,9 +26,10 @@ enum { A_NO_OBJECT, A_HAVE_OBJECT, A_EOF, A_ERROR };
 
 typedef struct { char *key; void *obj; char *rest; } entry;
 
-/* Read-ahead queue: a ring of entries read by the thread. A slot outside
+/* Read-ahead queue: a ring of entries read by the thread (RA_QUEUE: ~2.7 MB
+ * of 40-dim features of 3.5 s utterances). A slot outside
  * [head, head+count) belongs to the thread, so it fills it unlocked. */
-enum { RA_QUEUE = 12 };
+enum { RA_QUEUE = 48 };
 typedef struct {
   char *key;
   size_t keycap;
@@ -178,7 +179,10 @@ static void ahead_next(kio_ra_reader *r) {
     it->logs = NULL;
     a->head = (a->head + 1) % RA_QUEUE;
     a->count--;
-    pthread_cond_broadcast(&a->cv);
+    /* The reader waits while the queue is full; waking it only once the
+     * queue is half empty lets it read in bursts instead of one entry per
+     * wake-up. */
+    if (a->count == RA_QUEUE / 2) pthread_cond_broadcast(&a->cv);
   }
   pthread_mutex_unlock(&a->mu);
   if (give) kio_obj_delete(r->h, give);

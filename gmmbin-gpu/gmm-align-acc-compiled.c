@@ -3,7 +3,8 @@
  * gpu-align/align-pipeline.c: same options, same messages, same alignment
  * archive) and accumulates the GMM and transition statistics of every
  * aligned batch through the pipeline's hook (gpu-acc, on the GPU when the
- * aligner runs there), writing the stats file gmm-acc-stats-ali would write
+ * aligner runs there, in a thread of its own so that reading goes on),
+ * writing the stats file gmm-acc-stats-ali would write
  * from the alignments (the same bytes when the feature archive lists the
  * utterances in the order of the graphs), then gmm-acc-stats-ali's two
  * closing lines. */
@@ -24,42 +25,45 @@
 /* Static, so that it stays reachable when a fatal error exits (leak checkers). */
 static galign_pipeline *g_pipe;
 
+/* The statistics; gmm-acc-stats-ali's totals are the accumulator's. */
+typedef struct {
+  gacc_acc *acc;
+  gacc_utt *utts;
+  kio_matrix **mats;  /* the same features, to be taken */
+  int cap;
+} acc_ctx;
+static acc_ctx g_acc;
+
 static void fatal(void) {
+  /* a batch still on the device: let it finish before exit() tears the
+   * CUDA runtime down under the accumulator's thread */
+  if (g_acc.acc) (void)gacc_wait(g_acc.acc);
   fputs("kaldi::KaldiFatalError", stderr);
   fflush(stderr);
   exit(255);
 }
 
-/* The statistics and gmm-acc-stats-ali's totals. */
-typedef struct {
-  gacc_acc *acc;
-  gacc_utt *utts;
-  gacc_utt_result *res;
-  int cap;
-  double like;
-  int64_t frames;
-} acc_ctx;
-static acc_ctx g_acc;
-
-/* The pipeline's hook: accumulates one batch of aligned utterances. */
+/* The pipeline's hook: hands one batch of aligned utterances to the
+ * accumulator, which takes the feature matrices (no copy on this thread)
+ * and returns while the device accumulates (this thread goes back to
+ * reading). An error of the previous batch or of this one's checks is
+ * logged here. */
 static int accumulate(void *user, int n, const galign_pipeline_utt *utts) {
   acc_ctx *c = user;
   if (n > c->cap) {
     gacc_utt *u = realloc(c->utts, (size_t)n * sizeof *u);
-    if (u) c->utts = u;
-    gacc_utt_result *r = realloc(c->res, (size_t)n * sizeof *r);
-    if (r) c->res = r;
-    if (!u || !r) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    if (!u) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    c->utts = u;
+    kio_matrix **m = realloc(c->mats, (size_t)n * sizeof *m);
+    if (!m) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    c->mats = m;
     c->cap = n;
   }
-  for (int i = 0; i < n; i++)
-    c->utts[i] = (gacc_utt){utts[i].key, utts[i].feats, utts[i].res->ali};
-  if (gacc_accumulate_batch(c->acc, n, c->utts, c->res) != KIO_OK) return KIO_ERR;
   for (int i = 0; i < n; i++) {
-    c->like += (double)c->res[i].like;
-    c->frames += c->res[i].frames;
+    c->utts[i] = (gacc_utt){utts[i].key, utts[i].feats, utts[i].res->ali};
+    c->mats[i] = utts[i].feats;
   }
-  return KIO_OK;
+  return gacc_accumulate_batch_take(c->acc, n, c->utts, c->mats);
 }
 
 int main(int argc, char *argv[]) {
@@ -108,13 +112,16 @@ int main(int argc, char *argv[]) {
                galign_pipeline_am(g_pipe)) != KIO_OK)
     fatal();
   if (galign_pipeline_run(g_pipe, accumulate, &g_acc) != KIO_OK) fatal();
+  /* the last batch (its ERROR, if any, is logged here) */
+  double like;
+  int64_t frames;
+  if (gacc_get_totals(g_acc.acc, &like, &frames) != KIO_OK) fatal();
   galign_pipeline_log_summary(g_pipe);
   /* what gmm-acc-stats-ali would print after reading these alignments */
   char buf[32];
   KIO_LOG_AT(KIO_LOG_INFO, "main", ACC_FILE, 115,
              "Overall avg like per frame (Gaussian only) = %s over %lld frames.",
-             kio_fmt_g(buf, g_acc.frames > 0 ? g_acc.like / (double)g_acc.frames : -NAN),
-             (long long)g_acc.frames);
+             kio_fmt_g(buf, frames > 0 ? like / (double)frames : -NAN), (long long)frames);
   gacc_stats stats;
   memset(&stats, 0, sizeof stats);
   if (gacc_get_stats(g_acc.acc, &stats) != KIO_OK ||
@@ -129,7 +136,7 @@ int main(int argc, char *argv[]) {
   g_pipe = NULL;
   gacc_free(g_acc.acc);
   free(g_acc.utts);
-  free(g_acc.res);
+  free(g_acc.mats);
   if (close_rc != KIO_OK) {
     /* An error found by a table's destructor: the C++ runtime terminates. */
     fputs("terminate called after throwing an instance of 'kaldi::KaldiFatalError'\n"

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../base/log.h"
 #include "../base/options.h"
@@ -62,9 +63,14 @@ int main(int argc, char *argv[]) {
   galign_pipeline_log_summary(g_pipe);
   galign_pipeline_counts n;
   galign_pipeline_get_counts(g_pipe, &n);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   int close_rc = galign_pipeline_close(g_pipe);
   galign_pipeline_free(g_pipe);
   g_pipe = NULL;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  KIO_VLOG(2, "Closing and freeing took %.3f s",
+           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
   if (close_rc != KIO_OK) {
     /* An error found by a table's destructor: the C++ runtime terminates. */
     fputs("terminate called after throwing an instance of 'kaldi::KaldiFatalError'\n"

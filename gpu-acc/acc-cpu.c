@@ -1,5 +1,6 @@
 /* Statistics accumulation: the front shared by both backends (checks,
- * per-utterance likelihoods) and the CPU reference of reference 4.2. */
+ * per-utterance likelihoods) and the CPU reference of reference 4.2; the
+ * GPU batches are in acc-batch.c. */
 #include "gpu-acc.h"
 
 #include <math.h>
@@ -9,21 +10,6 @@
 #include "../base/log.h"
 #include "acc-internal.h"
 #include "acc-math.h"
-
-struct gacc_acc {
-  int is_gpu;
-  const kio_tmodel *tm;
-  const kio_am_gmm *am;
-  gacc_stats st;       /* CPU: all totals; GPU: total_like/frames only */
-  int32_t max_comp;
-  float *ll;           /* CPU scratch, max_comp */
-  float *x2;           /* CPU scratch, dim: the squared frame */
-  gacc_cuda *cuda;     /* GPU backend, NULL on CPU */
-  /* GPU batch staging (host), grown as needed */
-  size_t cap_frames;
-  float *feats, *mx, *sum;
-  int32_t *tid, *pdf;
-};
 
 /* ---------------- stats ---------------- */
 
@@ -130,22 +116,19 @@ int gacc_is_gpu(const gacc_acc *a) { return a && a->is_gpu; }
 
 void gacc_free(gacc_acc *a) {
   if (!a) return;
+  gacc_gpu_free(a);  /* first: the worker may still use the device */
   gacc_cuda_free(a->cuda);
   gacc_stats_free(&a->st);
   free(a->ll);
   free(a->x2);
-  free(a->feats);
-  free(a->mx);
-  free(a->sum);
-  free(a->tid);
-  free(a->pdf);
+  free(a->res);
   free(a);
 }
 
 /* Checks everything Kaldi would die on before touching the statistics:
  * feature dimension, transition-ids in [0, NumTransitionIds], pdf ids the
  * AmDiagGmm has (tid 0 maps to pdf 0, as in Kaldi). */
-static int check_utt(const gacc_acc *a, const gacc_utt *u) {
+int gacc_check_utt(const gacc_acc *a, const gacc_utt *u) {
   const kio_matrix *f = u->feats;
   if (f->rows > 0 && f->cols != a->am->dim) {
     KIO_ERROR("Features for utterance %s have dimension %d, model expects %d",
@@ -170,9 +153,9 @@ static int check_utt(const gacc_acc *a, const gacc_utt *u) {
   return KIO_OK;
 }
 
-static int bad_like(const gacc_utt *u, int32_t t) {
+int gacc_bad_like(const char *key, int32_t t) {
   KIO_ERROR("Invalid answer (overflow or invalid variances/features?) at frame "
-            "%d of utterance %s", (int)t, u->key);
+            "%d of utterance %s", (int)t, key);
   return KIO_ERR;
 }
 
@@ -188,7 +171,7 @@ static int accumulate_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r) {
     const float *x = f->data + (size_t)t * f->cols;
     for (int32_t d = 0; d < D; d++) a->x2[d] = x[d] * x[d];
     float l = gacc_frame_posteriors(g, x, a->x2, a->ll);
-    if (isnan(l) || isinf(l)) return bad_like(u, t);
+    if (isnan(l) || isinf(l)) return gacc_bad_like(u->key, t);
     size_t g0 = (size_t)s->pdf_offset[pdf];
     for (int32_t m = 0; m < g->num_comp; m++) {
       double gm = (double)a->ll[m];
@@ -210,81 +193,54 @@ static int accumulate_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r) {
   return KIO_OK;
 }
 
-static int grow_staging(gacc_acc *a, size_t frames) {
-  if (frames <= a->cap_frames) return KIO_OK;
-  size_t cap = a->cap_frames ? a->cap_frames : 4096;
-  while (cap < frames) cap *= 2;
-  size_t D = (size_t)(a->am->dim > 0 ? a->am->dim : 1);
-  float *fe = realloc(a->feats, cap * D * sizeof(float));
-  if (fe) a->feats = fe;
-  float *mx = realloc(a->mx, cap * sizeof(float));
-  if (mx) a->mx = mx;
-  float *sm = realloc(a->sum, cap * sizeof(float));
-  if (sm) a->sum = sm;
-  int32_t *ti = realloc(a->tid, cap * sizeof(int32_t));
-  if (ti) a->tid = ti;
-  int32_t *pd = realloc(a->pdf, cap * sizeof(int32_t));
-  if (pd) a->pdf = pd;
-  if (!fe || !mx || !sm || !ti || !pd) {
-    KIO_ERROR("Out of memory staging %zu frames", frames);
-    return KIO_ERR;
-  }
-  a->cap_frames = cap;
-  return KIO_OK;
-}
-
-static int accumulate_gpu(gacc_acc *a, int n, const gacc_utt *utts,
-                          gacc_utt_result *res) {
-  size_t total = 0;
-  for (int i = 0; i < n; i++) total += (size_t)utts[i].feats->rows;
-  if (total == 0) {
-    for (int i = 0; i < n; i++) { res[i].like = 0.0f; res[i].frames = 0; }
-    return KIO_OK;
-  }
-  if (total > INT32_MAX || grow_staging(a, total) != KIO_OK) return KIO_ERR;
-  size_t D = (size_t)a->am->dim, off = 0;
+int gacc_accumulate_cpu(gacc_acc *a, int n, const gacc_utt *utts,
+                        gacc_utt_result *res) {
+  for (int i = 0; i < n; i++)
+    if (gacc_check_utt(a, &utts[i]) != KIO_OK) return KIO_ERR;
+  for (int i = 0; i < n; i++)
+    if (accumulate_cpu(a, &utts[i], &res[i]) != KIO_OK) return KIO_ERR;
   for (int i = 0; i < n; i++) {
-    const kio_matrix *f = utts[i].feats;
-    if (f->rows == 0) continue;
-    memcpy(a->feats + off * D, f->data, (size_t)f->rows * D * sizeof(float));
-    for (int32_t t = 0; t < f->rows; t++) {
-      a->tid[off + (size_t)t] = utts[i].ali[t];
-      a->pdf[off + (size_t)t] = a->tm->tid2pdf[utts[i].ali[t]];
-    }
-    off += (size_t)f->rows;
-  }
-  if (gacc_cuda_accumulate(a->cuda, (int32_t)total, a->feats, a->tid, a->pdf,
-                           a->mx, a->sum) != KIO_OK)
-    return KIO_ERR;
-  /* Per-frame log-likelihoods in frame order, with the host's logf, so
-   * that the float/double sums are those of the CPU path bit for bit. */
-  off = 0;
-  for (int i = 0; i < n; i++) {
-    float like = 0.0f;
-    for (int32_t t = 0; t < utts[i].feats->rows; t++, off++) {
-      float l = a->mx[off] + logf(a->sum[off]);
-      if (isnan(l) || isinf(l)) return bad_like(&utts[i], t);
-      a->st.total_like += (double)(l * 1.0f);
-      a->st.total_frames += 1.0;
-      like += l;
-    }
-    res[i].like = like;
-    res[i].frames = utts[i].feats->rows;
+    a->like_sum += (double)res[i].like;
+    a->frames_sum += res[i].frames;
   }
   return KIO_OK;
 }
 
 int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
                           gacc_utt_result *res) {
-  for (int i = 0; i < n; i++)
-    if (check_utt(a, &utts[i]) != KIO_OK) return KIO_ERR;
-  if (a->is_gpu) return accumulate_gpu(a, n, utts, res);
-  for (int i = 0; i < n; i++)
-    if (accumulate_cpu(a, &utts[i], &res[i]) != KIO_OK) return KIO_ERR;
-  return KIO_OK;
+  if (a->is_gpu) return gacc_gpu_batch(a, n, utts, res);
+  return gacc_accumulate_cpu(a, n, utts, res);
+}
+
+/* The CPU backend has no worker: the batch is accumulated now. */
+int gacc_accumulate_batch_take(gacc_acc *a, int n, const gacc_utt *utts,
+                               kio_matrix *const *feats) {
+  if (a->is_gpu) return gacc_gpu_batch_take(a, n, utts, feats);
+  return gacc_accumulate_batch_async(a, n, utts);
+}
+
+int gacc_accumulate_batch_async(gacc_acc *a, int n, const gacc_utt *utts) {
+  if (a->is_gpu) return gacc_gpu_batch_async(a, n, utts);
+  if (n > a->cap_res) {
+    gacc_utt_result *r = realloc(a->res, (size_t)n * sizeof *r);
+    if (!r) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    a->res = r;
+    a->cap_res = n;
+  }
+  return gacc_accumulate_cpu(a, n, utts, a->res);
+}
+
+int gacc_wait(gacc_acc *a) { return a->is_gpu ? gacc_gpu_wait(a) : KIO_OK; }
+
+int gacc_get_totals(gacc_acc *a, double *like, int64_t *frames) {
+  int rc = gacc_wait(a);
+  *like = a->like_sum;
+  *frames = a->frames_sum;
+  return rc;
 }
 
 int gacc_get_stats(gacc_acc *a, gacc_stats *out) {
+  if (gacc_wait(a) != KIO_OK) return KIO_ERR;
   const gacc_stats *s = &a->st;
   if (!out->tacc || out->num_tids != s->num_tids || out->num_pdfs != s->num_pdfs ||
       out->num_gauss != s->num_gauss || out->dim != s->dim) {

@@ -1,5 +1,7 @@
 /* Stand-ins for the CUDA accumulator in builds without CUDA. */
 #if !KIO_HAVE_CUDA
+#include <stdlib.h>
+
 #include "../base/log.h"
 #include "acc-internal.h"
 
@@ -19,6 +21,15 @@ int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   (void)c; (void)out;
   return KIO_ERR;
 }
+int gacc_cuda_bind_thread(gacc_cuda *c) {
+  (void)c;
+  return KIO_ERR;
+}
+int gacc_cuda_host_alloc(void **p, size_t bytes) {
+  *p = malloc(bytes ? bytes : 1);
+  return *p ? KIO_OK : KIO_ERR;
+}
+void gacc_cuda_host_free(void *p) { free(p); }
 #else
 typedef int gacc_cuda_nocuda_unused; /* ISO C: no empty translation unit */
 #endif

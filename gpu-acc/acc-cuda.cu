@@ -19,7 +19,11 @@
  * and CPU statistics agree to ~1e-12 relative on the fixtures, the largest
  * differences on cells whose sums nearly cancel).
  * The host gets each frame's softmax max and sum back and forms the
- * log-likelihood with its own logf, exactly as the CPU path. */
+ * log-likelihood with its own logf, exactly as the CPU path.
+ * All copies and launches go to a stream of the accumulator's own (not
+ * blocking with the legacy default stream, so an aligner's work on other
+ * streams overlaps), from page-locked buffers where the host side is ours;
+ * every entry returns after synchronising that stream. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,22 +40,25 @@
 #ifdef GALIGN_CUDA_EMU_H
 static float *gacc_emu_shared;
 #define GACC_DYN_SHARED(name) float *name = gacc_emu_shared
-#define GACC_LAUNCH_CHUNKS(grid, shmem, ...)                                   \
+#define GACC_LAUNCH_CHUNKS(grid, shmem, stream, ...)                           \
   do {                                                                       \
     gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
-    GALIGN_LAUNCH(gacc_chunk_kernel, (grid), 1, 0, __VA_ARGS__);             \
+    GALIGN_LAUNCH(gacc_chunk_kernel, (grid), 1, (stream), __VA_ARGS__);      \
   } while (0)
 static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }
 #else
 #define GACC_DYN_SHARED(name) extern __shared__ float name[]
-#define GACC_LAUNCH_CHUNKS(grid, shmem, ...)                                   \
-  gacc_chunk_kernel<<<(grid), GACC_THREADS, (shmem)>>>(__VA_ARGS__)
+#define GACC_LAUNCH_CHUNKS(grid, shmem, stream, ...)                           \
+  gacc_chunk_kernel<<<(grid), GACC_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
 #endif
 
 enum { GACC_THREADS = 256, GACC_MAX_CHUNK = 64, GACC_SHMEM = 44 * 1024 };
 
 struct gacc_cuda {
   int32_t num_tids, num_pdfs, dim, num_gauss, max_comp;
+  int device;             /* current device at gacc_cuda_new */
+  cudaStream_t stream;
+  int has_stream;
   int32_t chunk_frames;   /* frames per chunk, so that shared memory fits */
   size_t shmem;           /* dynamic shared memory per block */
   int32_t *h_pdf_offset;  /* num_pdfs + 1 */
@@ -65,7 +72,7 @@ struct gacc_cuda {
   float *d_feats, *d_mx, *d_sum;
   int32_t *d_tid, *d_order;
   int4 *d_chunks;
-  int32_t *h_order, *h_count;
+  int32_t *h_order, *h_count;  /* h_order, h_chunks: page-locked */
   int4 *h_chunks;
 };
 
@@ -155,12 +162,14 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
   void *dev[] = { c->d_pdf_offset, c->d_gconst, c->d_mi, c->d_iv, c->d_tacc,
                   c->d_occ, c->d_mean, c->d_var, c->d_feats, c->d_mx, c->d_sum,
                   c->d_tid, c->d_order, c->d_chunks };
+  if (c->has_stream) cudaStreamSynchronize(c->stream);
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
     if (dev[i]) cudaFree(dev[i]);
+  if (c->has_stream) cudaStreamDestroy(c->stream);
   free(c->h_pdf_offset);
-  free(c->h_order);
+  if (c->h_order) cudaFreeHost(c->h_order);
   free(c->h_count);
-  free(c->h_chunks);
+  if (c->h_chunks) cudaFreeHost(c->h_chunks);
   free(c);
 }
 
@@ -184,11 +193,17 @@ static int upload_model(gacc_cuda *c, const kio_am_gmm *am) {
   if (dev_alloc(&c->d_gconst, G) || dev_alloc(&c->d_mi, G * D) ||
       dev_alloc(&c->d_iv, G * D) || dev_alloc(&c->d_pdf_offset, (size_t)c->num_pdfs + 1))
     goto done;
-  if (cudaMemcpy(c->d_gconst, gc, sizeof(float) * G, cudaMemcpyHostToDevice) != cudaSuccess ||
-      cudaMemcpy(c->d_mi, mi, sizeof(float) * G * D, cudaMemcpyHostToDevice) != cudaSuccess ||
-      cudaMemcpy(c->d_iv, iv, sizeof(float) * G * D, cudaMemcpyHostToDevice) != cudaSuccess ||
-      cudaMemcpy(c->d_pdf_offset, c->h_pdf_offset, sizeof(int32_t) * ((size_t)c->num_pdfs + 1),
-                 cudaMemcpyHostToDevice) != cudaSuccess) {
+  /* synchronised before the host buffers are freed */
+  if (cudaMemcpyAsync(c->d_gconst, gc, sizeof(float) * G, cudaMemcpyHostToDevice,
+                      c->stream) != cudaSuccess ||
+      cudaMemcpyAsync(c->d_mi, mi, sizeof(float) * G * D, cudaMemcpyHostToDevice,
+                      c->stream) != cudaSuccess ||
+      cudaMemcpyAsync(c->d_iv, iv, sizeof(float) * G * D, cudaMemcpyHostToDevice,
+                      c->stream) != cudaSuccess ||
+      cudaMemcpyAsync(c->d_pdf_offset, c->h_pdf_offset,
+                      sizeof(int32_t) * ((size_t)c->num_pdfs + 1), cudaMemcpyHostToDevice,
+                      c->stream) != cudaSuccess ||
+      cudaStreamSynchronize(c->stream) != cudaSuccess) {
     KIO_ERROR("CUDA error uploading the model: %s", cudaGetErrorString(cudaGetLastError()));
     goto done;
   }
@@ -205,10 +220,11 @@ static int alloc_stats(gacc_cuda *c) {
   if (dev_alloc(&c->d_tacc, T) || dev_alloc(&c->d_occ, G) ||
       dev_alloc(&c->d_mean, GD) || dev_alloc(&c->d_var, GD))
     return KIO_ERR;
-  KIO_CUDA_TRY(cudaMemset(c->d_tacc, 0, sizeof(double) * T));
-  KIO_CUDA_TRY(cudaMemset(c->d_occ, 0, sizeof(double) * (G ? G : 1)));
-  KIO_CUDA_TRY(cudaMemset(c->d_mean, 0, sizeof(double) * (GD ? GD : 1)));
-  KIO_CUDA_TRY(cudaMemset(c->d_var, 0, sizeof(double) * (GD ? GD : 1)));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_tacc, 0, sizeof(double) * T, c->stream));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_occ, 0, sizeof(double) * (G ? G : 1), c->stream));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_mean, 0, sizeof(double) * (GD ? GD : 1), c->stream));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_var, 0, sizeof(double) * (GD ? GD : 1), c->stream));
+  KIO_CUDA_TRY(cudaStreamSynchronize(c->stream));
   return KIO_OK;
 }
 
@@ -243,6 +259,14 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
   }
   c->chunk_frames = (int32_t)(cf > (size_t)GACC_MAX_CHUNK ? (size_t)GACC_MAX_CHUNK : cf);
   c->shmem = per_frame * (size_t)c->chunk_frames;
+  cudaError_t e = cudaGetDevice(&c->device);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    KIO_ERROR("CUDA error setting up the accumulator: %s", cudaGetErrorString(e));
+    gacc_cuda_free(c);
+    return KIO_ERR;
+  }
+  c->has_stream = 1;
   if (upload_model(c, am) != KIO_OK || alloc_stats(c) != KIO_OK) {
     gacc_cuda_free(c);
     return KIO_ERR;
@@ -260,9 +284,9 @@ static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
     c->d_feats = c->d_mx = c->d_sum = NULL;
     c->d_tid = c->d_order = NULL;
     c->cap_frames = 0;
-    free(c->h_order);
-    c->h_order = (int32_t *)malloc(sizeof(int32_t) * cap);
-    if (!c->h_order) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    if (c->h_order) cudaFreeHost(c->h_order);
+    c->h_order = NULL;
+    KIO_CUDA_TRY(cudaMallocHost((void **)&c->h_order, sizeof(int32_t) * cap));
     if (dev_alloc(&c->d_feats, cap * (size_t)c->dim) || dev_alloc(&c->d_mx, cap) ||
         dev_alloc(&c->d_sum, cap) || dev_alloc(&c->d_tid, cap) ||
         dev_alloc(&c->d_order, cap))
@@ -275,9 +299,9 @@ static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
     cudaFree(c->d_chunks);
     c->d_chunks = NULL;
     c->cap_chunks = 0;
-    free(c->h_chunks);
-    c->h_chunks = (int4 *)malloc(sizeof(int4) * cap);
-    if (!c->h_chunks) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    if (c->h_chunks) cudaFreeHost(c->h_chunks);
+    c->h_chunks = NULL;
+    KIO_CUDA_TRY(cudaMallocHost((void **)&c->h_chunks, sizeof(int4) * cap));
     if (dev_alloc(&c->d_chunks, cap)) return KIO_ERR;
     c->cap_chunks = cap;
   }
@@ -308,34 +332,59 @@ extern "C" int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float 
   for (int32_t t = 0; t < n_frames; t++) c->h_order[c->h_count[pdf[t]]++] = t;
 
   size_t D = (size_t)c->dim;
-  KIO_CUDA_TRY(cudaMemcpy(c->d_feats, feats, sizeof(float) * (size_t)n_frames * D,
-                          cudaMemcpyHostToDevice));
-  KIO_CUDA_TRY(cudaMemcpy(c->d_tid, tid, sizeof(int32_t) * (size_t)n_frames,
-                          cudaMemcpyHostToDevice));
-  KIO_CUDA_TRY(cudaMemcpy(c->d_order, c->h_order, sizeof(int32_t) * (size_t)n_frames,
-                          cudaMemcpyHostToDevice));
-  KIO_CUDA_TRY(cudaMemcpy(c->d_chunks, c->h_chunks, sizeof(int4) * n_chunks,
-                          cudaMemcpyHostToDevice));
-  GACC_LAUNCH_CHUNKS((unsigned)n_chunks, c->shmem,
+  cudaStream_t st = c->stream;
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_feats, feats, sizeof(float) * (size_t)n_frames * D,
+                               cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_tid, tid, sizeof(int32_t) * (size_t)n_frames,
+                               cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_order, c->h_order, sizeof(int32_t) * (size_t)n_frames,
+                               cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_chunks, c->h_chunks, sizeof(int4) * n_chunks,
+                               cudaMemcpyHostToDevice, st));
+  GACC_LAUNCH_CHUNKS((unsigned)n_chunks, c->shmem, st,
       c->d_chunks, c->d_order, c->d_feats, c->d_tid, c->d_pdf_offset, c->d_gconst,
       c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->d_tacc, c->d_occ, c->d_mean,
       c->d_var, c->d_mx, c->d_sum);
   KIO_CUDA_LAUNCHED();
-  KIO_CUDA_TRY(cudaMemcpy(mx, c->d_mx, sizeof(float) * (size_t)n_frames,
-                          cudaMemcpyDeviceToHost));
-  KIO_CUDA_TRY(cudaMemcpy(sum, c->d_sum, sizeof(float) * (size_t)n_frames,
-                          cudaMemcpyDeviceToHost));
+  KIO_CUDA_TRY(cudaMemcpyAsync(mx, c->d_mx, sizeof(float) * (size_t)n_frames,
+                               cudaMemcpyDeviceToHost, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(sum, c->d_sum, sizeof(float) * (size_t)n_frames,
+                               cudaMemcpyDeviceToHost, st));
+  KIO_CUDA_TRY(cudaStreamSynchronize(st));
   return KIO_OK;
 }
 
 extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
-  KIO_CUDA_TRY(cudaMemcpy(out->tacc, c->d_tacc, sizeof(double) * ((size_t)c->num_tids + 1),
-                          cudaMemcpyDeviceToHost));
-  KIO_CUDA_TRY(cudaMemcpy(out->occ, c->d_occ, sizeof(double) * G, cudaMemcpyDeviceToHost));
-  KIO_CUDA_TRY(cudaMemcpy(out->mean_acc, c->d_mean, sizeof(double) * GD,
-                          cudaMemcpyDeviceToHost));
-  KIO_CUDA_TRY(cudaMemcpy(out->var_acc, c->d_var, sizeof(double) * GD,
-                          cudaMemcpyDeviceToHost));
+  cudaStream_t st = c->stream;
+  KIO_CUDA_TRY(cudaMemcpyAsync(out->tacc, c->d_tacc,
+                               sizeof(double) * ((size_t)c->num_tids + 1),
+                               cudaMemcpyDeviceToHost, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(out->occ, c->d_occ, sizeof(double) * G,
+                               cudaMemcpyDeviceToHost, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(out->mean_acc, c->d_mean, sizeof(double) * GD,
+                               cudaMemcpyDeviceToHost, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(out->var_acc, c->d_var, sizeof(double) * GD,
+                               cudaMemcpyDeviceToHost, st));
+  KIO_CUDA_TRY(cudaStreamSynchronize(st));
   return KIO_OK;
+}
+
+extern "C" int gacc_cuda_bind_thread(gacc_cuda *c) {
+  KIO_CUDA_TRY(cudaSetDevice(c->device));
+  return KIO_OK;
+}
+
+extern "C" int gacc_cuda_host_alloc(void **p, size_t bytes) {
+  *p = NULL;
+  if (cudaMallocHost(p, bytes ? bytes : 1) != cudaSuccess) {
+    cudaGetLastError(); /* not sticky, but keep later checks clean */
+    *p = NULL;
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}
+
+extern "C" void gacc_cuda_host_free(void *p) {
+  if (p) cudaFreeHost(p);
 }

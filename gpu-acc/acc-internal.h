@@ -1,8 +1,13 @@
-/* Internal interface between the gpu-acc front (acc-cpu.c) and the CUDA
- * backend (acc-cuda.cu, or acc-cuda-nocuda.c in builds without CUDA). */
+/* Internal interface of gpu-acc: the accumulator object shared by the front
+ * (acc-cpu.c: stats, checks, CPU path), the GPU batch path and its worker
+ * thread (acc-batch.c) and the CUDA backend (acc-cuda.cu, or
+ * acc-cuda-nocuda.c in builds without CUDA). */
 #ifndef GACC_ACC_INTERNAL_H
 #define GACC_ACC_INTERNAL_H
 
+#include <pthread.h>
+
+#include "../base/log.h"
 #include "gpu-acc.h"
 
 #ifdef __cplusplus
@@ -12,20 +17,90 @@ extern "C" {
 typedef struct gacc_cuda gacc_cuda;  /* device copy of model and stats */
 
 /* Uploads the model (flattened Gaussians) and zeroed statistics shaped like
- * shape. KIO_ERR (logged) on any CUDA failure. */
+ * shape, on the current device (remembered for gacc_cuda_bind_thread) and a
+ * stream of its own. KIO_ERR (logged) on any CUDA failure. */
 int gacc_cuda_new(gacc_cuda **c, const gacc_stats *shape, const kio_am_gmm *am);
 void gacc_cuda_free(gacc_cuda *c);
+/* Makes c's device current in the calling thread (a worker thread). */
+int gacc_cuda_bind_thread(gacc_cuda *c);
 
 /* Accumulates n_frames frames (rows of feats, n_frames x dim, row-major;
  * pdf[t] and tid[t] already validated). For every frame returns the softmax
  * maximum mx[t] and sum sum[t], so that the host forms the log-likelihood
- * mx + logf(sum) with the C library's logf exactly as the CPU path. */
+ * mx + logf(sum) with the C library's logf exactly as the CPU path. Host
+ * buffers from gacc_cuda_host_alloc make the copies fast. Returns after
+ * the device has finished. */
 int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                          const int32_t *tid, const int32_t *pdf,
                          float *mx, float *sum);
 
 /* Copies tacc, occ, mean_acc, var_acc into out (already shaped). */
 int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out);
+
+/* Page-locked host memory (plain malloc without CUDA). Silent: KIO_ERR on
+ * failure, *p = NULL; the caller logs. */
+int gacc_cuda_host_alloc(void **p, size_t bytes);
+void gacc_cuda_host_free(void *p);
+
+/* One GPU batch with everything it needs, copied from the caller (whose
+ * arrays are only valid during its call), so that it can run later on the
+ * worker thread. Arrays grow as needed and are reused. */
+typedef struct {
+  int n;                 /* utterances */
+  size_t frames;         /* total rows */
+  size_t cap_frames, cap_utts, cap_keys;
+  float *feats;          /* frames x dim (pinned), cap_feats frames */
+  size_t cap_feats;
+  kio_matrix *mats;      /* take entry: the batch's features, swapped in (cap_mats) */
+  int cap_mats, use_mats;
+  int32_t *tid;          /* frames (pinned) */
+  int32_t *pdf;          /* frames, formed when the batch runs */
+  int32_t *rows;         /* n: frames per utterance */
+  size_t *key_off;       /* n: offsets of the keys in keys */
+  char *keys;            /* NUL-terminated keys, back to back */
+  float *like;           /* n: per-utterance likelihood (result) */
+  int status;            /* result of the run */
+  kio_log_deferred *log; /* lines logged while it ran on the worker */
+} gacc_job;
+
+struct gacc_acc {
+  int is_gpu;
+  const kio_tmodel *tm;
+  const kio_am_gmm *am;
+  gacc_stats st;       /* CPU: all totals; GPU: total_like/frames only */
+  int32_t max_comp;
+  float *ll;           /* CPU scratch, max_comp */
+  float *x2;           /* CPU scratch, dim: the squared frame */
+  gacc_utt_result *res;/* scratch results of the asynchronous entry */
+  int cap_res;
+  gacc_cuda *cuda;     /* GPU backend, NULL on CPU */
+  /* sums of the per-utterance results, in batch then utterance order */
+  double like_sum;
+  int64_t frames_sum;
+  /* GPU batches: two staging sets (one filled while the other runs) */
+  gacc_job job[2];
+  int next;            /* set the next batch is staged in */
+  float *mx, *sum;     /* per-frame results (pinned), used by the runner */
+  size_t cap_mx;
+  /* worker thread, started by the first asynchronous batch */
+  int thread_on, bound, stop, started, finished;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  gacc_job *inflight;  /* handed to the worker, not yet collected */
+};
+
+/* acc-cpu.c */
+int gacc_check_utt(const gacc_acc *a, const gacc_utt *u);
+int gacc_bad_like(const char *key, int32_t t);
+int gacc_accumulate_cpu(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
+
+/* acc-batch.c: the GPU path (sync and async) and the worker. */
+int gacc_gpu_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
+int gacc_gpu_batch_async(gacc_acc *a, int n, const gacc_utt *utts);
+int gacc_gpu_batch_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats);
+int gacc_gpu_wait(gacc_acc *a);
+void gacc_gpu_free(gacc_acc *a);  /* joins the worker, frees the staging */
 
 #ifdef __cplusplus
 }

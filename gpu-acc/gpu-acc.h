@@ -2,7 +2,8 @@
  * gmm-acc-stats-ali accumulates them (reference section 4), on the CPU or a
  * CUDA device, and the .acc writer (4.3).
  *
- * Usage: gacc_new() for a model and a backend; gacc_accumulate_batch() as
+ * Usage: gacc_new() for a model and a backend; gacc_accumulate_batch() (or
+ * gacc_accumulate_batch_async(), which returns while the device works) as
  * often as needed (utterances already checked by the program: alignment
  * present and of the right length); gacc_get_stats() copies the totals to
  * the host; gacc_stats_write() writes the file.
@@ -80,8 +81,45 @@ void gacc_free(gacc_acc *a);
 int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
                           gacc_utt_result *res);
 
+/* Asynchronous form of gacc_accumulate_batch, for a caller that should not
+ * wait for the device (e.g. the thread that reads the input). Waits for the
+ * previous asynchronous batch (KIO_ERR if that one failed; its ERROR is
+ * logged now, on this thread), checks the utterances as
+ * gacc_accumulate_batch does (ERROR, KIO_ERR), copies everything it needs
+ * (features, alignments, keys: utts need only be valid during the call) and
+ * returns while a worker thread of the accumulator (started on first use,
+ * joined by gacc_free) accumulates the batch on the device. Per-utterance
+ * results go into the sums of gacc_get_totals. On the CPU backend the batch
+ * is accumulated before returning, exactly as gacc_accumulate_batch. Not
+ * thread-safe: one caller thread for all entries of an accumulator. */
+int gacc_accumulate_batch_async(gacc_acc *a, int n, const gacc_utt *utts);
+
+/* As gacc_accumulate_batch_async, but the features are taken, not copied:
+ * feats[i] (the matrix utts[i].feats points to) is swapped with a matrix the
+ * accumulator is done with (empty, or the features of a batch two calls
+ * back), whose buffer the caller may reuse. The worker copies the features
+ * into device staging memory, so the caller's thread spends almost nothing.
+ * CPU backend: exactly gacc_accumulate_batch (nothing is taken). */
+int gacc_accumulate_batch_take(gacc_acc *a, int n, const gacc_utt *utts,
+                               kio_matrix *const *feats);
+
+/* Waits for the asynchronous batch in flight, if any. KIO_OK, or KIO_ERR
+ * after logging (on the calling thread) the ERROR the batch ran into (an
+ * invalid log-likelihood naming frame and utterance, a CUDA error). Every
+ * other entry waits first, so calling it is only needed to learn the
+ * outcome at a chosen point. */
+int gacc_wait(gacc_acc *a);
+
+/* Sums of the per-utterance results of every batch accumulated so far
+ * (synchronous or not): *like = sum of (double) gacc_utt_result.like in
+ * batch then utterance order, *frames = sum of frames (what
+ * gmm-acc-stats-ali's "Overall avg like per frame" line needs; identical
+ * for both entries). Waits first: returns gacc_wait's status. */
+int gacc_get_totals(gacc_acc *a, double *like, int64_t *frames);
+
 /* Copies the totals so far into out (shaped by gacc_stats_init or zeroed;
- * it is (re)initialised as needed). */
+ * it is (re)initialised as needed). Waits first (KIO_ERR if the batch in
+ * flight failed). */
 int gacc_get_stats(gacc_acc *a, gacc_stats *out);
 
 /* Reads a stats file written by gacc_stats_write or Kaldi (binary or text)

@@ -42,7 +42,9 @@ typedef struct {
   slot *slots;
   int nslots, cap;
   int fatal;              /* reading ended with a fatal error (in events) */
-  /* preparation and alignment (worker thread) */
+  /* preparation (worker thread, or the reading thread while the worker is
+   * busy with the previous batch) and alignment (worker thread) */
+  int prepped;            /* graphs already prepared (by the reading thread) */
   int first_bad;          /* first slot whose graph preparation failed */
   const galign_graph **graphs;
   const kio_matrix **feats;

@@ -22,13 +22,28 @@
 #define GALIGN_DYN_SMEM(type, name) extern __shared__ type name[]
 #endif
 
+/* cuBLAS entry points, loaded on first use (cublas-lazy.cu). galign_cublas
+ * returns NULL after logging an ERROR when the library cannot be loaded. */
+typedef struct {
+  cublasStatus_t (*create)(cublasHandle_t *);
+  cublasStatus_t (*destroy)(cublasHandle_t);
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+  cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
+  cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                          const float *, const float *, int, const float *, int, const float *,
+                          float *, int);
+  const char *(*status_string)(cublasStatus_t);
+} galign_cublas_api;
+const galign_cublas_api *galign_cublas(void);
+const char *galign_cublas_status_string(cublasStatus_t s);
+
 /* Checks a cuBLAS call like KIO_CUDA_TRY. */
 #define GALIGN_CUBLAS_TRY(call)                                                  \
   do {                                                                           \
     cublasStatus_t galign_s_ = (call);                                           \
     if (galign_s_ != CUBLAS_STATUS_SUCCESS) {                                    \
       kio_logf(KIO_LOG_ERROR, __func__, __FILE__, __LINE__, "cuBLAS error %s (%d): %s", \
-               cublasGetStatusString(galign_s_), (int)galign_s_, #call);         \
+               galign_cublas_status_string(galign_s_), (int)galign_s_, #call);   \
       return KIO_ERR;                                                            \
     }                                                                            \
   } while (0)
@@ -46,6 +61,8 @@ int galign_cu_dev_reserve(galign_cu_buf *b, size_t bytes);
 int galign_cu_host_reserve(galign_cu_buf *b, size_t bytes);
 void galign_cu_dev_release(galign_cu_buf *b);
 void galign_cu_host_release(galign_cu_buf *b);
+double galign_cu_now(void); /* monotonic seconds */
+#define GALIGN_RING_N 4     /* pinned staging buffers for features */
 #define GALIGN_CU_RESERVE(kind, buf, type, count) \
   do { if (galign_cu_##kind##_reserve(&(buf), sizeof(type) * (size_t)(count)) != KIO_OK) return KIO_ERR; } while (0)
 
@@ -69,6 +86,7 @@ struct galign_cuda {
   cublasHandle_t blas;
   cudaStream_t stream;
   size_t mem_total;
+  int num_sms;                            /* multiprocessors of the device */
 
   /* model */
   int32_t dim, num_pdfs, num_gauss, kpad; /* kpad: 1 + 2*dim rounded up to 4 */
@@ -81,12 +99,18 @@ struct galign_cuda {
   int ll_exact;
   int ll_smem_set;                        /* dynamic smem limit raised for the kernel */
   galign_gmm dgmm;                        /* device copies (pdf_offset = d_pdf_offset) */
+  float *d_groups;                        /* the exact kernel's grouped model */
+  int32_t *d_grp_start;                   /* per pdf, its first group */
 
   /* host scratch for the selected-pdf union */
   int32_t *h_sel_of;                      /* pdf -> selected index or -1 */
 
   /* per batch (grown, reused) */
-  galign_cu_buf h_feats, d_feats;         /* total_frames x dim */
+  galign_cu_buf h_feats, d_feats;         /* loglikes path / total_frames x dim */
+  galign_cu_buf h_ring[GALIGN_RING_N];    /* pinned staging of features */
+  cudaEvent_t ring_ev[GALIGN_RING_N];     /* its copy to the device has been done */
+  int ring_used[GALIGN_RING_N];
+  unsigned ring_next;
   galign_cu_buf h_utt, d_utt;             /* n galign_cu_utt */
   galign_cu_buf h_sel, d_sel;             /* selected pdf list, then its gauss offsets */
   galign_cu_buf h_ucol, d_ucol;           /* per utt, compact pdf -> selected index
@@ -109,7 +133,7 @@ struct galign_cuda {
   /* timing: events around the likelihood work [0, 1] and a decoder pass [2, 3] */
   cudaEvent_t ev[4];
   int ll_timed;                           /* ev[0..1] recorded, not yet read */
-  double t_ll, t_dec, t_wall;
+  double t_ll, t_dec, t_wall, t_stage;  /* t_stage: host copies into pinned memory */
 };
 
 /* loglike-cuda.cu: computes the likelihoods of a batch into d_ll, all
@@ -130,9 +154,13 @@ int galign_cu_check_flags(galign_cuda *c);
  * of GALIGN_LL_TILE frames of one utterance, numbered in utterance order:
  * prepare uploads the tile list, run launches tiles [tile0, tile0 + count)
  * (whose features must be on their way to d_feats on the stream). */
-#define GALIGN_LL_TILE 32
+#define GALIGN_LL_TILE 128
+int galign_cu_ll_exact_upload(galign_cuda *c, const galign_gmm *g);
 int galign_cu_ll_exact_prepare(galign_cuda *c, int n);
 int galign_cu_ll_exact_run(galign_cuda *c, int64_t tile0, int64_t count);
+
+/* Creates c->blas on first use (KIO_ERR logged on failure). */
+int galign_cu_blas(galign_cuda *c);
 
 /* Adds the elapsed times of the recorded events (call after a sync). */
 int galign_cu_accum_times(galign_cuda *c, int dec_pass);

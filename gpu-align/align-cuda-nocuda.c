@@ -33,7 +33,9 @@ void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t *toks,
   if (bad_like) *bad_like = 0;
   if (regrown) *regrown = 0;
 }
-void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s, double *wall_s) {
+void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s, double *wall_s,
+                       double *stage_s) {
+  if (stage_s) *stage_s = 0;
   (void)c;
   if (ll_s) *ll_s = 0;
   if (dec_s) *dec_s = 0;

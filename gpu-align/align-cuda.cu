@@ -1,5 +1,5 @@
-/* The CUDA aligner object: device choice, model upload, cuBLAS handle and
- * stream, and the batch entry points (align-cuda.h). The likelihood kernels
+/* The CUDA aligner object: device choice, model upload, stream, cuBLAS
+ * handle (lazily), and the batch entry points (align-cuda.h). The likelihood kernels
  * are in loglike-cuda.cu, the decoder in decode-cuda.cu. */
 #include <float.h>
 #include <math.h>
@@ -65,6 +65,7 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   const char *mode = getenv("KIO_GALIGN_LL");
   c->ll_exact = maxc <= GALIGN_LL_MAXC && galign_cu_ll_exact_smem(g->dim) <= GALIGN_LL_MAX_SMEM &&
                 !(mode && !strcmp(mode, "gemm"));
+  if (c->ll_exact && galign_cu_ll_exact_upload(c, g) != KIO_OK) return KIO_ERR;
   KIO_VLOG(1, "Device likelihoods: %s (at most %d Gaussians per pdf)",
            c->ll_exact ? "exact kernel (CPU order)" : "cuBLAS SGEMM", (int)maxc);
   return KIO_OK;
@@ -73,20 +74,32 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
 static int galign_cuda_init(galign_cuda *c, int wait, const galign_gmm *gmm) {
   if (kio_cuda_select(wait, c->desc, (int)sizeof c->desc) != KIO_OK) return KIO_ERR;
   KIO_CUDA_TRY(cudaGetDevice(&c->device));
+  KIO_CUDA_TRY(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount, c->device));
   size_t free_b = 0, total_b = 0;
   KIO_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
   c->mem_total = total_b;
   KIO_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   for (int i = 0; i < 4; i++) KIO_CUDA_TRY(cudaEventCreate(&c->ev[i]));
-  GALIGN_CUBLAS_TRY(cublasCreate(&c->blas));
-  GALIGN_CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
-  /* Plain FP32: no TF32 tensor cores, whatever NVIDIA_TF32_OVERRIDE says. */
-  GALIGN_CUBLAS_TRY(cublasSetMathMode(c->blas, CUBLAS_PEDANTIC_MATH));
+  for (int i = 0; i < GALIGN_RING_N; i++)
+    KIO_CUDA_TRY(cudaEventCreateWithFlags(&c->ring_ev[i], cudaEventDisableTiming));
   if (galign_cuda_upload_model(c, gmm) != KIO_OK) return KIO_ERR;
   if (galign_cu_host_reserve(&c->h_flags, sizeof(int)) != KIO_OK) return KIO_ERR;
   if (galign_cu_dev_reserve(&c->d_flags, sizeof(int)) != KIO_OK) return KIO_ERR;
   *(int *)c->h_flags.p = 0;
   if (galign_cu_dec_new(c) != KIO_OK) return KIO_ERR;
+  return KIO_OK;
+}
+
+/* The cuBLAS handle, created on first use: the default exact kernel never
+ * needs it, and creating one costs tens of milliseconds at start-up. */
+int galign_cu_blas(galign_cuda *c) {
+  if (c->blas) return KIO_OK;
+  const galign_cublas_api *b = galign_cublas();
+  if (!b) return KIO_ERR;
+  GALIGN_CUBLAS_TRY(b->create(&c->blas));
+  GALIGN_CUBLAS_TRY(b->set_stream(c->blas, c->stream));
+  /* Plain FP32: no TF32 tensor cores, whatever NVIDIA_TF32_OVERRIDE says. */
+  GALIGN_CUBLAS_TRY(b->set_math_mode(c->blas, CUBLAS_PEDANTIC_MATH));
   return KIO_OK;
 }
 
@@ -129,9 +142,15 @@ extern "C" void galign_cuda_free(galign_cuda *c) {
   if (c->dgmm.gconst) cudaFree(c->dgmm.gconst);
   if (c->dgmm.means_invvars) cudaFree(c->dgmm.means_invvars);
   if (c->dgmm.inv_vars) cudaFree(c->dgmm.inv_vars);
-  if (c->blas) cublasDestroy(c->blas);
+  if (c->d_groups) cudaFree(c->d_groups);
+  if (c->d_grp_start) cudaFree(c->d_grp_start);
+  if (c->blas) galign_cublas()->destroy(c->blas);
   for (int i = 0; i < 4; i++)
     if (c->ev[i]) cudaEventDestroy(c->ev[i]);
+  for (int i = 0; i < GALIGN_RING_N; i++) {
+    galign_cu_host_release(&c->h_ring[i]);
+    if (c->ring_ev[i]) cudaEventDestroy(c->ring_ev[i]);
+  }
   if (c->stream) cudaStreamDestroy(c->stream);
   cudaGetLastError(); /* a failed teardown must not poison a later call */
   free(c->h_pdf_offset);
@@ -155,7 +174,8 @@ extern "C" void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t
 }
 
 extern "C" void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s,
-                                  double *wall_s) {
+                                  double *wall_s, double *stage_s) {
+  if (stage_s) *stage_s = c ? c->t_stage : 0;
   if (ll_s) *ll_s = c ? c->t_ll : 0;
   if (dec_s) *dec_s = c ? c->t_dec : 0;
   if (wall_s) *wall_s = c ? c->t_wall : 0;

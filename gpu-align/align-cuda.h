@@ -54,8 +54,10 @@ void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t *toks,
 
 /* Seconds since creation: device time of the likelihood work (feature
  * upload, GEMMs, log-sum-exp), of the decoder kernels, and wall time spent
- * in galign_cuda_align_batch / galign_cuda_decode. Any pointer may be NULL. */
-void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s, double *wall_s);
+ * in galign_cuda_align_batch / galign_cuda_decode, and host time spent
+ * copying features into pinned staging memory. Any pointer may be NULL. */
+void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s, double *wall_s,
+                       double *stage_s);
 
 /* ---- entry points for tests (and debugging) ---- */
 

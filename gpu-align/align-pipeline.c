@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../base/cuda-util.h"
 #include "../base/fst.h"
 #include "../base/log.h"
 #include "../base/options.h"
@@ -78,9 +79,10 @@ struct galign_pipeline {
   pthread_t thread;
   int running;
   atomic_int wb_done, init_done;  /* set by the worker / init thread when it ends */
-  /* aligner creation, overlapping the opening of the tables */
-  pthread_t init_thread;
-  int init_running, init_rc;
+  /* aligner creation, overlapping the opening of the tables; before it,
+   * the device's context is created while the model is read */
+  pthread_t init_thread, warm_thread;
+  int init_running, init_rc, warm_running;
   event_list init_lines;
   galign_pipeline_hook hook;
   void *user;
@@ -88,10 +90,11 @@ struct galign_pipeline {
   /* seconds: setup, reading (graphs, features), preparation, alignment,
    * writing, hook; t_start = open */
   double t_start, t_setup, t_read, t_graphs, t_feats, t_prep, t_align, t_write, t_hook;
+  double t_prep_main;  /* preparation done by the reading thread (t_prep: worker) */
 };
 
 /* A graph read ahead, with the lines logged while advancing to it. */
-enum { GQ_CAP = 64 };
+enum { GQ_CAP = 1024 };  /* ~14 MB of tri graphs: the reader rarely waits for us */
 typedef struct gitem {
   char *key;
   kio_fst fst;
@@ -268,6 +271,7 @@ static void read_batch(galign_pipeline *p, batch *b) {
   galign_ev_clear(&b->events);
   b->nslots = 0;
   b->fatal = 0;
+  b->prepped = 0;
   t_capture = &b->events;
   double t0 = now(), t1;
   int min_n = p->cfg.batch_size < DYN_MIN ? p->cfg.batch_size : DYN_MIN;
@@ -362,7 +366,7 @@ static void *align_main(void *arg) {
   galign_pipeline *p = arg;
   batch *b = p->wb;
   double t0 = now();
-  prep_batch(p, b);
+  if (!b->prepped) prep_batch(p, b);
   double t1 = now();
   p->t_prep += t1 - t0;
   /* Utterances after a failed preparation are never reached (Kaldi dies
@@ -421,8 +425,20 @@ static void align_wait(galign_pipeline *p) {
   p->running = 0;
 }
 
+static void *warm_main(void *arg) {
+  (void)arg;
+  kio_cuda_warm_up();
+  return NULL;
+}
+
+static void warm_join(galign_pipeline *p) {
+  if (p->warm_running) pthread_join(p->warm_thread, NULL);
+  p->warm_running = 0;
+}
+
 static void *init_main(void *arg) {
   galign_pipeline *p = arg;
+  warm_join(p);
   t_capture = &p->init_lines;
   p->init_rc = galign_aligner_new(&p->aligner, p->cfg.use_gpu, &p->tm, &p->am, &p->cfg.opts);
   t_capture = NULL;
@@ -442,6 +458,7 @@ static int init_wait(galign_pipeline *p) {
 /* Ends the capture: threads joined, handler removed. */
 static void stop(galign_pipeline *p) {
   if (p->init_running) pthread_join(p->init_thread, NULL);
+  warm_join(p);
   p->init_running = 0;
   align_wait(p);
   gq_join(p);
@@ -556,7 +573,13 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
   p->cur = &p->bufs[0];
   p->next = &p->bufs[1];
   p->closed = 1;  /* nothing open yet */
-  if (kio_model_read(cfg->model_rxfilename, &p->tm, &p->am) != KIO_OK) return KIO_ERR;
+  if (cfg->use_gpu != GALIGN_GPU_NO &&
+      pthread_create(&p->warm_thread, NULL, warm_main, NULL) == 0)
+    p->warm_running = 1;
+  if (kio_model_read(cfg->model_rxfilename, &p->tm, &p->am) != KIO_OK) {
+    warm_join(p);
+    return KIO_ERR;
+  }
   const galign_opts *o = &p->cfg.opts;
   p->want_per_frame = p->cfg.per_frame_wspecifier[0] != '\0';
   p->beams_ok = !((o->retry_beam != 0 && o->retry_beam <= o->beam) || o->beam <= 0);
@@ -605,6 +628,14 @@ int galign_pipeline_run(galign_pipeline *p, galign_pipeline_hook hook, void *use
   while (rc == KIO_OK) {
     int more = !cur->fatal && !gs_done(p);
     if (more) read_batch(p, next);  /* overlaps the alignment of cur */
+    if (more && !next->fatal && p->running && !atomic_load(&p->wb_done)) {
+      /* The worker is still busy: prepare next's graphs here, so that the
+       * worker goes from cur's alignment straight to next's. */
+      double t0 = now();
+      prep_batch(p, next);
+      next->prepped = 1;
+      p->t_prep_main += now() - t0;
+    }
     align_wait(p);
     if (more && cur->align_rc == KIO_OK && !next->fatal) {
       /* Start aligning next before emitting cur (unless cur needs the
@@ -636,9 +667,10 @@ void galign_pipeline_log_summary(const galign_pipeline *p) {
     KIO_VLOG(1, "Time: setup (model, tables%s) %.3f s, reading %.3f s (graphs %.3f s, "
              "features %.3f s), then overlapped with reading: graph preparation %.3f s, "
              "alignment %.3f s (on the %s; phases summed over the aligner's threads: "
-             "likelihoods %.3f s, Viterbi %.3f s, best path %.3f s, host<->device copies "
+             "likelihoods %.3f s, Viterbi %.3f s, best path %.3f s, staging copies "
              "%.3f s); writing %.3f s%s, total %.3f s",
-             gpu ? ", GPU" : "", p->t_setup, p->t_read, p->t_graphs, p->t_feats, p->t_prep,
+             gpu ? ", GPU" : "", p->t_setup, p->t_read, p->t_graphs, p->t_feats,
+             p->t_prep + p->t_prep_main,
              p->t_align, gpu ? "GPU" : "CPU", st.loglike_s, st.viterbi_s, st.backtrace_s,
              st.copy_s, p->t_write, hook, now() - p->t_start);
   }
@@ -690,7 +722,7 @@ void galign_pipeline_cli_register(kio_opts *po, galign_pipeline_cli *cli,
   galign_opts_default(&cfg->opts);
   cli->per_frame_wspecifier = strdup("");
   cli->use_gpu = strdup("optional");
-  cli->batch_size = 2048;  /* best end to end on an H200 (docs/benchmarks.md) */
+  cli->batch_size = 8192;  /* a cap (batches start early, see DYN_MIN); best on an H200 (docs/benchmarks.md) */
   galign_opts_register(po, &cfg->opts);
   kio_opts_string(po, "write-per-frame-acoustic-loglikes", &cli->per_frame_wspecifier,
                   "Wspecifier for table of vectors containing the acoustic log-likelihoods "

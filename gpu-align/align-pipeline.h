@@ -48,10 +48,12 @@ typedef struct {
 } galign_pipeline_cfg;
 
 /* One aligned utterance (result ok) handed to the hook. Valid during the
- * call only. */
+ * call only. The hook may take the features: swap *feats with another valid
+ * matrix (the pipeline no longer needs them, and reuses whatever buffer it
+ * gets back). */
 typedef struct {
   const char *key;
-  const kio_matrix *feats;
+  kio_matrix *feats;
   const galign_result *res;   /* res->ali: feats->rows transition-ids */
 } galign_pipeline_utt;
 

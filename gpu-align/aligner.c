@@ -222,9 +222,11 @@ void galign_aligner_get_stats(const galign_aligner *a, galign_aligner_stats *s) 
    * kernel includes the device backtrace, so backtrace_s stays CPU-only. */
   if (a->cuda) {
     double ll = 0, dec = 0;
-    galign_cuda_times(a->cuda, &ll, &dec, NULL);
+    double stage = 0;
+    galign_cuda_times(a->cuda, &ll, &dec, NULL, &stage);
     s->loglike_s += ll;
     s->viterbi_s += dec;
+    s->copy_s += stage;
   }
 }
 

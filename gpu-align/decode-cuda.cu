@@ -10,6 +10,7 @@
 #include "align-cuda-impl.h"
 #include "viterbi-core.h"
 
+
 /* Per utterance, device side. Offsets index the packed arrays. */
 typedef struct {
   int64_t as_off;   /* arc_start: num_states + 1 entries (utterance-local arc indices) */
@@ -81,8 +82,9 @@ __device__ static void galign_d_carve(galign_core_ws *w, char *p, int32_t S, int
 }
 
 /* One thread per utterance: retry and best path included (AlignUtteranceWrapper).
- * Blocks of one warp spread the utterances over all SMs; (32, 1) lets ptxas
- * keep the core's state in registers (98, no spills) instead of 64 + spills. */
+ * Blocks of at most one warp (galign_dec_block picks the size) spread the
+ * utterances over all SMs; (32, 1) lets ptxas keep the core's state in
+ * registers (98, no spills) instead of 64 + spills. */
 __global__ void __launch_bounds__(32, 1) galign_k_decode(galign_cu_dec_args a) {
   int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= a.count) return;
@@ -167,6 +169,22 @@ static int64_t galign_toks_per_frame(void) {
   const char *e = getenv("KIO_GALIGN_TOKS_PER_FRAME");
   if (e && atoll(e) > 0) return atoll(e);
   return 128;
+}
+
+/* Threads (utterances) per block of the decoder for m utterances. The
+ * threads of a warp run different utterances and diverge, and the kernel is
+ * bound by memory latency, not by issue slots: fewer threads per block means
+ * less divergence and more independent warps, spread over all SMs. So the
+ * block is as small as gives ~24 blocks per SM (a power of 2, 1..32);
+ * measured on an H200, this beats 32-thread blocks by 1.3-2x end to end
+ * (docs/benchmarks.md). $KIO_GALIGN_DEC_BLOCK forces a size. */
+static int galign_dec_block(const galign_cuda *c, int32_t m) {
+  const char *e = getenv("KIO_GALIGN_DEC_BLOCK");
+  if (e && atoi(e) > 0) return atoi(e) > 32 ? 32 : atoi(e);
+  const int64_t want = (int64_t)(c->num_sms > 0 ? c->num_sms : 1) * 24;
+  int b = 1;
+  while (b < 32 && (int64_t)b * want < m) b *= 2;
+  return b;
 }
 
 static int32_t galign_clamp_cap(int64_t v) {
@@ -291,7 +309,8 @@ static int galign_run_pass(galign_cuda *c, int n, const galign_pack_layout *L, i
   a.ac_scale = c->opts.acoustic_scale;
   KIO_CUDA_TRY(cudaEventRecord(c->ev[2], st));
   if (m > 0) {
-    GALIGN_LAUNCH(galign_k_decode, (unsigned)((m + 31) / 32), 32, st, a);
+    const int bs = galign_dec_block(c, m);
+    GALIGN_LAUNCH(galign_k_decode, (unsigned)((m + bs - 1) / bs), bs, st, a);
     KIO_CUDA_LAUNCHED();
   }
   KIO_CUDA_TRY(cudaEventRecord(c->ev[3], st));

@@ -98,7 +98,7 @@ typedef struct {
   double loglike_s;    /* GMM log-likelihoods */
   double viterbi_s;    /* token passing with beam pruning (both passes of a retry) */
   double backtrace_s;  /* best final state and best path */
-  double copy_s;       /* host <-> device copies (0 on the CPU) */
+  double copy_s;       /* host copies into pinned staging memory (0 on the CPU) */
 } galign_aligner_stats;
 /* Call between batches (not while galign_align_batch runs). */
 void galign_aligner_get_stats(const galign_aligner *a, galign_aligner_stats *s);

@@ -5,9 +5,11 @@
  * each utterance's compact (frame, pdfs_used) layout. Only the Gaussians of
  * the union of pdfs the batch's graphs use enter the GEMM. */
 #include <float.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "align-cuda-impl.h"
 
@@ -51,6 +53,12 @@ void galign_cu_dev_release(galign_cu_buf *b) {
   if (b->p) cudaFree(b->p);
   b->p = NULL;
   b->cap = 0;
+}
+
+double galign_cu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void galign_cu_host_release(galign_cu_buf *b) {
@@ -218,6 +226,49 @@ static int galign_plan(galign_cuda *c, int n, const galign_graph *const *graphs,
   return KIO_OK;
 }
 
+/* Copies the features of utterances [g0, g1) one after another to h, in
+ * up to GALIGN_STAGE_THREADS threads (one thread copies at ~8 GB/s, less
+ * than the H2D link: the GPU would wait on it). */
+#define GALIGN_STAGE_THREADS 4
+typedef struct {
+  const galign_cu_utt *utt;
+  const kio_matrix *const *feats;
+  int g0, g1, dim;
+  char *h;
+} galign_stage_job;
+
+static void *galign_stage_main(void *arg) {
+  const galign_stage_job *j = (const galign_stage_job *)arg;
+  char *h = j->h;
+  for (int i = j->g0; i < j->g1; i++) {
+    size_t b = sizeof(float) * (size_t)j->utt[i].num_frames * j->dim;
+    if (b) memcpy(h, j->feats[i]->data, b);
+    h += b;
+  }
+  return NULL;
+}
+
+static void galign_stage_copy(const galign_cuda *c, const galign_cu_utt *utt,
+                              const kio_matrix *const *feats, int g0, int g1, char *h) {
+  galign_stage_job jobs[GALIGN_STAGE_THREADS];
+  pthread_t th[GALIGN_STAGE_THREADS];
+  int nt = (g1 - g0) / 16 < GALIGN_STAGE_THREADS ? (g1 - g0) / 16 : GALIGN_STAGE_THREADS;
+  if (nt < 1) nt = 1;
+  /* utterances split evenly by count; offsets follow from frame_off */
+  const int64_t f0 = utt[g0].frame_off;
+  for (int t = 0; t < nt; t++) {
+    int a = g0 + (int)((int64_t)(g1 - g0) * t / nt), b = g0 + (int)((int64_t)(g1 - g0) * (t + 1) / nt);
+    jobs[t] = (galign_stage_job){utt, feats, a, b, c->dim,
+                                 h + sizeof(float) * (size_t)(utt[a].frame_off - f0) * c->dim};
+  }
+  int started = 1;
+  for (int t = 1; t < nt; t++, started++)
+    if (pthread_create(&th[t], NULL, galign_stage_main, &jobs[t]) != 0) break;
+  galign_stage_main(&jobs[0]);
+  for (int t = 1; t < started; t++) pthread_join(th[t], NULL);
+  for (int t = started; t < nt; t++) galign_stage_main(&jobs[t]);
+}
+
 static int galign_read_flags(galign_cuda *c, int n) {
   KIO_CUDA_TRY(cudaEventRecord(c->ev[1], c->stream));
   c->ll_timed = 1;
@@ -292,29 +343,35 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
                                cudaMemcpyHostToDevice, st));
   if (c->ll_exact && galign_cu_ll_exact_prepare(c, n) != KIO_OK) return KIO_ERR;
 
-  /* Features through pinned memory, in groups of ~32 MB: the copy of a
-   * group (and the exact kernel on it) runs while the next is staged. */
+  /* Features through a small ring of pinned buffers (GALIGN_RING_N x ~8 MB):
+   * the copy of one group runs while the next is staged, and pinned memory
+   * stays small whatever the batch (pinning and unpinning hundreds of MB
+   * costs more than the copies). The exact kernel then runs once over the
+   * batch, so its grid fills the device. */
   size_t nfeat = (size_t)c->total_frames * c->dim;
-  GALIGN_CU_RESERVE(host, c->h_feats, float, nfeat);
   GALIGN_CU_RESERVE(dev, c->d_feats, float, nfeat);
-  float *hf = (float *)c->h_feats.p;
-  const size_t group_bytes = (size_t)32 << 20;
-  int64_t tile0 = 0;
+  const size_t group_bytes = (size_t)8 << 20;
   for (int g0 = 0, g1; g0 < n; g0 = g1) {
     size_t bytes = 0;
+    for (g1 = g0; g1 < n && (g1 == g0 || bytes + sizeof(float) * (size_t)utt[g1].num_frames *
+                                                      c->dim <= group_bytes); g1++)
+      bytes += sizeof(float) * (size_t)utt[g1].num_frames * c->dim;
+    if (bytes == 0) continue;
+    const int r = c->ring_next++ % GALIGN_RING_N;
+    if (c->ring_used[r]) KIO_CUDA_TRY(cudaEventSynchronize(c->ring_ev[r]));
+    GALIGN_CU_RESERVE(host, c->h_ring[r], char, bytes);
+    const double t0 = galign_cu_now();
+    galign_stage_copy(c, utt, feats, g0, g1, (char *)c->h_ring[r].p);
+    c->t_stage += galign_cu_now() - t0;
+    KIO_CUDA_TRY(cudaMemcpyAsync((float *)c->d_feats.p + (size_t)utt[g0].frame_off * c->dim,
+                                 c->h_ring[r].p, bytes, cudaMemcpyHostToDevice, st));
+    KIO_CUDA_TRY(cudaEventRecord(c->ring_ev[r], st));
+    c->ring_used[r] = 1;
+  }
+  if (c->ll_exact) {
     int64_t nt = 0;
-    for (g1 = g0; g1 < n && (g1 == g0 || bytes < group_bytes); g1++) {
-      size_t b = sizeof(float) * (size_t)utt[g1].num_frames * c->dim;
-      if (b) memcpy(hf + utt[g1].frame_off * c->dim, feats[g1]->data, b);
-      bytes += b;
-      nt += (utt[g1].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
-    }
-    size_t off = (size_t)utt[g0].frame_off * c->dim;
-    if (bytes)
-      KIO_CUDA_TRY(cudaMemcpyAsync((float *)c->d_feats.p + off, hf + off, bytes,
-                                   cudaMemcpyHostToDevice, st));
-    if (c->ll_exact && nt > 0 && galign_cu_ll_exact_run(c, tile0, nt) != KIO_OK) return KIO_ERR;
-    tile0 += nt;
+    for (int i = 0; i < n; i++) nt += (utt[i].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
+    if (galign_cu_ll_exact_run(c, 0, nt) != KIO_OK) return KIO_ERR;
   }
   if (c->ll_exact) return galign_read_flags(c, n);
   const int32_t *d_sel_pdf = (const int32_t *)c->d_sel.p;
@@ -328,6 +385,7 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
     wsel = (const float *)c->d_wsel.p;
   }
 
+  if (galign_cu_blas(c) != KIO_OK) return KIO_ERR;
   int64_t chunk = galign_chunk_rows(c);
   GALIGN_CU_RESERVE(dev, c->d_xexp, float, chunk * c->kpad);
   GALIGN_CU_RESERVE(dev, c->d_lg, float, chunk * (int64_t)c->gsel);
@@ -339,7 +397,7 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
                   (const float *)c->d_feats.p, f0, rows, c->dim, c->kpad, (float *)c->d_xexp.p);
     KIO_CUDA_LAUNCHED();
     /* column-major view: lg^T (gsel x rows) = wsel^T (gsel x kpad) * xexp^T (kpad x rows) */
-    GALIGN_CUBLAS_TRY(cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, c->gsel, (int)rows, c->kpad,
+    GALIGN_CUBLAS_TRY(galign_cublas()->sgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, c->gsel, (int)rows, c->kpad,
                                   &one, wsel, c->kpad, (const float *)c->d_xexp.p, c->kpad,
                                   &zero, (float *)c->d_lg.p, c->gsel));
     GALIGN_LAUNCH(galign_k_lse, (unsigned)rows, 128, st,

@@ -6,10 +6,19 @@
  * frame that is ~10% of a tri model's Gaussians, so this does less work than
  * one GEMM over the batch's union of pdfs.
  *
- * Mapping: one block of 4 warps per tile of 32 frames of one utterance; lane
- * = frame, warp w takes the utterance's compact pdfs k = w, w + 4, ...; all
- * lanes of a warp read the same model rows (broadcast from L1), each lane
- * its own frame from shared memory. */
+ * Mapping: one block of 4 warps per tile of 128 frames of one utterance,
+ * the tile's x and x*x staged in shared memory as [dim][frame]; warp w takes
+ * the utterance's compact pdfs k = w, w + 4, ...; each lane computes 4
+ * consecutive frames x 4 components at a time (a register tile: per
+ * dimension one float4 of model values, broadcast to the warp, and one
+ * float4 of features feed 16 FMAs).
+ *
+ * The order of each dot product is a per-output property, so tiling keeps
+ * it: OpenBLAS's 4x4 kernel keeps 8 lane accumulators per output, lane l
+ * summing dims l, l+8, ... (after an optional leading 4); they are folded
+ * (l, l+4) pairwise. We run the 8 lane chains one after another, folding as
+ * we go, so only a few partial sums per output are live. The last n % 4
+ * components of a pdf use the SSE kernels' order (gmm-core.h). */
 #include <math.h>
 
 #include "align-cuda-impl.h"
@@ -18,68 +27,319 @@
 #include "gmm-core.h"
 
 #define GALIGN_LL_WARPS 4
+#define GALIGN_LL_FPL 4 /* frames per lane */
 
-/* Per warp, x and x*x of its 32 frames, one row of Dp = D|1 floats per lane:
- * an odd row stride puts the 32 lanes' x[i] in 32 different banks. Each
- * thread only reads what it wrote itself, so no barrier is needed. */
-static inline int32_t galign_ll_dp(int32_t dim) { return dim | 1; }
 size_t galign_cu_ll_exact_smem(int32_t dim) {
-  return sizeof(float) * (size_t)GALIGN_LL_WARPS * 2 * GALIGN_LL_TILE * (size_t)galign_ll_dp(dim);
+  return sizeof(float) * 2 * (size_t)GALIGN_LL_TILE * (size_t)dim;
 }
 
-__global__ void __launch_bounds__(GALIGN_LL_TILE * GALIGN_LL_WARPS)
-galign_k_ll_exact(galign_gmm g, const int32_t *__restrict__ tiles, int64_t tile0,
-                  const galign_cu_utt *__restrict__ utt, const float *__restrict__ feats,
-                  const int32_t *__restrict__ upd, float log_eps, float *__restrict__ ll,
-                  int *__restrict__ flags, int *__restrict__ uflags) {
+/* Model layout of the tiled kernel: the first n & ~3 components of each pdf
+ * in groups of 4, a group being (1 + 2 * dim) float4s: gconst, then per dim
+ * the 4 components' means*invvars, then per dim their inv_vars. */
+size_t galign_cu_ll_group_floats(int32_t dim) { return 4 * (1 + 2 * (size_t)dim); }
+
+typedef struct { float v[GALIGN_LL_FPL][4]; } galign_tile16; /* [frame][component] */
+
+/* One lane chain of the 4x4 kernel (dims l, then l + off + 8j) for 4
+ * components (a: [dim][4] float4 rows) x 4 frames (xs: [dim][TILE], lane's
+ * 4 frames at xs + 4 * lane). */
+__device__ static __forceinline__ void galign_chain44(const float4 *__restrict__ a, const float *xs,
+                                             int32_t nb, int l, galign_tile16 *acc) {
+#pragma unroll
+  for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+    for (int c = 0; c < 4; c++) acc->v[f][c] = 0.0f;
+  const int32_t off = nb & 4;
+  int32_t d = (off && l < 4) ? l : off + l;
+#pragma unroll
+  for (; d < nb; d = (d < off) ? off + l : d + 8) {
+    const float4 av = a[d];
+    const float4 xv = *(const float4 *)(xs + (size_t)d * GALIGN_LL_TILE);
+    const float xf[4] = {xv.x, xv.y, xv.z, xv.w}, ac[4] = {av.x, av.y, av.z, av.w};
+#pragma unroll
+    for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+      for (int c = 0; c < 4; c++) acc->v[f][c] = fmaf(ac[c], xf[f], acc->v[f][c]);
+  }
+}
+
+/* galign_k4x4_dot for 4 components x 4 frames. */
+__device__ static __forceinline__ void galign_dot44(const float4 *__restrict__ a, const float *xs,
+                                           int32_t nb, galign_tile16 *out) {
+  galign_tile16 t01, s, p, q;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {     /* h = 0: lanes 0,4,1,5; h = 1: 2,6,3,7 */
+#pragma unroll
+    for (int k = 0; k < 2; k++) {   /* s_{2h+k} = acc[2h+k+4] + acc[2h+k] */
+      galign_chain44(a, xs, nb, 2 * h + k, &p);
+      galign_chain44(a, xs, nb, 2 * h + k + 4, &q);
+#pragma unroll
+      for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          float sk = q.v[f][c] + p.v[f][c];
+          if (k == 0) s.v[f][c] = sk;
+          else s.v[f][c] = s.v[f][c] + sk;  /* s0 + s1, s2 + s3 */
+        }
+    }
+#pragma unroll
+    for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        if (h == 0) t01.v[f][c] = s.v[f][c];
+        else out->v[f][c] = t01.v[f][c] + s.v[f][c];
+      }
+  }
+}
+
+/* The 4x4 kernel's loglikes of one group (galign_comp_loglike, kern 4). */
+__device__ static __forceinline__ void galign_group_ll(const float4 *__restrict__ grp, const float *xs,
+                                              const float *x2s, int32_t D, int lane,
+                                              galign_tile16 *y) {
+  const int32_t nb = GALIGN_NB(D), m3 = D - nb;
+  const float4 g4 = grp[0];
+  const float gc[4] = {g4.x, g4.y, g4.z, g4.w};
+  const float4 *mi = grp + 1, *iv = grp + 1 + D;
+  const float *x = xs + GALIGN_LL_FPL * lane, *x2 = x2s + GALIGN_LL_FPL * lane;
+  galign_tile16 d;
+#pragma unroll
+  for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+    for (int c = 0; c < 4; c++) y->v[f][c] = gc[c];
+  for (int pass = 0; pass < 2; pass++) {
+    const float4 *a = pass ? iv : mi;
+    const float *xx = pass ? x2 : x;
+    const float alpha = pass ? -0.5f : 1.0f;
+    if (nb > 0) {
+      galign_dot44(a, xx, nb, &d);
+#pragma unroll
+      for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) y->v[f][c] = y->v[f][c] + d.v[f][c] * alpha;
+    }
+    if (m3) { /* galign_tail_dot */
+#pragma unroll
+      for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          const float *ac = (const float *)(a + nb) + c;
+          const float *xf = xx + (size_t)nb * GALIGN_LL_TILE + f;
+          float t = ac[0] * (xf[0] * alpha);
+          for (int32_t k = 1; k < m3; k++)
+            t = fmaf(ac[4 * k], xf[(size_t)k * GALIGN_LL_TILE] * alpha, t);
+          y->v[f][c] = y->v[f][c] + t;
+        }
+    }
+  }
+}
+
+/* galign_sse_dot for one component (row a) x 4 frames. */
+__device__ static __forceinline__ void galign_sse_dot4(const float *__restrict__ a, const float *xs,
+                                              int32_t nb, int k1, float out[GALIGN_LL_FPL]) {
+  float acc[4][GALIGN_LL_FPL], acc2[4][GALIGN_LL_FPL];
+#pragma unroll
+  for (int l = 0; l < 4; l++)
+#pragma unroll
+    for (int f = 0; f < GALIGN_LL_FPL; f++) acc[l][f] = acc2[l][f] = 0.0f;
+  int32_t i = 0;
+  if (nb & 4) {
+#pragma unroll
+    for (int l = 0; l < 4; l++) {
+      const float4 xv = *(const float4 *)(xs + (size_t)l * GALIGN_LL_TILE);
+      const float xf[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+      for (int f = 0; f < GALIGN_LL_FPL; f++) acc[l][f] = acc[l][f] + a[l] * xf[f];
+    }
+    i = 4;
+  }
+  for (; i < nb; i += 8) {
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int l = 0; l < 4; l++) {
+        const int32_t d = i + 4 * h + l;
+        const float4 xv = *(const float4 *)(xs + (size_t)d * GALIGN_LL_TILE);
+        const float xf[4] = {xv.x, xv.y, xv.z, xv.w};
+        const float av = a[d];
+#pragma unroll
+        for (int f = 0; f < GALIGN_LL_FPL; f++) {
+          if (h == 1 && k1) acc2[l][f] = acc2[l][f] + av * xf[f];
+          else acc[l][f] = acc[l][f] + av * xf[f];
+        }
+      }
+  }
+#pragma unroll
+  for (int f = 0; f < GALIGN_LL_FPL; f++) {
+    float s[4];
+#pragma unroll
+    for (int l = 0; l < 4; l++) s[l] = k1 ? acc[l][f] + acc2[l][f] : acc[l][f];
+    out[f] = (s[0] + s[1]) + (s[2] + s[3]);
+  }
+}
+
+/* galign_comp_loglike (kern 2 or 1) of component m, 4 frames. */
+__device__ static __forceinline__ void galign_tail_ll(const galign_gmm &g, int32_t m, int kern,
+                                             const float *xs, const float *x2s, int lane,
+                                             float y[GALIGN_LL_FPL]) {
+  const int32_t D = g.dim, nb = GALIGN_NB(D), m3 = D - nb;
+  const float *x = xs + GALIGN_LL_FPL * lane, *x2 = x2s + GALIGN_LL_FPL * lane;
+  float d[GALIGN_LL_FPL];
+#pragma unroll
+  for (int f = 0; f < GALIGN_LL_FPL; f++) y[f] = g.gconst[m];
+  for (int pass = 0; pass < 2; pass++) {
+    const float *a = (pass ? g.inv_vars : g.means_invvars) + (size_t)m * D;
+    const float *xx = pass ? x2 : x;
+    const float alpha = pass ? -0.5f : 1.0f;
+    if (nb > 0) {
+      galign_sse_dot4(a, xx, nb, kern == 1, d);
+#pragma unroll
+      for (int f = 0; f < GALIGN_LL_FPL; f++) y[f] = y[f] + d[f] * alpha;
+    }
+    if (m3) {
+#pragma unroll
+      for (int f = 0; f < GALIGN_LL_FPL; f++) {
+        const float *xf = xx + (size_t)nb * GALIGN_LL_TILE + f;
+        float t = a[nb] * (xf[0] * alpha);
+        for (int32_t k = 1; k < m3; k++)
+          t = fmaf(a[nb + k], xf[(size_t)k * GALIGN_LL_TILE] * alpha, t);
+        y[f] = y[f] + t;
+      }
+    }
+  }
+}
+
+/* DT: the feature dimension when known at compile time (39: deltas of
+ * 13 MFCCs; 40: LDA), 0 = read it from g. A known dimension lets the lane
+ * chains unroll into straight-line code with constant offsets. */
+template <int DT>
+__global__ void __launch_bounds__(32 * GALIGN_LL_WARPS)
+galign_k_ll_exact(galign_gmm g, const float4 *__restrict__ groups,
+                  const int32_t *__restrict__ grp_start, const int32_t *__restrict__ tiles,
+                  int64_t tile0, const galign_cu_utt *__restrict__ utt,
+                  const float *__restrict__ feats, const int32_t *__restrict__ upd,
+                  float log_eps, float *__restrict__ ll, int *__restrict__ flags,
+                  int *__restrict__ uflags) {
   GALIGN_DYN_SMEM(float, galign_sm);
   const int64_t tix = tile0 + blockIdx.x;
   const int32_t ui = tiles[2 * tix], t0 = tiles[2 * tix + 1];
   const galign_cu_utt u = utt[ui];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int32_t t = t0 + lane;
-  if (t >= u.num_frames) return; /* no barrier below: safe */
-  const int32_t D = g.dim, Dp = D | 1;
-  float *x = galign_sm + (size_t)warp * 2 * GALIGN_LL_TILE * Dp + (size_t)lane * Dp;
-  float *x2 = x + (size_t)GALIGN_LL_TILE * Dp;
-  const float *gx = feats + (u.frame_off + t) * D;
-  for (int32_t i = 0; i < D; i++) {
-    float v = gx[i];
-    x[i] = v;
-    x2[i] = v * v; /* the CPU's x2[d] = x[d] * x[d] */
+  const int32_t D = DT ? DT : g.dim;
+  const int32_t nf = u.num_frames - t0 < GALIGN_LL_TILE ? u.num_frames - t0 : GALIGN_LL_TILE;
+  float *xs = galign_sm, *x2s = galign_sm + (size_t)D * GALIGN_LL_TILE;
+  /* Stage x and x*x (the CPU's x2[d] = x[d] * x[d]) as [dim][frame]; frames
+   * past the end are zeros (computed, never written). */
+  const float *gx = feats + (u.frame_off + t0) * D;
+  for (int32_t i = threadIdx.x; i < D * GALIGN_LL_TILE; i += blockDim.x) {
+    const int32_t d = i / GALIGN_LL_TILE, f = i % GALIGN_LL_TILE;
+    const float v = f < nf ? gx[(size_t)f * D + d] : 0.0f;
+    xs[i] = v;
+    x2s[i] = v * v;
   }
-  float *out = ll + u.ll_off + (int64_t)t * u.npu;
-  float s[GALIGN_LL_MAXC];
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int32_t tf = t0 + GALIGN_LL_FPL * lane; /* the lane's first frame */
+  float4 s[GALIGN_LL_MAXC];                     /* per component, its 4 frames */
   int bad = 0;
   for (int32_t k = warp; k < u.npu; k += GALIGN_LL_WARPS) {
     const int32_t p = upd[u.col_off + k];
     const int32_t m0 = g.pdf_offset[p], n = g.pdf_offset[p + 1] - m0;
     const int32_t n4 = n & ~3, n2 = n4 + (n & 2);
-    float mx = -INFINITY;
-    int any_nan = 0;
+    float mx[GALIGN_LL_FPL];
+    int any_nan[GALIGN_LL_FPL];
+#pragma unroll
+    for (int f = 0; f < GALIGN_LL_FPL; f++) mx[f] = -INFINITY, any_nan[f] = 0;
+    const float4 *grp = groups + (size_t)grp_start[p] * (1 + 2 * (size_t)D);
+    for (int32_t i = 0; i < n4; i += 4, grp += 1 + 2 * D) {
+      galign_tile16 y;
+      galign_group_ll(grp, xs, x2s, D, lane, &y);
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        s[i + c] = make_float4(y.v[0][c], y.v[1][c], y.v[2][c], y.v[3][c]);
+#pragma unroll
+        for (int f = 0; f < GALIGN_LL_FPL; f++) {
+          const float l = y.v[f][c];
+          if (l > mx[f]) mx[f] = l;
+          if (l != l) any_nan[f] = 1;
+        }
+      }
+    }
+    for (int32_t i = n4; i < n; i++) {
+      float y[GALIGN_LL_FPL];
+      galign_tail_ll(g, m0 + i, i < n2 ? 2 : 1, xs, x2s, lane, y);
+      s[i] = make_float4(y[0], y[1], y[2], y[3]);
+#pragma unroll
+      for (int f = 0; f < GALIGN_LL_FPL; f++) {
+        if (y[f] > mx[f]) mx[f] = y[f];
+        if (y[f] != y[f]) any_nan[f] = 1;
+      }
+    }
+    /* Kaldi's log-sum-exp with its FLT_EPSILON cut-off, per frame, the
+     * components in order (double sum of glibc-expf values). */
+    float cut[GALIGN_LL_FPL];
+    double sum[GALIGN_LL_FPL];
+#pragma unroll
+    for (int f = 0; f < GALIGN_LL_FPL; f++) cut[f] = mx[f] + log_eps, sum[f] = 0.0;
     for (int32_t i = 0; i < n; i++) {
-      float l = galign_comp_loglike(&g, m0 + i, i < n4 ? 4 : i < n2 ? 2 : 1, x, x2);
-      s[i] = l;
-      if (l > mx) mx = l;
-      if (l != l) any_nan = 1;
+      const float4 v4 = s[i];
+      const float v[4] = {v4.x, v4.y, v4.z, v4.w};
+#pragma unroll
+      for (int f = 0; f < GALIGN_LL_FPL; f++)
+        if (v[f] >= cut[f]) sum[f] += (double)(float)exp((double)(v[f] - mx[f])); /* = glibc expf */
     }
-    float res;
-    if (any_nan || n == 0) {
-      res = NAN;
-    } else {
-      float cut = mx + log_eps;
-      double sum = 0.0;
-      for (int32_t i = 0; i < n; i++)
-        if (s[i] >= cut) sum += (double)(float)exp((double)(s[i] - mx)); /* = glibc expf */
-      res = sum > 0.0 ? (float)((double)mx + log(sum)) : NAN;
+    float *out = ll + u.ll_off + (int64_t)tf * u.npu + k;
+#pragma unroll
+    for (int f = 0; f < GALIGN_LL_FPL; f++) {
+      if (tf + f >= u.num_frames) break;
+      const float res = (any_nan[f] || n == 0) ? NAN
+                        : sum[f] > 0.0 ? (float)((double)mx[f] + log(sum[f])) : NAN;
+      if (res != res || isinf(res)) bad = 1;
+      out[(int64_t)f * u.npu] = res;
     }
-    if (res != res || isinf(res)) bad = 1;
-    out[k] = res;
   }
   if (bad) {
     atomicOr(flags, GALIGN_CU_BAD_LIKE);
     atomicOr(uflags + ui, GALIGN_CU_BAD_LIKE);
   }
+}
+
+/* The grouped model (see galign_cu_ll_group_floats) built on the host from
+ * the flat one; *grp_start gets num_pdfs entries. */
+int galign_cu_ll_exact_upload(galign_cuda *c, const galign_gmm *g) {
+  const int32_t D = g->dim;
+  int64_t ngroups = 0;
+  int32_t *start = (int32_t *)malloc(sizeof(int32_t) * ((size_t)g->num_pdfs + 1));
+  if (!start) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  for (int32_t p = 0; p < g->num_pdfs; p++) {
+    start[p] = (int32_t)ngroups;
+    ngroups += (g->pdf_offset[p + 1] - g->pdf_offset[p]) >> 2;
+  }
+  start[g->num_pdfs] = (int32_t)ngroups;
+  const size_t gf = galign_cu_ll_group_floats(D);
+  float *h = (float *)calloc((size_t)(ngroups > 0 ? ngroups : 1) * gf, sizeof(float));
+  if (!h) { free(start); KIO_ERROR("Out of memory"); return KIO_ERR; }
+  for (int32_t p = 0; p < g->num_pdfs; p++) {
+    const int32_t m0 = g->pdf_offset[p], n4 = (g->pdf_offset[p + 1] - m0) & ~3;
+    for (int32_t i = 0; i < n4; i++) {
+      const int32_t m = m0 + i, c = i & 3;
+      float *grp = h + (size_t)(start[p] + (i >> 2)) * gf;
+      grp[c] = g->gconst[m];
+      for (int32_t d = 0; d < D; d++) {
+        grp[4 * (1 + d) + c] = g->means_invvars[(size_t)m * D + d];
+        grp[4 * (1 + D + d) + c] = g->inv_vars[(size_t)m * D + d];
+      }
+    }
+  }
+  cudaError_t e = cudaMalloc(&c->d_groups, sizeof(float) * (size_t)(ngroups > 0 ? ngroups : 1) * gf);
+  if (e == cudaSuccess)
+    e = cudaMemcpy(c->d_groups, h, sizeof(float) * (size_t)ngroups * gf, cudaMemcpyHostToDevice);
+  if (e == cudaSuccess) e = cudaMalloc(&c->d_grp_start, sizeof(int32_t) * ((size_t)g->num_pdfs + 1));
+  if (e == cudaSuccess)
+    e = cudaMemcpy(c->d_grp_start, start, sizeof(int32_t) * ((size_t)g->num_pdfs + 1),
+                   cudaMemcpyHostToDevice);
+  free(h);
+  free(start);
+  KIO_CUDA_TRY(e);
+  return KIO_OK;
 }
 
 int galign_cu_ll_exact_prepare(galign_cuda *c, int n) {
@@ -89,7 +349,7 @@ int galign_cu_ll_exact_prepare(galign_cuda *c, int n) {
   if (ntiles == 0) return KIO_OK;
   const size_t smem = galign_cu_ll_exact_smem(c->dim);
   if (smem > 48 * 1024 && !c->ll_smem_set) { /* above the default: opt in once */
-    KIO_CUDA_TRY(cudaFuncSetAttribute((const void *)galign_k_ll_exact,
+    KIO_CUDA_TRY(cudaFuncSetAttribute((const void *)galign_k_ll_exact<0>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     c->ll_smem_set = 1;
   }
@@ -114,11 +374,17 @@ int galign_cu_ll_exact_run(galign_cuda *c, int64_t tile0, int64_t count) {
     KIO_ERROR("Batch too large: %lld frame tiles", (long long)count);
     return KIO_ERR;
   }
-  GALIGN_LAUNCH_SMEM(galign_k_ll_exact, (unsigned)count, GALIGN_LL_TILE * GALIGN_LL_WARPS,
-                     galign_cu_ll_exact_smem(c->dim), c->stream, c->dgmm,
-                     (const int32_t *)c->d_tiles.p, tile0, (const galign_cu_utt *)c->d_utt.p,
-                     (const float *)c->d_feats.p, (const int32_t *)c->d_ucol.p, c->log_eps,
-                     (float *)c->d_ll.p, (int *)c->d_flags.p, (int *)c->d_uflags.p);
+#define GALIGN_LL_LAUNCH(DT)                                                              \
+  GALIGN_LAUNCH_SMEM(galign_k_ll_exact<DT>, (unsigned)count, 32 * GALIGN_LL_WARPS,        \
+                     galign_cu_ll_exact_smem(c->dim), c->stream, c->dgmm,                 \
+                     (const float4 *)c->d_groups, (const int32_t *)c->d_grp_start,        \
+                     (const int32_t *)c->d_tiles.p, tile0, (const galign_cu_utt *)c->d_utt.p, \
+                     (const float *)c->d_feats.p, (const int32_t *)c->d_ucol.p, c->log_eps, \
+                     (float *)c->d_ll.p, (int *)c->d_flags.p, (int *)c->d_uflags.p)
+  if (c->dim == 39) GALIGN_LL_LAUNCH(39);
+  else if (c->dim == 40) GALIGN_LL_LAUNCH(40);
+  else GALIGN_LL_LAUNCH(0);
+#undef GALIGN_LL_LAUNCH
   KIO_CUDA_LAUNCHED();
   return KIO_OK;
 }

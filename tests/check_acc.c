@@ -301,6 +301,71 @@ START_TEST(tid_zero_counts_pdf0) {
 }
 END_TEST
 
+/* The asynchronous entry on the CPU backend is the synchronous one: the
+ * same statistics bit for bit and the same likelihood totals, whatever the
+ * batch size, with the caller's buffers overwritten after each call. */
+START_TEST(async_cpu_equals_sync) {
+  static const struct { const char *mdl, *feats, *alis; int batch; } cases[] = {
+    { "models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark", 1 },
+    { "models/mono/final.mdl", "ark:noisy/delta.ark", "ark:noisy/mono.ali.ark", 7 },
+    { "models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark", 64 },
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    gacc_stats sy, as;
+    run_info rs, ra;
+    ck_assert_int_eq(run_acc_mode("cpu", cases[k].mdl, cases[k].feats, cases[k].alis,
+                                  cases[k].batch, 0, &sy, &rs), KIO_OK);
+    ck_assert_int_eq(run_acc_mode("cpu", cases[k].mdl, cases[k].feats, cases[k].alis,
+                                  cases[k].batch, 1, &as, &ra), KIO_OK);
+    ck_assert_int_eq(rs.done, ra.done);
+    ck_assert(rs.done > 0);
+    ck_assert_msg(rs.tot_like == ra.tot_like, "like: sync %.17g async %.17g", rs.tot_like,
+                  ra.tot_like);
+    ck_assert(rs.tot_t == ra.tot_t);
+    ck_assert_msg(stats_identical(&sy, &as), "%s: stats differ", cases[k].feats);
+    gacc_stats_free(&sy);
+    gacc_stats_free(&as);
+  }
+}
+END_TEST
+
+/* Asynchronous entry, bad input: one ERROR naming the utterance, KIO_ERR;
+ * the accumulator stays usable and the totals hold what was accepted. */
+START_TEST(async_bad_tid_is_error) {
+  toy t;
+  toy_init(&t);
+  gacc_acc *acc;
+  ck_assert_int_eq(gacc_new(&acc, "cpu", &t.tm, &t.am), KIO_OK);
+  kio_matrix f = { 0, 0, NULL, 0 };
+  kio_matrix_resize(&f, 2, 3);
+  for (int i = 0; i < 6; i++) f.data[i] = 0.25f * (float)i;
+  int32_t ali[2] = { 1, 3 };
+  gacc_utt u = { "uttA", &f, ali };
+  int e0 = kio_log_num_errors();
+  capture_start();
+  ck_assert_int_eq(gacc_accumulate_batch_async(acc, 1, &u), KIO_ERR);
+  ck_assert_int_eq(gacc_wait(acc), KIO_OK);
+  kio_log_set_handler(NULL, NULL);
+  ck_assert_int_eq(kio_log_num_errors() - e0, 1);
+  ck_assert_msg(strstr(g_log, "uttA") && strstr(g_log, "Transition-id 3"), "log: %s", g_log);
+  ali[1] = 2;
+  ck_assert_int_eq(gacc_accumulate_batch_async(acc, 1, &u), KIO_OK);
+  ck_assert_int_eq(gacc_wait(acc), KIO_OK);
+  double like;
+  int64_t frames;
+  ck_assert_int_eq(gacc_get_totals(acc, &like, &frames), KIO_OK);
+  ck_assert(frames == 2);
+  gacc_utt_result r;
+  ck_assert_int_eq(gacc_accumulate_batch(acc, 1, &u, &r), KIO_OK);
+  ck_assert_int_eq(gacc_get_totals(acc, &like, &frames), KIO_OK);
+  ck_assert(frames == 4);
+  ck_assert(like == (double)r.like + (double)r.like);
+  kio_matrix_free(&f);
+  gacc_free(acc);
+  toy_free(&t);
+}
+END_TEST
+
 /* Nothing accumulated: the file still has the full layout, zero totals. */
 START_TEST(empty_stats_written) {
   toy t;
@@ -360,11 +425,13 @@ Suite *acc_suite(void) {
   tcase_add_test(t, mono_text_matches_kaldi);
   tcase_add_test(t, tri2_matches_kaldi);
   tcase_add_test(t, noisy_matches_kaldi);
+  tcase_add_test(t, async_cpu_equals_sync);
   suite_add_tcase(s, t);
   t = tcase_create("units");
   tcase_set_timeout(t, 60);
   tcase_add_test(t, expf_matches_libc);
   tcase_add_test(t, bad_tid_is_error);
+  tcase_add_test(t, async_bad_tid_is_error);
   tcase_add_test(t, tid_zero_counts_pdf0);
   tcase_add_test(t, empty_stats_written);
   tcase_add_test(t, read_bad_files);

@@ -1,9 +1,10 @@
 /* The CUDA accumulator against the CPU one: statistics within 1e-9
  * relative before writing (only the order of the double sums differs), the
  * same per-utterance and total likelihoods, any batch size; and the written
- * file against Kaldi's. Skips (77) without a usable GPU; CUDA is first used
+ * file against Kaldi's. The asynchronous entry against the synchronous one. Skips (77) without a usable GPU; CUDA is first used
  * inside the forked tests. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,110 @@ START_TEST(gpu_batches_agree) {
 }
 END_TEST
 
+/* The asynchronous entry (worker thread, double-buffered staging, caller's
+ * buffers overwritten right after each call) against the synchronous one:
+ * the same likelihoods and totals bit for bit (formed on the host in the
+ * same order), the same transition counts, and the GMM statistics equal up
+ * to the order of the device's double atomics (1e-9 relative, as between
+ * any two GPU runs; bit-identical where the order happens to match). */
+START_TEST(gpu_async_equals_sync) {
+  static const struct { const char *mdl, *feats, *alis; int batch; } cases[] = {
+    { "models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark", 16 },
+    { "models/mono/final.mdl", "ark:noisy/delta.ark", "ark:noisy/mono.ali.ark", 1 },
+    { "models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark", 64 },
+    { "models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark", 3 },
+  };
+  select_gpu();
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    gacc_stats sy, as, cpu;
+    run_info rs, ra, rc;
+    ck_assert_int_eq(run_acc_mode("gpu", cases[k].mdl, cases[k].feats, cases[k].alis,
+                                  cases[k].batch, 0, &sy, &rs), KIO_OK);
+    ck_assert_int_eq(run_acc_mode("gpu", cases[k].mdl, cases[k].feats, cases[k].alis,
+                                  cases[k].batch, 1, &as, &ra), KIO_OK);
+    ck_assert_int_eq(run_acc_mode("cpu", cases[k].mdl, cases[k].feats, cases[k].alis,
+                                  cases[k].batch, 0, &cpu, &rc), KIO_OK);
+    ck_assert_int_eq(rs.done, ra.done);
+    ck_assert(rs.done > 0);
+    ck_assert_msg(rs.tot_like == ra.tot_like && rc.tot_like == ra.tot_like,
+                  "like sums: sync %.17g async %.17g cpu %.17g", rs.tot_like, ra.tot_like,
+                  rc.tot_like);
+    ck_assert(rs.tot_t == ra.tot_t && rc.tot_t == ra.tot_t);
+    ck_assert_msg(sy.total_like == as.total_like && cpu.total_like == as.total_like,
+                  "total_like: sync %.17g async %.17g", sy.total_like, as.total_like);
+    ck_assert(sy.total_frames == as.total_frames);
+    gacc_cmp cmp;
+    gacc_stats_compare(&as, &sy, 1e-9, 0, &cmp);
+    ck_assert(cmp.same_layout);
+    ck_assert_msg(cmp.num_tacc_diff == 0, "%lld transition counts differ",
+                  (long long)cmp.num_tacc_diff);
+    ck_assert_msg(cmp.num_over == 0, "%zu of %zu values differ by > 1e-9 (max %g)",
+                  cmp.num_over, cmp.num_values, cmp.max_rel);
+    printf("%s batch %d: async vs sync %s (max rel diff %g)\n", cases[k].feats,
+           cases[k].batch, stats_identical(&as, &sy) ? "identical" : "differ", cmp.max_rel);
+    gacc_stats_free(&sy);
+    gacc_stats_free(&as);
+    gacc_stats_free(&cpu);
+  }
+}
+END_TEST
+
+/* An invalid log-likelihood found by the worker is logged by the thread
+ * that waits (not the worker), naming the frame and the utterance (whose
+ * key buffer the caller has already overwritten); the next asynchronous
+ * call reports it the same way. */
+static pthread_t g_main;
+static int g_bad, g_bad_other_thread;
+static void catch_bad(int level, const char *func, const char *file, int line,
+                      const char *msg, void *user) {
+  (void)func; (void)file; (void)line; (void)user;
+  if (level != KIO_LOG_ERROR) return;
+  if (strstr(msg, "frame 1 of utterance uttNaN")) g_bad++;
+  if (!pthread_equal(pthread_self(), g_main)) g_bad_other_thread++;
+}
+
+START_TEST(gpu_async_bad_like_logged_at_wait) {
+  select_gpu();
+  kio_tmodel tm;
+  kio_am_gmm am;
+  memset(&tm, 0, sizeof tm);
+  memset(&am, 0, sizeof am);
+  ck_assert_int_eq(kio_model_read("models/mono/final.mdl", &tm, &am), KIO_OK);
+  gacc_acc *acc;
+  ck_assert_int_eq(gacc_new(&acc, "gpu", &tm, &am), KIO_OK);
+  kio_matrix f = { 0, 0, NULL, 0 };
+  ck_assert_int_eq(kio_matrix_resize(&f, 3, am.dim), KIO_OK);
+  for (int32_t i = 0; i < 3 * am.dim; i++) f.data[i] = 0.01f * (float)i;
+  f.data[am.dim + 2] = NAN;  /* frame 1 */
+  int32_t ali[3] = { 1, 1, 2 };
+  char key[16] = "uttNaN";
+  gacc_utt u = { key, &f, ali };
+  g_main = pthread_self();
+  g_bad = g_bad_other_thread = 0;
+  kio_log_set_handler(catch_bad, NULL);
+  for (int round = 0; round < 2; round++) {
+    strcpy(key, "uttNaN");
+    f.data[am.dim + 2] = NAN;
+    ck_assert_int_eq(gacc_accumulate_batch_async(acc, 1, &u), KIO_OK);
+    strcpy(key, "overwritten");
+    f.data[am.dim + 2] = 0.0f;
+    if (round == 0) {
+      ck_assert_int_eq(gacc_wait(acc), KIO_ERR);
+    } else {  /* reported by the next call, before it takes its batch */
+      ck_assert_int_eq(gacc_accumulate_batch_async(acc, 1, &u), KIO_ERR);
+    }
+    ck_assert_int_eq(g_bad, round + 1);
+    ck_assert_int_eq(gacc_wait(acc), KIO_OK);  /* reported once */
+  }
+  kio_log_set_handler(NULL, NULL);
+  ck_assert_int_eq(g_bad_other_thread, 0);
+  kio_matrix_free(&f);
+  gacc_free(acc);
+  kio_tmodel_free(&tm);
+  kio_am_gmm_free(&am);
+}
+END_TEST
+
 static int g_errors;
 static void quiet(int level, const char *func, const char *file, int line,
                   const char *msg, void *user) {
@@ -127,13 +232,19 @@ START_TEST(gpu_bad_tid_is_error) {
   gacc_utt_result r;
   kio_log_set_handler(quiet, NULL);
   ck_assert_int_eq(gacc_accumulate_batch(acc, 1, &u, &r), KIO_ERR);
+  ck_assert_int_eq(gacc_accumulate_batch_async(acc, 1, &u), KIO_ERR);
   kio_log_set_handler(NULL, NULL);
-  ck_assert_int_eq(g_errors, 1);
+  ck_assert_int_eq(g_errors, 2);
   /* an empty utterance is fine */
   kio_matrix e = { 0, 0, NULL, 0 };
   gacc_utt ue = { "empty", &e, ali };
   ck_assert_int_eq(gacc_accumulate_batch(acc, 1, &ue, &r), KIO_OK);
   ck_assert_int_eq(r.frames, 0);
+  ck_assert_int_eq(gacc_accumulate_batch_async(acc, 1, &ue), KIO_OK);
+  double like;
+  int64_t frames;
+  ck_assert_int_eq(gacc_get_totals(acc, &like, &frames), KIO_OK);
+  ck_assert(like == 0.0 && frames == 0);
   kio_matrix_free(&f);
   gacc_free(acc);
   kio_tmodel_free(&tm);
@@ -150,6 +261,8 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, noisy_gpu_equals_cpu);
   tcase_add_test(t, gpu_batches_agree);
   tcase_add_test(t, gpu_bad_tid_is_error);
+  tcase_add_test(t, gpu_async_equals_sync);
+  tcase_add_test(t, gpu_async_bad_like_logged_at_wait);
   suite_add_tcase(s, t);
   return s;
 }

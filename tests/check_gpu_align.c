@@ -525,9 +525,9 @@ static void bench_model(const char *model, const char *feats, int R) {
   int nr = 0;
   ck_assert_int_eq(galign_cuda_align_batch(c, fx.n, gp, fp, 0, r, redo, &nr), KIO_OK); /* warm-up */
   double ll0, dec0, w0, ll1, dec1, w1;
-  galign_cuda_times(c, &ll0, &dec0, &w0);
+  galign_cuda_times(c, &ll0, &dec0, &w0, NULL);
   ck_assert_int_eq(galign_cuda_align_batch(c, n, gp, fp, 0, r, redo, &nr), KIO_OK);
-  galign_cuda_times(c, &ll1, &dec1, &w1);
+  galign_cuda_times(c, &ll1, &dec1, &w1, NULL);
   int64_t fr, tk, rd, bad, rg;
   int32_t mx;
   galign_cuda_stats(c, &fr, &tk, &mx, &rd, &bad, &rg);

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/fst.h"
+#include "../base/gzip-input.h"
 #include "../base/io.h"
 #include "../base/log.h"
 #include "test-util.h"
@@ -353,6 +355,317 @@ START_TEST(text_output_file) {
 }
 END_TEST
 
+/* ---- "gunzip -c PATH |" decompressed in-process (base/gzip-input.c) ----
+ * The oracle is the real gunzip: each case is read once in-process and once
+ * through popen (KIO_GUNZIP_PIPE=1); bytes, gzip's stderr and the close
+ * status/WARNING must be identical. */
+typedef struct {
+  char *data, *err;
+  size_t len;
+  int open_rc, close_rc, warnings;
+  char warn[1024];
+} gz_result;
+
+static void gz_read(const char *rx, int force_pipe, size_t limit, gz_result *r) {
+  memset(r, 0, sizeof *r);
+  if (force_pipe) setenv("KIO_GUNZIP_PIPE", "1", 1);
+  else unsetenv("KIO_GUNZIP_PIPE");
+  cap_start();
+  tu_stderr_start();
+  kio_input *in = NULL;
+  FILE *m = open_memstream(&r->data, &r->len);
+  r->open_rc = kio_input_open(&in, rx, NULL);
+  if (r->open_rc == KIO_OK) {
+    char buf[4096];
+    size_t n, tot = 0;
+    while (tot < limit && (n = fread(buf, 1, limit - tot < sizeof buf ? limit - tot : sizeof buf,
+                                     kio_input_stream(in))) > 0) {
+      fwrite(buf, 1, n, m);
+      tot += n;
+    }
+    r->close_rc = kio_input_close(in);
+  }
+  fclose(m);
+  r->err = tu_stderr_end();
+  r->warnings = cap.warnings;
+  snprintf(r->warn, sizeof r->warn, "%s", cap.last);
+  kio_log_set_handler(NULL, NULL);
+  unsetenv("KIO_GUNZIP_PIPE");
+}
+
+static void gz_free_result(gz_result *r) {
+  free(r->data);
+  free(r->err);
+}
+
+/* Reads rx both ways, asserts equality; returns the in-process result. */
+static void gz_same(const char *rx, size_t limit, gz_result *a) {
+  gz_result b;
+  gz_read(rx, 0, limit, a);
+  gz_read(rx, 1, limit, &b);
+  ck_assert_msg(a->open_rc == b.open_rc, "%s: open", rx);
+  ck_assert_msg(a->len == b.len && (a->len == 0 || !memcmp(a->data, b.data, a->len)),
+                "%s: %zu bytes in-process, %zu through the pipe", rx, a->len, b.len);
+  ck_assert_msg(!strcmp(a->err, b.err), "%s: stderr '%s' vs '%s'", rx, a->err, b.err);
+  ck_assert_msg(a->close_rc == b.close_rc && a->warnings == b.warnings &&
+                !strcmp(a->warn, b.warn), "%s: close '%s' vs '%s'", rx, a->warn, b.warn);
+  gz_free_result(&b);
+}
+
+/* Reads rx with PATH emptied, so that a popen'd gunzip cannot run. */
+static void gz_read_nopath(const char *rx, gz_result *r) {
+  char *path = strdup(getenv("PATH") ? getenv("PATH") : "");
+  setenv("PATH", "/nonexistent", 1);
+  gz_read(rx, 0, (size_t)-1, r);
+  setenv("PATH", path, 1);
+  free(path);
+}
+/* 1 if rx (a valid gzip file) is read in-process. */
+static int gz_in_process(const char *rx) {
+  gz_result r;
+  gz_read_nopath(rx, &r);
+  int ok = r.open_rc == KIO_OK && r.close_rc == KIO_OK && r.len > 0;
+  gz_free_result(&r);
+  return ok;
+}
+
+static char gz_dir[64];
+static void gz_tmpdir(void) {
+  snprintf(gz_dir, sizeof gz_dir, "/tmp/kio-gz-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(gz_dir));
+}
+static void gz_rmdir(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", gz_dir);
+  ck_assert_int_eq(tu_run(cmd, NULL), 0);
+}
+static void gz_sh(const char *fmt, const char *arg) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, fmt, arg); /* fmt: one %s */
+  ck_assert_msg(tu_run(cmd, NULL) == 0, "%s", cmd);
+}
+static void gz_write(const char *name, const void *d, size_t n) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", gz_dir, name);
+  FILE *f = fopen(p, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(d, 1, n, f), n);
+  fclose(f);
+}
+
+START_TEST(gzip_cmd_forms) {
+  static const char *yes[] = {"gunzip -c a.gz", "  gunzip   -c  d/a-1_b.fsts.gz  ",
+                              "gzip -cd a", "gzip -dc /x/y+z,w:v=u@t%s.gz", "zcat a.gz"};
+  static const char *no[] = {"gunzip -c 'a b.gz'", "gunzip -c a;b.gz", "gunzip -c a.gz; ls",
+                             "gunzip -c -- a.gz", "gunzip -c -a.gz", "gunzip -cf a.gz",
+                             "gunzip a.gz", "gunzip -c a.gz b.gz", "gunzip\t-c a.gz",
+                             "gunzip -c ~/a.gz", "gunzip -c $HOME/a.gz", "gunzip -c *.gz",
+                             "gunzip -c \"a.gz\"", "zcat", "gzip -c a.gz", "gzip -d a.gz",
+                             "/bin/gunzip -c a.gz", "gunzip -c a.gz > b", "zcat a.gz|cat"};
+  char *p;
+  for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+    ck_assert_msg(kio_gzip_parse_cmd(yes[i], &p), "%s", yes[i]);
+    free(p);
+  }
+  ck_assert(kio_gzip_parse_cmd("  gunzip   -c  d/a.gz  ", &p));
+  ck_assert_str_eq(p, "d/a.gz");
+  free(p);
+  for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+    ck_assert_msg(!kio_gzip_parse_cmd(no[i], &p), "%s", no[i]);
+}
+END_TEST
+
+START_TEST(gzip_fixtures_same_bytes) {
+  static const char *f[] = {"graphs/mono.fsts.gz", "graphs/tri1.fsts.gz",
+                            "graphs/tri2.fsts.gz"};
+  char rx[256];
+  for (size_t i = 0; i < 3; i++) {
+    static const char *form[] = {"gunzip -c %s|", "zcat  %s |", "gzip -dc %s|"};
+    snprintf(rx, sizeof rx, form[i], f[i]);
+    gz_result r;
+    gz_same(rx, (size_t)-1, &r);
+    ck_assert_uint_gt(r.len, 100000);
+    ck_assert_str_eq(r.err, "");
+    ck_assert_int_eq(r.close_rc, KIO_OK);
+    gz_free_result(&r);
+    ck_assert_msg(gz_in_process(rx), "%s not read in-process", rx);
+  }
+}
+END_TEST
+
+START_TEST(gzip_table_reader) {
+  kio_seq_reader *a, *b;
+  ck_assert_int_eq(kio_seq_open(&a, "ark:gunzip -c graphs/mono.fsts.gz|", &kio_fst_holder),
+                   KIO_OK);
+  setenv("KIO_GUNZIP_PIPE", "1", 1);
+  ck_assert_int_eq(kio_seq_open(&b, "ark:gunzip -c graphs/mono.fsts.gz|", &kio_fst_holder),
+                   KIO_OK);
+  unsetenv("KIO_GUNZIP_PIPE");
+  int n = 0;
+  for (; !kio_seq_done(a); kio_seq_next(a), kio_seq_next(b), n++) {
+    ck_assert(!kio_seq_done(b));
+    ck_assert_str_eq(kio_seq_key(a), kio_seq_key(b));
+    const kio_fst *x = kio_seq_value(a), *y = kio_seq_value(b);
+    ck_assert(x && y);
+    ck_assert_int_eq(x->num_states, y->num_states);
+    ck_assert_int_eq(x->num_arcs, y->num_arcs);
+    ck_assert_int_eq(x->start, y->start);
+    ck_assert(!memcmp(x->arcs, y->arcs, (size_t)x->num_arcs * sizeof *x->arcs));
+    ck_assert(!memcmp(x->final, y->final, (size_t)x->num_states * sizeof *x->final));
+  }
+  ck_assert(kio_seq_done(b));
+  ck_assert_int_eq(n, 40);
+  ck_assert_int_eq(kio_seq_close(a), KIO_OK);
+  ck_assert_int_eq(kio_seq_close(b), KIO_OK);
+}
+END_TEST
+
+/* Multi-member, zero padding, trailing garbage, truncation, CRC/length
+ * errors, bad headers, not gzip, missing file, directory. */
+START_TEST(gzip_members_and_errors) {
+  gz_tmpdir();
+  gz_sh("cd %s && printf 'hello\\n' > a && seq 1 200000 > b && gzip -c a > x.gz && "
+        "gzip -c b >> x.gz && gzip -c a >> x.gz", gz_dir);
+  char p[256];
+  snprintf(p, sizeof p, "%s/x.gz", gz_dir);
+  size_t n;
+  unsigned char *x = tu_read_file(p, &n);
+  ck_assert_ptr_nonnull(x);
+  size_t m1 = 28; /* first member: 10 header + "a\0" + 8 deflate + 8 trailer */
+  ck_assert(x[m1] == 0x1f && x[m1 + 1] == 0x8b);
+  unsigned char *t = malloc(n + 64);
+  memcpy(t, x, n);
+  gz_write("zeros.gz", (memset(t + n, 0, 7), t), n + 7);
+  gz_write("garbage.gz", (memcpy(t + n, "\0\0junk", 6), t), n + 6);
+  gz_write("one.gz", (memcpy(t + n, "x", 1), t), n + 1);
+  gz_write("trunc.gz", x, n / 2);
+  gz_write("trunc_trailer.gz", x, n - 3);
+  gz_write("trunc_header.gz", x, m1 + 5);
+  memcpy(t, x, n);
+  t[n - 12] ^= 1; /* CRC of the last member */
+  gz_write("crc.gz", t, n);
+  memcpy(t, x, n);
+  t[m1 - 1] ^= 1; /* length of the first member */
+  gz_write("len.gz", t, n);
+  memcpy(t, x, n);
+  t[m1 + 2] = 7; /* second member: unknown method */
+  gz_write("method.gz", t, n);
+  memcpy(t, x, n);
+  t[m1 + 3] = 0x40;
+  gz_write("flags.gz", t, n);
+  memcpy(t, x, n);
+  t[m1 + 3] = 0x20;
+  gz_write("encrypted.gz", t, n);
+  memcpy(t, x, n);
+  t[m1 + 12] = 0xff; t[m1 + 13] = 0xff; t[m1 + 14] = 0xff; /* bad block type */
+  gz_write("format.gz", t, n);
+  gz_write("notgz.gz", "hello world\n", 12);
+  gz_write("empty.gz", "", 0);
+  free(t);
+  free(x);
+  static const struct { const char *file, *msg; int rc; } c[] = {
+    {"x.gz", "", KIO_OK},
+    {"zeros.gz", "", KIO_OK},
+    {"garbage.gz", "decompression OK, trailing garbage ignored", KIO_ERR},
+    {"one.gz", "unexpected end of file", KIO_ERR},
+    {"trunc.gz", "unexpected end of file", KIO_ERR},
+    {"trunc_trailer.gz", "unexpected end of file", KIO_ERR},
+    {"trunc_header.gz", "unexpected end of file", KIO_ERR},
+    {"crc.gz", "invalid compressed data--crc error", KIO_ERR},
+    {"len.gz", "invalid compressed data--length error", KIO_ERR},
+    {"method.gz", "unknown method 7 -- not supported", KIO_ERR},
+    {"flags.gz", "has flags 0x40 -- not supported", KIO_ERR},
+    {"encrypted.gz", "is encrypted -- not supported", KIO_ERR},
+    {"format.gz", "invalid compressed data--format violated", KIO_ERR},
+    {"notgz.gz", "not in gzip format", KIO_ERR},
+    {"empty.gz", "unexpected end of file", KIO_ERR},
+    {"missing.gz", "No such file or directory", KIO_ERR},
+    {".", "is a directory -- ignored", KIO_ERR},
+  };
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+    char rx[300];
+    snprintf(rx, sizeof rx, "gunzip -c %s/%s|", gz_dir, c[i].file);
+    gz_result r;
+    gz_same(rx, (size_t)-1, &r);
+    ck_assert_msg(strstr(r.err, c[i].msg), "%s: '%s'", c[i].file, r.err);
+    ck_assert_msg(r.close_rc == c[i].rc, "%s", c[i].file);
+    if (i < 2) ck_assert_uint_eq(r.len, 6 + 1288895 + 6);
+    if (i < 3) ck_assert(r.len >= 12 && !memcmp(r.data + r.len - 6, "hello\n", 6));
+    if (!strcmp(c[i].file, "garbage.gz"))
+      ck_assert_msg(strstr(r.warn, "return status 512"), "%s", r.warn);
+    else if (c[i].rc != KIO_OK && strcmp(c[i].file, "."))
+      ck_assert_msg(strstr(r.warn, "return status 256"), "%s", r.warn);
+    /* the same through the in-process path (gunzip not runnable), except
+     * for what goes to the real gunzip (not gzip, empty, missing, dir) */
+    gz_result q;
+    gz_read_nopath(rx, &q);
+    int fallback = i >= 13;
+    ck_assert_msg(fallback == (strstr(q.err, "not found") != NULL), "%s: %s", rx, q.err);
+    if (!fallback)
+      ck_assert_msg(!strcmp(q.err, r.err) && q.len == r.len && q.close_rc == r.close_rc &&
+                    !strcmp(q.warn, r.warn), "%s: '%s'", rx, q.err);
+    gz_free_result(&q);
+    /* errors in the second member: the first is delivered, nothing after */
+    if (!strcmp(c[i].file, "method.gz") || !strcmp(c[i].file, "len.gz"))
+      ck_assert_uint_eq(r.len, 6);
+    gz_free_result(&r);
+  }
+  gz_rmdir();
+}
+END_TEST
+
+/* Not recognised (shell syntax): the command runs through sh as before. */
+START_TEST(gzip_shell_forms) {
+  gz_tmpdir();
+  gz_sh("cd %s && printf 'hi\\n' > 'a b' && gzip 'a b' && printf 'x\\n' | gzip > x.gz", gz_dir);
+  char rx[300];
+  gz_result r;
+  snprintf(rx, sizeof rx, "gunzip -c '%s/a b.gz'|", gz_dir);
+  gz_same(rx, (size_t)-1, &r);
+  ck_assert_int_eq(r.close_rc, KIO_OK);
+  ck_assert(r.len == 3 && !memcmp(r.data, "hi\n", 3));
+  gz_free_result(&r);
+  ck_assert(!gz_in_process(rx));
+  snprintf(rx, sizeof rx, "gunzip -c %s/x.gz; echo more|", gz_dir);
+  gz_same(rx, (size_t)-1, &r);
+  ck_assert(r.len == 7 && !memcmp(r.data, "x\nmore\n", 7));
+  gz_free_result(&r);
+  snprintf(rx, sizeof rx, "gunzip -c %s/x.gz|", gz_dir);
+  ck_assert(gz_in_process(rx));
+  setenv("KIO_GUNZIP_PIPE", "1", 1);
+  kio_gzip *g;
+  ck_assert_ptr_null(kio_gzip_open("gunzip -c graphs/mono.fsts.gz", &g));
+  unsetenv("KIO_GUNZIP_PIPE");
+  gz_rmdir();
+}
+END_TEST
+
+/* A reader that stops early: like pclose on a gunzip still writing (killed
+ * by SIGPIPE under sh: status 141 << 8); one that read all the output but
+ * not the EOF: gunzip had written everything and exits 0. */
+START_TEST(gzip_early_close) {
+  gz_tmpdir();
+  gz_sh("cd %s && seq 1 3000000 | gzip -1 > big.gz", gz_dir);
+  char rx[300];
+  snprintf(rx, sizeof rx, "gunzip -c %s/big.gz|", gz_dir);
+  gz_result r;
+  gz_same(rx, 100, &r);
+  ck_assert_int_eq(r.close_rc, KIO_ERR);
+  ck_assert_msg(strstr(r.warn, "nonzero return status 36096"), "%s", r.warn);
+  ck_assert_str_eq(r.err, "");
+  gz_free_result(&r);
+  gz_read(rx, 0, (size_t)-1, &r);
+  size_t all = r.len;
+  ck_assert_uint_eq(all, 22888896); /* seq 1 3000000 | wc -c */
+  gz_free_result(&r);
+  gz_same(rx, all, &r);
+  ck_assert_int_eq(r.close_rc, KIO_OK);
+  ck_assert_int_eq(r.warnings, 0);
+  gz_free_result(&r);
+  gz_rmdir();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("io");
   TCase *tc = tcase_create("core");
@@ -367,6 +680,12 @@ int main(void) {
   tcase_add_test(tc, missing_and_invalid_inputs);
   tcase_add_test(tc, pipes);
   tcase_add_test(tc, text_output_file);
+  tcase_add_test(tc, gzip_cmd_forms);
+  tcase_add_test(tc, gzip_fixtures_same_bytes);
+  tcase_add_test(tc, gzip_table_reader);
+  tcase_add_test(tc, gzip_members_and_errors);
+  tcase_add_test(tc, gzip_shell_forms);
+  tcase_add_test(tc, gzip_early_close);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

@@ -5,7 +5,9 @@
 # models runs, with the recipe options (beam 10, retry 40, scales 1/0.1/0.1),
 # graphs "ark:gunzip -c bench-data/M.fsts.gz|" and features ark,s,cs:...:
 #   our CPU path (--use-gpu=no), our GPU path (--use-gpu=yes, if a GPU is
-#   usable), Kaldi's gmm-align-compiled (if $KALDI_ROOT is set).
+#   usable; once more with KIO_GUNZIP_PIPE=1, i.e. the graphs through a real
+#   gunzip process instead of base/gzip-input.c), Kaldi's gmm-align-compiled
+#   (if $KALDI_ROOT is set).
 # Prints a markdown table (wall seconds, x real time, speed-up) and the
 # agreement of the alignments. Env: BIN, TOOLS, KALDI_ROOT, BENCH_COPIES
 # (default 255 = 10.03 h), BENCH_MODELS (default "mono tri2"), BENCH_SKIP
@@ -88,6 +90,8 @@ run() {  # model tag program extra-opts...
 for m in $models; do
   case " $skip " in *" cpu "*) ;; *) run "$m" cpu "$bin/gmm-align-compiled" --use-gpu=no --verbose=1 $BENCH_OPTS ;; esac
   if [ $gpu_ok = 1 ]; then run "$m" gpu "$bin/gmm-align-compiled" --use-gpu=yes --verbose=1 $BENCH_OPTS
+    # the same with the graphs through a real gunzip process (no in-process zlib)
+    KIO_GUNZIP_PIPE=1 run "$m" gpupipe "$bin/gmm-align-compiled" --use-gpu=yes --verbose=1 $BENCH_OPTS
   elif grep -q 'Using GPU' "$data/out/probe.log"; then echo "bench: GPU path skipped (it failed, see above)"
   else echo "bench: GPU path skipped: no usable GPU ($(grep -m1 '^ERROR' "$data/out/probe.log" | sed 's/^ERROR ([^ ]*) //'))"; fi
   if [ -n "$kaldi_prog" ]; then
@@ -142,9 +146,10 @@ echo
 echo "| model | program | wall s | x real time | speed-up vs Kaldi | speed-up vs our CPU |"
 echo "|---|---|---:|---:|---:|---:|"
 for m in $models; do
-  for tag in kaldi cpu gpu; do
+  for tag in kaldi cpu gpu gpupipe; do
     [ -n "${wall[$m.$tag]:-}" ] || continue
-    case $tag in kaldi) name="Kaldi gmm-align-compiled" ;; cpu) name="ours, --use-gpu=no" ;; gpu) name="ours, --use-gpu=yes" ;; esac
+    case $tag in kaldi) name="Kaldi gmm-align-compiled" ;; cpu) name="ours, --use-gpu=no" ;; gpu) name="ours, --use-gpu=yes" ;;
+      gpupipe) name="ours, --use-gpu=yes, KIO_GUNZIP_PIPE=1 (graphs through a gunzip process)" ;; esac
     printf '| %s | %s | %.2f | %.0f | %s | %s |\n' "$m" "$name" "${wall[$m.$tag]}" \
       "$(calc "$audio_s / ${wall[$m.$tag]}")" "$(ratio "$m.$tag" "$m.kaldi")" "$(ratio "$m.$tag" "$m.cpu")"
   done

@@ -9,6 +9,9 @@ B=${1:-build-emu}
 mkdir -p "$B"
 CF="-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -ffp-contract=off -pthread -DKIO_HAVE_CUDA=1"
 XF="-std=c++17 -O2 -g -Wall -Wextra -ffp-contract=off -I/usr/local/cuda/include -DKIO_HAVE_CUDA=1"
+# Self-test of the emulator's barriers/atomics first (cuda-emu.cc's main).
+g++ $XF -DGALIGN_EMU_SELFTEST tests/emu/cuda-emu.cc -o "$B/cuda-emu-selftest"
+"$B/cuda-emu-selftest"
 objs=""
 for f in base/*.c gpu-align/*.c tests/test-util.c tests/check_gpu_align.c; do
   o="$B/$(echo "$f" | tr / _).o"

@@ -38,7 +38,7 @@ seeds_of() {
 }
 maxlen_of() {
   case "$1" in
-    fuzz_matrix) echo 4096 ;; fuzz_archive|fuzz_fst*) echo 8192 ;;
+    fuzz_matrix) echo 4096 ;; fuzz_archive|fuzz_fst*|fuzz_gzip) echo 8192 ;;
     fuzz_model) echo 16384 ;; fuzz_specifier) echo 512 ;; *) echo 1024 ;;
   esac
 }

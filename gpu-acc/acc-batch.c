@@ -1,0 +1,399 @@
+/* GPU batches: staging, the run (sort, upload, kernel, likelihoods, in
+ * acc-cuda.cu and here) and the worker thread of the asynchronous entry.
+ *
+ * A batch is first copied into a staging set (gacc_job): features and
+ * transition-ids in page-locked memory, frame counts, keys. The synchronous
+ * entry runs it at once on the calling thread; the asynchronous one hands it
+ * to a worker thread and returns, so the caller (the aligner's reading
+ * thread) goes on while the device accumulates. Two staging sets: batch k+1
+ * is copied while batch k runs. Both entries run the same code on the same
+ * data in the same order, so statistics and sums are bit-identical.
+ *
+ * Log lines of a run on the worker (the invalid-likelihood ERROR, CUDA
+ * errors) are deferred (base/log.h) and replayed by gacc_wait on the
+ * caller's thread, where a program that routes lines by thread expects
+ * them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acc-internal.h"
+
+/* ---------------- staging ---------------- */
+
+static void job_free(gacc_job *j) {
+  for (int i = 0; i < j->cap_mats; i++) kio_matrix_free(&j->mats[i]);
+  free(j->mats);
+  gacc_cuda_host_free(j->feats);
+  gacc_cuda_host_free(j->tid);
+  free(j->pdf);
+  free(j->rows);
+  free(j->key_off);
+  free(j->keys);
+  free(j->like);
+  kio_log_discard(&j->log);
+  memset(j, 0, sizeof *j);
+}
+
+static size_t grow_cap(size_t cap, size_t need, size_t first) {
+  if (!cap) cap = first;
+  while (cap < need) cap *= 2;
+  return cap;
+}
+
+/* Room for frames / n utterances / key bytes (not for the features: see
+ * job_reserve_feats). Silent (the caller logs after collecting the previous
+ * batch, so lines keep their order). */
+static int job_reserve(gacc_job *j, size_t frames, int n, size_t key_bytes) {
+  if (frames > j->cap_frames) {
+    size_t cap = grow_cap(j->cap_frames, frames, 8192);
+    gacc_cuda_host_free(j->tid);
+    free(j->pdf);
+    j->tid = NULL; j->cap_frames = 0;
+    j->pdf = malloc(cap * sizeof(int32_t));
+    if (!j->pdf || gacc_cuda_host_alloc((void **)&j->tid, cap * sizeof(int32_t)))
+      return KIO_ERR;
+    j->cap_frames = cap;
+  }
+  if ((size_t)n > j->cap_utts) {
+    size_t cap = grow_cap(j->cap_utts, (size_t)n, 64);
+    int32_t *r = realloc(j->rows, cap * sizeof *r);
+    if (r) j->rows = r;
+    size_t *o = realloc(j->key_off, cap * sizeof *o);
+    if (o) j->key_off = o;
+    float *l = realloc(j->like, cap * sizeof *l);
+    if (l) j->like = l;
+    if (!r || !o || !l) return KIO_ERR;
+    j->cap_utts = cap;
+  }
+  if (key_bytes > j->cap_keys) {
+    size_t cap = grow_cap(j->cap_keys, key_bytes, 4096);
+    char *k = realloc(j->keys, cap);
+    if (!k) return KIO_ERR;
+    j->keys = k;
+    j->cap_keys = cap;
+  }
+  return KIO_OK;
+}
+
+/* Room for the features of frames frames (pinned). Silent. */
+static int job_reserve_feats(gacc_job *j, size_t D, size_t frames) {
+  if (frames <= j->cap_feats) return KIO_OK;
+  size_t cap = grow_cap(j->cap_feats, frames, 8192);
+  gacc_cuda_host_free(j->feats);
+  j->feats = NULL;
+  j->cap_feats = 0;
+  if (gacc_cuda_host_alloc((void **)&j->feats, cap * (D ? D : 1) * sizeof(float))) return KIO_ERR;
+  j->cap_feats = cap;
+  return KIO_OK;
+}
+
+enum { STAGED = 0, STAGE_BAD_INPUT = 1, STAGE_TOO_MANY = 2, STAGE_OOM = 3 };
+
+/* Copies the batch into j. Logs nothing: returns STAGED, or why not. A
+ * feature dimension other than the model's is left to gacc_check_utt. */
+static int stage(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
+  size_t D = (size_t)a->am->dim, frames = 0, key_bytes = 0;
+  for (int i = 0; i < n; i++) {
+    const kio_matrix *f = utts[i].feats;
+    if (f->rows < 0 || (f->rows > 0 && f->cols != a->am->dim)) return STAGE_BAD_INPUT;
+    frames += (size_t)f->rows;
+    key_bytes += strlen(utts[i].key ? utts[i].key : "") + 1;
+  }
+  if (frames > INT32_MAX) return STAGE_TOO_MANY;
+  if (job_reserve(j, frames, n, key_bytes) != KIO_OK ||
+      job_reserve_feats(j, D, frames) != KIO_OK)
+    return STAGE_OOM;
+  j->use_mats = 0;
+  size_t off = 0, koff = 0;
+  for (int i = 0; i < n; i++) {
+    const kio_matrix *f = utts[i].feats;
+    const char *key = utts[i].key ? utts[i].key : "";
+    size_t kl = strlen(key) + 1;
+    memcpy(j->keys + koff, key, kl);
+    j->key_off[i] = koff;
+    koff += kl;
+    j->rows[i] = f->rows;
+    if (f->rows > 0) {
+      memcpy(j->feats + off * D, f->data, (size_t)f->rows * D * sizeof(float));
+      memcpy(j->tid + off, utts[i].ali, (size_t)f->rows * sizeof(int32_t));
+    }
+    off += (size_t)f->rows;
+  }
+  j->n = n;
+  j->frames = frames;
+  j->status = KIO_OK;
+  return STAGED;
+}
+
+/* stage() for the take entry: keys, frame counts and transition-ids are
+ * copied, the feature matrices swapped with the job's (the worker copies
+ * them into j->feats: gather_feats). Run after the checks. */
+static int stage_take(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts,
+                      kio_matrix *const *feats) {
+  size_t frames = 0, key_bytes = 0;
+  for (int i = 0; i < n; i++) {
+    const kio_matrix *f = utts[i].feats;
+    if (f != feats[i] || f->rows < 0 || (f->rows > 0 && f->cols != a->am->dim))
+      return STAGE_BAD_INPUT;
+    frames += (size_t)f->rows;
+    key_bytes += strlen(utts[i].key ? utts[i].key : "") + 1;
+  }
+  if (frames > INT32_MAX) return STAGE_TOO_MANY;
+  if (job_reserve(j, frames, n, key_bytes) != KIO_OK) return STAGE_OOM;
+  if (n > j->cap_mats) {
+    kio_matrix *m = realloc(j->mats, (size_t)n * sizeof *m);
+    if (!m) return STAGE_OOM;
+    memset(m + j->cap_mats, 0, (size_t)(n - j->cap_mats) * sizeof *m);
+    j->mats = m;
+    j->cap_mats = n;
+  }
+  size_t off = 0, koff = 0;
+  for (int i = 0; i < n; i++) {
+    const char *key = utts[i].key ? utts[i].key : "";
+    size_t kl = strlen(key) + 1;
+    memcpy(j->keys + koff, key, kl);
+    j->key_off[i] = koff;
+    koff += kl;
+    int32_t rows = feats[i]->rows;
+    j->rows[i] = rows;
+    if (rows > 0) memcpy(j->tid + off, utts[i].ali, (size_t)rows * sizeof(int32_t));
+    off += (size_t)rows;
+    kio_matrix t = j->mats[i];
+    j->mats[i] = *feats[i];
+    *feats[i] = t;
+  }
+  j->use_mats = 1;
+  j->n = n;
+  j->frames = frames;
+  j->status = KIO_OK;
+  return STAGED;
+}
+
+/* Take entry, on the worker: the swapped-in features into pinned memory. */
+static int gather_feats(gacc_acc *a, gacc_job *j) {
+  size_t D = (size_t)a->am->dim, off = 0;
+  if (job_reserve_feats(j, D, j->frames) != KIO_OK) {
+    KIO_ERROR("Out of memory staging %zu frames", j->frames);
+    return KIO_ERR;
+  }
+  for (int i = 0; i < j->n; i++) {
+    size_t r = (size_t)j->rows[i];
+    if (r) memcpy(j->feats + off * D, j->mats[i].data, r * D * sizeof(float));
+    off += r;
+  }
+  return KIO_OK;
+}
+
+/* The ERROR for a batch that stage() refused (bad input is reported by
+ * gacc_check_utt instead, with the utterance). */
+static int stage_error(int why, int n, const gacc_utt *utts) {
+  if (why == STAGE_BAD_INPUT) {
+    int logged = 0;
+    for (int i = 0; i < n; i++)
+      if (utts[i].feats->rows < 0)
+        KIO_ERROR("Invalid feature matrix for utterance %s", utts[i].key), logged = 1;
+    if (!logged) KIO_ERROR("Invalid feature matrices for a batch of %d utterances", n);
+  } else if (why == STAGE_TOO_MANY)
+    KIO_ERROR("Too many frames in one batch of %d utterances for the GPU accumulator", n);
+  else if (why == STAGE_OOM)
+    KIO_ERROR("Out of memory staging a batch of %d utterances", n);
+  return KIO_ERR;
+}
+
+/* ---------------- the run ---------------- */
+
+static int grow_results(gacc_acc *a, size_t frames) {
+  if (frames <= a->cap_mx) return KIO_OK;
+  size_t cap = grow_cap(a->cap_mx, frames, 8192);
+  gacc_cuda_host_free(a->mx);
+  gacc_cuda_host_free(a->sum);
+  a->mx = a->sum = NULL;
+  a->cap_mx = 0;
+  if (gacc_cuda_host_alloc((void **)&a->mx, cap * sizeof(float)) ||
+      gacc_cuda_host_alloc((void **)&a->sum, cap * sizeof(float))) {
+    KIO_ERROR("Out of memory staging %zu frames", frames);
+    return KIO_ERR;
+  }
+  a->cap_mx = cap;
+  return KIO_OK;
+}
+
+/* Accumulates a staged, checked batch; j->like[i] receives utterance i's
+ * likelihood. The device statistics and a->st.total_like/frames are
+ * updated; the per-utterance sums are the caller's (collect()). */
+static int run_job(gacc_acc *a, gacc_job *j) {
+  if (j->frames == 0) {
+    for (int i = 0; i < j->n; i++) j->like[i] = 0.0f;
+    return KIO_OK;
+  }
+  if (j->use_mats && gather_feats(a, j) != KIO_OK) return KIO_ERR;
+  for (size_t t = 0; t < j->frames; t++) j->pdf[t] = a->tm->tid2pdf[j->tid[t]];
+  if (grow_results(a, j->frames) != KIO_OK ||
+      gacc_cuda_accumulate(a->cuda, (int32_t)j->frames, j->feats, j->tid, j->pdf, a->mx,
+                           a->sum) != KIO_OK)
+    return KIO_ERR;
+  /* Per-frame log-likelihoods in frame order, with the host's logf, so
+   * that the float/double sums are those of the CPU path bit for bit. */
+  size_t off = 0;
+  for (int i = 0; i < j->n; i++) {
+    float like = 0.0f;
+    for (int32_t t = 0; t < j->rows[i]; t++, off++) {
+      float l = a->mx[off] + logf(a->sum[off]);
+      if (isnan(l) || isinf(l)) return gacc_bad_like(j->keys + j->key_off[i], t);
+      a->st.total_like += (double)(l * 1.0f);
+      a->st.total_frames += 1.0;
+      like += l;
+    }
+    j->like[i] = like;
+  }
+  return KIO_OK;
+}
+
+/* Adds a finished batch's per-utterance results to the totals. */
+static void collect(gacc_acc *a, const gacc_job *j) {
+  for (int i = 0; i < j->n; i++) {
+    a->like_sum += (double)j->like[i];
+    a->frames_sum += j->rows[i];
+  }
+}
+
+static int check_all(const gacc_acc *a, int n, const gacc_utt *utts) {
+  for (int i = 0; i < n; i++)
+    if (gacc_check_utt(a, &utts[i]) != KIO_OK) return KIO_ERR;
+  return KIO_OK;
+}
+
+int gacc_gpu_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
+  if (gacc_gpu_wait(a) != KIO_OK) return KIO_ERR;
+  if (check_all(a, n, utts) != KIO_OK) return KIO_ERR;
+  gacc_job *j = &a->job[a->next];
+  int why = stage(a, j, n, utts);
+  if (why != STAGED) return stage_error(why, n, utts);
+  if (run_job(a, j) != KIO_OK) return KIO_ERR;
+  for (int i = 0; i < n; i++) {
+    res[i].like = j->like[i];
+    res[i].frames = j->rows[i];
+  }
+  collect(a, j);
+  return KIO_OK;
+}
+
+/* ---------------- the worker ---------------- */
+
+static void *worker_main(void *arg) {
+  gacc_acc *a = arg;
+  pthread_mutex_lock(&a->mu);
+  for (;;) {
+    while (!a->stop && !(a->inflight && !a->started)) pthread_cond_wait(&a->cv, &a->mu);
+    if (!(a->inflight && !a->started)) break;  /* stop, nothing left */
+    gacc_job *j = a->inflight;
+    a->started = 1;
+    pthread_mutex_unlock(&a->mu);
+    kio_log_defer(&j->log);
+    /* the device is current per host thread */
+    int rc = KIO_OK;
+    if (!a->bound) {
+      rc = gacc_cuda_bind_thread(a->cuda);
+      a->bound = rc == KIO_OK;
+    }
+    if (rc == KIO_OK) rc = run_job(a, j);
+    kio_log_defer(NULL);
+    pthread_mutex_lock(&a->mu);
+    j->status = rc;
+    a->finished = 1;
+    pthread_cond_broadcast(&a->cv);
+  }
+  pthread_mutex_unlock(&a->mu);
+  return NULL;
+}
+
+static int start_worker(gacc_acc *a) {
+  if (a->thread_on) return KIO_OK;
+  if (pthread_mutex_init(&a->mu, NULL) != 0) goto fail;
+  if (pthread_cond_init(&a->cv, NULL) != 0) {
+    pthread_mutex_destroy(&a->mu);
+    goto fail;
+  }
+  if (pthread_create(&a->thread, NULL, worker_main, a) != 0) {
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+    goto fail;
+  }
+  a->thread_on = 1;
+  return KIO_OK;
+fail:
+  KIO_ERROR("Could not start the accumulation thread");
+  return KIO_ERR;
+}
+
+int gacc_gpu_wait(gacc_acc *a) {
+  gacc_job *j = a->inflight;
+  if (!j) return KIO_OK;
+  pthread_mutex_lock(&a->mu);
+  while (!a->finished) pthread_cond_wait(&a->cv, &a->mu);
+  a->inflight = NULL;
+  a->started = a->finished = 0;
+  pthread_mutex_unlock(&a->mu);
+  kio_log_replay(&j->log);
+  if (j->status != KIO_OK) return KIO_ERR;
+  collect(a, j);
+  return KIO_OK;
+}
+
+int gacc_gpu_batch_async(gacc_acc *a, int n, const gacc_utt *utts) {
+  /* Copy while the previous batch runs (the other staging set); its errors
+   * come first, then this batch's checks, as the synchronous order. */
+  gacc_job *j = &a->job[a->next];
+  int why = stage(a, j, n, utts);
+  if (gacc_gpu_wait(a) != KIO_OK) return KIO_ERR;
+  if (check_all(a, n, utts) != KIO_OK) return KIO_ERR;
+  if (why != STAGED) return stage_error(why, n, utts);
+  if (start_worker(a) != KIO_OK) return KIO_ERR;
+  pthread_mutex_lock(&a->mu);
+  a->inflight = j;
+  a->started = a->finished = 0;
+  pthread_cond_broadcast(&a->cv);
+  pthread_mutex_unlock(&a->mu);
+  a->next ^= 1;
+  return KIO_OK;
+}
+
+int gacc_gpu_batch_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats) {
+  /* Nothing to copy ahead: wait (the previous batch's errors first), check,
+   * then swap the features in (the job is free: nothing is in flight). */
+  if (gacc_gpu_wait(a) != KIO_OK) return KIO_ERR;
+  if (check_all(a, n, utts) != KIO_OK) return KIO_ERR;
+  gacc_job *j = &a->job[a->next];
+  int why = stage_take(a, j, n, utts, feats);
+  if (why != STAGED) return stage_error(why, n, utts);
+  if (start_worker(a) != KIO_OK) return KIO_ERR;
+  pthread_mutex_lock(&a->mu);
+  a->inflight = j;
+  a->started = a->finished = 0;
+  pthread_cond_broadcast(&a->cv);
+  pthread_mutex_unlock(&a->mu);
+  a->next ^= 1;
+  return KIO_OK;
+}
+
+void gacc_gpu_free(gacc_acc *a) {
+  if (a->thread_on) {
+    /* a batch not collected: its lines are still worth printing */
+    (void)gacc_gpu_wait(a);
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+    a->thread_on = 0;
+  }
+  job_free(&a->job[0]);
+  job_free(&a->job[1]);
+  gacc_cuda_host_free(a->mx);
+  gacc_cuda_host_free(a->sum);
+  a->mx = a->sum = NULL;
+  a->cap_mx = 0;
+}

@@ -1,0 +1,70 @@
+/* cuBLAS loaded on first use (dlopen) instead of linked: the library's
+ * constructors register thousands of kernels when a process starts, ~70 ms
+ * that every run of our programs paid, while the default exact likelihood
+ * kernel never calls cuBLAS (only the GEMM path does: models with more than
+ * GALIGN_LL_MAXC Gaussians per pdf, or KIO_GALIGN_LL=gemm). Under the host
+ * emulation (tests/emu) the emulator's functions are used directly. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "align-cuda-impl.h"
+
+static galign_cublas_api g_api;
+static int g_loaded;      /* 1: g_api usable */
+static char g_err[256];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+#define GALIGN_STR2(x) #x
+#define GALIGN_STR(x) GALIGN_STR2(x)
+
+static void galign_cublas_load(void) {
+#ifdef GALIGN_CUDA_EMU_H
+  g_api.create = cublasCreate_v2;
+  g_api.destroy = cublasDestroy_v2;
+  g_api.set_stream = cublasSetStream_v2;
+  g_api.set_math_mode = cublasSetMathMode;
+  g_api.sgemm = cublasSgemm_v2;
+  g_api.status_string = cublasGetStatusString;
+  g_loaded = 1;
+#else
+  const char *name = "libcublas.so." GALIGN_STR(CUBLAS_VER_MAJOR);
+  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(g_err, sizeof g_err, "cannot load %s: %s", name, dlerror());
+    return;
+  }
+  /* Object to function pointer through memcpy: ISO C++ has no direct cast. */
+#define GALIGN_SYM(field, sym)                                                  \
+  do {                                                                          \
+    void *s_ = dlsym(h, sym);                                                   \
+    if (!s_) {                                                                  \
+      snprintf(g_err, sizeof g_err, "%s has no symbol %s", name, sym);          \
+      return;                                                                   \
+    }                                                                           \
+    memcpy(&g_api.field, &s_, sizeof s_);                                       \
+  } while (0)
+  GALIGN_SYM(create, "cublasCreate_v2");
+  GALIGN_SYM(destroy, "cublasDestroy_v2");
+  GALIGN_SYM(set_stream, "cublasSetStream_v2");
+  GALIGN_SYM(set_math_mode, "cublasSetMathMode");
+  GALIGN_SYM(sgemm, "cublasSgemm_v2");
+  GALIGN_SYM(status_string, "cublasGetStatusString");
+#undef GALIGN_SYM
+  g_loaded = 1;  /* the handle stays open for the life of the process */
+#endif
+}
+
+const galign_cublas_api *galign_cublas(void) {
+  pthread_once(&g_once, galign_cublas_load);
+  if (!g_loaded) {
+    KIO_ERROR("cuBLAS is needed for this model's likelihoods but %s", g_err);
+    return NULL;
+  }
+  return &g_api;
+}
+
+const char *galign_cublas_status_string(cublasStatus_t s) {
+  return g_loaded ? g_api.status_string(s) : "cuBLAS not loaded";
+}
