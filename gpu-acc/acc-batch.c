@@ -127,8 +127,8 @@ static int stage(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
 }
 
 /* stage() for the take entry: keys, frame counts and transition-ids are
- * copied, the feature matrices swapped with the job's (the worker copies
- * them into j->feats: gather_feats). Run after the checks. */
+ * copied, the feature matrices swapped with the job's (the worker uploads
+ * them through the device's staging ring). Run after the checks. */
 static int stage_take(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts,
                       kio_matrix *const *feats) {
   size_t frames = 0, key_bytes = 0;
@@ -168,21 +168,6 @@ static int stage_take(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts,
   j->frames = frames;
   j->status = KIO_OK;
   return STAGED;
-}
-
-/* Take entry, on the worker: the swapped-in features into pinned memory. */
-static int gather_feats(gacc_acc *a, gacc_job *j) {
-  size_t D = (size_t)a->am->dim, off = 0;
-  if (job_reserve_feats(j, D, j->frames) != KIO_OK) {
-    KIO_ERROR("Out of memory staging %zu frames", j->frames);
-    return KIO_ERR;
-  }
-  for (int i = 0; i < j->n; i++) {
-    size_t r = (size_t)j->rows[i];
-    if (r) memcpy(j->feats + off * D, j->mats[i].data, r * D * sizeof(float));
-    off += r;
-  }
-  return KIO_OK;
 }
 
 /* The ERROR for a batch that stage() refused (bad input is reported by
@@ -227,12 +212,14 @@ static int run_job(gacc_acc *a, gacc_job *j) {
     for (int i = 0; i < j->n; i++) j->like[i] = 0.0f;
     return KIO_OK;
   }
-  if (j->use_mats && gather_feats(a, j) != KIO_OK) return KIO_ERR;
   for (size_t t = 0; t < j->frames; t++) j->pdf[t] = a->tm->tid2pdf[j->tid[t]];
-  if (grow_results(a, j->frames) != KIO_OK ||
-      gacc_cuda_accumulate(a->cuda, (int32_t)j->frames, j->feats, j->tid, j->pdf, a->mx,
-                           a->sum) != KIO_OK)
-    return KIO_ERR;
+  if (grow_results(a, j->frames) != KIO_OK) return KIO_ERR;
+  int rc = j->use_mats
+               ? gacc_cuda_accumulate_mats(a->cuda, (int32_t)j->frames, j->mats, j->n, j->tid,
+                                           j->pdf, a->mx, a->sum)
+               : gacc_cuda_accumulate(a->cuda, (int32_t)j->frames, j->feats, j->tid, j->pdf,
+                                      a->mx, a->sum);
+  if (rc != KIO_OK) return KIO_ERR;
   /* Per-frame log-likelihoods in frame order, with the host's logf, so
    * that the float/double sums are those of the CPU path bit for bit. */
   size_t off = 0;

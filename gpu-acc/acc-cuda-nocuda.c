@@ -17,6 +17,12 @@ int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
   (void)c; (void)n_frames; (void)feats; (void)tid; (void)pdf; (void)mx; (void)sum;
   return KIO_ERR;
 }
+int gacc_cuda_accumulate_mats(gacc_cuda *c, int32_t n_frames, const kio_matrix *mats,
+                              int n_mats, const int32_t *tid, const int32_t *pdf,
+                              float *mx, float *sum) {
+  (void)c; (void)n_frames; (void)mats; (void)n_mats; (void)tid; (void)pdf; (void)mx; (void)sum;
+  return KIO_ERR;
+}
 int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   (void)c; (void)out;
   return KIO_ERR;

@@ -54,6 +54,9 @@ static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v;
 
 enum { GACC_THREADS = 256, GACC_MAX_CHUNK = 64, GACC_SHMEM = 44 * 1024 };
 
+#define GACC_RING_N 4
+#define GACC_RING_BYTES ((size_t)8 << 20)
+
 struct gacc_cuda {
   int32_t num_tids, num_pdfs, dim, num_gauss, max_comp;
   int device;             /* current device at gacc_cuda_new */
@@ -74,6 +77,12 @@ struct gacc_cuda {
   int4 *d_chunks;
   int32_t *h_order, *h_count;  /* h_order, h_chunks: page-locked */
   int4 *h_chunks;
+  /* page-locked staging ring for features given as matrices */
+  void *h_ring[GACC_RING_N];
+  size_t ring_cap[GACC_RING_N];
+  cudaEvent_t ring_ev[GACC_RING_N];
+  int ring_used[GACC_RING_N];
+  unsigned ring_next;
 };
 
 __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
@@ -166,6 +175,10 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
     if (dev[i]) cudaFree(dev[i]);
   if (c->has_stream) cudaStreamDestroy(c->stream);
+  for (int i = 0; i < GACC_RING_N; i++) {
+    if (c->h_ring[i]) cudaFreeHost(c->h_ring[i]);
+    if (c->ring_ev[i]) cudaEventDestroy(c->ring_ev[i]);
+  }
   free(c->h_pdf_offset);
   if (c->h_order) cudaFreeHost(c->h_order);
   free(c->h_count);
@@ -261,6 +274,8 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
   c->shmem = per_frame * (size_t)c->chunk_frames;
   cudaError_t e = cudaGetDevice(&c->device);
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+  for (int i = 0; i < GACC_RING_N && e == cudaSuccess; i++)
+    e = cudaEventCreateWithFlags(&c->ring_ev[i], cudaEventDisableTiming);
   if (e != cudaSuccess) {
     KIO_ERROR("CUDA error setting up the accumulator: %s", cudaGetErrorString(e));
     gacc_cuda_free(c);
@@ -308,9 +323,47 @@ static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
   return KIO_OK;
 }
 
-extern "C" int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
-                                    const int32_t *tid, const int32_t *pdf,
-                                    float *mx, float *sum) {
+/* Copies the rows of mats[0 .. n) one after another to c->d_feats through
+ * the page-locked ring: the copy of one group runs while the next is
+ * staged. */
+static int upload_mats(gacc_cuda *c, const kio_matrix *mats, int n) {
+  const size_t row = sizeof(float) * (size_t)c->dim;
+  size_t off = 0;
+  for (int i0 = 0, i1; i0 < n; i0 = i1) {
+    size_t bytes = 0;
+    for (i1 = i0; i1 < n && (i1 == i0 || bytes + row * (size_t)mats[i1].rows <= GACC_RING_BYTES);
+         i1++)
+      bytes += row * (size_t)mats[i1].rows;
+    if (bytes == 0) continue;
+    const int r = (int)(c->ring_next++ % GACC_RING_N);
+    if (c->ring_used[r]) KIO_CUDA_TRY(cudaEventSynchronize(c->ring_ev[r]));
+    if (bytes > c->ring_cap[r]) {  /* GACC_RING_BYTES, or one long utterance */
+      size_t want = bytes > GACC_RING_BYTES ? bytes : GACC_RING_BYTES;
+      if (c->h_ring[r]) KIO_CUDA_TRY(cudaFreeHost(c->h_ring[r]));
+      c->h_ring[r] = NULL;
+      c->ring_cap[r] = 0;
+      KIO_CUDA_TRY(cudaMallocHost(&c->h_ring[r], want));
+      c->ring_cap[r] = want;
+    }
+    char *h = (char *)c->h_ring[r];
+    for (int i = i0; i < i1; i++) {
+      size_t b = row * (size_t)mats[i].rows;
+      if (b) memcpy(h, mats[i].data, b);
+      h += b;
+    }
+    KIO_CUDA_TRY(cudaMemcpyAsync((char *)c->d_feats + off, c->h_ring[r], bytes,
+                                 cudaMemcpyHostToDevice, c->stream));
+    KIO_CUDA_TRY(cudaEventRecord(c->ring_ev[r], c->stream));
+    c->ring_used[r] = 1;
+    off += bytes;
+  }
+  return KIO_OK;
+}
+
+/* gacc_cuda_accumulate / _mats: features from feats, or else from mats. */
+static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
+                      const kio_matrix *mats, int n_mats, const int32_t *tid,
+                      const int32_t *pdf, float *mx, float *sum) {
   if (n_frames <= 0) return KIO_OK;
   /* counting sort of frames by pdf; chunk count known after counting */
   memset(c->h_count, 0, sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
@@ -333,8 +386,11 @@ extern "C" int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float 
 
   size_t D = (size_t)c->dim;
   cudaStream_t st = c->stream;
-  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_feats, feats, sizeof(float) * (size_t)n_frames * D,
-                               cudaMemcpyHostToDevice, st));
+  if (feats)
+    KIO_CUDA_TRY(cudaMemcpyAsync(c->d_feats, feats, sizeof(float) * (size_t)n_frames * D,
+                                 cudaMemcpyHostToDevice, st));
+  else if (upload_mats(c, mats, n_mats) != KIO_OK)
+    return KIO_ERR;
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_tid, tid, sizeof(int32_t) * (size_t)n_frames,
                                cudaMemcpyHostToDevice, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_order, c->h_order, sizeof(int32_t) * (size_t)n_frames,
@@ -352,6 +408,19 @@ extern "C" int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float 
                                cudaMemcpyDeviceToHost, st));
   KIO_CUDA_TRY(cudaStreamSynchronize(st));
   return KIO_OK;
+}
+
+extern "C" int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
+                                    const int32_t *tid, const int32_t *pdf,
+                                    float *mx, float *sum) {
+  return accumulate(c, n_frames, feats, NULL, 0, tid, pdf, mx, sum);
+}
+
+extern "C" int gacc_cuda_accumulate_mats(gacc_cuda *c, int32_t n_frames,
+                                         const kio_matrix *mats, int n_mats,
+                                         const int32_t *tid, const int32_t *pdf,
+                                         float *mx, float *sum) {
+  return accumulate(c, n_frames, NULL, mats, n_mats, tid, pdf, mx, sum);
 }
 
 extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {

@@ -33,6 +33,12 @@ int gacc_cuda_bind_thread(gacc_cuda *c);
 int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                          const int32_t *tid, const int32_t *pdf,
                          float *mx, float *sum);
+/* The same with the features given as n_mats matrices (their rows, in
+ * order, are the n_frames frames), copied to the device through a small
+ * ring of page-locked buffers instead of one batch-sized one. */
+int gacc_cuda_accumulate_mats(gacc_cuda *c, int32_t n_frames, const kio_matrix *mats,
+                              int n_mats, const int32_t *tid, const int32_t *pdf,
+                              float *mx, float *sum);
 
 /* Copies tacc, occ, mean_acc, var_acc into out (already shaped). */
 int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out);
