@@ -328,14 +328,8 @@ int gacc_gpu_wait(gacc_acc *a) {
   return KIO_OK;
 }
 
-int gacc_gpu_batch_async(gacc_acc *a, int n, const gacc_utt *utts) {
-  /* Copy while the previous batch runs (the other staging set); its errors
-   * come first, then this batch's checks, as the synchronous order. */
-  gacc_job *j = &a->job[a->next];
-  int why = stage(a, j, n, utts);
-  if (gacc_gpu_wait(a) != KIO_OK) return KIO_ERR;
-  if (check_all(a, n, utts) != KIO_OK) return KIO_ERR;
-  if (why != STAGED) return stage_error(why, n, utts);
+/* Hands the staged job j to the worker (nothing is in flight). */
+static int submit(gacc_acc *a, gacc_job *j) {
   if (start_worker(a) != KIO_OK) return KIO_ERR;
   pthread_mutex_lock(&a->mu);
   a->inflight = j;
@@ -346,6 +340,17 @@ int gacc_gpu_batch_async(gacc_acc *a, int n, const gacc_utt *utts) {
   return KIO_OK;
 }
 
+int gacc_gpu_batch_async(gacc_acc *a, int n, const gacc_utt *utts) {
+  /* Copy while the previous batch runs (the other staging set); its errors
+   * come first, then this batch's checks, as the synchronous order. */
+  gacc_job *j = &a->job[a->next];
+  int why = stage(a, j, n, utts);
+  if (gacc_gpu_wait(a) != KIO_OK) return KIO_ERR;
+  if (check_all(a, n, utts) != KIO_OK) return KIO_ERR;
+  if (why != STAGED) return stage_error(why, n, utts);
+  return submit(a, j);
+}
+
 int gacc_gpu_batch_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats) {
   /* Nothing to copy ahead: wait (the previous batch's errors first), check,
    * then swap the features in (the job is free: nothing is in flight). */
@@ -354,14 +359,7 @@ int gacc_gpu_batch_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *co
   gacc_job *j = &a->job[a->next];
   int why = stage_take(a, j, n, utts, feats);
   if (why != STAGED) return stage_error(why, n, utts);
-  if (start_worker(a) != KIO_OK) return KIO_ERR;
-  pthread_mutex_lock(&a->mu);
-  a->inflight = j;
-  a->started = a->finished = 0;
-  pthread_cond_broadcast(&a->cv);
-  pthread_mutex_unlock(&a->mu);
-  a->next ^= 1;
-  return KIO_OK;
+  return submit(a, j);
 }
 
 void gacc_gpu_free(gacc_acc *a) {

@@ -151,6 +151,15 @@ START_TEST(gpu_async_equals_sync) {
 }
 END_TEST
 
+/* The mono model and a GPU accumulator for it (the test fails otherwise). */
+static void new_mono_gpu_acc(kio_tmodel *tm, kio_am_gmm *am, gacc_acc **acc) {
+  select_gpu();
+  memset(tm, 0, sizeof *tm);
+  memset(am, 0, sizeof *am);
+  ck_assert_int_eq(kio_model_read("models/mono/final.mdl", tm, am), KIO_OK);
+  ck_assert_int_eq(gacc_new(acc, "gpu", tm, am), KIO_OK);
+}
+
 /* An invalid log-likelihood found by the worker is logged by the thread
  * that waits (not the worker), naming the frame and the utterance (whose
  * key buffer the caller has already overwritten); the next asynchronous
@@ -166,14 +175,10 @@ static void catch_bad(int level, const char *func, const char *file, int line,
 }
 
 START_TEST(gpu_async_bad_like_logged_at_wait) {
-  select_gpu();
   kio_tmodel tm;
   kio_am_gmm am;
-  memset(&tm, 0, sizeof tm);
-  memset(&am, 0, sizeof am);
-  ck_assert_int_eq(kio_model_read("models/mono/final.mdl", &tm, &am), KIO_OK);
   gacc_acc *acc;
-  ck_assert_int_eq(gacc_new(&acc, "gpu", &tm, &am), KIO_OK);
+  new_mono_gpu_acc(&tm, &am, &acc);
   kio_matrix f = { 0, 0, NULL, 0 };
   ck_assert_int_eq(kio_matrix_resize(&f, 3, am.dim), KIO_OK);
   for (int32_t i = 0; i < 3 * am.dim; i++) f.data[i] = 0.01f * (float)i;
@@ -216,14 +221,10 @@ static void quiet(int level, const char *func, const char *file, int line,
 
 /* Bad input is refused before anything reaches the device. */
 START_TEST(gpu_bad_tid_is_error) {
-  select_gpu();
   kio_tmodel tm;
   kio_am_gmm am;
-  memset(&tm, 0, sizeof tm);
-  memset(&am, 0, sizeof am);
-  ck_assert_int_eq(kio_model_read("models/mono/final.mdl", &tm, &am), KIO_OK);
   gacc_acc *acc;
-  ck_assert_int_eq(gacc_new(&acc, "gpu", &tm, &am), KIO_OK);
+  new_mono_gpu_acc(&tm, &am, &acc);
   ck_assert(gacc_is_gpu(acc));
   kio_matrix f = { 0, 0, NULL, 0 };
   kio_matrix_resize(&f, 2, am.dim);
