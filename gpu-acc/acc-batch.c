@@ -1,13 +1,18 @@
 /* GPU batches: staging, the run (sort, upload, kernel, likelihoods, in
  * acc-cuda.cu and here) and the worker thread of the asynchronous entry.
  *
- * A batch is first copied into a staging set (gacc_job): features and
- * transition-ids in page-locked memory, frame counts, keys. The synchronous
- * entry runs it at once on the calling thread; the asynchronous one hands it
- * to a worker thread and returns, so the caller (the aligner's reading
- * thread) goes on while the device accumulates. Two staging sets: batch k+1
- * is copied while batch k runs. Both entries run the same code on the same
- * data in the same order, so statistics and sums are bit-identical.
+ * A batch is first put into a staging set (gacc_job): transition-ids in
+ * page-locked memory, frame counts, keys, and the features:
+ *  - synchronous entry: the caller's matrices, borrowed for the call; the
+ *    batch runs at once on the calling thread;
+ *  - asynchronous entry: copied into page-locked memory;
+ *  - take entry (the one-pass program): the matrices swapped in.
+ * The last two hand the job to a worker thread and return, so the caller
+ * (the aligner's reading thread) goes on while the device accumulates. Two
+ * staging sets: batch k+1 is staged while batch k runs. Matrices reach the
+ * device through a small page-locked ring (acc-cuda.cu). All entries run the
+ * same code on the same rows in the same order, so statistics and sums are
+ * bit-identical.
  *
  * Log lines of a run on the worker (the invalid-likelihood ERROR, CUDA
  * errors) are deferred (base/log.h) and replayed by gacc_wait on the
@@ -164,6 +169,47 @@ static int stage_take(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts,
     *feats[i] = t;
   }
   j->use_mats = 1;
+  j->src = j->mats;
+  j->n = n;
+  j->frames = frames;
+  j->status = KIO_OK;
+  return STAGED;
+}
+
+/* stage() for the synchronous entry: the caller's matrices are uploaded as
+ * they are during the call (a->borrow holds shallow copies), so no batch-sized
+ * staging buffer is needed. Keys, frame counts and transition-ids as stage(). */
+static int stage_borrow(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
+  size_t frames = 0, key_bytes = 0;
+  for (int i = 0; i < n; i++) {
+    const kio_matrix *f = utts[i].feats;
+    if (f->rows < 0 || (f->rows > 0 && f->cols != a->am->dim)) return STAGE_BAD_INPUT;
+    frames += (size_t)f->rows;
+    key_bytes += strlen(utts[i].key ? utts[i].key : "") + 1;
+  }
+  if (frames > INT32_MAX) return STAGE_TOO_MANY;
+  if (job_reserve(j, frames, n, key_bytes) != KIO_OK) return STAGE_OOM;
+  if (n > a->cap_borrow) {
+    kio_matrix *m = realloc(a->borrow, (size_t)n * sizeof *m);
+    if (!m) return STAGE_OOM;
+    a->borrow = m;
+    a->cap_borrow = n;
+  }
+  size_t off = 0, koff = 0;
+  for (int i = 0; i < n; i++) {
+    const char *key = utts[i].key ? utts[i].key : "";
+    size_t kl = strlen(key) + 1;
+    memcpy(j->keys + koff, key, kl);
+    j->key_off[i] = koff;
+    koff += kl;
+    const kio_matrix *f = utts[i].feats;
+    j->rows[i] = f->rows;
+    if (f->rows > 0) memcpy(j->tid + off, utts[i].ali, (size_t)f->rows * sizeof(int32_t));
+    off += (size_t)f->rows;
+    a->borrow[i] = *f;
+  }
+  j->use_mats = 1;
+  j->src = a->borrow;
   j->n = n;
   j->frames = frames;
   j->status = KIO_OK;
@@ -215,7 +261,7 @@ static int run_job(gacc_acc *a, gacc_job *j) {
   for (size_t t = 0; t < j->frames; t++) j->pdf[t] = a->tm->tid2pdf[j->tid[t]];
   if (grow_results(a, j->frames) != KIO_OK) return KIO_ERR;
   int rc = j->use_mats
-               ? gacc_cuda_accumulate_mats(a->cuda, (int32_t)j->frames, j->mats, j->n, j->tid,
+               ? gacc_cuda_accumulate_mats(a->cuda, (int32_t)j->frames, j->src, j->n, j->tid,
                                            j->pdf, a->mx, a->sum)
                : gacc_cuda_accumulate(a->cuda, (int32_t)j->frames, j->feats, j->tid, j->pdf,
                                       a->mx, a->sum);
@@ -255,9 +301,12 @@ int gacc_gpu_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *re
   if (gacc_gpu_wait(a) != KIO_OK) return KIO_ERR;
   if (check_all(a, n, utts) != KIO_OK) return KIO_ERR;
   gacc_job *j = &a->job[a->next];
-  int why = stage(a, j, n, utts);
+  int why = stage_borrow(a, j, n, utts);
   if (why != STAGED) return stage_error(why, n, utts);
-  if (run_job(a, j) != KIO_OK) return KIO_ERR;
+  int rc = run_job(a, j);
+  j->use_mats = 0;  /* the borrowed matrices are the caller's again */
+  j->src = NULL;
+  if (rc != KIO_OK) return KIO_ERR;
   for (int i = 0; i < n; i++) {
     res[i].like = j->like[i];
     res[i].frames = j->rows[i];
@@ -377,6 +426,9 @@ void gacc_gpu_free(gacc_acc *a) {
   }
   job_free(&a->job[0]);
   job_free(&a->job[1]);
+  free(a->borrow);  /* shallow copies: the data was never ours */
+  a->borrow = NULL;
+  a->cap_borrow = 0;
   gacc_cuda_host_free(a->mx);
   gacc_cuda_host_free(a->sum);
   a->mx = a->sum = NULL;

@@ -59,6 +59,7 @@ typedef struct {
   size_t cap_feats;
   kio_matrix *mats;      /* take entry: the batch's features, swapped in (cap_mats) */
   int cap_mats, use_mats;
+  const kio_matrix *src; /* use_mats: the n matrices to upload (mats, or borrowed) */
   int32_t *tid;          /* frames (pinned) */
   int32_t *pdf;          /* frames, formed when the batch runs */
   int32_t *rows;         /* n: frames per utterance */
@@ -86,6 +87,8 @@ struct gacc_acc {
   /* GPU batches: two staging sets (one filled while the other runs) */
   gacc_job job[2];
   int next;            /* set the next batch is staged in */
+  kio_matrix *borrow;  /* synchronous entry: shallow copies of the caller's */
+  int cap_borrow;      /*   matrices, valid during the call only */
   float *mx, *sum;     /* per-frame results (pinned), used by the runner */
   size_t cap_mx;
   /* worker thread, started by the first asynchronous batch */
