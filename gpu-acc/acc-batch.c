@@ -95,10 +95,12 @@ static int job_reserve_feats(gacc_job *j, size_t D, size_t frames) {
 
 enum { STAGED = 0, STAGE_BAD_INPUT = 1, STAGE_TOO_MANY = 2, STAGE_OOM = 3 };
 
-/* Copies the batch into j. Logs nothing: returns STAGED, or why not. A
- * feature dimension other than the model's is left to gacc_check_utt. */
-static int stage(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
-  size_t D = (size_t)a->am->dim, frames = 0, key_bytes = 0;
+/* What every entry stages: checks the shapes, reserves, copies keys, frame
+ * counts and transition-ids into j. The features are the caller's business
+ * (stage, stage_take, stage_borrow). Logs nothing: returns STAGED, or why
+ * not. A feature dimension other than the model's is left to gacc_check_utt. */
+static int stage_common(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
+  size_t frames = 0, key_bytes = 0;
   for (int i = 0; i < n; i++) {
     const kio_matrix *f = utts[i].feats;
     if (f->rows < 0 || (f->rows > 0 && f->cols != a->am->dim)) return STAGE_BAD_INPUT;
@@ -106,24 +108,18 @@ static int stage(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
     key_bytes += strlen(utts[i].key ? utts[i].key : "") + 1;
   }
   if (frames > INT32_MAX) return STAGE_TOO_MANY;
-  if (job_reserve(j, frames, n, key_bytes) != KIO_OK ||
-      job_reserve_feats(j, D, frames) != KIO_OK)
-    return STAGE_OOM;
-  j->use_mats = 0;
+  if (job_reserve(j, frames, n, key_bytes) != KIO_OK) return STAGE_OOM;
   size_t off = 0, koff = 0;
   for (int i = 0; i < n; i++) {
-    const kio_matrix *f = utts[i].feats;
     const char *key = utts[i].key ? utts[i].key : "";
     size_t kl = strlen(key) + 1;
     memcpy(j->keys + koff, key, kl);
     j->key_off[i] = koff;
     koff += kl;
-    j->rows[i] = f->rows;
-    if (f->rows > 0) {
-      memcpy(j->feats + off * D, f->data, (size_t)f->rows * D * sizeof(float));
-      memcpy(j->tid + off, utts[i].ali, (size_t)f->rows * sizeof(int32_t));
-    }
-    off += (size_t)f->rows;
+    int32_t rows = utts[i].feats->rows;
+    j->rows[i] = rows;
+    if (rows > 0) memcpy(j->tid + off, utts[i].ali, (size_t)rows * sizeof(int32_t));
+    off += (size_t)rows;
   }
   j->n = n;
   j->frames = frames;
@@ -131,21 +127,29 @@ static int stage(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
   return STAGED;
 }
 
-/* stage() for the take entry: keys, frame counts and transition-ids are
- * copied, the feature matrices swapped with the job's (the worker uploads
- * them through the device's staging ring). Run after the checks. */
+/* Asynchronous entry: the features copied into j->feats (page-locked). */
+static int stage(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
+  int why = stage_common(a, j, n, utts);
+  if (why != STAGED) return why;
+  size_t D = (size_t)a->am->dim, off = 0;
+  if (job_reserve_feats(j, D, j->frames) != KIO_OK) return STAGE_OOM;
+  for (int i = 0; i < n; i++) {
+    size_t r = (size_t)j->rows[i];
+    if (r) memcpy(j->feats + off * D, utts[i].feats->data, r * D * sizeof(float));
+    off += r;
+  }
+  j->use_mats = 0;
+  return STAGED;
+}
+
+/* Take entry: the feature matrices swapped with the job's (the worker
+ * uploads them through the device's staging ring). Run after the checks. */
 static int stage_take(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts,
                       kio_matrix *const *feats) {
-  size_t frames = 0, key_bytes = 0;
-  for (int i = 0; i < n; i++) {
-    const kio_matrix *f = utts[i].feats;
-    if (f != feats[i] || f->rows < 0 || (f->rows > 0 && f->cols != a->am->dim))
-      return STAGE_BAD_INPUT;
-    frames += (size_t)f->rows;
-    key_bytes += strlen(utts[i].key ? utts[i].key : "") + 1;
-  }
-  if (frames > INT32_MAX) return STAGE_TOO_MANY;
-  if (job_reserve(j, frames, n, key_bytes) != KIO_OK) return STAGE_OOM;
+  for (int i = 0; i < n; i++)
+    if (utts[i].feats != feats[i]) return STAGE_BAD_INPUT;
+  int why = stage_common(a, j, n, utts);
+  if (why != STAGED) return why;
   if (n > j->cap_mats) {
     kio_matrix *m = realloc(j->mats, (size_t)n * sizeof *m);
     if (!m) return STAGE_OOM;
@@ -153,66 +157,31 @@ static int stage_take(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts,
     j->mats = m;
     j->cap_mats = n;
   }
-  size_t off = 0, koff = 0;
   for (int i = 0; i < n; i++) {
-    const char *key = utts[i].key ? utts[i].key : "";
-    size_t kl = strlen(key) + 1;
-    memcpy(j->keys + koff, key, kl);
-    j->key_off[i] = koff;
-    koff += kl;
-    int32_t rows = feats[i]->rows;
-    j->rows[i] = rows;
-    if (rows > 0) memcpy(j->tid + off, utts[i].ali, (size_t)rows * sizeof(int32_t));
-    off += (size_t)rows;
     kio_matrix t = j->mats[i];
     j->mats[i] = *feats[i];
     *feats[i] = t;
   }
   j->use_mats = 1;
   j->src = j->mats;
-  j->n = n;
-  j->frames = frames;
-  j->status = KIO_OK;
   return STAGED;
 }
 
-/* stage() for the synchronous entry: the caller's matrices are uploaded as
- * they are during the call (a->borrow holds shallow copies), so no batch-sized
- * staging buffer is needed. Keys, frame counts and transition-ids as stage(). */
+/* Synchronous entry: the caller's matrices are uploaded as they are during
+ * the call (a->borrow holds shallow copies), so no batch-sized staging
+ * buffer is needed. */
 static int stage_borrow(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
-  size_t frames = 0, key_bytes = 0;
-  for (int i = 0; i < n; i++) {
-    const kio_matrix *f = utts[i].feats;
-    if (f->rows < 0 || (f->rows > 0 && f->cols != a->am->dim)) return STAGE_BAD_INPUT;
-    frames += (size_t)f->rows;
-    key_bytes += strlen(utts[i].key ? utts[i].key : "") + 1;
-  }
-  if (frames > INT32_MAX) return STAGE_TOO_MANY;
-  if (job_reserve(j, frames, n, key_bytes) != KIO_OK) return STAGE_OOM;
+  int why = stage_common(a, j, n, utts);
+  if (why != STAGED) return why;
   if (n > a->cap_borrow) {
     kio_matrix *m = realloc(a->borrow, (size_t)n * sizeof *m);
     if (!m) return STAGE_OOM;
     a->borrow = m;
     a->cap_borrow = n;
   }
-  size_t off = 0, koff = 0;
-  for (int i = 0; i < n; i++) {
-    const char *key = utts[i].key ? utts[i].key : "";
-    size_t kl = strlen(key) + 1;
-    memcpy(j->keys + koff, key, kl);
-    j->key_off[i] = koff;
-    koff += kl;
-    const kio_matrix *f = utts[i].feats;
-    j->rows[i] = f->rows;
-    if (f->rows > 0) memcpy(j->tid + off, utts[i].ali, (size_t)f->rows * sizeof(int32_t));
-    off += (size_t)f->rows;
-    a->borrow[i] = *f;
-  }
+  for (int i = 0; i < n; i++) a->borrow[i] = *utts[i].feats;
   j->use_mats = 1;
   j->src = a->borrow;
-  j->n = n;
-  j->frames = frames;
-  j->status = KIO_OK;
   return STAGED;
 }
 

@@ -98,6 +98,7 @@ struct galign_cuda {
   /* exact likelihoods (loglike-exact-cuda.cu): 1 = used, else cuBLAS GEMM */
   int ll_exact;
   int ll_smem_set;                        /* dynamic smem limit raised for the kernel */
+  int64_t ll_ntiles;                      /* tiles of the prepared batch */
   galign_gmm dgmm;                        /* device copies (pdf_offset = d_pdf_offset) */
   float *d_groups;                        /* the exact kernel's grouped model */
   int32_t *d_grp_start;                   /* per pdf, its first group */
@@ -151,13 +152,14 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
                               const kio_matrix *const *loglikes);
 int galign_cu_check_flags(galign_cuda *c);
 /* loglike-exact-cuda.cu: the exact kernel over the planned batch, in tiles
- * of GALIGN_LL_TILE frames of one utterance, numbered in utterance order:
- * prepare uploads the tile list, run launches tiles [tile0, tile0 + count)
- * (whose features must be on their way to d_feats on the stream). */
+ * of GALIGN_LL_TILE frames of one utterance: upload builds the grouped model
+ * once; prepare uploads the batch's tile list (c->ll_ntiles tiles); run
+ * launches them all (the features must be on their way to d_feats on the
+ * stream). */
 #define GALIGN_LL_TILE 128
 int galign_cu_ll_exact_upload(galign_cuda *c, const galign_gmm *g);
 int galign_cu_ll_exact_prepare(galign_cuda *c, int n);
-int galign_cu_ll_exact_run(galign_cuda *c, int64_t tile0, int64_t count);
+int galign_cu_ll_exact_run(galign_cuda *c);
 
 /* Creates c->blas on first use (KIO_ERR logged on failure). */
 int galign_cu_blas(galign_cuda *c);

@@ -368,11 +368,7 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
     KIO_CUDA_TRY(cudaEventRecord(c->ring_ev[r], st));
     c->ring_used[r] = 1;
   }
-  if (c->ll_exact) {
-    int64_t nt = 0;
-    for (int i = 0; i < n; i++) nt += (utt[i].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
-    if (galign_cu_ll_exact_run(c, 0, nt) != KIO_OK) return KIO_ERR;
-  }
+  if (c->ll_exact && galign_cu_ll_exact_run(c) != KIO_OK) return KIO_ERR;
   if (c->ll_exact) return galign_read_flags(c, n);
   const int32_t *d_sel_pdf = (const int32_t *)c->d_sel.p;
   const int32_t *d_goff = d_sel_pdf + c->nsel;

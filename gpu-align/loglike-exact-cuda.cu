@@ -215,12 +215,12 @@ template <int DT>
 __global__ void __launch_bounds__(32 * GALIGN_LL_WARPS)
 galign_k_ll_exact(galign_gmm g, const float4 *__restrict__ groups,
                   const int32_t *__restrict__ grp_start, const int32_t *__restrict__ tiles,
-                  int64_t tile0, const galign_cu_utt *__restrict__ utt,
+                  const galign_cu_utt *__restrict__ utt,
                   const float *__restrict__ feats, const int32_t *__restrict__ upd,
                   float log_eps, float *__restrict__ ll, int *__restrict__ flags,
                   int *__restrict__ uflags) {
   GALIGN_DYN_SMEM(float, galign_sm);
-  const int64_t tix = tile0 + blockIdx.x;
+  const int64_t tix = blockIdx.x;
   const int32_t ui = tiles[2 * tix], t0 = tiles[2 * tix + 1];
   const galign_cu_utt u = utt[ui];
   const int32_t D = DT ? DT : g.dim;
@@ -346,6 +346,7 @@ int galign_cu_ll_exact_prepare(galign_cuda *c, int n) {
   const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
   int64_t ntiles = 0;
   for (int i = 0; i < n; i++) ntiles += (utt[i].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
+  c->ll_ntiles = ntiles;
   if (ntiles == 0) return KIO_OK;
   const size_t smem = galign_cu_ll_exact_smem(c->dim);
   if (smem > 48 * 1024 && !c->ll_smem_set) { /* above the default: opt in once */
@@ -368,7 +369,8 @@ int galign_cu_ll_exact_prepare(galign_cuda *c, int n) {
   return KIO_OK;
 }
 
-int galign_cu_ll_exact_run(galign_cuda *c, int64_t tile0, int64_t count) {
+int galign_cu_ll_exact_run(galign_cuda *c) {
+  const int64_t count = c->ll_ntiles;
   if (count <= 0) return KIO_OK;
   if (count > 0x7fffffff) {
     KIO_ERROR("Batch too large: %lld frame tiles", (long long)count);
@@ -378,7 +380,7 @@ int galign_cu_ll_exact_run(galign_cuda *c, int64_t tile0, int64_t count) {
   GALIGN_LAUNCH_SMEM(galign_k_ll_exact<DT>, (unsigned)count, 32 * GALIGN_LL_WARPS,        \
                      galign_cu_ll_exact_smem(c->dim), c->stream, c->dgmm,                 \
                      (const float4 *)c->d_groups, (const int32_t *)c->d_grp_start,        \
-                     (const int32_t *)c->d_tiles.p, tile0, (const galign_cu_utt *)c->d_utt.p, \
+                     (const int32_t *)c->d_tiles.p, (const galign_cu_utt *)c->d_utt.p,    \
                      (const float *)c->d_feats.p, (const int32_t *)c->d_ucol.p, c->log_eps, \
                      (float *)c->d_ll.p, (int *)c->d_flags.p, (int *)c->d_uflags.p)
   if (c->dim == 39) GALIGN_LL_LAUNCH(39);
