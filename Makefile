@@ -20,6 +20,7 @@ BASE_C   := $(sort $(wildcard base/*.c))
 BASE_CXX := $(sort $(wildcard base/*.cc))
 ALIGN_C  := $(sort $(wildcard gpu-align/*.c))
 ACC_C    := $(sort $(wildcard gpu-acc/*.c))
+SVC_C    := $(sort $(wildcard gpu-service/*.c))
 ifeq ($(HAVE_CUDA),1)
 BASE_CU  := $(sort $(wildcard base/*.cu))
 ALIGN_CU := $(sort $(wildcard gpu-align/*.cu))
@@ -32,7 +33,8 @@ obj = $(patsubst %,$(BUILD)/%.o,$(1))
 BASE_LIB  := $(BUILD)/libkbase.a
 ALIGN_LIB := $(BUILD)/libgalign.a
 ACC_LIB   := $(BUILD)/libgacc.a
-LIBS      := $(ACC_LIB) $(ALIGN_LIB) $(BASE_LIB)
+SVC_LIB   := $(BUILD)/libgsvc.a
+LIBS      := $(SVC_LIB) $(ACC_LIB) $(ALIGN_LIB) $(BASE_LIB)
 LDLIBS    := $(FST_LIBS) $(CUDA_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 PROGS := $(patsubst %.c,%,$(sort $(wildcard gmmbin-gpu/*.c)))
@@ -58,6 +60,8 @@ $(BASE_LIB): $(call obj,$(BASE_C) $(BASE_CXX) $(BASE_CU))
 $(ALIGN_LIB): $(call obj,$(ALIGN_C) $(ALIGN_CU))
 	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
 $(ACC_LIB): $(call obj,$(ACC_C) $(ACC_CU))
+	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
+$(SVC_LIB): $(call obj,$(SVC_C))
 	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
 
 # Programs are linked with the C++ driver because of the OpenFst bridge.
@@ -98,7 +102,7 @@ fuzz:
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-	  --suppress=missingIncludeSystem -I base base gpu-align gpu-acc gmmbin-gpu tools
+	  --suppress=missingIncludeSystem -I base base gpu-align gpu-acc gpu-service gmmbin-gpu tools
 
 PREFIX ?= /usr/local
 install: all

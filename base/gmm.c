@@ -239,3 +239,39 @@ int kio_model_write(const char *wxfilename, int binary,
   }
   return KIO_OK;
 }
+
+int kio_model_to_bytes(const kio_tmodel *tm, const kio_am_gmm *am, char **buf, size_t *len) {
+  *buf = NULL;
+  *len = 0;
+  FILE *f = open_memstream(buf, len);
+  if (!f) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  int ok = kio_tmodel_write(f, 1, tm) == KIO_OK && kio_am_gmm_write(f, 1, am) == KIO_OK;
+  if (fclose(f) != 0) ok = 0;
+  if (!ok) {
+    KIO_ERROR("Failed to serialise the model: %s", kio_last_error());
+    free(*buf);
+    *buf = NULL;
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}
+
+int kio_model_from_bytes(const void *buf, size_t len, kio_tmodel *tm, kio_am_gmm *am) {
+  memset(tm, 0, sizeof *tm);
+  memset(am, 0, sizeof *am);
+  if (len == 0) { KIO_ERROR("Empty model"); return KIO_ERR; }
+  FILE *f = fmemopen((void *)buf, len, "rb");
+  if (!f) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  kio_clear_error();
+  int rc = KIO_OK;
+  if (kio_tmodel_read(f, 1, tm) != KIO_OK) {
+    KIO_ERROR("Failed to read transition model: %s", kio_last_error());
+    rc = KIO_ERR;
+  } else if (kio_am_gmm_read(f, 1, am) != KIO_OK) {
+    KIO_ERROR("Failed to read acoustic model: %s", kio_last_error());
+    kio_tmodel_free(tm);
+    rc = KIO_ERR;
+  }
+  fclose(f);
+  return rc;
+}

@@ -51,6 +51,29 @@ void kio_log_discard(kio_log_deferred **list) {
   }
 }
 
+void kio_log_deferred_each(const kio_log_deferred *list,
+                           void (*fn)(void *user, int level, const char *func,
+                                      const char *file, int line, const char *msg),
+                           void *user) {
+  for (const kio_log_deferred *d = list; d; d = d->next)
+    fn(user, d->level, d->func, d->file, d->line, d->msg);
+}
+
+const char *kio_log_intern(const char *s) {
+  static struct interned { struct interned *next; char s[]; } *head;
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&mu);
+  struct interned *i = head;
+  while (i && strcmp(i->s, s)) i = i->next;
+  if (!i && (i = malloc(sizeof *i + strlen(s) + 1))) {
+    strcpy(i->s, s);
+    i->next = head;
+    head = i;
+  }
+  pthread_mutex_unlock(&mu);
+  return i ? i->s : NULL;
+}
+
 /* Appends a line to the thread's deferred list; 0 if it could not. */
 static int defer_line(int level, const char *func, const char *file, int line,
                       const char *msg) {

@@ -58,6 +58,15 @@ typedef struct kio_log_deferred kio_log_deferred;
 void kio_log_defer(kio_log_deferred **list); /* NULL: log normally again */
 void kio_log_replay(kio_log_deferred **list);
 void kio_log_discard(kio_log_deferred **list);
+/* Calls fn for each deferred line in order (e.g. to send them elsewhere). */
+void kio_log_deferred_each(const kio_log_deferred *list,
+                           void (*fn)(void *user, int level, const char *func,
+                                      const char *file, int line, const char *msg),
+                           void *user);
+/* A copy of s that lives as long as the process (one per distinct string):
+ * for func/file names of lines that arrive from another process, since
+ * deferred lines keep those pointers. NULL if out of memory. */
+const char *kio_log_intern(const char *s);
 
 /* Detail of the last low-level read/parse failure in this thread (e.g.
  * "expected token <DiagGMM>, got FM"). Low-level readers set it instead of

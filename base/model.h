@@ -71,6 +71,12 @@ int kio_model_read(const char *rxfilename, kio_tmodel *tm, kio_am_gmm *am);
 int kio_model_write(const char *wxfilename, int binary,
                     const kio_tmodel *tm, const kio_am_gmm *am);
 
+/* The model as Kaldi binary bytes (what kio_model_write writes, without the
+ * header) in a malloc'ed buffer, and back (the GPU service receives models
+ * this way). Log ERROR and return KIO_ERR on failure. */
+int kio_model_to_bytes(const kio_tmodel *tm, const kio_am_gmm *am, char **buf, size_t *len);
+int kio_model_from_bytes(const void *buf, size_t len, kio_tmodel *tm, kio_am_gmm *am);
+
 void kio_topology_free(kio_topology *t);
 void kio_tmodel_free(kio_tmodel *tm);
 void kio_diag_gmm_free(kio_diag_gmm *g);

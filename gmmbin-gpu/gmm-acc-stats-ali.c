@@ -12,6 +12,7 @@
 #include "../base/matrix.h"
 #include "../base/model.h"
 #include "../base/options.h"
+#include "../base/svc-link.h"
 #include "../base/table.h"
 #include "../gpu-acc/gpu-acc.h"
 #include "../gpu-align/gpu-align.h"
@@ -165,25 +166,34 @@ static int utt_is_bad(const kio_tmodel *tm, const kio_am_gmm *am, const kio_matr
   return 0;
 }
 
-/* Chooses the backend as --use-gpu says; one LOG line tells which. */
+/* Chooses the backend as --use-gpu says: the GPU service, else a GPU
+ * context of our own, else the CPU; one LOG line tells which. */
 static int make_acc(gacc_acc **acc, galign_use_gpu mode, const kio_tmodel *tm,
                     const kio_am_gmm *am) {
   if (mode == GALIGN_GPU_NO) {
     KIO_LOG("Accumulating on the CPU (--use-gpu=no).");
     return gacc_new(acc, "cpu", tm, am);
   }
+  char why[256] = "", note[320] = "";
+  if (kio_svc_wanted()) {
+    if (gacc_new_remote(acc, tm, am, why, sizeof why) == KIO_OK) {
+      KIO_LOG("Accumulating on the GPU: %s (through the GPU service)", gacc_remote_desc(*acc));
+      return KIO_OK;
+    }
+    snprintf(note, sizeof note, " (GPU service not usable: %s)", why);
+  }
   if (mode == GALIGN_GPU_OPTIONAL && kio_cuda_device_count() <= 0) {
-    KIO_LOG("No GPU found; accumulating on the CPU.");
+    KIO_LOG("No GPU found; accumulating on the CPU.%s", note);
     return gacc_new(acc, "cpu", tm, am);
   }
   char desc[256] = "";
   if (kio_cuda_select(mode == GALIGN_GPU_WAIT, desc, sizeof desc) == KIO_OK &&
       gacc_new(acc, "gpu", tm, am) == KIO_OK) {
-    KIO_LOG("Accumulating on the GPU: %s", desc);
+    KIO_LOG("Accumulating on the GPU: %s%s", desc, note);
     return KIO_OK;
   }
   if (mode != GALIGN_GPU_OPTIONAL) return KIO_ERR;
-  KIO_LOG("GPU not usable; accumulating on the CPU.");
+  KIO_LOG("GPU not usable; accumulating on the CPU.%s", note);
   return gacc_new(acc, "cpu", tm, am);
 }
 

@@ -107,10 +107,18 @@ int main(int argc, char *argv[]) {
   /* Statistics on the aligner's device or the CPU; the device is selected
    * per host thread, and the aligner was created on another one. */
   int gpu = galign_pipeline_is_gpu(g_pipe);
-  if (gpu && kio_cuda_select(0, NULL, 0) != KIO_OK) fatal();
-  if (gacc_new(&g_acc.acc, gpu ? "gpu" : "cpu", galign_pipeline_tmodel(g_pipe),
-               galign_pipeline_am(g_pipe)) != KIO_OK)
-    fatal();
+  const kio_tmodel *tm = galign_pipeline_tmodel(g_pipe);
+  const kio_am_gmm *am = galign_pipeline_am(g_pipe);
+  char why[256] = "";
+  if (galign_aligner_is_remote(galign_pipeline_aligner(g_pipe))) {
+    /* the aligner is on the GPU service: so are the statistics */
+    if (gacc_new_remote(&g_acc.acc, tm, am, why, sizeof why) != KIO_OK)
+      KIO_LOG("Accumulating on a GPU context of our own (GPU service not usable: %s)", why);
+  }
+  if (!g_acc.acc) {
+    if (gpu && kio_cuda_select(0, NULL, 0) != KIO_OK) fatal();
+    if (gacc_new(&g_acc.acc, gpu ? "gpu" : "cpu", tm, am) != KIO_OK) fatal();
+  }
   if (galign_pipeline_run(g_pipe, accumulate, &g_acc) != KIO_OK) fatal();
   /* the last batch (its ERROR, if any, is logged here) */
   double like;

@@ -9,6 +9,7 @@
 
 #include "../base/log.h"
 #include "acc-internal.h"
+#include "acc-remote.h"
 #include "acc-math.h"
 
 /* ---------------- stats ---------------- */
@@ -116,6 +117,7 @@ int gacc_is_gpu(const gacc_acc *a) { return a && a->is_gpu; }
 
 void gacc_free(gacc_acc *a) {
   if (!a) return;
+  gacc_remote_free(a);
   gacc_gpu_free(a);  /* first: the worker may still use the device */
   gacc_cuda_free(a->cuda);
   gacc_stats_free(&a->st);
@@ -208,6 +210,7 @@ int gacc_accumulate_cpu(gacc_acc *a, int n, const gacc_utt *utts,
 
 int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
                           gacc_utt_result *res) {
+  if (a->remote) return gacc_remote_batch(a, n, utts, res);
   if (a->is_gpu) return gacc_gpu_batch(a, n, utts, res);
   return gacc_accumulate_cpu(a, n, utts, res);
 }
@@ -215,11 +218,13 @@ int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
 /* The CPU backend has no worker: the batch is accumulated now. */
 int gacc_accumulate_batch_take(gacc_acc *a, int n, const gacc_utt *utts,
                                kio_matrix *const *feats) {
+  if (a->remote) return gacc_remote_async(a, n, utts);  /* sent: nothing to take */
   if (a->is_gpu) return gacc_gpu_batch_take(a, n, utts, feats);
   return gacc_accumulate_batch_async(a, n, utts);
 }
 
 int gacc_accumulate_batch_async(gacc_acc *a, int n, const gacc_utt *utts) {
+  if (a->remote) return gacc_remote_async(a, n, utts);
   if (a->is_gpu) return gacc_gpu_batch_async(a, n, utts);
   if (n > a->cap_res) {
     gacc_utt_result *r = realloc(a->res, (size_t)n * sizeof *r);
@@ -230,7 +235,10 @@ int gacc_accumulate_batch_async(gacc_acc *a, int n, const gacc_utt *utts) {
   return gacc_accumulate_cpu(a, n, utts, a->res);
 }
 
-int gacc_wait(gacc_acc *a) { return a->is_gpu ? gacc_gpu_wait(a) : KIO_OK; }
+int gacc_wait(gacc_acc *a) {
+  if (a->remote) return gacc_remote_wait(a);
+  return a->is_gpu ? gacc_gpu_wait(a) : KIO_OK;
+}
 
 int gacc_get_totals(gacc_acc *a, double *like, int64_t *frames) {
   int rc = gacc_wait(a);
@@ -247,6 +255,7 @@ int gacc_get_stats(gacc_acc *a, gacc_stats *out) {
     gacc_stats_free(out);
     if (gacc_stats_init(out, a->tm, a->am) != KIO_OK) return KIO_ERR;
   }
+  if (a->remote) return gacc_remote_stats(a, out);
   if (a->is_gpu) {
     if (gacc_cuda_fetch(a->cuda, out) != KIO_OK) return KIO_ERR;
   } else {

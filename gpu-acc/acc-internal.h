@@ -70,8 +70,11 @@ typedef struct {
   kio_log_deferred *log; /* lines logged while it ran on the worker */
 } gacc_job;
 
+typedef struct gacc_remote gacc_remote;  /* acc-remote.c */
+
 struct gacc_acc {
-  int is_gpu;
+  int is_gpu;          /* 1 also when remote (batches, as on the GPU) */
+  gacc_remote *remote; /* the GPU service does the work */
   const kio_tmodel *tm;
   const kio_am_gmm *am;
   gacc_stats st;       /* CPU: all totals; GPU: total_like/frames only */

@@ -72,6 +72,15 @@ typedef struct gacc_acc gacc_acc;  /* opaque: the model on one backend */
 int gacc_new(gacc_acc **a, const char *backend, const kio_tmodel *tm,
              const kio_am_gmm *am);
 int gacc_is_gpu(const gacc_acc *a);
+/* The accumulator on the per-user GPU service (base/svc-link.h): connects
+ * (starting the service if needed) and hands it the model. On failure
+ * returns KIO_ERR without logging, with the reason in why. gacc_is_gpu is 1
+ * for it; every entry works as on the GPU backend. A lost service is a
+ * fatal error of the next entry. */
+int gacc_new_remote(gacc_acc **a, const kio_tmodel *tm, const kio_am_gmm *am, char *why,
+                    size_t why_len);
+/* The service's device, "" if a is not on the service. */
+const char *gacc_remote_desc(const gacc_acc *a);
 void gacc_free(gacc_acc *a);
 
 /* Accumulates n utterances in order. res (n entries) receives each one's

@@ -18,6 +18,7 @@
 #include "../base/fst.h"
 #include "../base/log.h"
 #include "../base/options.h"
+#include "../base/svc-link.h"
 #include "../base/table.h"
 
 /* Kaldi's locations of the lines the pipeline prints for its program. */
@@ -425,9 +426,11 @@ static void align_wait(galign_pipeline *p) {
   p->running = 0;
 }
 
+/* Creates our own CUDA context while the model is read, unless the GPU
+ * service will be used (then this process never touches CUDA). */
 static void *warm_main(void *arg) {
   (void)arg;
-  kio_cuda_warm_up();
+  if (!kio_svc_wanted()) kio_cuda_warm_up();
   return NULL;
 }
 

@@ -7,14 +7,18 @@
 #include <unistd.h>
 #include "../base/cuda-util.h"
 #include "../base/log.h"
+#include "../base/svc-link.h"
 #include "align-cpu.h"
 #include "align-cuda.h"
+#include "align-remote.h"
 
 #define GALIGN_ERRLEN 256
 #define GALIGN_MAX_THREADS 64
 
 struct galign_aligner {
-  int is_gpu;
+  int is_gpu;             /* the GPU: the service's or our own context */
+  galign_use_gpu mode;
+  galign_remote *remote;  /* batches go to the GPU service */
   galign_opts opts;
   galign_gmm gmm;
   galign_cuda *cuda;
@@ -46,43 +50,66 @@ static int cpu_threads(void) {
   return (int)n;
 }
 
+/* Our own backend, as --use-gpu says, after the service was not usable
+ * (why: its reason, "" if it was not tried). Puts the LOG line that says
+ * which into line (the caller logs it, so that it names the caller). */
+static int local_backend(galign_aligner *a, const char *why, char *line, size_t n) {
+  char note[320] = "";
+  if (why[0]) snprintf(note, sizeof note, " (GPU service not usable: %s)", why);
+  if (a->mode == GALIGN_GPU_NO) {
+    snprintf(line, n, "Aligning on the CPU (--use-gpu=no).");
+    return KIO_OK;
+  }
+  if (a->mode == GALIGN_GPU_OPTIONAL && kio_cuda_device_count() <= 0) {
+    snprintf(line, n, "No GPU found; aligning on the CPU.%s", note);
+    return KIO_OK;
+  }
+  if (galign_cuda_new(&a->cuda, a->mode == GALIGN_GPU_WAIT, &a->gmm, &a->opts) == KIO_OK) {
+    a->is_gpu = 1;
+    snprintf(line, n, "Using GPU: %s%s", galign_cuda_device_desc(a->cuda), note);
+    return KIO_OK;
+  }
+  if (a->mode != GALIGN_GPU_OPTIONAL) return KIO_ERR;
+  snprintf(line, n, "GPU not usable; aligning on the CPU.%s", note);
+  return KIO_OK;
+}
+
 int galign_aligner_new(galign_aligner **out, galign_use_gpu mode, const kio_tmodel *tm,
                        const kio_am_gmm *am, const galign_opts *o) {
-  (void)tm;
   *out = NULL;
   galign_aligner *a = calloc(1, sizeof *a);
   if (!a) { KIO_ERROR("Out of memory"); return KIO_ERR; }
   a->opts = *o;
+  a->mode = mode;
   if (galign_gmm_init(&a->gmm, am) != KIO_OK) { free(a); return KIO_ERR; }
   a->nthreads = cpu_threads();
-  if (mode != GALIGN_GPU_NO) {
-    int try_gpu = 1;
-    if (mode == GALIGN_GPU_OPTIONAL && kio_cuda_device_count() <= 0) {
-      KIO_LOG("No GPU found; aligning on the CPU.");
-      try_gpu = 0;
+  char why[256] = "";
+  if (mode != GALIGN_GPU_NO && kio_svc_wanted()) {
+    if (galign_remote_new(&a->remote, tm, am, o, why, sizeof why) == KIO_OK) {
+      a->is_gpu = 1;
+      KIO_LOG("Using GPU: %s (through the GPU service)", galign_remote_desc(a->remote));
+      *out = a;
+      return KIO_OK;
     }
-    if (try_gpu) {
-      if (galign_cuda_new(&a->cuda, mode == GALIGN_GPU_WAIT, &a->gmm, o) == KIO_OK) {
-        a->is_gpu = 1;
-        KIO_LOG("Using GPU: %s", galign_cuda_device_desc(a->cuda));
-      } else if (mode == GALIGN_GPU_OPTIONAL) {
-        KIO_LOG("GPU not usable; aligning on the CPU.");
-      } else {
-        galign_aligner_free(a);
-        return KIO_ERR;
-      }
-    }
-  } else {
-    KIO_LOG("Aligning on the CPU (--use-gpu=no).");
   }
+  char line[640];
+  if (local_backend(a, why, line, sizeof line) != KIO_OK) {
+    galign_aligner_free(a);
+    return KIO_ERR;
+  }
+  KIO_LOG("%s", line);
   *out = a;
   return KIO_OK;
 }
 
 int galign_aligner_is_gpu(const galign_aligner *a) { return a && a->is_gpu; }
+int galign_aligner_is_remote(const galign_aligner *a) { return a && a->remote; }
+
+int32_t galign_aligner_num_pdfs(const galign_aligner *a) { return a->gmm.num_pdfs; }
 
 void galign_aligner_free(galign_aligner *a) {
   if (!a) return;
+  galign_remote_free(a->remote);
   galign_cuda_free(a->cuda);
   for (int i = 0; i < GALIGN_MAX_THREADS; i++) galign_cpu_ws_free(a->ws[i]);
   galign_gmm_free(&a->gmm);
@@ -187,6 +214,20 @@ int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *grap
     return KIO_ERR;
   }
   if (n <= 0) return KIO_OK;
+  if (a->remote) {
+    int rc = galign_remote_align(a->remote, n, graphs, feats, want_per_frame, results);
+    if (rc != GALIGN_REMOTE_LOST) return rc;
+    /* The service went away: this batch and the rest run here, with the
+     * same results. */
+    char why[256];
+    snprintf(why, sizeof why, "lost: %s", galign_remote_error(a->remote));
+    galign_remote_free(a->remote);
+    a->remote = NULL;
+    a->is_gpu = 0;
+    char line[640];
+    if (local_backend(a, why, line, sizeof line) != KIO_OK) return KIO_ERR;
+    KIO_LOG("%s", line);
+  }
   int *idx = malloc((size_t)n * sizeof *idx);
   uint8_t *redo = calloc((size_t)n, 1);
   if (!idx || !redo) {

@@ -80,6 +80,11 @@ int galign_aligner_new(galign_aligner **a, galign_use_gpu mode,
                        const kio_tmodel *tm, const kio_am_gmm *am,
                        const galign_opts *o);
 int galign_aligner_is_gpu(const galign_aligner *a);
+/* 1 if the aligner hands its batches to the GPU service (base/svc-link.h);
+ * mode != NO tries the service first, then our own context, then (optional)
+ * the CPU. A service lost during the run is replaced by our own backend for
+ * the rest, with a LOG line. */
+int galign_aligner_is_remote(const galign_aligner *a);
 void galign_aligner_free(galign_aligner *a);
 
 /* Aligns n utterances (graphs prepared; feats rows >= 1). Per-utterance

@@ -1,0 +1,132 @@
+/* The link between a program and the per-user GPU service (issue 12): where
+ * the service lives, connecting to it (starting it on first use), framed
+ * messages over its Unix socket, and the encoding helpers both ends use.
+ *
+ * Why a service: a CUDA context costs a process 0.3-0.5 s to create and tear
+ * down, and 16 processes started together serialise in the driver (2-3.6 s
+ * each, measured on an H200: docs/benchmarks.md). Recipes start nj short jobs
+ * every iteration, so the GPU state must outlive a job. The service
+ * (gpu-service/, program kaldi-gpu-service) keeps the context and the models;
+ * jobs read and parse their inputs themselves and hand it batches.
+ *
+ * Place and safety: a directory private to the user, $KALDI_GPU_SERVICE_DIR or
+ * $XDG_RUNTIME_DIR/kaldi-gpu or /tmp/kaldi-gpu-UID, created 0700 and refused
+ * unless it is a real directory owned by the user with no group/other bits.
+ * One socket per service identity: the service binary (path, inode, mtime) and
+ * the devices it may use (CUDA_VISIBLE_DEVICES, KIO_CUDA_DEVICE), so a rebuilt
+ * binary or another device mask never talks to an old service. The service
+ * also checks the peer's uid (SO_PEERCRED). A socket nobody answers on is
+ * stale: it is removed (under a lock) and a new service started.
+ *
+ * Switches: KALDI_GPU_SERVICE=no (or 0) disables it; KALDI_GPU_SERVICE_BIN
+ * names the binary (default: kaldi-gpu-service beside the running program);
+ * KALDI_GPU_SERVICE_IDLE: seconds the service stays up without clients (60). */
+#ifndef KIO_SVC_LINK_H
+#define KIO_SVC_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { KIO_SVC_PROTOCOL = 1 };
+
+/* Message types. Requests from a job, replies from the service. */
+enum {
+  KIO_SVC_HELLO = 1,      /* job: protocol, kind, options, model bytes */
+  KIO_SVC_READY = 2,      /* service: status, device description or lines */
+  KIO_SVC_ALIGN = 3,      /* job: a batch to align */
+  KIO_SVC_ALIGNED = 4,    /* service: its results */
+  KIO_SVC_ACC = 5,        /* job: a batch to accumulate */
+  KIO_SVC_ACCUMULATED = 6,/* service: per-utterance results */
+  KIO_SVC_STATS = 7,      /* job: send the statistics */
+  KIO_SVC_STATS_ARE = 8   /* service: the statistics */
+};
+/* What a connection does (HELLO). */
+enum { KIO_SVC_KIND_ALIGN = 1, KIO_SVC_KIND_ACC = 2 };
+
+/* ---- growable message under construction ----
+ * Small values are stored in the message's own buffer; large arrays may be
+ * referenced (kio_msg_put_ref) and are sent from where they are, without a
+ * copy. Every array starts at a multiple of 8 bytes of the payload, so that
+ * the receiver can use it in place. */
+typedef struct {
+  uint8_t *buf; size_t len, cap;   /* inline bytes */
+  struct { size_t off, len; const void *ref; } *seg;  /* ref == NULL: inline */
+  int nseg, cap_seg;
+  size_t total;                    /* payload bytes so far */
+  int failed;                      /* out of memory: sending fails */
+} kio_msg;
+void kio_msg_reset(kio_msg *m);
+void kio_msg_free(kio_msg *m);
+void kio_msg_put_u32(kio_msg *m, uint32_t v);
+void kio_msg_put_i32(kio_msg *m, int32_t v);
+void kio_msg_put_f32(kio_msg *m, float v);
+void kio_msg_put_f64(kio_msg *m, double v);
+void kio_msg_put_u64(kio_msg *m, uint64_t v);
+/* A byte string (u64 length, then the bytes, padded to 8). */
+void kio_msg_put_str(kio_msg *m, const char *s);
+/* An array of n elements of size sz, copied (put_arr) or referenced (put_ref:
+ * must stay valid until the message is sent). u64 count, then the bytes,
+ * padded to 8. */
+void kio_msg_put_arr(kio_msg *m, const void *p, size_t n, size_t sz);
+void kio_msg_put_ref(kio_msg *m, const void *p, size_t n, size_t sz);
+
+/* ---- reading a received payload (bounds-checked; a short or malformed
+ * payload sets r->bad and yields zeros / NULL) ---- */
+typedef struct { const uint8_t *p; size_t len, pos; int bad; } kio_msg_reader;
+uint32_t kio_rd_u32(kio_msg_reader *r);
+int32_t kio_rd_i32(kio_msg_reader *r);
+float kio_rd_f32(kio_msg_reader *r);
+double kio_rd_f64(kio_msg_reader *r);
+uint64_t kio_rd_u64(kio_msg_reader *r);
+/* Strings and arrays point into the payload (valid while it is). A string
+ * is NUL-terminated by the sender's padding; *n receives the count.
+ * max_n bounds the count (larger: bad). */
+const char *kio_rd_str(kio_msg_reader *r);
+const void *kio_rd_arr(kio_msg_reader *r, size_t sz, size_t max_n, size_t *n);
+
+/* Log lines captured on the service (kio_log_defer) travel to the job, which
+ * logs them on its calling thread as if its own code had printed them. */
+struct kio_log_deferred;
+void kio_msg_put_lines(kio_msg *m, const struct kio_log_deferred *lines);
+/* Logs the lines read from r; KIO_ERR if malformed. */
+int kio_rd_log_lines(kio_msg_reader *r);
+
+/* ---- a connection ---- */
+typedef struct kio_svc kio_svc;
+
+/* 1 if a job with --use-gpu other than "no" should try the service: not
+ * disabled by KALDI_GPU_SERVICE, and a GPU device node exists (so machines
+ * without a GPU never try). Cheap: no CUDA call. */
+int kio_svc_wanted(void);
+/* Connects to the service, starting it if it is not running (may_start).
+ * On failure returns KIO_ERR without logging and puts the reason in why
+ * (for the caller's LOG line). */
+int kio_svc_connect(kio_svc **s, int may_start, char *why, size_t why_len);
+void kio_svc_close(kio_svc *s);
+/* Sends m as one message of the given type. KIO_ERR if the link failed. */
+int kio_svc_send(kio_svc *s, uint32_t type, const kio_msg *m);
+/* Receives one message: *type, and a payload valid until the next receive
+ * on this connection. KIO_ERR if the link failed or the message is not one
+ * of the expected type (expect = 0: any). */
+int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *payload);
+/* Why the last send/recv failed ("" if it did not). */
+const char *kio_svc_error(const kio_svc *s);
+
+/* ---- the service's side ---- */
+/* The socket path for this process's identity (see above) and the private
+ * directory; KIO_ERR with why if the directory is unsafe. */
+int kio_svc_paths(char *dir, size_t dir_len, char *sock, size_t sock_len, char *why,
+                  size_t why_len);
+/* Binds and listens on sock (mode 0600). Returns the fd or -1 (why). */
+int kio_svc_listen(const char *sock, char *why, size_t why_len);
+/* Wraps an accepted fd; KIO_ERR (fd closed) if the peer is another user. */
+int kio_svc_accept(int listen_fd, kio_svc **s);
+#ifdef __cplusplus
+}
+#endif
+#endif

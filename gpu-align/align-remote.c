@@ -1,0 +1,292 @@
+/* Alignment through the GPU service: the job's backend and the service's
+ * handler of one batch (see align-remote.h). Wire format of a batch:
+ *   ALIGN:   u32 n, u32 want_per_frame, then per utterance
+ *            i32 num_states, num_arcs, start, num_pdfs_used, rows, cols,
+ *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features
+ *   ALIGNED: i32 status, log lines, then per utterance
+ *            i32 ok, retried, num_frames, f32 like, score, arrays ali, per_frame
+ * Arrays are sent from where they are (no copy) and used in place. */
+#include "align-remote.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/log.h"
+
+struct galign_remote {
+  kio_svc *svc;
+  kio_msg msg;
+  char desc[160];
+  char err[200];
+};
+
+/* ---------------- the job's side ---------------- */
+
+static void put_opts(kio_msg *m, const galign_opts *o) {
+  kio_msg_put_f32(m, o->beam);
+  kio_msg_put_f32(m, o->retry_beam);
+  kio_msg_put_f32(m, o->transition_scale);
+  kio_msg_put_f32(m, o->self_loop_scale);
+  kio_msg_put_f32(m, o->acoustic_scale);
+  kio_msg_put_i32(m, o->careful);
+}
+
+int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gmm *am,
+                      const galign_opts *o, char *why, size_t why_len) {
+  *out = NULL;
+  galign_remote *r = calloc(1, sizeof *r);
+  if (!r) { snprintf(why, why_len, "out of memory"); return KIO_ERR; }
+  if (kio_svc_connect(&r->svc, 1, why, why_len) != KIO_OK) {
+    free(r);
+    return KIO_ERR;
+  }
+  char *model = NULL;
+  size_t len = 0;
+  kio_log_deferred *quiet = NULL;  /* serialising never fails on a read model */
+  kio_log_defer(&quiet);
+  int rc = kio_model_to_bytes(tm, am, &model, &len);
+  kio_log_defer(NULL);
+  kio_log_discard(&quiet);
+  if (rc != KIO_OK) {
+    snprintf(why, why_len, "cannot serialise the model");
+    galign_remote_free(r);
+    return KIO_ERR;
+  }
+  kio_msg_put_u32(&r->msg, KIO_SVC_PROTOCOL);
+  kio_msg_put_u32(&r->msg, KIO_SVC_KIND_ALIGN);
+  put_opts(&r->msg, o);
+  kio_msg_put_ref(&r->msg, model, len, 1);
+  kio_msg_reader rd;
+  rc = kio_svc_send(r->svc, KIO_SVC_HELLO, &r->msg);
+  free(model);
+  kio_msg_reset(&r->msg);
+  if (rc == KIO_OK) rc = kio_svc_recv(r->svc, KIO_SVC_READY, NULL, &rd);
+  if (rc != KIO_OK) {
+    snprintf(why, why_len, "%s", kio_svc_error(r->svc));
+    galign_remote_free(r);
+    return KIO_ERR;
+  }
+  int32_t status = kio_rd_i32(&rd);
+  const char *desc = kio_rd_str(&rd);
+  if (rd.bad || status != KIO_OK) {
+    snprintf(why, why_len, "%s", rd.bad ? "malformed reply" : desc);
+    galign_remote_free(r);
+    return KIO_ERR;
+  }
+  snprintf(r->desc, sizeof r->desc, "%s", desc);
+  *out = r;
+  return KIO_OK;
+}
+
+void galign_remote_free(galign_remote *r) {
+  if (!r) return;
+  kio_svc_close(r->svc);
+  kio_msg_free(&r->msg);
+  free(r);
+}
+
+const char *galign_remote_desc(const galign_remote *r) { return r->desc; }
+const char *galign_remote_error(const galign_remote *r) { return r->err; }
+
+static int lost(galign_remote *r, const char *why) {
+  snprintf(r->err, sizeof r->err, "%s", why);
+  return GALIGN_REMOTE_LOST;
+}
+
+int galign_remote_align(galign_remote *r, int n, const galign_graph *const *graphs,
+                        const kio_matrix *const *feats, int want_per_frame,
+                        galign_result *results) {
+  kio_msg *m = &r->msg;
+  kio_msg_reset(m);
+  kio_msg_put_u32(m, (uint32_t)n);
+  kio_msg_put_u32(m, (uint32_t)want_per_frame);
+  for (int i = 0; i < n; i++) {
+    const galign_graph *g = graphs[i];
+    const kio_fst *f = &g->fst;
+    kio_msg_put_i32(m, f->num_states);
+    kio_msg_put_i32(m, f->num_arcs);
+    kio_msg_put_i32(m, f->start);
+    kio_msg_put_i32(m, g->num_pdfs_used);
+    kio_msg_put_i32(m, feats[i]->rows);
+    kio_msg_put_i32(m, feats[i]->cols);
+    kio_msg_put_ref(m, f->arc_start, (size_t)f->num_states + 1, sizeof(int32_t));
+    kio_msg_put_ref(m, f->arcs, (size_t)f->num_arcs, sizeof(kio_arc));
+    kio_msg_put_ref(m, f->final, (size_t)f->num_states, sizeof(float));
+    kio_msg_put_ref(m, g->pdfs_used, (size_t)g->num_pdfs_used, sizeof(int32_t));
+    kio_msg_put_ref(m, g->arc_pdf, (size_t)f->num_arcs, sizeof(int32_t));
+    kio_msg_put_ref(m, feats[i]->data, (size_t)feats[i]->rows * (size_t)feats[i]->cols,
+                    sizeof(float));
+  }
+  kio_msg_reader rd;
+  if (kio_svc_send(r->svc, KIO_SVC_ALIGN, m) != KIO_OK ||
+      kio_svc_recv(r->svc, KIO_SVC_ALIGNED, NULL, &rd) != KIO_OK)
+    return lost(r, kio_svc_error(r->svc));
+  int32_t status = kio_rd_i32(&rd);
+  /* The lines come first, as the aligner printed them before returning. */
+  if (kio_rd_log_lines(&rd) != KIO_OK) return lost(r, "malformed reply from the GPU service");
+  if (status != KIO_OK) return KIO_ERR;
+  for (int i = 0; i < n; i++) {
+    galign_result *res = &results[i];
+    int32_t ok = kio_rd_i32(&rd), retried = kio_rd_i32(&rd), frames = kio_rd_i32(&rd);
+    float like = kio_rd_f32(&rd), score = kio_rd_f32(&rd);
+    size_t na = 0, npf = 0;
+    const int32_t *ali = kio_rd_arr(&rd, sizeof(int32_t), (size_t)feats[i]->rows, &na);
+    const float *pf = kio_rd_arr(&rd, sizeof(float), (size_t)feats[i]->rows, &npf);
+    if (rd.bad || frames != feats[i]->rows || (ok && na != (size_t)frames) ||
+        (ok && want_per_frame && npf != (size_t)frames))
+      return lost(r, "malformed reply from the GPU service");
+    res->ok = ok;
+    res->retried = retried;
+    res->num_frames = frames;
+    res->like = like;
+    res->score = score;
+    if (na) {
+      int32_t *a = realloc(res->ali, na * sizeof *a);
+      if (!a) return lost(r, "out of memory");
+      memcpy(a, ali, na * sizeof *a);
+      res->ali = a;
+    }
+    if (npf) {
+      float *p = realloc(res->per_frame, npf * sizeof *p);
+      if (!p) return lost(r, "out of memory");
+      memcpy(p, pf, npf * sizeof *p);
+      res->per_frame = p;
+    }
+  }
+  return KIO_OK;
+}
+
+/* ---------------- the service's side ---------------- */
+
+struct galign_serve {
+  int cap;
+  galign_graph *graphs;
+  const galign_graph **gptr;
+  kio_matrix *feats;
+  const kio_matrix **fptr;
+  galign_result *res;
+  kio_log_deferred *lines;
+};
+
+galign_serve *galign_serve_new(void) { return calloc(1, sizeof(galign_serve)); }
+
+static void serve_clear_results(galign_serve *s) {
+  for (int i = 0; i < s->cap; i++) galign_result_free(&s->res[i]);
+  kio_log_discard(&s->lines);
+}
+
+void galign_serve_free(galign_serve *s) {
+  if (!s) return;
+  serve_clear_results(s);
+  free(s->graphs);
+  free(s->gptr);
+  free(s->feats);
+  free(s->fptr);
+  free(s->res);
+  free(s);
+}
+
+int galign_serve_hello(kio_msg_reader *req, galign_opts *o, const void **model,
+                       size_t *model_len) {
+  o->beam = kio_rd_f32(req);
+  o->retry_beam = kio_rd_f32(req);
+  o->transition_scale = kio_rd_f32(req);
+  o->self_loop_scale = kio_rd_f32(req);
+  o->acoustic_scale = kio_rd_f32(req);
+  o->careful = kio_rd_i32(req);
+  *model = kio_rd_arr(req, 1, req->len, model_len);
+  return req->bad ? KIO_ERR : KIO_OK;
+}
+
+static int grow(galign_serve *s, int n) {
+  if (n <= s->cap) return KIO_OK;
+  galign_graph *g = realloc(s->graphs, (size_t)n * sizeof *g);
+  if (g) s->graphs = g;
+  const galign_graph **gp = realloc(s->gptr, (size_t)n * sizeof *gp);
+  if (gp) s->gptr = gp;
+  kio_matrix *f = realloc(s->feats, (size_t)n * sizeof *f);
+  if (f) s->feats = f;
+  const kio_matrix **fp = realloc(s->fptr, (size_t)n * sizeof *fp);
+  if (fp) s->fptr = fp;
+  galign_result *r = realloc(s->res, (size_t)n * sizeof *r);
+  if (r) {
+    memset(r + s->cap, 0, (size_t)(n - s->cap) * sizeof *r);
+    s->res = r;
+  }
+  if (!g || !gp || !f || !fp || !r) return KIO_ERR;
+  s->cap = n;
+  return KIO_OK;
+}
+
+/* The graph's arrays are consistent (what the decoder relies on). */
+static int graph_ok(const galign_graph *g, int32_t num_pdfs) {
+  const kio_fst *f = &g->fst;
+  if (f->num_states < 1 || f->start < 0 || f->start >= f->num_states) return 0;
+  if (f->arc_start[0] != 0 || f->arc_start[f->num_states] != f->num_arcs) return 0;
+  for (int32_t s = 0; s < f->num_states; s++)
+    if (f->arc_start[s + 1] < f->arc_start[s]) return 0;
+  for (int32_t a = 0; a < f->num_arcs; a++)
+    if (f->arcs[a].nextstate < 0 || f->arcs[a].nextstate >= f->num_states ||
+        g->arc_pdf[a] < -1 || g->arc_pdf[a] >= g->num_pdfs_used)
+      return 0;
+  for (int32_t k = 0; k < g->num_pdfs_used; k++)
+    if (g->pdfs_used[k] < 0 || g->pdfs_used[k] >= num_pdfs) return 0;
+  return 1;
+}
+
+int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
+                       kio_msg *reply) {
+  serve_clear_results(s);
+  uint32_t n = kio_rd_u32(req), want_pf = kio_rd_u32(req);
+  if (req->bad || n > (1u << 24) || grow(s, (int)n) != KIO_OK) return KIO_ERR;
+  const size_t big = req->len;
+  int32_t num_pdfs = galign_aligner_num_pdfs(a);
+  for (uint32_t i = 0; i < n; i++) {
+    galign_graph *g = &s->graphs[i];
+    kio_matrix *f = &s->feats[i];
+    memset(g, 0, sizeof *g);
+    memset(f, 0, sizeof *f);
+    int32_t ns = kio_rd_i32(req), na = kio_rd_i32(req), start = kio_rd_i32(req);
+    int32_t npu = kio_rd_i32(req), rows = kio_rd_i32(req), cols = kio_rd_i32(req);
+    size_t c1, c2, c3, c4, c5, c6;
+    g->fst.arc_start = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c1);
+    g->fst.arcs = (kio_arc *)kio_rd_arr(req, sizeof(kio_arc), big, &c2);
+    g->fst.final = (float *)kio_rd_arr(req, sizeof(float), big, &c3);
+    g->pdfs_used = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c4);
+    g->arc_pdf = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c5);
+    f->data = (float *)kio_rd_arr(req, sizeof(float), big, &c6);
+    if (req->bad || ns < 1 || na < 0 || npu < 0 || rows < 1 || cols < 1 ||
+        c1 != (size_t)ns + 1 || c2 != (size_t)na || c3 != (size_t)ns || c4 != (size_t)npu ||
+        c5 != (size_t)na || c6 != (size_t)rows * (size_t)cols)
+      return KIO_ERR;
+    g->fst.num_states = ns;
+    g->fst.num_arcs = na;
+    g->fst.start = start;
+    g->num_pdfs_used = npu;
+    if (!graph_ok(g, num_pdfs)) return KIO_ERR;
+    f->rows = rows;
+    f->cols = cols;
+    s->gptr[i] = g;
+    s->fptr[i] = f;
+  }
+  kio_log_defer(&s->lines);
+  int rc = galign_align_batch(a, (int)n, s->gptr, s->fptr, (int)want_pf, s->res);
+  kio_log_defer(NULL);
+  kio_msg_reset(reply);
+  kio_msg_put_i32(reply, rc);
+  kio_msg_put_lines(reply, s->lines);
+  if (rc != KIO_OK) return KIO_OK;
+  for (uint32_t i = 0; i < n; i++) {
+    const galign_result *r = &s->res[i];
+    kio_msg_put_i32(reply, r->ok);
+    kio_msg_put_i32(reply, r->retried);
+    kio_msg_put_i32(reply, s->feats[i].rows);
+    kio_msg_put_f32(reply, r->like);
+    kio_msg_put_f32(reply, r->score);
+    kio_msg_put_ref(reply, r->ali, r->ok ? (size_t)s->feats[i].rows : 0, sizeof(int32_t));
+    kio_msg_put_ref(reply, r->per_frame,
+                    r->ok && want_pf && r->per_frame ? (size_t)s->feats[i].rows : 0,
+                    sizeof(float));
+  }
+  return KIO_OK;
+}

@@ -1,0 +1,66 @@
+/* Internal to gpu-align (and the GPU service): alignment batches through the
+ * per-user GPU service (base/svc-link.h). Both ends of the wire format live
+ * in align-remote.c: the job's side (a backend of galign_aligner) and the
+ * service's side (decode a batch, align it on the service's own aligner,
+ * encode the results with the log lines the aligner printed). The service
+ * runs exactly the code a local GPU run runs, so results are the same
+ * whichever path ran. */
+#ifndef GALIGN_ALIGN_REMOTE_H
+#define GALIGN_ALIGN_REMOTE_H
+
+#include <stddef.h>
+#include "../base/svc-link.h"
+#include "gpu-align.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* galign_remote_align: the link failed; nothing was logged and results are
+ * unspecified: the caller aligns the batch on another backend. */
+enum { GALIGN_REMOTE_LOST = 1 };
+
+typedef struct galign_remote galign_remote;
+
+/* Connects to the service (starting it if needed), hands it the model and
+ * options, and waits until it is ready. On failure returns KIO_ERR without
+ * logging and says why in why. */
+int galign_remote_new(galign_remote **r, const kio_tmodel *tm, const kio_am_gmm *am,
+                      const galign_opts *o, char *why, size_t why_len);
+void galign_remote_free(galign_remote *r);
+/* The service's device ("NVIDIA H200, 132 SMs, 139.8 GiB"). */
+const char *galign_remote_desc(const galign_remote *r);
+/* Why the last call returned GALIGN_REMOTE_LOST. */
+const char *galign_remote_error(const galign_remote *r);
+
+/* As galign_align_batch. KIO_OK; KIO_ERR (a fatal error of the batch, its
+ * ERROR lines logged here as the service's aligner printed them); or
+ * GALIGN_REMOTE_LOST. */
+int galign_remote_align(galign_remote *r, int n, const galign_graph *const *graphs,
+                        const kio_matrix *const *feats, int want_per_frame,
+                        galign_result *results);
+
+/* ---- the service's side ---- */
+
+/* Pdfs of the aligner's model (aligner.c). */
+int32_t galign_aligner_num_pdfs(const galign_aligner *a);
+
+/* The HELLO of an alignment connection: options and the model's bytes
+ * (pointing into the payload). KIO_ERR if malformed. */
+int galign_serve_hello(kio_msg_reader *req, galign_opts *o, const void **model,
+                       size_t *model_len);
+/* Per-connection scratch of the service (decoded batch, results). */
+typedef struct galign_serve galign_serve;
+galign_serve *galign_serve_new(void);
+void galign_serve_free(galign_serve *s);
+/* Decodes an ALIGN request, aligns it with a (on the calling thread, its
+ * log lines captured), encodes the ALIGNED reply into reply (which refers
+ * to s's results until the next call). KIO_ERR only for a malformed request
+ * (then the connection should be dropped). */
+int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
+                       kio_msg *reply);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,391 @@
+/* The GPU service's loop, connections, model cache and pools (see
+ * gpu-service.h). */
+#include "gpu-service.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/cuda-util.h"
+#include "../base/log.h"
+#include "../base/svc-link.h"
+#include "../gpu-acc/acc-remote.h"
+#include "../gpu-acc/gpu-acc.h"
+#include "../gpu-align/align-remote.h"
+#include "../gpu-align/gpu-align.h"
+
+/* An idle aligner, kept for the next job with the same model and options. */
+typedef struct pooled {
+  struct pooled *next;
+  galign_opts opts;
+  galign_aligner *aligner;
+} pooled;
+
+/* A model, by its exact bytes (a job's model file, or a pipe such as
+ * gmm-boost-silence's output, serialised by the job). */
+typedef struct model_entry {
+  struct model_entry *next;
+  char *bytes;
+  size_t len;
+  kio_tmodel tm;
+  kio_am_gmm am;
+  int refs;           /* connections using it */
+  double last_used;
+  pooled *idle;
+} model_entry;
+
+static struct {
+  pthread_mutex_t mu;
+  model_entry *models;
+  int active;            /* connections being served */
+  double last_activity;
+  int use_cpu;
+  int drop_after;        /* tests: close each connection after this many batches */
+  int device_ok;
+  char desc[200];        /* the device, or why it is not usable */
+  volatile sig_atomic_t stop;
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void on_signal(int sig) {
+  (void)sig;
+  g.stop = 1;
+}
+
+/* ---------------- models and pools ---------------- */
+
+static void entry_free(model_entry *e) {
+  while (e->idle) {
+    pooled *p = e->idle;
+    e->idle = p->next;
+    galign_aligner_free(p->aligner);
+    free(p);
+  }
+  kio_tmodel_free(&e->tm);
+  kio_am_gmm_free(&e->am);
+  free(e->bytes);
+  free(e);
+}
+
+/* The entry for these bytes (parsed on first use), with a reference taken. */
+static model_entry *model_get(const void *bytes, size_t len) {
+  pthread_mutex_lock(&g.mu);
+  for (model_entry *e = g.models; e; e = e->next)
+    if (e->len == len && !memcmp(e->bytes, bytes, len)) {
+      e->refs++;
+      pthread_mutex_unlock(&g.mu);
+      return e;
+    }
+  pthread_mutex_unlock(&g.mu);
+  model_entry *e = calloc(1, sizeof *e);
+  if (!e || !(e->bytes = malloc(len ? len : 1))) {
+    free(e);
+    return NULL;
+  }
+  memcpy(e->bytes, bytes, len);
+  e->len = len;
+  if (kio_model_from_bytes(bytes, len, &e->tm, &e->am) != KIO_OK) {
+    free(e->bytes);
+    free(e);
+    return NULL;
+  }
+  e->refs = 1;
+  pthread_mutex_lock(&g.mu);
+  e->next = g.models;  /* a twin parsed concurrently is harmless */
+  g.models = e;
+  pthread_mutex_unlock(&g.mu);
+  return e;
+}
+
+static void model_put(model_entry *e) {
+  pthread_mutex_lock(&g.mu);
+  e->refs--;
+  e->last_used = now();
+  pthread_mutex_unlock(&g.mu);
+}
+
+/* Frees models no connection has used for idle_s (with their pools). */
+static void evict(double idle_s) {
+  pthread_mutex_lock(&g.mu);
+  double t = now();
+  for (model_entry **pp = &g.models; *pp;) {
+    model_entry *e = *pp;
+    if (e->refs == 0 && t - e->last_used > idle_s) {
+      *pp = e->next;
+      entry_free(e);
+    } else {
+      pp = &e->next;
+    }
+  }
+  pthread_mutex_unlock(&g.mu);
+}
+
+static int same_opts(const galign_opts *a, const galign_opts *b) {
+  return a->beam == b->beam && a->retry_beam == b->retry_beam &&
+         a->transition_scale == b->transition_scale &&
+         a->self_loop_scale == b->self_loop_scale && a->acoustic_scale == b->acoustic_scale &&
+         a->careful == b->careful;
+}
+
+static galign_aligner *pool_take(model_entry *e, const galign_opts *o) {
+  pthread_mutex_lock(&g.mu);
+  galign_aligner *a = NULL;
+  for (pooled **pp = &e->idle; *pp; pp = &(*pp)->next)
+    if (same_opts(&(*pp)->opts, o)) {
+      pooled *p = *pp;
+      *pp = p->next;
+      a = p->aligner;
+      free(p);
+      break;
+    }
+  pthread_mutex_unlock(&g.mu);
+  return a;
+}
+
+static void pool_put(model_entry *e, const galign_opts *o, galign_aligner *a) {
+  pooled *p = malloc(sizeof *p);
+  if (!p) { galign_aligner_free(a); return; }
+  p->opts = *o;
+  p->aligner = a;
+  pthread_mutex_lock(&g.mu);
+  p->next = e->idle;
+  e->idle = p;
+  pthread_mutex_unlock(&g.mu);
+}
+
+/* ---------------- one connection ---------------- */
+
+/* Text of the captured lines, for a READY that refuses. */
+static void join_line(void *user, int level, const char *func, const char *file, int line,
+                      const char *msg) {
+  (void)level; (void)func; (void)file; (void)line;
+  char *buf = user;
+  size_t n = strlen(buf);
+  snprintf(buf + n, 200 - n, "%s%s", n ? "; " : "", msg);
+}
+
+static int send_ready(kio_svc *s, kio_msg *m, int status, const char *desc) {
+  kio_msg_reset(m);
+  kio_msg_put_i32(m, status);
+  kio_msg_put_str(m, desc);
+  return kio_svc_send(s, KIO_SVC_READY, m);
+}
+
+/* The alignment requests of a connection, until it closes. */
+static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opts *o) {
+  galign_aligner *a = pool_take(e, o);
+  if (!a) {
+    kio_log_deferred *lines = NULL;
+    char why[200] = "";
+    kio_log_defer(&lines);
+    int rc = galign_aligner_new(&a, g.use_cpu ? GALIGN_GPU_NO : GALIGN_GPU_YES, &e->tm, &e->am, o);
+    kio_log_defer(NULL);
+    if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, why);
+    kio_log_discard(&lines);
+    if (rc != KIO_OK) {
+      send_ready(s, m, KIO_ERR, why[0] ? why : "cannot set up the aligner");
+      return;
+    }
+  }
+  galign_serve *sv = galign_serve_new();
+  if (!sv || send_ready(s, m, KIO_OK, g.desc) != KIO_OK) {
+    galign_serve_free(sv);
+    galign_aligner_free(a);
+    return;
+  }
+  kio_msg_reader rd;
+  int served = 0;
+  while ((!g.drop_after || served++ < g.drop_after) &&
+         kio_svc_recv(s, KIO_SVC_ALIGN, NULL, &rd) == KIO_OK) {
+    if (galign_serve_align(sv, a, &rd, m) != KIO_OK) {
+      KIO_WARN("Malformed alignment request; closing the connection");
+      break;
+    }
+    if (kio_svc_send(s, KIO_SVC_ALIGNED, m) != KIO_OK) break;
+  }
+  galign_serve_free(sv);
+  pool_put(e, o, a);  /* an aligner keeps no state between batches */
+}
+
+/* The accumulation requests of a connection: one job's statistics. */
+static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e) {
+  gacc_acc *a = NULL;
+  kio_log_deferred *lines = NULL;
+  char why[200] = "", desc[64];
+  kio_log_defer(&lines);
+  int rc = g.use_cpu ? KIO_OK : kio_cuda_select(0, desc, sizeof desc);
+  if (rc == KIO_OK) rc = gacc_new(&a, g.use_cpu ? "cpu" : "gpu", &e->tm, &e->am);
+  kio_log_defer(NULL);
+  if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, why);
+  kio_log_discard(&lines);
+  if (rc != KIO_OK) {
+    send_ready(s, m, KIO_ERR, why[0] ? why : "cannot set up the accumulator");
+    return;
+  }
+  gacc_serve *sv = gacc_serve_new();
+  if (sv && send_ready(s, m, KIO_OK, g.desc) == KIO_OK) {
+    kio_msg_reader rd;
+    uint32_t type;
+    int served = 0;
+    while ((!g.drop_after || served++ < g.drop_after) &&
+           kio_svc_recv(s, 0, &type, &rd) == KIO_OK) {
+      uint32_t reply;
+      if (type == KIO_SVC_ACC) {
+        if (gacc_serve_acc(sv, a, &rd, m) != KIO_OK) break;
+        reply = KIO_SVC_ACCUMULATED;
+      } else if (type == KIO_SVC_STATS) {
+        gacc_serve_stats(sv, a, m);
+        reply = KIO_SVC_STATS_ARE;
+      } else {
+        break;
+      }
+      if (kio_svc_send(s, reply, m) != KIO_OK) break;
+    }
+  }
+  gacc_serve_free(sv);
+  gacc_free(a);
+}
+
+static void *conn_main(void *arg) {
+  kio_svc *s = arg;
+  kio_msg m = {0};
+  kio_msg_reader rd;
+  if (kio_svc_recv(s, KIO_SVC_HELLO, NULL, &rd) != KIO_OK) goto out;
+  uint32_t proto = kio_rd_u32(&rd), kind = kio_rd_u32(&rd);
+  galign_opts o;
+  galign_opts_default(&o);
+  const void *model = NULL;
+  size_t len = 0;
+  int ok = !rd.bad && proto == KIO_SVC_PROTOCOL &&
+           ((kind == KIO_SVC_KIND_ALIGN && galign_serve_hello(&rd, &o, &model, &len) == KIO_OK) ||
+            (kind == KIO_SVC_KIND_ACC && gacc_serve_hello(&rd, &model, &len) == KIO_OK));
+  if (!ok) {
+    send_ready(s, &m, KIO_ERR, "unsupported request (another version of the service?)");
+    goto out;
+  }
+  if (!g.device_ok) {
+    send_ready(s, &m, KIO_ERR, g.desc);
+    goto out;
+  }
+  kio_log_deferred *lines = NULL;
+  kio_log_defer(&lines);
+  model_entry *e = model_get(model, len);
+  kio_log_defer(NULL);
+  kio_log_discard(&lines);
+  if (!e) {
+    send_ready(s, &m, KIO_ERR, "the service could not read the model");
+    goto out;
+  }
+  if (kind == KIO_SVC_KIND_ALIGN) serve_align(s, &m, e, &o);
+  else serve_acc(s, &m, e);
+  model_put(e);
+out:
+  kio_msg_free(&m);
+  kio_svc_close(s);
+  pthread_mutex_lock(&g.mu);
+  g.active--;
+  g.last_activity = now();
+  pthread_mutex_unlock(&g.mu);
+  return NULL;
+}
+
+static void start_connection(kio_svc *s) {
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
+  pthread_mutex_lock(&g.mu);
+  g.active++;
+  g.last_activity = now();
+  pthread_mutex_unlock(&g.mu);
+  if (pthread_create(&th, &at, conn_main, s) != 0) conn_main(s);
+  pthread_attr_destroy(&at);
+}
+
+/* ---------------- the loop ---------------- */
+
+int gsvc_serve(const gsvc_config *cfg) {
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGTERM, on_signal);
+  signal(SIGINT, on_signal);
+  char why[256] = "";
+  int lfd = kio_svc_listen(cfg->socket, why, sizeof why);
+  if (lfd < 0) {
+    KIO_ERROR("%s", why);
+    return 1;
+  }
+  struct stat sockst;
+  int have_ino = stat(cfg->socket, &sockst) == 0;
+  g.use_cpu = cfg->use_cpu;
+  g.drop_after = cfg->drop_after;
+  /* Jobs may connect already; they wait for READY while the device starts. */
+  if (g.use_cpu) {
+    g.device_ok = 1;
+    snprintf(g.desc, sizeof g.desc, "the CPU (service test mode)");
+  } else {
+    kio_log_deferred *lines = NULL;
+    kio_log_defer(&lines);
+    g.device_ok = kio_cuda_select(0, g.desc, sizeof g.desc) == KIO_OK;
+    kio_log_defer(NULL);
+    if (!g.device_ok) {
+      g.desc[0] = '\0';
+      kio_log_deferred_each(lines, join_line, g.desc);
+      if (!g.desc[0]) snprintf(g.desc, sizeof g.desc, "no usable GPU");
+    }
+    kio_log_discard(&lines);
+  }
+  KIO_LOG("Serving %s on %s (pid %d); device: %s", g.device_ok ? "jobs" : "refusals",
+          cfg->socket, (int)getpid(), g.desc);
+  g.last_activity = now();
+  /* Without a device there is nothing to keep: refuse for a moment, then go. */
+  double idle_s = g.device_ok ? (double)cfg->idle_s : 2.0;
+  for (;;) {
+    struct pollfd p = {lfd, POLLIN, 0};
+    int r = poll(&p, 1, 250);
+    if (r > 0 && (p.revents & POLLIN)) {
+      kio_svc *s;
+      if (kio_svc_accept(lfd, &s) == KIO_OK) start_connection(s);
+      continue;
+    }
+    evict(idle_s);
+    pthread_mutex_lock(&g.mu);
+    int idle = g.active == 0 && now() - g.last_activity > idle_s;
+    pthread_mutex_unlock(&g.mu);
+    if (idle || g.stop) break;
+  }
+  /* Remove the socket first (if it is still ours), so new jobs start a new
+   * service, then serve whoever is already queued. */
+  struct stat now_st;
+  if (have_ino && stat(cfg->socket, &now_st) == 0 && now_st.st_ino == sockst.st_ino)
+    unlink(cfg->socket);
+  for (;;) {
+    struct pollfd p = {lfd, POLLIN, 0};
+    if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
+      kio_svc *s;
+      if (kio_svc_accept(lfd, &s) == KIO_OK) start_connection(s);
+      continue;
+    }
+    pthread_mutex_lock(&g.mu);
+    int active = g.active;
+    pthread_mutex_unlock(&g.mu);
+    if (!active) break;
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  close(lfd);
+  evict(-1.0);
+  KIO_LOG("Idle for %d s: exiting", (int)idle_s);
+  return 0;
+}

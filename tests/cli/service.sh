@@ -1,0 +1,122 @@
+#!/bin/bash
+# The per-user GPU service (gpu-service/, base/svc-link.c), tested without a
+# GPU: KALDI_GPU_SERVICE=force makes the programs use it although there is no
+# device node, KALDI_GPU_SERVICE_CPU=1 makes the service align and accumulate
+# on its CPU backend. Checked: outputs through the service = outputs of the
+# CPU path (and Kaldi's stats), many jobs at once, a stale socket, an unsafe
+# directory, a service that drops the connection mid-run (the job finishes on
+# its own backend), the idle exit. Env: BIN, TOP. Exit 0 pass, 1 fail, 77 skip.
+set -u
+: "${BIN:?}" "${TOP:?}"
+BIN=$(cd "$BIN" && pwd) || exit 1
+for p in gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled kaldi-gpu-service; do
+  if [ ! -x "$BIN/$p" ]; then echo "SKIP: $BIN/$p not built"; exit 77; fi
+done
+cd "$TOP/tests/data" || exit 1
+tmp=$(mktemp -d /tmp/service-cli.XXXXXX)
+export KALDI_GPU_SERVICE_DIR=$tmp/svc KALDI_GPU_SERVICE=force KALDI_GPU_SERVICE_CPU=1
+export KALDI_GPU_SERVICE_IDLE=30
+unset KALDI_GPU_SERVICE_BIN KALDI_GPU_SERVICE_TEST_DROP
+stop_service() { pkill -f -- "--socket=$KALDI_GPU_SERVICE_DIR/" 2>/dev/null; sleep 0.2; }
+trap 'stop_service; rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40"
+
+align() {  # NAME MODEL GRAPHS FEATS [OPTIONS...]
+  local name=$1 mdl=$2 graphs=$3 feats=$4; shift 4
+  "$BIN/gmm-align-compiled" $opts "$@" "$mdl" "$graphs" "$feats" "ark,t:$tmp/$name.ali" \
+    "ark,t:$tmp/$name.scores" 2>"$tmp/$name.log"
+  echo $? >"$tmp/$name.rc"
+}
+# Messages without the command line and the backend line.
+msgs() { sed -e 1d -e "/:galign_aligner_new()/d" -e "/:galign_align_batch().*GPU service not usable/d" -e "/:make_acc()/d" "$1" | sed 's/^\([A-Z]*\) ([^)]*) /\1 /'; }
+same_run() {  # A B: outputs, exit codes and messages identical
+  cmp -s "$tmp/$1.ali" "$tmp/$2.ali" || fail "$1 vs $2: alignments differ"
+  cmp -s "$tmp/$1.scores" "$tmp/$2.scores" || fail "$1 vs $2: scores differ"
+  cmp -s "$tmp/$1.rc" "$tmp/$2.rc" || fail "$1 vs $2: exit codes differ"
+  diff <(msgs "$tmp/$1.log") <(msgs "$tmp/$2.log") >/dev/null || fail "$1 vs $2: messages differ"
+}
+
+# 1. Alignment through the service = the CPU path (noisy: retries, a failure).
+for m in mono tri1; do
+  align "$m.cpu" models/$m/final.mdl "ark:gunzip -c graphs/$m.fsts.gz|" ark:noisy/delta.ark --use-gpu=no
+  align "$m.svc" models/$m/final.mdl "ark:gunzip -c graphs/$m.fsts.gz|" ark:noisy/delta.ark
+  grep -q 'Using GPU: the CPU (service test mode) (through the GPU service)' "$tmp/$m.svc.log" ||
+    fail "$m: the service was not used: $(grep galign_aligner_new "$tmp/$m.svc.log")"
+  same_run "$m.cpu" "$m.svc"
+done
+ls "$KALDI_GPU_SERVICE_DIR"/gpu-*.sock >/dev/null 2>&1 || fail "no socket in the service directory"
+[ "$(stat -c %a "$KALDI_GPU_SERVICE_DIR")" = 700 ] || fail "service directory is not 0700"
+
+# 2. Accumulation: Kaldi's stats, byte for byte; the one-pass program too.
+"$BIN/gmm-acc-stats-ali" models/tri2/final.mdl ark:feats/lda.ark ark:kaldi/tri2/ali.ark \
+  "$tmp/tri2.acc" 2>"$tmp/acc.log" || fail "gmm-acc-stats-ali through the service failed"
+grep -q 'through the GPU service' "$tmp/acc.log" || fail "acc: the service was not used"
+cmp -s "$tmp/tri2.acc" kaldi/tri2/final.acc || fail "acc through the service differs from Kaldi's"
+"$BIN/gmm-align-acc-compiled" $opts models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" \
+  ark:feats/delta.ark ark:"$tmp/one.ali" "$tmp/one.acc" 2>"$tmp/one.log" || fail "one-pass failed"
+cmp -s "$tmp/one.ali" kaldi/mono/ali.ark || fail "one-pass alignment differs from Kaldi's"
+cmp -s "$tmp/one.acc" kaldi/mono/final.acc || fail "one-pass stats differ from Kaldi's"
+
+# 3. Sixteen jobs at once, two models: every output identical.
+for j in $(seq 16); do
+  if [ $((j % 2)) = 0 ]; then
+    align "par$j" models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" ark:noisy/delta.ark &
+  else
+    "$BIN/gmm-acc-stats-ali" models/tri2/final.mdl ark:feats/lda.ark ark:kaldi/tri2/ali.ark \
+      "$tmp/par$j.acc" 2>"$tmp/par$j.acclog" &
+  fi
+done
+wait
+for j in $(seq 16); do
+  if [ $((j % 2)) = 0 ]; then same_run mono.cpu "par$j"
+  else cmp -s "$tmp/par$j.acc" kaldi/tri2/final.acc || fail "parallel acc $j differs"; fi
+done
+[ "$(pgrep -f -- "--socket=$KALDI_GPU_SERVICE_DIR/" | wc -l)" = 1 ] ||
+  fail "not exactly one service process: $(pgrep -af -- "--socket=$KALDI_GPU_SERVICE_DIR/")"
+
+# 4. A service that drops every connection after one batch: the job finishes
+#    on its own backend (here the CPU) with the same outputs and says so.
+stop_service
+KALDI_GPU_SERVICE_TEST_DROP=1 align drop models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" \
+  ark:noisy/delta.ark --batch-size=4
+grep -q 'GPU service not usable: lost' "$tmp/drop.log" || fail "drop: no LOG line about the lost service"
+same_run mono.cpu drop
+stop_service
+
+# 5. A stale socket (service killed hard): the next job starts a new service.
+align warm models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" ark:noisy/delta.ark
+pkill -9 -f -- "--socket=$KALDI_GPU_SERVICE_DIR/"; sleep 0.2
+ls "$KALDI_GPU_SERVICE_DIR"/gpu-*.sock >/dev/null 2>&1 || fail "stale: the socket should still be there"
+align stale models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" ark:noisy/delta.ark
+grep -q 'through the GPU service' "$tmp/stale.log" || fail "stale socket: no new service"
+same_run mono.cpu stale
+
+# 6. A directory others can enter is refused: the job runs on its own.
+stop_service
+chmod 755 "$KALDI_GPU_SERVICE_DIR"
+align unsafe models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" ark:noisy/delta.ark
+grep -q 'GPU service not usable: .*not a private directory' "$tmp/unsafe.log" ||
+  fail "unsafe directory not refused: $(grep galign_aligner_new "$tmp/unsafe.log")"
+same_run mono.cpu unsafe
+chmod 700 "$KALDI_GPU_SERVICE_DIR"
+
+# 7. --use-gpu=no and KALDI_GPU_SERVICE=no never touch the service.
+KALDI_GPU_SERVICE=no align off models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" ark:noisy/delta.ark
+grep -q 'through the GPU service' "$tmp/off.log" && fail "KALDI_GPU_SERVICE=no: service used"
+same_run mono.cpu off
+
+# 8. Idle exit: the service goes away and removes its socket.
+stop_service
+KALDI_GPU_SERVICE_IDLE=1 align idle models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" ark:noisy/delta.ark
+grep -q 'through the GPU service' "$tmp/idle.log" || fail "idle: the service was not used"
+for i in $(seq 50); do
+  pgrep -f -- "--socket=$KALDI_GPU_SERVICE_DIR/" >/dev/null || break
+  sleep 0.1
+done
+pgrep -f -- "--socket=$KALDI_GPU_SERVICE_DIR/" >/dev/null && fail "the service did not exit when idle"
+ls "$KALDI_GPU_SERVICE_DIR"/gpu-*.sock >/dev/null 2>&1 && fail "idle exit left its socket"
+
+[ $fails = 0 ] || { echo "service.sh: $fails failure(s)"; exit 1; }
+echo "service.sh: all passed"
