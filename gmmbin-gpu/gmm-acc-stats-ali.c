@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../base/cuda-util.h"
 #include "../base/io.h"
@@ -39,11 +40,13 @@ typedef struct {
 typedef struct {
   item *items; int n, cap;
   size_t frames;
+  int nu;                  /* utterances handed to the accumulator */
   gacc_utt *utts; gacc_utt_result *res; int *utt_item;
 } batch;
 
 typedef struct {
   gacc_acc *acc;
+  double t_acc;            /* seconds spent in (waiting for) the accumulator */
   int32_t num_done, num_err;
   double tot_like;
   int64_t tot_t;
@@ -55,6 +58,12 @@ static int fatal(void) {
   fputs("kaldi::KaldiFatalError", stderr);
   fflush(stderr);
   exit(255);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static item *batch_add(batch *b, const char *key) {
@@ -87,8 +96,10 @@ static void batch_free(batch *b) {
   memset(b, 0, sizeof *b);
 }
 
-/* Accumulates the batch's utterances, then prints its messages in order. */
-static int flush_batch(state *st, batch *b) {
+/* Hands the batch's utterances to the accumulator. On the GPU service this
+ * returns once they are sent: the service works while the next batch is
+ * read, and batch_finish collects the results. */
+static int batch_start(state *st, batch *b) {
   int nu = 0;
   if (b->n > 0) {
     gacc_utt *u = realloc(b->utts, sizeof(gacc_utt) * (size_t)b->n);
@@ -107,8 +118,19 @@ static int flush_batch(state *st, batch *b) {
     b->utts[nu].ali = it->ali;
     b->utt_item[i] = nu++;
   }
-  if (nu > 0 && gacc_accumulate_batch(st->acc, nu, b->utts, b->res) != KIO_OK)
-    return KIO_ERR;
+  b->nu = nu;
+  double t0 = now_s();
+  int rc = nu > 0 ? gacc_accumulate_batch_start(st->acc, nu, b->utts, b->res) : KIO_OK;
+  st->t_acc += now_s() - t0;
+  return rc;
+}
+
+/* Waits for the batch's results, then prints its messages in order. */
+static int batch_finish(state *st, batch *b) {
+  double t0 = now_s();
+  int rc = b->nu > 0 ? gacc_wait(st->acc) : KIO_OK;
+  st->t_acc += now_s() - t0;
+  if (rc != KIO_OK) return KIO_ERR;
   char buf[32];
   for (int i = 0; i < b->n; i++) {
     item *it = &b->items[i];
@@ -135,8 +157,13 @@ static int flush_batch(state *st, batch *b) {
     }
   }
   b->n = 0;
+  b->nu = 0;
   b->frames = 0;
   return KIO_OK;
+}
+
+static int flush_batch(state *st, batch *b) {
+  return batch_start(st, b) == KIO_OK && batch_finish(st, b) == KIO_OK ? KIO_OK : KIO_ERR;
 }
 
 static int copy_utt(item *it, const kio_matrix *m, const kio_int_vec *ali) {
@@ -239,6 +266,7 @@ int main(int argc, char *argv[]) {
   const char *model_in = kio_opts_arg(po, 1), *feature_rspecifier = kio_opts_arg(po, 2),
              *ali_rspecifier = kio_opts_arg(po, 3), *accs_wxfilename = kio_opts_arg(po, 4);
 
+  double t_start = now_s();
   kio_tmodel tm;
   kio_am_gmm am;
   memset(&tm, 0, sizeof tm);
@@ -255,11 +283,14 @@ int main(int argc, char *argv[]) {
     return fatal();
 
   int gpu = gacc_is_gpu(st.acc);
-  batch b;
-  memset(&b, 0, sizeof b);
+  /* GPU: batches; the one read last (b) fills while the one before (prev)
+   * may still be accumulated. CPU: one utterance at a time, as Kaldi. */
+  batch bufs[2];
+  memset(bufs, 0, sizeof bufs);
+  batch *b = &bufs[0], *prev = NULL;
   for (; !kio_seq_done(feats); kio_seq_next(feats)) {
     const char *key = kio_seq_key(feats);
-    item *it = batch_add(&b, key);
+    item *it = batch_add(b, key);
     if (!it) { KIO_ERROR("Out of memory"); return fatal(); }
     if (!kio_ra_has_key(alis, key)) {
       it->kind = ITEM_NO_ALI;
@@ -276,8 +307,9 @@ int main(int argc, char *argv[]) {
         st.num_err++;
       } else if (utt_is_bad(&tm, &am, m, ali)) {
         /* earlier utterances' messages first, then the accumulator's ERROR */
-        b.n--;
-        if (flush_batch(&st, &b) != KIO_OK) return fatal();
+        b->n--;
+        if ((prev && batch_finish(&st, prev) != KIO_OK) || flush_batch(&st, b) != KIO_OK)
+          return fatal();
         gacc_utt u = { key, m, ali->v };
         gacc_utt_result r;
         gacc_accumulate_batch(st.acc, 1, &u, &r);
@@ -285,14 +317,23 @@ int main(int argc, char *argv[]) {
       } else {
         it->kind = ITEM_UTT;
         if (copy_utt(it, m, ali) != KIO_OK) { KIO_ERROR("Out of memory"); return fatal(); }
-        b.frames += (size_t)m->rows;
+        b->frames += (size_t)m->rows;
       }
     }
-    if (!gpu || b.n >= MAX_BATCH_UTTS || b.frames >= MAX_BATCH_FRAMES)
-      if (flush_batch(&st, &b) != KIO_OK) return fatal();
+    if (!gpu) {
+      if (flush_batch(&st, b) != KIO_OK) return fatal();
+    } else if (b->n >= MAX_BATCH_UTTS || b->frames >= MAX_BATCH_FRAMES) {
+      if ((prev && batch_finish(&st, prev) != KIO_OK) || batch_start(&st, b) != KIO_OK)
+        return fatal();
+      prev = b;
+      b = b == &bufs[0] ? &bufs[1] : &bufs[0];
+    }
   }
-  if (flush_batch(&st, &b) != KIO_OK) return fatal();
+  if ((prev && batch_finish(&st, prev) != KIO_OK) || flush_batch(&st, b) != KIO_OK)
+    return fatal();
 
+  KIO_VLOG(1, "Time: %.3f s in the accumulator (waiting for it, on the GPU), %.3f s in all",
+           st.t_acc, now_s() - t_start);
   char buf[32];
   KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, LINE_DONE, "Done %d files, %d with errors.",
              (int)st.num_done, (int)st.num_err);
@@ -310,7 +351,8 @@ int main(int argc, char *argv[]) {
 
   close_readers(alis, feats);
   gacc_stats_free(&stats);
-  batch_free(&b);
+  batch_free(&bufs[0]);
+  batch_free(&bufs[1]);
   gacc_free(st.acc);
   kio_tmodel_free(&tm);
   kio_am_gmm_free(&am);

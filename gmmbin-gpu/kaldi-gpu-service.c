@@ -46,8 +46,9 @@ int main(int argc, char *argv[]) {
    * GPU, so the service can be tested without one; connections dropped
    * after N batches, to test the jobs' fallback. */
   const char *cpu = getenv("KALDI_GPU_SERVICE_CPU"), *drop = getenv("KALDI_GPU_SERVICE_TEST_DROP");
+  const char *verbose = getenv("KALDI_GPU_SERVICE_VERBOSE");
   gsvc_config cfg = {sock, idle > 0 ? idle : 1, cpu && !strcmp(cpu, "1"),
-                     drop && *drop ? atoi(drop) : 0};
+                     drop && *drop ? atoi(drop) : 0, verbose && atoi(verbose) > 0};
   int rc = gsvc_serve(&cfg);
   kio_opts_free(po);
   free(sock);

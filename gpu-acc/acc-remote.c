@@ -144,6 +144,11 @@ int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result 
   return gacc_remote_wait(a);
 }
 
+int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
+  if (n <= 0) return gacc_remote_wait(a);
+  return send_batch(a, n, utts, res);
+}
+
 int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts) {
   if (n <= 0) return gacc_remote_wait(a);
   return send_batch(a, n, utts, NULL);

@@ -15,6 +15,7 @@ extern "C" {
 
 /* The job's side, called by the entries of acc-cpu.c when a->remote. */
 int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
+int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
 int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts);
 int gacc_remote_wait(gacc_acc *a);
 /* out already shaped for the model. */

@@ -90,6 +90,13 @@ void gacc_free(gacc_acc *a);
 int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
                           gacc_utt_result *res);
 
+/* As gacc_accumulate_batch, but on the GPU service it returns once the batch
+ * is sent: res[] is filled (and an error of the batch reported) by the next
+ * entry of the accumulator or gacc_wait, so res, utts and their data must
+ * stay valid until then. Other backends finish before returning. */
+int gacc_accumulate_batch_start(gacc_acc *a, int n, const gacc_utt *utts,
+                                gacc_utt_result *res);
+
 /* Asynchronous form of gacc_accumulate_batch, for a caller that should not
  * wait for the device (e.g. the thread that reads the input). Waits for the
  * previous asynchronous batch (KIO_ERR if that one failed; its ERROR is

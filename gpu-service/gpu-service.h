@@ -22,6 +22,7 @@ typedef struct {
   int idle_s;          /* exit after this long without a connection */
   int use_cpu;         /* tests: align/accumulate on the CPU backend */
   int drop_after;      /* tests: drop each connection after this many batches */
+  int verbose;         /* a LOG line per connection (batches, busy and wall time) */
 } gsvc_config;
 
 /* Serves until idle. Returns the process exit status (0 after an idle

@@ -48,6 +48,7 @@ static struct {
   double last_activity;
   int use_cpu;
   int drop_after;        /* tests: close each connection after this many batches */
+  int verbose;           /* a LOG line per connection with its times */
   int device_ok;
   char desc[200];        /* the device, or why it is not usable */
   volatile sig_atomic_t stop;
@@ -207,14 +208,20 @@ static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opt
   }
   kio_msg_reader rd;
   int served = 0;
+  double t0 = now(), busy = 0;
   while ((!g.drop_after || served++ < g.drop_after) &&
          kio_svc_recv(s, KIO_SVC_ALIGN, NULL, &rd) == KIO_OK) {
+    double t1 = now();
     if (galign_serve_align(sv, a, &rd, m) != KIO_OK) {
       KIO_WARN("Malformed alignment request; closing the connection");
       break;
     }
+    busy += now() - t1;
     if (kio_svc_send(s, KIO_SVC_ALIGNED, m) != KIO_OK) break;
   }
+  if (g.verbose)
+    KIO_LOG("align connection: %d batches, %.3f s aligning, %.3f s connected", served,
+            busy, now() - t0);
   galign_serve_free(sv);
   pool_put(e, o, a);  /* an aligner keeps no state between batches */
 }
@@ -239,9 +246,11 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e) {
     kio_msg_reader rd;
     uint32_t type;
     int served = 0;
+    double t0 = now(), busy = 0;
     while ((!g.drop_after || served++ < g.drop_after) &&
            kio_svc_recv(s, 0, &type, &rd) == KIO_OK) {
       uint32_t reply;
+      double t1 = now();
       if (type == KIO_SVC_ACC) {
         if (gacc_serve_acc(sv, a, &rd, m) != KIO_OK) break;
         reply = KIO_SVC_ACCUMULATED;
@@ -251,8 +260,12 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e) {
       } else {
         break;
       }
+      busy += now() - t1;
       if (kio_svc_send(s, reply, m) != KIO_OK) break;
     }
+    if (g.verbose)
+      KIO_LOG("acc connection: %d requests, %.3f s accumulating, %.3f s connected", served,
+              busy, now() - t0);
   }
   gacc_serve_free(sv);
   gacc_free(a);
@@ -330,6 +343,7 @@ int gsvc_serve(const gsvc_config *cfg) {
   int have_ino = stat(cfg->socket, &sockst) == 0;
   g.use_cpu = cfg->use_cpu;
   g.drop_after = cfg->drop_after;
+  g.verbose = cfg->verbose;
   /* Jobs may connect already; they wait for READY while the device starts. */
   if (g.use_cpu) {
     g.device_ok = 1;
