@@ -20,15 +20,25 @@ extern "C" int kio_cuda_debug_sync(void) {
   return v;
 }
 
+static __thread int t_device = -1;
+
+extern "C" void kio_cuda_use_device(int dev) { t_device = dev; }
+
+/* The device this thread should use. */
+static int chosen_device(void) {
+  if (t_device >= 0) return t_device;
+  return getenv("KIO_CUDA_DEVICE") ? atoi(getenv("KIO_CUDA_DEVICE")) : 0;
+}
+
 extern "C" void kio_cuda_warm_up(void) {
-  int dev = getenv("KIO_CUDA_DEVICE") ? atoi(getenv("KIO_CUDA_DEVICE")) : 0, n = 0;
+  int dev = chosen_device(), n = 0;
   if (cudaGetDeviceCount(&n) == cudaSuccess && n > dev && cudaSetDevice(dev) == cudaSuccess)
     cudaFree(0); /* forces the (per-process) primary context into being */
   cudaGetLastError();
 }
 
 extern "C" int kio_cuda_select(int wait, char *desc, int desc_len) {
-  int dev = getenv("KIO_CUDA_DEVICE") ? atoi(getenv("KIO_CUDA_DEVICE")) : 0;
+  int dev = chosen_device();
   for (int tries = 0;; tries++) {
     int n = kio_cuda_device_count();
     if (n > dev) break;

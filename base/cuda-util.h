@@ -14,6 +14,10 @@ int kio_cuda_device_count(void);
  * ("NVIDIA H200, 132 SMs, 139.8 GiB"). KIO_OK or KIO_ERR (logged). With
  * wait != 0, waits (polling every 5 s, up to 10 minutes) for a device. */
 int kio_cuda_select(int wait, char *desc, int desc_len);
+/* Makes kio_cuda_select (and kio_cuda_warm_up) pick device dev in the
+ * calling thread (-1: back to $KIO_CUDA_DEVICE or 0). The GPU service uses
+ * it to put each connection on the device it assigned. */
+void kio_cuda_use_device(int dev);
 /* Creates the CUDA context of the device kio_cuda_select would pick, so a
  * later kio_cuda_select is quick (context creation takes ~0.2 s on an H200;
  * a program can do it in a thread while it reads its inputs). Silent: logs

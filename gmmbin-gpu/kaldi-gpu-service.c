@@ -43,11 +43,12 @@ int main(int argc, char *argv[]) {
     sock = strdup(path);
   }
   /* Test switches (tests/cli/service.sh): the CPU backend instead of the
-   * GPU, so the service can be tested without one; connections dropped
+   * GPU, so the service can be tested without one (KALDI_GPU_SERVICE_CPU=N:
+   * as if there were N devices, to test their assignment); connections dropped
    * after N batches, to test the jobs' fallback. */
   const char *cpu = getenv("KALDI_GPU_SERVICE_CPU"), *drop = getenv("KALDI_GPU_SERVICE_TEST_DROP");
   const char *verbose = getenv("KALDI_GPU_SERVICE_VERBOSE");
-  gsvc_config cfg = {sock, idle > 0 ? idle : 1, cpu && !strcmp(cpu, "1"),
+  gsvc_config cfg = {sock, idle > 0 ? idle : 1, cpu && *cpu ? atoi(cpu) : 0,
                      drop && *drop ? atoi(drop) : 0, verbose && atoi(verbose) > 0};
   int rc = gsvc_serve(&cfg);
   kio_opts_free(po);

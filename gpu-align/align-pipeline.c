@@ -735,6 +735,8 @@ void galign_pipeline_cli_register(kio_opts *po, galign_pipeline_cli *cli,
                   "else on the CPU)");
   kio_opts_int(po, "batch-size", &cli->batch_size,
                "Number of utterances aligned together (affects only speed and memory)");
+  kio_opts_int(po, "num-gpus", &cfg->opts.num_gpus,
+               "GPUs a batch is split over, through the GPU service (affects only speed)");
 }
 
 int galign_pipeline_cli_apply(const galign_pipeline_cli *cli, galign_pipeline_cfg *cfg) {
@@ -744,6 +746,10 @@ int galign_pipeline_cli_apply(const galign_pipeline_cli *cli, galign_pipeline_cf
   }
   if (cli->batch_size < 1) {
     KIO_ERROR("Invalid value --batch-size=%d: must be >= 1", (int)cli->batch_size);
+    return KIO_ERR;
+  }
+  if (cfg->opts.num_gpus < 1 || cfg->opts.num_gpus > 16) {
+    KIO_ERROR("Invalid value --num-gpus=%d: must be 1..16", (int)cfg->opts.num_gpus);
     return KIO_ERR;
   }
   cfg->per_frame_wspecifier = cli->per_frame_wspecifier;

@@ -13,9 +13,15 @@
 
 #include "../base/log.h"
 
+enum { MAX_CONN = 16 };
+
+/* One connection per GPU the job asked for (--num-gpus): the service puts
+ * each on the device with the fewest connections, and a batch is split
+ * among them. */
 struct galign_remote {
-  kio_svc *svc;
-  kio_msg msg;
+  int nconn;
+  kio_svc *svc[MAX_CONN];
+  kio_msg msg[MAX_CONN];
   char desc[160];
   char err[200];
 };
@@ -31,15 +37,39 @@ static void put_opts(kio_msg *m, const galign_opts *o) {
   kio_msg_put_i32(m, o->careful);
 }
 
+/* Opens one connection and hands it the model and options. */
+static int open_conn(galign_remote *r, int c, const char *model, size_t len,
+                     const galign_opts *o, char *why, size_t why_len) {
+  if (kio_svc_connect(&r->svc[c], 1, why, why_len) != KIO_OK) return KIO_ERR;
+  kio_msg *m = &r->msg[c];
+  kio_msg_reset(m);
+  kio_msg_put_u32(m, KIO_SVC_PROTOCOL);
+  kio_msg_put_u32(m, KIO_SVC_KIND_ALIGN);
+  put_opts(m, o);
+  kio_msg_put_ref(m, model, len, 1);
+  kio_msg_reader rd;
+  int rc = kio_svc_send(r->svc[c], KIO_SVC_HELLO, m);
+  kio_msg_reset(m);
+  if (rc == KIO_OK) rc = kio_svc_recv(r->svc[c], KIO_SVC_READY, NULL, &rd);
+  if (rc != KIO_OK) {
+    snprintf(why, why_len, "%s", kio_svc_error(r->svc[c]));
+    return KIO_ERR;
+  }
+  int32_t status = kio_rd_i32(&rd);
+  const char *desc = kio_rd_str(&rd);
+  if (rd.bad || status != KIO_OK) {
+    snprintf(why, why_len, "%s", rd.bad ? "malformed reply" : desc);
+    return KIO_ERR;
+  }
+  if (c == 0) snprintf(r->desc, sizeof r->desc, "%s", desc);
+  return KIO_OK;
+}
+
 int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gmm *am,
                       const galign_opts *o, char *why, size_t why_len) {
   *out = NULL;
   galign_remote *r = calloc(1, sizeof *r);
   if (!r) { snprintf(why, why_len, "out of memory"); return KIO_ERR; }
-  if (kio_svc_connect(&r->svc, 1, why, why_len) != KIO_OK) {
-    free(r);
-    return KIO_ERR;
-  }
   char *model = NULL;
   size_t len = 0;
   kio_log_deferred *quiet = NULL;  /* serialising never fails on a read model */
@@ -52,36 +82,29 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
     galign_remote_free(r);
     return KIO_ERR;
   }
-  kio_msg_put_u32(&r->msg, KIO_SVC_PROTOCOL);
-  kio_msg_put_u32(&r->msg, KIO_SVC_KIND_ALIGN);
-  put_opts(&r->msg, o);
-  kio_msg_put_ref(&r->msg, model, len, 1);
-  kio_msg_reader rd;
-  rc = kio_svc_send(r->svc, KIO_SVC_HELLO, &r->msg);
+  int want = o->num_gpus < 1 ? 1 : o->num_gpus > MAX_CONN ? MAX_CONN : o->num_gpus;
+  for (r->nconn = 0; r->nconn < want; r->nconn++)
+    if (open_conn(r, r->nconn, model, len, o, why, why_len) != KIO_OK) break;
   free(model);
-  kio_msg_reset(&r->msg);
-  if (rc == KIO_OK) rc = kio_svc_recv(r->svc, KIO_SVC_READY, NULL, &rd);
-  if (rc != KIO_OK) {
-    snprintf(why, why_len, "%s", kio_svc_error(r->svc));
+  if (r->nconn == 0) {
     galign_remote_free(r);
     return KIO_ERR;
   }
-  int32_t status = kio_rd_i32(&rd);
-  const char *desc = kio_rd_str(&rd);
-  if (rd.bad || status != KIO_OK) {
-    snprintf(why, why_len, "%s", rd.bad ? "malformed reply" : desc);
-    galign_remote_free(r);
-    return KIO_ERR;
+  if (r->nconn > 1) {
+    char d[sizeof r->desc];
+    snprintf(d, sizeof d, "%s", r->desc);
+    snprintf(r->desc, sizeof r->desc, "%.120s, %d connections", d, r->nconn);
   }
-  snprintf(r->desc, sizeof r->desc, "%s", desc);
   *out = r;
   return KIO_OK;
 }
 
 void galign_remote_free(galign_remote *r) {
   if (!r) return;
-  kio_svc_close(r->svc);
-  kio_msg_free(&r->msg);
+  for (int c = 0; c < MAX_CONN; c++) {
+    kio_svc_close(r->svc[c]);
+    kio_msg_free(&r->msg[c]);
+  }
   free(r);
 }
 
@@ -93,14 +116,15 @@ static int lost(galign_remote *r, const char *why) {
   return GALIGN_REMOTE_LOST;
 }
 
-int galign_remote_align(galign_remote *r, int n, const galign_graph *const *graphs,
-                        const kio_matrix *const *feats, int want_per_frame,
-                        galign_result *results) {
-  kio_msg *m = &r->msg;
+/* Sends utterances [first, first + n) as one ALIGN request on connection c. */
+static int send_chunk(galign_remote *r, int c, int first, int n,
+                      const galign_graph *const *graphs, const kio_matrix *const *feats,
+                      int want_per_frame) {
+  kio_msg *m = &r->msg[c];
   kio_msg_reset(m);
   kio_msg_put_u32(m, (uint32_t)n);
   kio_msg_put_u32(m, (uint32_t)want_per_frame);
-  for (int i = 0; i < n; i++) {
+  for (int i = first; i < first + n; i++) {
     const galign_graph *g = graphs[i];
     const kio_fst *f = &g->fst;
     kio_msg_put_i32(m, f->num_states);
@@ -117,15 +141,23 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
     kio_msg_put_ref(m, feats[i]->data, (size_t)feats[i]->rows * (size_t)feats[i]->cols,
                     sizeof(float));
   }
+  return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
+}
+
+/* Receives the reply for [first, first + n) on connection c: logs its
+ * lines, fills the results. KIO_OK, KIO_ERR (the batch's fatal error) or
+ * GALIGN_REMOTE_LOST. */
+static int recv_chunk(galign_remote *r, int c, int first, int n,
+                      const kio_matrix *const *feats, int want_per_frame,
+                      galign_result *results) {
   kio_msg_reader rd;
-  if (kio_svc_send(r->svc, KIO_SVC_ALIGN, m) != KIO_OK ||
-      kio_svc_recv(r->svc, KIO_SVC_ALIGNED, NULL, &rd) != KIO_OK)
-    return lost(r, kio_svc_error(r->svc));
+  if (kio_svc_recv(r->svc[c], KIO_SVC_ALIGNED, NULL, &rd) != KIO_OK)
+    return lost(r, kio_svc_error(r->svc[c]));
   int32_t status = kio_rd_i32(&rd);
   /* The lines come first, as the aligner printed them before returning. */
   if (kio_rd_log_lines(&rd) != KIO_OK) return lost(r, "malformed reply from the GPU service");
   if (status != KIO_OK) return KIO_ERR;
-  for (int i = 0; i < n; i++) {
+  for (int i = first; i < first + n; i++) {
     galign_result *res = &results[i];
     int32_t ok = kio_rd_i32(&rd), retried = kio_rd_i32(&rd), frames = kio_rd_i32(&rd);
     float like = kio_rd_f32(&rd), score = kio_rd_f32(&rd);
@@ -154,6 +186,37 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
     }
   }
   return KIO_OK;
+}
+
+int galign_remote_align(galign_remote *r, int n, const galign_graph *const *graphs,
+                        const kio_matrix *const *feats, int want_per_frame,
+                        galign_result *results) {
+  /* Contiguous chunks of about equal frames, one per connection; every
+   * chunk is sent before any reply is read, so the devices work together. */
+  int k = r->nconn < n ? r->nconn : n;
+  int start[MAX_CONN + 1];
+  int64_t total = 0, cum = 0;
+  for (int i = 0; i < n; i++) total += feats[i]->rows;
+  start[0] = 0;
+  int c = 1;
+  for (int i = 0; i < n && c < k; i++) {
+    cum += feats[i]->rows;
+    if (cum * k >= total * c && i + 1 <= n - (k - c)) start[c++] = i + 1;
+  }
+  for (; c < k; c++) start[c] = n - (k - c);
+  start[k] = n;
+  for (int c = 0; c < k; c++)
+    if (send_chunk(r, c, start[c], start[c + 1] - start[c], graphs, feats, want_per_frame) !=
+        KIO_OK)
+      return lost(r, kio_svc_error(r->svc[c]));
+  int rc = KIO_OK;
+  for (int c = 0; c < k; c++) {
+    int rc_c = recv_chunk(r, c, start[c], start[c + 1] - start[c], feats, want_per_frame,
+                          results);
+    if (rc_c == GALIGN_REMOTE_LOST) return rc_c;
+    if (rc_c != KIO_OK) rc = rc_c;
+  }
+  return rc;
 }
 
 /* ---------------- the service's side ---------------- */

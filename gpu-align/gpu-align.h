@@ -20,6 +20,8 @@ typedef struct {
   float self_loop_scale;  /* 1.0 */
   float acoustic_scale;   /* 1.0 */
   int careful;            /* 0 */
+  int num_gpus;           /* 1; GPU service connections a batch is split
+                             over (--num-gpus; not a decoding option) */
 } galign_opts;
 void galign_opts_default(galign_opts *o);
 struct kio_opts;

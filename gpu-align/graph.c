@@ -14,6 +14,7 @@ void galign_opts_default(galign_opts *o) {
   o->self_loop_scale = 1.0f;
   o->acoustic_scale = 1.0f;
   o->careful = 0;
+  o->num_gpus = 1;
 }
 
 void galign_opts_register(kio_opts *po, galign_opts *o) {

@@ -20,7 +20,8 @@ extern "C" {
 typedef struct {
   const char *socket;  /* path to listen on (kio_svc_paths gives the default) */
   int idle_s;          /* exit after this long without a connection */
-  int use_cpu;         /* tests: align/accumulate on the CPU backend */
+  int use_cpu;         /* tests: align/accumulate on the CPU backend, as if it
+                          were use_cpu devices (0: the GPUs) */
   int drop_after;      /* tests: drop each connection after this many batches */
   int verbose;         /* a LOG line per connection (batches, busy and wall time) */
 } gsvc_config;

@@ -24,6 +24,7 @@
 /* An idle aligner, kept for the next job with the same model and options. */
 typedef struct pooled {
   struct pooled *next;
+  int dev;
   galign_opts opts;
   galign_aligner *aligner;
 } pooled;
@@ -41,10 +42,16 @@ typedef struct model_entry {
   pooled *idle;
 } model_entry;
 
+enum { MAX_DEV = 16 };
+
 static struct {
   pthread_mutex_t mu;
   model_entry *models;
   int active;            /* connections being served */
+  int ndev;              /* devices served (CUDA ordinals in dev_id) */
+  int dev_id[MAX_DEV];
+  int dev_active[MAX_DEV];  /* connections on each */
+  char dev_desc[MAX_DEV][200];
   double last_activity;
   int use_cpu;
   int drop_after;        /* tests: close each connection after this many batches */
@@ -140,11 +147,11 @@ static int same_opts(const galign_opts *a, const galign_opts *b) {
          a->careful == b->careful;
 }
 
-static galign_aligner *pool_take(model_entry *e, const galign_opts *o) {
+static galign_aligner *pool_take(model_entry *e, const galign_opts *o, int dev) {
   pthread_mutex_lock(&g.mu);
   galign_aligner *a = NULL;
   for (pooled **pp = &e->idle; *pp; pp = &(*pp)->next)
-    if (same_opts(&(*pp)->opts, o)) {
+    if ((*pp)->dev == dev && same_opts(&(*pp)->opts, o)) {
       pooled *p = *pp;
       *pp = p->next;
       a = p->aligner;
@@ -155,9 +162,10 @@ static galign_aligner *pool_take(model_entry *e, const galign_opts *o) {
   return a;
 }
 
-static void pool_put(model_entry *e, const galign_opts *o, galign_aligner *a) {
+static void pool_put(model_entry *e, const galign_opts *o, int dev, galign_aligner *a) {
   pooled *p = malloc(sizeof *p);
   if (!p) { galign_aligner_free(a); return; }
+  p->dev = dev;
   p->opts = *o;
   p->aligner = a;
   pthread_mutex_lock(&g.mu);
@@ -185,8 +193,8 @@ static int send_ready(kio_svc *s, kio_msg *m, int status, const char *desc) {
 }
 
 /* The alignment requests of a connection, until it closes. */
-static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opts *o) {
-  galign_aligner *a = pool_take(e, o);
+static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opts *o, int d) {
+  galign_aligner *a = pool_take(e, o, d);
   if (!a) {
     kio_log_deferred *lines = NULL;
     char why[200] = "";
@@ -201,7 +209,7 @@ static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opt
     }
   }
   galign_serve *sv = galign_serve_new();
-  if (!sv || send_ready(s, m, KIO_OK, g.desc) != KIO_OK) {
+  if (!sv || send_ready(s, m, KIO_OK, g.dev_desc[d]) != KIO_OK) {
     galign_serve_free(sv);
     galign_aligner_free(a);
     return;
@@ -223,17 +231,16 @@ static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opt
     KIO_LOG("align connection: %d batches, %.3f s aligning, %.3f s connected", served,
             busy, now() - t0);
   galign_serve_free(sv);
-  pool_put(e, o, a);  /* an aligner keeps no state between batches */
+  pool_put(e, o, d, a);  /* an aligner keeps no state between batches */
 }
 
 /* The accumulation requests of a connection: one job's statistics. */
-static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e) {
+static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e, int d) {
   gacc_acc *a = NULL;
   kio_log_deferred *lines = NULL;
-  char why[200] = "", desc[64];
+  char why[200] = "";
   kio_log_defer(&lines);
-  int rc = g.use_cpu ? KIO_OK : kio_cuda_select(0, desc, sizeof desc);
-  if (rc == KIO_OK) rc = gacc_new(&a, g.use_cpu ? "cpu" : "gpu", &e->tm, &e->am);
+  int rc = gacc_new(&a, g.use_cpu ? "cpu" : "gpu", &e->tm, &e->am);
   kio_log_defer(NULL);
   if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, why);
   kio_log_discard(&lines);
@@ -242,7 +249,7 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e) {
     return;
   }
   gacc_serve *sv = gacc_serve_new();
-  if (sv && send_ready(s, m, KIO_OK, g.desc) == KIO_OK) {
+  if (sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK) {
     kio_msg_reader rd;
     uint32_t type;
     int served = 0;
@@ -301,8 +308,24 @@ static void *conn_main(void *arg) {
     send_ready(s, &m, KIO_ERR, "the service could not read the model");
     goto out;
   }
-  if (kind == KIO_SVC_KIND_ALIGN) serve_align(s, &m, e, &o);
-  else serve_acc(s, &m, e);
+  /* The device with the fewest connections; this thread works on it. */
+  pthread_mutex_lock(&g.mu);
+  int d = 0;
+  for (int k = 1; k < g.ndev; k++)
+    if (g.dev_active[k] < g.dev_active[d]) d = k;
+  g.dev_active[d]++;
+  pthread_mutex_unlock(&g.mu);
+  kio_cuda_use_device(g.dev_id[d]);
+  if (!g.use_cpu && kio_cuda_select(0, NULL, 0) != KIO_OK) {
+    send_ready(s, &m, KIO_ERR, "cannot use the device");
+  } else if (kind == KIO_SVC_KIND_ALIGN) {
+    serve_align(s, &m, e, &o, d);
+  } else {
+    serve_acc(s, &m, e, d);
+  }
+  pthread_mutex_lock(&g.mu);
+  g.dev_active[d]--;
+  pthread_mutex_unlock(&g.mu);
   model_put(e);
 out:
   kio_msg_free(&m);
@@ -329,6 +352,36 @@ static void start_connection(kio_svc *s) {
 
 /* ---------------- the loop ---------------- */
 
+/* The devices to serve: every visible one, or $KIO_CUDA_DEVICE alone; a
+ * context is created on each now, so that jobs never wait for one. */
+static void start_devices(void) {
+  kio_log_deferred *lines = NULL;
+  kio_log_defer(&lines);
+  int n = kio_cuda_device_count();
+  const char *one = getenv("KIO_CUDA_DEVICE");
+  g.ndev = 0;
+  if (one && *one) {
+    g.dev_id[g.ndev++] = atoi(one);
+  } else {
+    for (int d = 0; d < n && g.ndev < MAX_DEV; d++) g.dev_id[g.ndev++] = d;
+  }
+  g.device_ok = g.ndev > 0;
+  for (int k = 0; k < g.ndev && g.device_ok; k++) {
+    kio_cuda_use_device(g.dev_id[k]);
+    g.device_ok = kio_cuda_select(0, g.dev_desc[k], sizeof g.dev_desc[k]) == KIO_OK;
+    if (g.device_ok) snprintf(g.desc, sizeof g.desc, "%s", g.dev_desc[k]);
+  }
+  kio_cuda_use_device(-1);
+  kio_log_defer(NULL);
+  if (!g.device_ok) {
+    g.desc[0] = '\0';
+    kio_log_deferred_each(lines, join_line, g.desc);
+    if (!g.desc[0]) snprintf(g.desc, sizeof g.desc, "no usable GPU");
+    g.ndev = 1;
+  }
+  kio_log_discard(&lines);
+}
+
 int gsvc_serve(const gsvc_config *cfg) {
   signal(SIGPIPE, SIG_IGN);
   signal(SIGTERM, on_signal);
@@ -344,24 +397,26 @@ int gsvc_serve(const gsvc_config *cfg) {
   g.use_cpu = cfg->use_cpu;
   g.drop_after = cfg->drop_after;
   g.verbose = cfg->verbose;
-  /* Jobs may connect already; they wait for READY while the device starts. */
+  /* Jobs may connect already; they wait for READY while the devices start. */
   if (g.use_cpu) {
     g.device_ok = 1;
+    g.ndev = cfg->use_cpu > 1 && cfg->use_cpu <= MAX_DEV ? cfg->use_cpu : 1;
     snprintf(g.desc, sizeof g.desc, "the CPU (service test mode)");
-  } else {
-    kio_log_deferred *lines = NULL;
-    kio_log_defer(&lines);
-    g.device_ok = kio_cuda_select(0, g.desc, sizeof g.desc) == KIO_OK;
-    kio_log_defer(NULL);
-    if (!g.device_ok) {
-      g.desc[0] = '\0';
-      kio_log_deferred_each(lines, join_line, g.desc);
-      if (!g.desc[0]) snprintf(g.desc, sizeof g.desc, "no usable GPU");
+    for (int d = 0; d < g.ndev; d++) {
+      g.dev_id[d] = d;
+      snprintf(g.dev_desc[d], sizeof g.dev_desc[d], "%s", g.desc);
     }
-    kio_log_discard(&lines);
+  } else {
+    start_devices();
   }
-  KIO_LOG("Serving %s on %s (pid %d); device: %s", g.device_ok ? "jobs" : "refusals",
-          cfg->socket, (int)getpid(), g.desc);
+  for (int d = 0; d < g.ndev && g.ndev > 1; d++) {
+    char raw[200];
+    snprintf(raw, sizeof raw, "%s", g.dev_desc[d]);
+    snprintf(g.dev_desc[d], sizeof g.dev_desc[d], "%.150s (device %d of %d)", raw, d + 1,
+             g.ndev);
+  }
+  KIO_LOG("Serving %s on %s (pid %d); %d device(s): %s", g.device_ok ? "jobs" : "refusals",
+          cfg->socket, (int)getpid(), g.ndev, g.desc);
   g.last_activity = now();
   /* Without a device there is nothing to keep: refuse for a moment, then go. */
   double idle_s = g.device_ok ? (double)cfg->idle_s : 2.0;

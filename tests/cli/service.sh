@@ -107,7 +107,17 @@ KALDI_GPU_SERVICE=no align off models/mono/final.mdl "ark:gunzip -c graphs/mono.
 grep -q 'through the GPU service' "$tmp/off.log" && fail "KALDI_GPU_SERVICE=no: service used"
 same_run mono.cpu off
 
-# 8. Idle exit: the service goes away and removes its socket.
+# 8. Several devices (two pretended ones here): a job split over both with
+#    --num-gpus=2 (each connection on its own device) gives the same output.
+stop_service
+KALDI_GPU_SERVICE_CPU=2 align two models/tri1/final.mdl "ark:gunzip -c graphs/tri1.fsts.gz|" \
+  ark:noisy/delta.ark --num-gpus=2 --batch-size=7
+grep -q '(device 1 of 2), 2 connections (through the GPU service)' "$tmp/two.log" ||
+  fail "--num-gpus=2: $(grep galign_aligner_new "$tmp/two.log")"
+same_run tri1.cpu two
+grep -q '2 device(s)' "$KALDI_GPU_SERVICE_DIR/service.log" || fail "the service did not serve 2 devices"
+
+# 9. Idle exit: the service goes away and removes its socket.
 stop_service
 KALDI_GPU_SERVICE_IDLE=1 align idle models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" ark:noisy/delta.ark
 grep -q 'through the GPU service' "$tmp/idle.log" || fail "idle: the service was not used"
