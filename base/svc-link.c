@@ -385,6 +385,9 @@ static int private_dir(char *dir, size_t n, char *why, size_t why_len) {
     setwhy(why, why_len, "%s is not a private directory of this user (0700)", dir);
     return -1;
   }
+  /* absolute: the service runs from / */
+  char abs[PATH_MAX];
+  if (dir[0] != '/' && realpath(dir, abs)) snprintf(dir, n, "%s", abs);
   return 0;
 }
 
@@ -440,7 +443,8 @@ static int try_connect(const char *sock) {
  * stderr appended to DIR/service.log. */
 static int spawn(const char *dir, const char *sock, char *why, size_t why_len) {
   char bin[PATH_MAX], logp[PATH_MAX + 32], sockopt[PATH_MAX + 16];
-  if (service_bin(bin, sizeof bin) != 0) {
+  char found[PATH_MAX];
+  if (service_bin(found, sizeof found) != 0 || !realpath(found, bin)) {
     setwhy(why, why_len, "cannot locate kaldi-gpu-service");
     return -1;
   }
@@ -456,6 +460,7 @@ static int spawn(const char *dir, const char *sock, char *why, size_t why_len) {
     setsid();
     pid_t g = fork();
     if (g != 0) _exit(g < 0 ? 1 : 0);
+    if (chdir("/") != 0) _exit(1);  /* hold no job's directory */
     signal(SIGPIPE, SIG_IGN);
     int nul = open("/dev/null", O_RDWR);
     int lg = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0600);
