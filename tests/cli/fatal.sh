@@ -7,7 +7,8 @@
 # absent, gzip output pipes not valid gzip streams (gunzip -t fails), an
 # archive on stdout marked so that the next program fails too (train_mono's
 # align-equal-compiled ... ark,t:- | gmm-acc-stats-ali ... ark:-).
-# Env: BIN, TOP; optional KALDI_BIN: a directory of Kaldi's programs (e.g. a
+# Env: BIN, TOP; optional USE_GPU (our programs' --use-gpu, default no),
+# KALDI_BIN: a directory of Kaldi's programs (e.g. a
 # bundle's bin/, its env.sh beside it is sourced): every case also runs
 # Kaldi's program and prints what it did ("kaldi:" lines), and checks that
 # Kaldi fails too where it does. Exit 0 pass, 1 fail, 77 skip.
@@ -32,8 +33,10 @@ gunzip -c graphs/mono.fsts.gz | head -c 300000 >"$tmp/trunc.fsts"  # at en-029-f
 head -c 20000 kaldi/mono/ali.ark >"$tmp/trunc.ali"
 M=models/mono/final.mdl
 G="ark:gunzip -c graphs/mono.fsts.gz|"
-O="--use-gpu=no --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40"
-A="--use-gpu=no"
+# $O: the aligners' options, $A: gmm-acc-stats-ali's; Kaldi's have no --use-gpu.
+K_O="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40"
+OURS_O="--use-gpu=${USE_GPU:-no} $K_O"
+OURS_A="--use-gpu=${USE_GPU:-no}"
 
 # outputs_ok NAME OUT...: each output absent, or (*.gz) not a valid gzip stream.
 outputs_ok() {
@@ -71,7 +74,7 @@ run_case() {
   local name=$1 kaldi=$2 re=$3 outs=$4 cmd=$5
   local out="$tmp/ours/$name" o
   mkdir -p "$out"
-  (PATH=$OURS_PATH; eval "$cmd") 2>"$out.log" </dev/null
+  (PATH=$OURS_PATH; O=$OURS_O; A=$OURS_A; eval "$cmd") 2>"$out.log" </dev/null
   local rc=$?
   [ $rc = 255 ] || { fail "$name: exit $rc, want 255"; tail -n 3 "$out.log"; }
   grep -q -E "^ERROR \(.*\) .*($re)" "$out.log" ||
@@ -84,7 +87,7 @@ run_case() {
   [ -n "$KALDI_BIN" ] && [ "$kaldi" != - ] || return 0
   out="$tmp/kaldi/$name"
   mkdir -p "$out"
-  (. "$KALDI_BIN/../env.sh" 2>/dev/null; PATH="$KALDI_BIN:$PATH"; eval "$cmd") \
+  (. "$KALDI_BIN/../env.sh" 2>/dev/null; PATH="$KALDI_BIN:$PATH"; O=$K_O; A=""; eval "$cmd") \
     2>"$out.log" </dev/null
   local krc=$?
   paths=()
@@ -97,9 +100,6 @@ run_case() {
     ok) [ $krc = 0 ] || fail "$name: Kaldi exits $krc (expected 0)" ;;
   esac
 }
-# Kaldi's options differ from ours by --use-gpu only.
-if [ -n "$KALDI_BIN" ]; then O=${O#--use-gpu=no }; A=""; fi
-O_OURS="--use-gpu=no $O"
 
 # ---- gmm-align-compiled ----
 run_case align-trunc-feats fail 'trunc\.ark.*at key en-029-f1-00560' "ali.gz" \
@@ -151,30 +151,30 @@ run_case equal-missing-feats fail 'no-such\.ark' "ali.ark" \
 
 # ---- gmm-align-acc-compiled (ours only) ----
 run_case align-acc-trunc-feats - 'trunc\.ark.*at key en-029-f1-00560' "ali.gz x.acc" \
-  'gmm-align-acc-compiled $O_OURS $M "$G" "ark:$tmp/trunc.ark" "ark:|gzip -c >$out/ali.gz" $out/x.acc'
+  'gmm-align-acc-compiled $O $M "$G" "ark:$tmp/trunc.ark" "ark:|gzip -c >$out/ali.gz" $out/x.acc'
 run_case align-acc-trunc-graphs - 'trunc\.fsts.*at key en-029-f1-00497' "ali.ark x.acc" \
-  'gmm-align-acc-compiled $O_OURS $M "ark:$tmp/trunc.fsts" ark:feats/delta.ark ark:$out/ali.ark $out/x.acc'
+  'gmm-align-acc-compiled $O $M "ark:$tmp/trunc.fsts" ark:feats/delta.ark ark:$out/ali.ark $out/x.acc'
 run_case align-acc-graphs-pipe - 'exit 3\|.*input pipe failed' "ali.ark x.acc" \
-  'gmm-align-acc-compiled $O_OURS $M "ark:gunzip -c graphs/mono.fsts.gz; exit 3|" ark:feats/delta.ark ark:$out/ali.ark $out/x.acc'
+  'gmm-align-acc-compiled $O $M "ark:gunzip -c graphs/mono.fsts.gz; exit 3|" ark:feats/delta.ark ark:$out/ali.ark $out/x.acc'
 run_case align-acc-output-pipe - 'nodir/ali\.gz' "x.acc" \
-  'gmm-align-acc-compiled $O_OURS $M "$G" ark:feats/delta.ark "ark,t:|gzip -c >$out/nodir/ali.gz" $out/x.acc'
+  'gmm-align-acc-compiled $O $M "$G" ark:feats/delta.ark "ark,t:|gzip -c >$out/nodir/ali.gz" $out/x.acc'
 run_case align-acc-missing-model - 'none\.mdl' "ali.ark x.acc" \
-  'gmm-align-acc-compiled $O_OURS models/none.mdl "$G" ark:feats/delta.ark ark:$out/ali.ark $out/x.acc'
+  'gmm-align-acc-compiled $O models/none.mdl "$G" ark:feats/delta.ark ark:$out/ali.ark $out/x.acc'
 run_case align-acc-dim - 'Dim mismatch' "ali.ark x.acc" \
-  'gmm-align-acc-compiled $O_OURS $M "$G" ark:feats/lda.ark ark:$out/ali.ark $out/x.acc'
+  'gmm-align-acc-compiled $O $M "$G" ark:feats/lda.ark ark:$out/ali.ark $out/x.acc'
 
 # ---- an archive on stdout, read by the next program (train_mono's pass 0) ----
 # The producer dies at the cut graph archive after writing the alignments
 # before it; its stdout ends with an entry cut short, so the reader fails
 # (255, no stats) instead of accumulating a short archive as if complete.
-pass0() {  # PATH_FOR_PRODUCER PATH_FOR_CONSUMER OUT
+pass0() {  # PATH_FOR_PRODUCER PATH_FOR_CONSUMER OUT CONSUMER_OPTIONS
   # (2>/dev/null: bash's "Aborted" notes about Kaldi's programs)
   (PATH=$1; align-equal-compiled "ark:$tmp/trunc.fsts" ark:feats/delta.ark ark,t:- \
      2>"$3.equal.log"; echo $? >"$3.equal.rc") 2>/dev/null |
-    (PATH=$2; gmm-acc-stats-ali $A $M ark:feats/delta.ark ark:- "$3.acc" 2>"$3.acc.log"
+    (PATH=$2; gmm-acc-stats-ali $4 $M ark:feats/delta.ark ark:- "$3.acc" 2>"$3.acc.log"
      echo $? >"$3.acc.rc") 2>/dev/null
 }
-pass0 "$OURS_PATH" "$OURS_PATH" "$tmp/pass0"
+pass0 "$OURS_PATH" "$OURS_PATH" "$tmp/pass0" "$OURS_A"
 [ "$(cat "$tmp/pass0.equal.rc")" = 255 ] || fail "pass 0: align-equal-compiled exit $(cat "$tmp/pass0.equal.rc")"
 [ "$(cat "$tmp/pass0.acc.rc")" = 255 ] || fail "pass 0: gmm-acc-stats-ali exit $(cat "$tmp/pass0.acc.rc")"
 [ ! -e "$tmp/pass0.acc" ] || fail "pass 0: stats written from a short archive"
@@ -185,7 +185,7 @@ if [ -n "$KALDI_BIN" ]; then
   for combo in "kaldi kaldi" "ours kaldi"; do
     set -- $combo
     p1=$OURS_PATH; [ $1 = kaldi ] && p1=$kp
-    (. "$KALDI_BIN/../env.sh" 2>/dev/null; pass0 "$p1" "$kp" "$tmp/pass0-$1-$2")
+    (. "$KALDI_BIN/../env.sh" 2>/dev/null; pass0 "$p1" "$kp" "$tmp/pass0-$1-$2" "")
     echo "kaldi: pass 0 ($1 align-equal-compiled | Kaldi's gmm-acc-stats-ali):" \
       "exits $(cat "$tmp/pass0-$1-$2.equal.rc") | $(cat "$tmp/pass0-$1-$2.acc.rc")," \
       "stats $([ -e "$tmp/pass0-$1-$2.acc" ] && echo written || echo absent)"
