@@ -28,13 +28,6 @@ struct kio_input {
   kio_gzip *gz;    /* KIO_RX_PIPE decompressed in-process (gzip-input.c) */
 };
 
-struct kio_output {
-  FILE *f;
-  kio_wx_kind kind;
-  char *name;
-  char *buf;
-};
-
 const char *kio_printable_rx(const char *rx) {
   return (!rx || !*rx || !strcmp(rx, "-")) ? "standard input" : rx;
 }
@@ -171,7 +164,7 @@ static int input_open_raw(kio_input **out, const char *rx) {
         break;
       }
       fflush(NULL); /* the child must not inherit unflushed output */
-      in->f = popen(cmd, "r");
+      in->f = popen(cmd, "re");  /* "e": later commands do not inherit it */
       if (!in->f) {
         KIO_WARN("Failed opening pipe for reading, command is: %s, errno is %s",
                  cmd, strerror(errno));
@@ -285,82 +278,6 @@ int kio_input_close(kio_input *in) {
     fclose(in->f);
   }
   input_free(in);
-  return ret;
-}
-
-static void output_free(kio_output *out) {
-  if (!out) return;
-  free(out->name);
-  free(out->buf);
-  free(out);
-}
-
-int kio_output_open_q(kio_output **pout, const char *wx, int binary,
-                      int write_header, int quiet) {
-  *pout = NULL;
-  kio_wx_kind kind = kio_classify_wxfilename(wx);
-  if (kind == KIO_WX_INVALID) {
-    KIO_WARN("Invalid output filename format %s", kio_printable_wx(wx));
-    kio_set_error("invalid output filename format %s", kio_printable_wx(wx));
-    goto fail;
-  }
-  kio_output *out = calloc(1, sizeof *out);
-  if (!out || !(out->name = dupstr(wx ? wx : ""))) {
-    output_free(out);
-    goto fail;
-  }
-  out->kind = kind;
-  if (kind == KIO_WX_STDOUT) {
-    out->f = stdout;
-  } else if (kind == KIO_WX_PIPE) {
-    fflush(NULL);
-    out->f = popen(wx + 1, "w");
-    if (!out->f)
-      KIO_WARN("Failed opening pipe for writing, command is: %s, errno is %s",
-               wx + 1, strerror(errno));
-  } else {
-    out->f = fopen(wx, "wb");
-    if (!out->f) kio_set_error("failed to open %s: %s", wx, strerror(errno));
-  }
-  if (!out->f) {
-    output_free(out);
-    goto fail;
-  }
-  if (kind != KIO_WX_STDOUT) set_big_buffer(out->f, &out->buf, KIO_STREAM_BUF);
-  if (binary && write_header) {
-    fputc('\0', out->f);
-    fputc('B', out->f);
-  }
-  *pout = out;
-  return KIO_OK;
-fail:
-  if (!quiet) KIO_ERROR("Error opening output stream %s", kio_printable_wx(wx));
-  return KIO_ERR;
-}
-
-int kio_output_open(kio_output **out, const char *wx, int binary, int write_header) {
-  return kio_output_open_q(out, wx, binary, write_header, 0);
-}
-
-FILE *kio_output_stream(kio_output *out) { return out ? out->f : NULL; }
-const char *kio_output_name(const kio_output *out) { return out ? out->name : ""; }
-
-int kio_output_close(kio_output *out) {
-  if (!out) return KIO_OK;
-  int ret = KIO_OK;
-  if (fflush(out->f) != 0 || ferror(out->f)) ret = KIO_ERR;
-  if (out->kind == KIO_WX_PIPE) {
-    int status = pclose(out->f);
-    if (status != 0) {
-      KIO_WARN("Pipe %s had nonzero return status %d", out->name, status);
-      ret = KIO_ERR;
-    }
-  } else if (out->kind == KIO_WX_FILE) {
-    if (fclose(out->f) != 0) ret = KIO_ERR;
-  }
-  if (ret != KIO_OK)
-    kio_set_error("error closing output %s", kio_printable_wx(out->name));
-  output_free(out);
   return ret;
 }
 

@@ -2,8 +2,11 @@
  *
  * kio_input: "" or "-" (stdin), "cmd |" (popen), "file:OFFSET" (seek; the
  * same open file is reused by kio_input_reopen), plain file.
- * kio_output: "" or "-" (stdout), "| cmd" (popen), plain file.
- * Closing a pipe checks its exit status (nonzero -> WARNING + KIO_ERR). */
+ * kio_output: "" or "-" (stdout), "| cmd" (sh -c, as popen, but in a
+ * process group of its own: see base/output.c), plain file.
+ * Closing a pipe checks its exit status (nonzero -> WARNING + KIO_ERR).
+ * A write to a pipe or standard output whose reader is gone fails (EPIPE:
+ * SIGPIPE is caught once an output is open) instead of killing the process. */
 #ifndef KIO_IO_H
 #define KIO_IO_H
 
@@ -46,6 +49,25 @@ FILE *kio_output_stream(kio_output *out);
 const char *kio_output_name(const kio_output *out);
 /* Flushes and closes; KIO_ERR on write failure or failed pipe. Accepts NULL. */
 int kio_output_close(kio_output *out);
+/* Instead of closing, on an error: abandons this output as
+ * kio_outputs_abandon does (file removed, pipe's command killed, mark
+ * written) and frees it. Accepts NULL. */
+void kio_output_discard(kio_output *out);
+/* Bytes written to this output (standard output, FIFO or device: what cannot
+ * be removed or killed) when it is abandoned, to make it visibly incomplete;
+ * the table writer's mark is an archive entry cut short. KIO_ERR: no memory. */
+int kio_output_set_mark(kio_output *out, const char *mark, size_t len);
+
+/* ---- fatal errors: Kaldi's exit status 255, no output left as if complete ----
+ * Abandons every output opened through kio_output_open, open or closed:
+ * regular files are removed, output pipes' commands are killed before they
+ * see the end of their input (gzip writes no trailer), standard output and
+ * other streams get their mark (kio_output_set_mark). See base/output.c. */
+void kio_outputs_abandon(void);
+/* The end of a program after a fatal error's ERROR line: abandons the
+ * outputs, flushes stdout and stderr, exits with status 255 (no atexit
+ * handlers run). The one place where programs die of a fatal error. */
+void kio_fatal_exit(void) __attribute__((noreturn));
 
 /* Reads "\0B" if present: sets *binary. Returns KIO_ERR on a 0x00 not followed
  * by 'B'. Used by table readers for each archive object. */

@@ -608,10 +608,28 @@ int kio_ra_take(kio_ra_reader *r, const char *key, void *obj) {
 int kio_ra_close(kio_ra_reader *r) {
   if (!r) return KIO_OK;
   int ret = r->fatal ? KIO_ERR : KIO_OK;
-  /* As Kaldi: a failed pipe only warns (when closed); a read error counts. */
+  /* A read error counts; so does a failed pipe read to its end (its output
+   * may be cut short: Kaldi only warns). A pipe closed before its end may
+   * have died of SIGPIPE: not an error. Whether the caller stopped at the
+   * end is found by reading one entry further (silently: errors past what
+   * the caller asked for are not reported). */
+  if (!r->fatal && r->mode != M_SCP && kio_input_is_pipe(r->in) &&
+      (r->state == A_NO_OBJECT || r->state == A_HAVE_OBJECT)) {
+    kio_log_deferred *quiet = NULL;
+    kio_log_defer(&quiet);
+    read_next(r);
+    kio_log_defer(NULL);
+    kio_log_discard(&quiet);
+    if (r->state == A_ERROR) r->state = A_NO_OBJECT;
+  }
   ahead_stop(r);
-  kio_input_close(r->in);
+  int pipe_failed = kio_input_close(r->in) != KIO_OK;
   kio_input_close(r->data_in);
+  if (!r->fatal && r->state == A_EOF && pipe_failed && !r->spec.permissive) {
+    KIO_ERROR("Error closing RandomAccessTableReader: rspecifier is %s (input pipe "
+              "failed)", r->rspecifier);
+    ret = KIO_ERR;
+  }
   if (!r->fatal && r->state == A_ERROR) {
     if (r->spec.permissive) {
       KIO_WARN("Error state detected closing reader.  Ignoring it because you "

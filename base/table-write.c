@@ -77,6 +77,26 @@ static void writer_free(kio_writer *w) {
   free(w);
 }
 
+/* What the archive (and scp) say if the program dies of a fatal error while
+ * they go to standard output or a stream that cannot be removed: an entry
+ * cut short after its key (a '\0' not followed by 'B' where the object's
+ * binary header starts), which Kaldi's archive readers and ours reject, and
+ * an scp line without a filename. The key names the program. */
+static int set_marks(kio_writer *w) {
+  const char *prog = kio_log_program();
+  size_t n = strlen(prog) + 64;
+  char *mark = malloc(n);
+  if (!mark) return KIO_ERR;
+  int len = snprintf(mark, n, "\n%s:fatal-error:incomplete-output ", prog);
+  /* archive: the key, its space and the '\0' */
+  int rc = kio_output_set_mark(w->ark, mark, (size_t)len + 1);
+  /* scp: the key alone on its line */
+  mark[len - 1] = '\n';
+  if (rc == KIO_OK) rc = kio_output_set_mark(w->scp, mark + 1, (size_t)len - 1);
+  free(mark);
+  return rc;
+}
+
 int kio_writer_open(kio_writer **pw, const char *wspecifier, const kio_holder *h) {
   *pw = NULL;
   if (!wspecifier || !*wspecifier) return KIO_OK; /* not open: writes skipped */
@@ -107,13 +127,14 @@ int kio_writer_open(kio_writer **pw, const char *wspecifier, const kio_holder *h
       goto fail;
     }
   }
+  if (set_marks(w) != KIO_OK) goto fail;
   *pw = w;
   return KIO_OK;
 fail:
   KIO_ERROR("Failed to open table for writing with wspecifier: %s: errno is %s",
             wspecifier, strerror(errno));
-  kio_output_close(w->ark);
-  kio_output_close(w->scp);
+  kio_output_discard(w->ark);
+  kio_output_discard(w->scp);
   writer_free(w);
   return KIO_ERR;
 }
@@ -147,7 +168,8 @@ static int write_scp_entry(kio_writer *w, const char *key, const void *obj) {
     return KIO_ERR;
   }
   int ok = write_object(w, kio_output_stream(out), obj);
-  if (kio_output_close(out) != KIO_OK || ok != KIO_OK) {
+  if (ok != KIO_OK) kio_output_discard(out);
+  if (ok != KIO_OK || kio_output_close(out) != KIO_OK) {
     KIO_ERROR("Failed to write data to %s (key %s)", kio_printable_wx(wx), key);
     return KIO_ERR;
   }
@@ -191,11 +213,24 @@ int kio_writer_write(kio_writer *w, const char *key, const void *obj) {
 
 int kio_writer_close(kio_writer *w) {
   if (!w) return KIO_OK;
-  int ret = w->write_error ? KIO_ERR : KIO_OK;
-  if (kio_output_close(w->ark) != KIO_OK) ret = KIO_ERR;
-  if (kio_output_close(w->scp) != KIO_OK) ret = KIO_ERR;
+  int ret = KIO_OK;
+  if (w->write_error) {  /* not closed: a pipe's command would end its stream */
+    kio_output_discard(w->ark);
+    kio_output_discard(w->scp);
+    ret = KIO_ERR;
+  } else {
+    if (kio_output_close(w->ark) != KIO_OK) ret = KIO_ERR;
+    if (kio_output_close(w->scp) != KIO_OK) ret = KIO_ERR;
+  }
   if (ret != KIO_OK)
     KIO_ERROR("Error closing TableWriter: wspecifier is %s", w->wspecifier);
   writer_free(w);
   return ret;
+}
+
+void kio_writer_discard(kio_writer *w) {
+  if (!w) return;
+  kio_output_discard(w->ark);
+  kio_output_discard(w->scp);
+  writer_free(w);
 }

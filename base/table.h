@@ -94,6 +94,9 @@ typedef struct kio_writer kio_writer;
 int kio_writer_open(kio_writer **w, const char *wspecifier, const kio_holder *h);
 int kio_writer_write(kio_writer *w, const char *key, const void *obj);
 int kio_writer_close(kio_writer *w);
+/* Instead of closing, on an error: abandons the writer's outputs (see
+ * kio_output_discard in base/io.h) and frees it. Accepts NULL. */
+void kio_writer_discard(kio_writer *w);
 
 /* A key is valid if non-empty, printable, without whitespace. */
 int kio_is_token(const char *key);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "../base/fst.h"
+#include "../base/io.h"
 #include "../base/log.h"
 #include "../base/matrix.h"
 #include "../base/options.h"
@@ -23,35 +24,13 @@ static const char *const kUsage =
     "e.g.: \n"
     " align-equal-compiled 1.mdl 1.fsts scp:train.scp ark:equal.ali\n";
 
-/* What Kaldi's main() prints after catching a KaldiFatalError (the ERROR line
- * has already been logged where the problem was found). */
-static int fatal(void) {
-  fflush(stdout);
-  fputs("kaldi::KaldiFatalError", stderr);
-  return 255;
-}
-
-static void quiet(int level, const char *func, const char *file, int line,
-                  const char *msg, void *user) {
-  (void)level; (void)func; (void)file; (void)line; (void)msg; (void)user;
-}
-
-/* An error from a reader/writer destructor in Kaldi cannot propagate: the
- * runtime prints this and aborts (exit status 134). */
-static int terminate_134(void) {
-  fflush(stdout);
-  fputs("terminate called after throwing an instance of 'kaldi::KaldiFatalError'\n"
-        "  what():  kaldi::KaldiFatalError\n", stderr);
-  return 134;
-}
-
 int main(int argc, char **argv) {
   kio_opts *po = kio_opts_new(kUsage);
   int binary = 1;  /* registered for compatibility; the wspecifier decides */
   kio_opts_bool(po, "binary", &binary, "Write output in binary mode");
   int st = kio_opts_parse(po, argc, argv);
   if (st == KIO_OPTS_HELP) { kio_opts_free(po); return 0; }
-  if (st != KIO_OPTS_OK) { kio_opts_free(po); return fatal(); }
+  if (st != KIO_OPTS_OK) kio_fatal_exit();
   if (kio_opts_num_args(po) != 3) {
     kio_opts_print_usage(po);
     kio_opts_free(po);
@@ -122,29 +101,19 @@ int main(int argc, char **argv) {
             done, no_feat, error);
   ret = done != 0 ? 0 : 1;
 
-  /* Kaldi destroys the writer, then the feature reader, then the graph
-   * reader; the first that fails terminates the program, so whatever the
-   * others would say is not printed. */
-  int closed_ok = kio_writer_close(writer) == KIO_OK;
-  if (!closed_ok) kio_log_set_handler(quiet, NULL);
-  closed_ok = kio_ra_close(feats) == KIO_OK && closed_ok;
-  if (!closed_ok) kio_log_set_handler(quiet, NULL);
+  /* An error found when closing a table (Kaldi: in a destructor, after the
+   * writer was closed) is fatal. The readers are closed first: after a
+   * failed input the alignments are incomplete and the writer is not
+   * closed (an output pipe's command would end its stream as complete). */
+  int closed_ok = kio_ra_close(feats) == KIO_OK;
   closed_ok = kio_seq_close(graphs) == KIO_OK && closed_ok;
-  kio_log_set_handler(NULL, NULL);
+  if (!closed_ok || kio_writer_close(writer) != KIO_OK) kio_fatal_exit();
   free(ali.v);
   kio_opts_free(po);
-  return closed_ok ? ret : terminate_134();
+  return ret;
 
 fatal_exit:
-  /* Kaldi unwinds: the writer is closed, so what was written is kept, and
-   * the readers are released. The fatal error has been reported; closing
-   * early (e.g. a pipe cut short) must not add messages of its own. */
-  kio_log_set_handler(quiet, NULL);
-  kio_writer_close(writer);
-  kio_ra_close(feats);
-  kio_seq_close(graphs);
-  kio_log_set_handler(NULL, NULL);
-  free(ali.v);
-  kio_opts_free(po);
-  return fatal();
+  /* The ERROR is logged; the tables stay open (closing early, e.g. a pipe
+   * cut short, must not add messages of its own), the outputs abandoned. */
+  kio_fatal_exit();
 }

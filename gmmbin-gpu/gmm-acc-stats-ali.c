@@ -52,13 +52,8 @@ typedef struct {
   int64_t tot_t;
 } state;
 
-/* Kaldi's fatal error: the ERROR line is out; what() then exit 255. (exit,
- * not return: what main still holds stays reachable for leak checkers.) */
-static int fatal(void) {
-  fputs("kaldi::KaldiFatalError", stderr);
-  fflush(stderr);
-  exit(255);
-}
+/* Kaldi's fatal error: the ERROR line is out; outputs abandoned, exit 255. */
+static int fatal(void) { kio_fatal_exit(); }
 
 static double now_s(void) {
   struct timespec ts;
@@ -224,18 +219,14 @@ static int make_acc(gacc_acc **acc, galign_use_gpu mode, const kio_tmodel *tm,
   return gacc_new(acc, "cpu", tm, am);
 }
 
-/* Kaldi's readers are destroyed when main returns; an error they detect
- * then (read error, failed pipe) ends the program through std::terminate. */
+/* An error the readers detect when closed (read error, failed pipe) is
+ * fatal. Kaldi finds it in the destructors, after writing the stats; here
+ * it comes first, so that no stats of failed inputs are written. */
 static void close_readers(kio_ra_reader *alis, kio_seq_reader *feats) {
   int failed = 0;
   if (kio_ra_close(alis) != KIO_OK) failed = 1;
   if (kio_seq_close(feats) != KIO_OK) failed = 1;
-  if (failed) {
-    fputs("terminate called after throwing an instance of 'kaldi::KaldiFatalError'\n"
-          "  what():  kaldi::KaldiFatalError\n", stderr);
-    fflush(stderr);
-    exit(134);
-  }
+  if (failed) kio_fatal_exit();
 }
 
 int main(int argc, char *argv[]) {
@@ -342,6 +333,7 @@ int main(int argc, char *argv[]) {
              "Overall avg like per frame (Gaussian only) = %s over %lld frames.",
              kio_fmt_g(buf, avg), (long long)st.tot_t);
 
+  close_readers(alis, feats);
   gacc_stats stats;
   memset(&stats, 0, sizeof stats);
   if (gacc_get_stats(st.acc, &stats) != KIO_OK ||
@@ -349,7 +341,6 @@ int main(int argc, char *argv[]) {
     return fatal();
   KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, LINE_WRITTEN, "Written accs.");
 
-  close_readers(alis, feats);
   gacc_stats_free(&stats);
   batch_free(&bufs[0]);
   batch_free(&bufs[1]);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../base/cuda-util.h"
+#include "../base/io.h"
 #include "../base/log.h"
 #include "../base/options.h"
 #include "../gpu-acc/gpu-acc.h"
@@ -22,7 +23,6 @@
 
 #define ACC_FILE "gmm-acc-stats-ali.cc"
 
-/* Static, so that it stays reachable when a fatal error exits (leak checkers). */
 static galign_pipeline *g_pipe;
 
 /* The statistics; gmm-acc-stats-ali's totals are the accumulator's. */
@@ -34,14 +34,10 @@ typedef struct {
 } acc_ctx;
 static acc_ctx g_acc;
 
-static void fatal(void) {
-  /* a batch still on the device: let it finish before exit() tears the
-   * CUDA runtime down under the accumulator's thread */
-  if (g_acc.acc) (void)gacc_wait(g_acc.acc);
-  fputs("kaldi::KaldiFatalError", stderr);
-  fflush(stderr);
-  exit(255);
-}
+/* A fatal error (ERROR logged): the tables are left open, kio_fatal_exit
+ * abandons the outputs and exits 255 (_exit: the accumulator's thread may
+ * still have a batch on the device; nothing is torn down under it). */
+static void fatal(void) { kio_fatal_exit(); }
 
 /* The pipeline's hook: hands one batch of aligned utterances to the
  * accumulator, which takes the feature matrices (no copy on this thread)
@@ -87,15 +83,12 @@ int main(int argc, char *argv[]) {
 #define RETURN(rc) do { kio_opts_free(po); galign_pipeline_cli_free(&cli); return (rc); } while (0)
   int prc = kio_opts_parse(po, argc, argv);
   if (prc == KIO_OPTS_HELP) RETURN(0);
-  if (prc != KIO_OPTS_OK) { fputs("kaldi::KaldiFatalError", stderr); RETURN(255); }
+  if (prc != KIO_OPTS_OK) fatal();
   if (kio_opts_num_args(po) != 5) {
     kio_opts_print_usage(po);
     RETURN(1);
   }
-  if (galign_pipeline_cli_apply(&cli, &cfg) != KIO_OK) {
-    fputs("kaldi::KaldiFatalError", stderr);
-    RETURN(255);
-  }
+  if (galign_pipeline_cli_apply(&cli, &cfg) != KIO_OK) fatal();
   cfg.model_rxfilename = kio_opts_arg(po, 1);
   cfg.graphs_rspecifier = kio_opts_arg(po, 2);
   cfg.feats_rspecifier = kio_opts_arg(po, 3);
@@ -130,6 +123,10 @@ int main(int argc, char *argv[]) {
   KIO_LOG_AT(KIO_LOG_INFO, "main", ACC_FILE, 115,
              "Overall avg like per frame (Gaussian only) = %s over %lld frames.",
              kio_fmt_g(buf, frames > 0 ? like / (double)frames : -NAN), (long long)frames);
+  /* The tables before the stats: statistics of inputs that turn out to have
+   * failed (a read error or a failed pipe seen when closing) are not
+   * written; an error there is fatal. */
+  if (galign_pipeline_close(g_pipe) != KIO_OK) fatal();
   gacc_stats stats;
   memset(&stats, 0, sizeof stats);
   if (gacc_get_stats(g_acc.acc, &stats) != KIO_OK ||
@@ -139,19 +136,11 @@ int main(int argc, char *argv[]) {
   gacc_stats_free(&stats);
   galign_pipeline_counts n;
   galign_pipeline_get_counts(g_pipe, &n);
-  int close_rc = galign_pipeline_close(g_pipe);
   galign_pipeline_free(g_pipe);
   g_pipe = NULL;
   gacc_free(g_acc.acc);
   free(g_acc.utts);
   free(g_acc.mats);
-  if (close_rc != KIO_OK) {
-    /* An error found by a table's destructor: the C++ runtime terminates. */
-    fputs("terminate called after throwing an instance of 'kaldi::KaldiFatalError'\n"
-          "  what():  kaldi::KaldiFatalError\n", stderr);
-    fflush(stderr);
-    RETURN(134);
-  }
   RETURN(n.num_done != 0 ? 0 : 1);
 #undef RETURN
 }

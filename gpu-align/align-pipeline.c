@@ -692,12 +692,22 @@ int galign_pipeline_close(galign_pipeline *p) {
   if (!p || p->closed) return KIO_OK;
   p->closed = 1;
   gq_join(p);  /* the graph reader is closed below */
+  /* Readers first (Kaldi closes the writers first): after an input failed
+   * (a read error or a failed pipe seen at the end) the outputs are
+   * incomplete and are discarded, not closed, so that no output pipe's
+   * command sees the end of its input and ends its stream as complete. */
   int failed = 0;
-  if (kio_writer_close(p->per_frame) != KIO_OK) failed = 1;
-  if (kio_writer_close(p->scores) != KIO_OK) failed = 1;
-  if (kio_writer_close(p->ali) != KIO_OK) failed = 1;
   if (kio_ra_close(p->feats) != KIO_OK) failed = 1;
   if (kio_seq_close(p->graphs) != KIO_OK) failed = 1;
+  if (failed) {
+    kio_writer_discard(p->per_frame);
+    kio_writer_discard(p->scores);
+    kio_writer_discard(p->ali);
+  } else {
+    if (kio_writer_close(p->per_frame) != KIO_OK) failed = 1;
+    if (kio_writer_close(p->scores) != KIO_OK) failed = 1;
+    if (kio_writer_close(p->ali) != KIO_OK) failed = 1;
+  }
   p->per_frame = p->scores = p->ali = NULL;
   p->feats = NULL;
   p->graphs = NULL;

@@ -18,10 +18,10 @@
  *   galign_pipeline_open()   model, aligner, tables, first batch
  *   galign_pipeline_run()    all batches; hook called per batch
  *   galign_pipeline_log_summary(), galign_pipeline_close(), _free()
- * A KIO_ERR from open or run is Kaldi's fatal error: the ERROR lines are
- * printed, every thread is joined; the program prints Kaldi's
- * "kaldi::KaldiFatalError" and exits 255 without closing the tables (as
- * Kaldi does, so no pipe errors follow the fatal one). */
+ * A KIO_ERR from open, run or close is Kaldi's fatal error: the ERROR lines
+ * are printed, every thread is joined; the program calls kio_fatal_exit()
+ * (base/io.h: exit 255, outputs abandoned) without closing the tables (so
+ * no pipe errors follow the fatal one, and no output looks complete). */
 #ifndef GALIGN_PIPELINE_H
 #define GALIGN_PIPELINE_H
 
@@ -96,8 +96,8 @@ void galign_pipeline_get_counts(const galign_pipeline *p, galign_pipeline_counts
  * closing LOG lines of gmm-align-compiled. */
 void galign_pipeline_log_summary(const galign_pipeline *p);
 
-/* Closes the writers and readers in the order Kaldi's destructors run.
- * KIO_ERR when one failed (logged): Kaldi then terminates (exit 134). */
+/* Closes the readers, then the writers (discarded instead if a reader
+ * failed). KIO_ERR when one failed (logged): a fatal error. */
 int galign_pipeline_close(galign_pipeline *p);
 
 /* Frees everything (closes the tables still open). NULL is allowed. */

@@ -1,6 +1,7 @@
 #!/bin/bash
 # gmm-align-compiled --use-gpu=yes: the parity runs of align.sh against Kaldi,
-# then GPU alignments compared with the CPU ones on every fixture (identical,
+# the fatal-error cases of fatal.sh (all programs with --use-gpu=yes), then
+# GPU alignments compared with the CPU ones on every fixture (identical,
 # or >= 99.9% of frames with the difference printed).
 # Env: BIN, TOP (as align.sh). Exit 0 pass, 1 fail, 77 skip (no GPU, unless
 # KIO_REQUIRE_GPU=1).
@@ -32,6 +33,8 @@ fi
 fails=0
 mkdir -p "$tmp/cpu" "$tmp/gpu"
 USE_GPU=yes ALIGN_KEEP="$tmp/gpu" bash "$here/align.sh" || fails=$((fails + 1))
+# fatal errors on the GPU paths: exit 255, ERROR, outputs abandoned
+USE_GPU=yes bash "$here/fatal.sh" || fails=$((fails + 1))
 USE_GPU=no ALIGN_KEEP="$tmp/cpu" ALIGN_SKIP_BAD=1 bash "$here/align.sh" >"$tmp/cpu.out" ||
   { echo "FAIL: CPU parity runs failed:"; grep FAIL "$tmp/cpu.out"; fails=$((fails + 1)); }
 
