@@ -5,6 +5,8 @@
 # A suite or script exiting 77 was skipped (it prints SKIP and why).
 set -u
 mode=all
+# Check kills a test after 4 s by default: too tight on a loaded 2-core machine.
+export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60}
 case "${1:-}" in --gpu) mode=gpu; shift ;; --san) mode=san; shift ;; esac
 build=${1:-build}
 top=$(cd "$(dirname "$0")/.." && pwd)
