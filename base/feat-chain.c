@@ -294,7 +294,14 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
   }
   if (prepare_transform(s, key, w, fdim) != KIO_OK || ensure(tmp, m->rows, w->rows) != KIO_OK)
     return DIE;
-  kio_featop_transform(m->data, m->rows, fdim, s->wt, w->rows, s->woff, tmp->data);
+  if (kio_featop_gemm_exact(m->data, m->rows, fdim, w->data, w->cols, s->wt, w->rows,
+                            kio_featop_blas_threads(), tmp->data) == 0) {
+    if (s->woff)
+      for (int32_t t = 0; t < m->rows; t++)
+        for (int32_t j = 0; j < w->rows; j++) tmp->data[(size_t)t * w->rows + j] += s->woff[j];
+  } else {
+    kio_featop_transform(m->data, m->rows, fdim, s->wt, w->rows, s->woff, tmp->data);
+  }
   s->num_done++;
   if (s->logdet_type == LD_UNKNOWN)
     s->logdet_type = w->rows == fdim ? LD_LOGDET : w->rows < fdim ? LD_PSEUDO : LD_DIMINC;

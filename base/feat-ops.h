@@ -35,6 +35,14 @@ void kio_featop_splice(const float *in, int32_t frames, int32_t dim, int left, i
  * then + offset (rows) if not NULL. */
 void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,
                           int32_t rows, const float *offset, float *out);
+/* The thread count the bundle's OpenBLAS would use (KIO_FEATS_BLAS_THREADS,
+ * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS, else the CPUs). */
+int kio_featop_blas_threads(void);
+/* out = in * W^T in OpenBLAS sgemm's exact order (feat-gemm.c); W rows x k
+ * (row stride ws), wt its transpose (k x M) or NULL. -1 when the case is not
+ * modelled (more than 2 threads, k > 256): use kio_featop_transform. */
+int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w, int32_t ws,
+                          const float *wt, int32_t M, int threads, float *out);
 /* 0.5 * log det(L L^T), L = first k columns of W (row stride ws). */
 double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t k);
 

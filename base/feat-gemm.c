@@ -1,0 +1,185 @@
+/* transform-feats' matrix product in the exact float order of the bundle's
+ * OpenBLAS 0.3.21 sgemm (Zen/Haswell: sgemm_kernel_8x4_haswell_2.c), so the
+ * features are bit-identical to Kaldi's.
+ *
+ * Kaldi's row-major out(T x M) = in(T x K) * W^T is OpenBLAS's column-major
+ * C(M x T) = W(M x K) * in^T: kernel rows are output dimensions, kernel
+ * columns are frames. Each output is one of two FMA chains over k:
+ *  - SEQ: acc = fma(x_k, w_k, acc) for k = 0..K-1 from 0;
+ *  - PAIR (the kernels' two accumulator sets): for k < K & ~7, even k into A
+ *    and odd k into B; the last K % 8 into A; result B + A.
+ * then C = fma(acc, alpha = 1, 0). Which chain a (row, frame) gets depends
+ * on the kernel calls the level-3 driver makes (plan_* below) and on the
+ * kernel's tiling of each call (classify_call): 12-frame panels split into a
+ * left and a right half, 16-row tiles staggered by 8, 8-row pair tiles at
+ * the ends. The driver's calls depend on the number of threads OpenBLAS
+ * uses: 1 and 2 are modelled (KIO_FEATS_BLAS_THREADS, default: OpenBLAS's
+ * choice, see kio_featop_blas_threads). Checked against the bundle on
+ * M = 8..64 output dimensions, K = 13..92, every utterance of the recipe. */
+#include "feat-ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+enum { C_SEQ = 0, C_PAIR = 1 };
+
+static void mark(unsigned char *cls, int32_t m, int32_t r0, int32_t r1, int32_t f0, int32_t f1,
+                 unsigned char c) {
+  for (int32_t f = f0; f < f1; f++) memset(cls + (size_t)f * m + r0, c, (size_t)(r1 - r0));
+}
+
+/* One kernel call on rows [m0, m0 + mlen) and frames [n0, n0 + nlen). */
+static void classify_call(unsigned char *cls, int32_t M, int32_t m0, int32_t mlen, int32_t n0,
+                          int32_t nlen) {
+  int32_t n = n0, cnt = nlen;
+  for (; cnt >= 12; cnt -= 12, n += 12) {
+    int32_t L0 = n, L1 = n + 6, R0 = n + 6, R1 = n + 12;
+    mark(cls, M, m0, m0 + mlen, n, n + 12, C_SEQ);
+    if (mlen < 16) continue;
+    int32_t a = m0, r = mlen;
+    mark(cls, M, a, a + 8, L0, L1, C_PAIR);  /* COMPUTE_H_m8n6 */
+    for (;;) {
+      a += 8; r -= 8;                        /* COMPUTE_R_m16n6 (SEQ) */
+      if (r < 16) { mark(cls, M, a, a + 8, L0, L1, C_PAIR); break; }  /* T_m8n6(L) */
+      a += 8; r -= 8;                        /* COMPUTE_L_m16n6 (SEQ) */
+      if (r < 16) { mark(cls, M, a, a + 8, R0, R1, C_PAIR); break; }  /* T_m8n6(R) */
+    }
+  }
+  for (; cnt >= 8; cnt -= 8, n += 8) mark(cls, M, m0, m0 + mlen, n, n + 8, C_SEQ);
+  for (; cnt >= 4; cnt -= 4, n += 4) {       /* COMPUTE_m8n4: pairs */
+    mark(cls, M, m0, m0 + mlen, n, n + 4, C_SEQ);
+    mark(cls, M, m0, m0 + (mlen & ~7), n, n + 4, C_PAIR);
+  }
+  if (cnt > 0) mark(cls, M, m0, m0 + mlen, n, n + cnt, C_SEQ);
+}
+
+/* The level-3 driver's packing loop: kernel calls of min_jj frames. */
+static void jj_chunks(unsigned char *cls, int32_t M, int32_t m0, int32_t mlen, int32_t n0,
+                      int32_t n1) {
+  for (int32_t j = n0; j < n1;) {
+    int32_t w = n1 - j;
+    if (w >= 12) w = 12;  /* (level3.c has the 2 * UNROLL_N case commented out) */
+    else if (w > 4) w = 4;
+    classify_call(cls, M, m0, mlen, j, w);
+    j += w;
+  }
+}
+
+static int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+/* Classification of all (frame, row) for T frames, M rows. */
+static void classify(unsigned char *cls, int32_t T, int32_t M, int threads) {
+  if (threads <= 1) {
+    jj_chunks(cls, M, 0, M, 0, T);
+    return;
+  }
+  /* 2 threads: rows split in halves (one per thread), frames split in
+   * halves (each thread packs its own half); each half is packed in two
+   * sub-blocks (DIVIDE_RATE 2); a thread's own sub-blocks are computed in
+   * min_jj calls, the other thread's in whole sub-block calls. */
+  int32_t nw = ceil_div(T, 2);
+  int32_t mw = ceil_div(M, 2);
+  int32_t nr[3] = {0, nw < T ? nw : T, T};
+  for (int t = 0; t < 2; t++) {
+    int32_t m0 = t ? mw : 0, mlen = t ? M - mw : mw;
+    if (mlen <= 0) continue;
+    for (int p = 0; p < 2; p++) {
+      int32_t a = nr[p], b = nr[p + 1];
+      if (b <= a) continue;
+      int32_t div = ceil_div(b - a, 2);
+      for (int32_t js = a; js < b; js += div) {
+        int32_t e = js + div < b ? js + div : b;
+        if (p == t) jj_chunks(cls, M, m0, mlen, js, e);
+        else classify_call(cls, M, m0, mlen, js, e - js);
+      }
+    }
+  }
+}
+
+/* Scalar chains (x: one frame, w: row of W, K). */
+static inline float chain_seq(const float *x, const float *w, int32_t k) {
+  float acc = 0.0f;
+  for (int32_t q = 0; q < k; q++) acc = fmaf(x[q], w[q], acc);
+  return fmaf(acc, 1.0f, 0.0f);
+}
+static inline float chain_pair(const float *x, const float *w, int32_t k) {
+  float A = 0.0f, B = 0.0f;
+  int32_t k8 = k & ~7, q = 0;
+  for (; q < k8; q += 2) {
+    A = fmaf(x[q], w[q], A);
+    B = fmaf(x[q + 1], w[q + 1], B);
+  }
+  for (; q < k; q++) A = fmaf(x[q], w[q], A);
+  return fmaf(B + A, 1.0f, 0.0f);
+}
+
+#if defined(__x86_64__)
+/* 8 rows at once (wt: W^T, k x M): the same chains, lane-wise. */
+__attribute__((target("avx2,fma")))
+static void chains8(const float *x, const float *wt, int32_t M, int32_t k, int pair, float *o) {
+  __m256 A = _mm256_setzero_ps(), B = _mm256_setzero_ps();
+  int32_t q = 0;
+  if (pair) {
+    int32_t k8 = k & ~7;
+    for (; q < k8; q += 2) {
+      A = _mm256_fmadd_ps(_mm256_set1_ps(x[q]), _mm256_loadu_ps(wt + (size_t)q * M), A);
+      B = _mm256_fmadd_ps(_mm256_set1_ps(x[q + 1]), _mm256_loadu_ps(wt + (size_t)(q + 1) * M), B);
+    }
+  }
+  for (; q < k; q++)
+    A = _mm256_fmadd_ps(_mm256_set1_ps(x[q]), _mm256_loadu_ps(wt + (size_t)q * M), A);
+  if (pair) A = _mm256_add_ps(B, A);
+  _mm256_storeu_ps(o, _mm256_fmadd_ps(A, _mm256_set1_ps(1.0f), _mm256_setzero_ps()));
+}
+#endif
+
+int kio_featop_blas_threads(void) {
+  const char *e = getenv("KIO_FEATS_BLAS_THREADS");
+  if (!e || !*e) e = getenv("OPENBLAS_NUM_THREADS");
+  if (!e || !*e) e = getenv("GOTO_NUM_THREADS");
+  if (!e || !*e) e = getenv("OMP_NUM_THREADS");
+  long n = e && *e ? strtol(e, NULL, 10) : 0;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n <= 0 || n > cpus) n = cpus;
+  return n < 1 ? 1 : (int)n;
+}
+
+int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w, int32_t ws,
+                          const float *wt, int32_t M, int threads, float *out) {
+  /* interface/gemm.c: one thread up to M*N*K = 131072 (measured on the
+   * bundle), then at most one per 131072. */
+  unsigned char *cls;
+  double mnk = (double)M * T * k, unit = 65536.0 * 2;
+  if (mnk <= unit) threads = 1;
+  else if (mnk / threads < unit) threads = (int)(mnk / unit);
+  if (threads > 2 || k > 256) return -1;  /* not modelled: caller's fallback */
+  cls = malloc((size_t)T * M + 1);
+  if (!cls) return -1;
+  classify(cls, T, M, threads);
+  int simd = kio_featop_simd();
+  for (int32_t t = 0; t < T; t++) {
+    const float *x = in + (size_t)t * k;
+    const unsigned char *c = cls + (size_t)t * M;
+    float *o = out + (size_t)t * M;
+    int32_t j = 0;
+#if defined(__x86_64__)
+    if (simd && wt)
+      for (; j + 8 <= M; j += 8) {
+        if (!memchr(c + j, C_PAIR, 8)) { chains8(x, wt + j, M, k, 0, o + j); continue; }
+        if (!memchr(c + j, C_SEQ, 8)) { chains8(x, wt + j, M, k, 1, o + j); continue; }
+        for (int32_t i = j; i < j + 8; i++)
+          o[i] = c[i] == C_PAIR ? chain_pair(x, w + (size_t)i * ws, k) : chain_seq(x, w + (size_t)i * ws, k);
+      }
+#endif
+    for (; j < M; j++)
+      o[j] = c[j] == C_PAIR ? chain_pair(x, w + (size_t)j * ws, k) : chain_seq(x, w + (size_t)j * ws, k);
+  }
+  free(cls);
+  return 0;
+}
