@@ -14,7 +14,7 @@
  * left and a right half, 16-row tiles staggered by 8, 8-row pair tiles at
  * the ends. The driver's calls depend on the number of threads OpenBLAS
  * uses: 1 and 2 are modelled (KIO_FEATS_BLAS_THREADS, default: OpenBLAS's
- * choice, see kio_featop_blas_threads). Checked against the bundle on
+ * choice, see kio_featop_blas_threads); more run the 1-thread order. Checked against the bundle on
  * M = 8..64 output dimensions, K = 13..92, every utterance of the recipe. */
 #include "feat-ops.h"
 
@@ -158,7 +158,10 @@ int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w,
   double mnk = (double)M * T * k, unit = 65536.0 * 2;
   if (mnk <= unit) threads = 1;
   else if (mnk / threads < unit) threads = (int)(mnk / unit);
-  if (threads > 2 || k > 256) return -1;  /* not modelled: caller's fallback */
+  /* More threads are not modelled: the 1-thread order (Kaldi's result with
+   * OPENBLAS_NUM_THREADS=1). K > 256 would be split by the driver. */
+  if (threads > 2) threads = 1;
+  if (k > 256) return -1;
   cls = malloc((size_t)T * M + 1);
   if (!cls) return -1;
   classify(cls, T, M, threads);

@@ -219,10 +219,14 @@ void kio_featop_transform(const float *in, int32_t frames, int32_t k, const floa
       for (int32_t j = 0; j < rows; j++) out[(size_t)t * rows + j] += offset[j];
 }
 
-/* 0.5 * log det(L L^T), L = the first k columns of W (rows x ?, stride ws):
- * Cholesky in double. Kaldi computes it in float (SpMatrix LogDet); the
- * printed average (6 digits) agrees. NAN if not positive definite. */
-double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t k) {
+/* 0.5 * log det(L L^T), L = the first k columns of W (rows x ?, stride ws),
+ * as Kaldi computes it in float: TT = L L^T (ssyrk, here one FMA chain per
+ * entry), LAPACK ssptrf on the packed upper triangle (Bunch-Kaufman; 1x1
+ * pivots without interchanges, the case of well-conditioned TT; a 2x2 pivot
+ * sends us to a double Cholesky), each rank-1 update by OpenBLAS sspr
+ * (saxpy per column), then SpMatrix::LogDet's float product of the pivots
+ * and logf. Not bit-exact in every case: the printed 6 digits agree. */
+static double half_logdet_double(const float *w, int32_t rows, int32_t ws, int32_t k) {
   double *a = calloc((size_t)rows * rows, sizeof *a);
   if (!a) return NAN;
   for (int32_t i = 0; i < rows; i++)
@@ -246,5 +250,50 @@ double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t 
     }
   }
   free(a);
-  return ld; /* 0.5 * log det = sum log L_jj */
+  return ld;
+}
+
+double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t k) {
+  int32_t n = rows;
+  /* a[c][r] = TT(r, c) for r <= c (upper, column c) */
+  float *a = malloc(sizeof(float) * (size_t)n * n);
+  if (!a) return NAN;
+  for (int32_t c = 0; c < n; c++)
+    for (int32_t r = 0; r <= c; r++) {
+      float acc = 0.0f;
+      for (int32_t q = 0; q < k; q++) acc = fmaf(w[(size_t)r * ws + q], w[(size_t)c * ws + q], acc);
+      a[(size_t)c * n + r] = acc;
+    }
+  const float alpha = (float)((1.0 + sqrt(17.0)) / 8.0);
+  for (int32_t c = n - 1; c >= 0; c--) {
+    float akk = fabsf(a[(size_t)c * n + c]), colmax = 0.0f;
+    for (int32_t r = 0; r < c; r++) colmax = fmaxf(colmax, fabsf(a[(size_t)c * n + r]));
+    if (!(akk >= alpha * colmax) || akk == 0.0f) {
+      free(a);
+      return half_logdet_double(w, rows, ws, k);
+    }
+    float r1 = 1.0f / a[(size_t)c * n + c];
+    float *x = a + (size_t)c * n;  /* column c, rows 0..c-1 */
+    /* sspr: A(0..j, j) += (-r1 * x_j) * x(0..j), j = 0..c-1 */
+    for (int32_t j = 0; j < c; j++) {
+      if (x[j] == 0.0f) continue;
+      float t = -r1 * x[j];
+      float *col = a + (size_t)j * n;
+      int32_t len = j + 1, n1 = len & -16, i = 0;
+      for (; i < n1; i++) col[i] = fmaf(t, x[i], col[i]);
+      for (; i < len; i++) col[i] = col[i] + t * x[i];
+    }
+    for (int32_t r = 0; r < c; r++) x[r] = x[r] * r1;
+  }
+  float prod = 1.0f, log_prod = 0.0f;
+  for (int32_t i = 0; i < n; i++) {
+    prod *= a[(size_t)i * n + i];
+    if (i == n - 1 || fabsf(prod) < 1.0e-10f || fabsf(prod) > 1.0e+10f) {
+      if (prod < 0) prod = -prod;
+      log_prod += logf(fabsf(prod));
+      prod = 1.0f;
+    }
+  }
+  free(a);
+  return (float)(0.5 * (double)log_prod);
 }
