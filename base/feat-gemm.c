@@ -176,8 +176,10 @@ int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w,
       for (; j + 8 <= M; j += 8) {
         if (!memchr(c + j, C_PAIR, 8)) { chains8(x, wt + j, M, k, 0, o + j); continue; }
         if (!memchr(c + j, C_SEQ, 8)) { chains8(x, wt + j, M, k, 1, o + j); continue; }
-        for (int32_t i = j; i < j + 8; i++)
-          o[i] = c[i] == C_PAIR ? chain_pair(x, w + (size_t)i * ws, k) : chain_seq(x, w + (size_t)i * ws, k);
+        float sq[8], pr[8];  /* mixed: both chains, each lane takes its own */
+        chains8(x, wt + j, M, k, 0, sq);
+        chains8(x, wt + j, M, k, 1, pr);
+        for (int32_t i = 0; i < 8; i++) o[j + i] = c[j + i] == C_PAIR ? pr[i] : sq[i];
       }
 #endif
     for (; j < M; j++)

@@ -12,10 +12,13 @@
  * else runs as the real pipe. KIO_FEATS_PIPE=0 forces the real pipe
  * (KIO_FEATS_PIPE=1 is the default: in-process when recognised).
  *
- * Threads: KIO_FEATS_THREADS=N computes utterances on N worker threads
- * (output order unchanged). Default 1: recipes run --nj jobs at once, one
- * per core, and more threads per job only oversubscribe the cores.
- * KIO_NO_SIMD=1: scalar code only (same results). */
+ * Threads: one producer thread per chain (it overlaps with the reading
+ * program, as the pipe's processes did); no worker pool: recipes run --nj
+ * jobs at once, one per core, and more threads per job would only
+ * oversubscribe the cores (KIO_FEATS_THREADS is reserved for a pool).
+ * transform-feats' product follows the bundle's OpenBLAS with as many
+ * threads as it would use (KIO_FEATS_BLAS_THREADS overrides; see
+ * feat-gemm.c). KIO_NO_SIMD=1: scalar code only (same results). */
 #ifndef KIO_FEAT_H
 #define KIO_FEAT_H
 
