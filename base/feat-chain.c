@@ -14,6 +14,7 @@
 
 #include "feat-ops.h"
 #include "feat-ring.h"
+#include "io-internal.h"
 #include "io.h"
 #include "log.h"
 #include "matrix.h"
@@ -405,9 +406,13 @@ static int stage_open(stage_rt *s) {
     case KIO_FEAT_TRANSFORM: {
       const kio_holder *h = st->op == KIO_FEAT_CMVN ? &dmat_holder : &kio_matrix_holder;
       if (!st->table_is_rspec) {
-        kio_input *in;
+        kio_input *in = NULL;
         int binary;
-        if (kio_input_open(&in, st->table, &binary) != KIO_OK) return KIO_ERR;
+        if (kio_input_reopen_q(&in, st->table, &binary, 1) != KIO_OK) {
+          KIO_LOG_AT(KIO_LOG_ERROR, "Input", "kaldi-io.cc", 756, "Error opening input stream %s",
+                     st->table);
+          return KIO_ERR;
+        }
         int r = st->op == KIO_FEAT_CMVN
                     ? kio_dmatrix_read(kio_input_stream(in), binary, &s->gstats)
                     : kio_matrix_read(kio_input_stream(in), binary, &s->gtrans);
@@ -438,7 +443,8 @@ static void stage_finish(stage_rt *s) {
   if (s->dead || s->killed) return;
   switch (st->op) {
     case KIO_FEAT_CMVN:
-      LOGAT(KIO_LOG_INFO, p, "main", "apply-cmvn.cc", 162, "Applied cepstral mean %snormalization to "
+      LOGAT(KIO_LOG_INFO, p, "main", "apply-cmvn.cc", st->norm_vars ? 159 : 162,
+            "Applied cepstral mean %snormalization to "
             "%ld utterances, errors on %ld", st->norm_vars ? "and variance " : "", s->num_done, s->num_err);
       s->status = s->num_done ? 0 : 1;
       break;

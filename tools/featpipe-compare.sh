@@ -33,8 +33,9 @@ pipes=("$cmvn | add-deltas ark:- ark:-"
        "$lda"
        "$lda | transform-feats --utt2spk=ark:$d/utt2spk ark:$tmp/trans.ark ark:- ark:-")
 bad=0
+# Log lines without the version ("[5.5...]" differs between builds), sorted.
 strip() { sed 's/kaldi::KaldiFatalError//' "$1" | grep -E '^(LOG|WARNING|ERROR) \(|^(apply-cmvn|add-deltas|splice-feats|transform-feats) ' |
-          grep -v '(feat-copy\[' | sed -E 's/^([A-Z]+) \([^)]*\) /\1 /' | sort; }
+          grep -v '(feat-copy\[' | sed -E 's/\[[0-9][^]]*\]:/:/' | sort; }
 for i in "${!names[@]}"; do
   KIO_FEATS_PIPE=0 "$fc" "ark,s,cs:${pipes[$i]} |" "ark:$tmp/k.ark" 2>"$tmp/k.log"
   "$fc" "ark,s,cs:${pipes[$i]} |" "ark:$tmp/o.ark" 2>"$tmp/o.log"

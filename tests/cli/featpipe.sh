@@ -18,14 +18,15 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-# Kaldi lines as "LEVEL message" (the build-dependent part in parentheses
-# dropped), the stages' command lines verbatim, nothing else (stack traces,
-# "kaldi::KaldiFatalError", feat-copy's own lines); sorted.
+# Kaldi lines with program, function, file and line (the version in
+# brackets dropped: it is the build's), the stages' command lines verbatim,
+# nothing else (stack traces, "kaldi::KaldiFatalError", feat-copy's own
+# lines); sorted.
 norm() {
-  sed 's/kaldi::KaldiFatalError//' "$1" |
+  sed -e 's/kaldi::KaldiFatalError//' -E -e 's/^([A-Z_]+(\[[0-9]+\])? \([a-z-]+)\[[^]]*\]:/\1:/' "$1" |
   awk '/^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG\[[0-9]+\]) \(/ {
-         if (index($0, "(feat-copy[")) next
-         lvl=$1; i=index($0, ") "); print lvl " " substr($0, i + 2); next }
+         if (index($0, "(feat-copy:")) next
+         print; next }
        /^(apply-cmvn|add-deltas|splice-feats|transform-feats|select-feats|copy-feats) / {print}' |
   sort
 }
