@@ -119,8 +119,70 @@ static inline void saxpy(float *y, float a, const float *x, int32_t n) {
   for (; i < n; i++) y[i] = y[i] + a * x[i];
 }
 
+#if FEAT_X86
+/* saxpy above, 8 lanes at a time (n & -16 is a multiple of 8: no chunk
+ * mixes FMA and mul+add lanes); the last dim % 8 scalar. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void saxpy_avx2(float *y, float a, const float *x, int32_t n) {
+  int32_t n1 = n & -16, i = 0;
+  __m256 av = _mm256_set1_ps(a);
+  for (; i < n1; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(av, _mm256_loadu_ps(x + i))));
+  if (i + 4 <= n) {
+    __m128 a4 = _mm_set1_ps(a);
+    _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(y + i), _mm_mul_ps(a4, _mm_loadu_ps(x + i))));
+    i += 4;
+  }
+  for (; i < n; i++) y[i] = y[i] + a * x[i];
+}
+#endif
+
+#if FEAT_X86
+static void deltas_avx2(const float *in, int32_t frames, int32_t dim, int order,
+                        float *const *scales, const int *sdims, float *out);
+#endif
+static void kio_featop_deltas_scalar(const float *in, int32_t frames, int32_t dim, int order,
+                                     float *const *scales, const int *sdims, float *out);
+
 void kio_featop_deltas(const float *in, int32_t frames, int32_t dim, int order,
                        float *const *scales, const int *sdims, float *out) {
+#if FEAT_X86
+  if (kio_featop_simd()) {
+    deltas_avx2(in, frames, dim, order, scales, sdims, out);
+    return;
+  }
+#endif
+  kio_featop_deltas_scalar(in, frames, dim, order, scales, sdims, out);
+}
+
+#if FEAT_X86
+__attribute__((target("avx2,fma")))
+static void deltas_avx2(const float *in, int32_t frames, int32_t dim, int order,
+                        float *const *scales, const int *sdims, float *out) {
+  int32_t odim = dim * (order + 1);
+  {
+    for (int32_t t = 0; t < frames; t++) {
+      float *o = out + (size_t)t * odim;
+      memset(o, 0, sizeof(float) * (size_t)odim);
+      for (int i = 0; i <= order; i++) {
+        int maxo = (sdims[i] - 1) / 2;
+        for (int j = -maxo; j <= maxo; j++) {
+          int32_t f = t + j;
+          if (f < 0) f = 0;
+          else if (f >= frames) f = frames - 1;
+          float sc = scales[i][j + maxo];
+          if (sc != 0.0f) saxpy_avx2(o + (size_t)i * dim, sc, in + (size_t)f * dim, dim);
+        }
+      }
+    }
+  }
+}
+#endif
+
+static void kio_featop_deltas_scalar(const float *in, int32_t frames, int32_t dim, int order,
+                                     float *const *scales, const int *sdims, float *out) {
   int32_t odim = dim * (order + 1);
   for (int32_t t = 0; t < frames; t++) {
     float *o = out + (size_t)t * odim;
