@@ -139,6 +139,56 @@ static void chains8(const float *x, const float *wt, int32_t M, int32_t k, int p
 }
 #endif
 
+#if defined(__x86_64__)
+/* Both chains for 8 rows and 4 frames (x0..x3), interleaved so that the
+ * FMA latency is hidden; each output lane is still its own chain. */
+__attribute__((target("avx2,fma")))
+static void chains8x4(const float *const *x, const float *wt, int32_t M, int32_t k, int want_seq,
+                      int want_pair, float (*sq)[8], float (*pr)[8]) {
+  const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+  if (want_seq) {
+    __m256 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+    for (int32_t q = 0; q < k; q++) {
+      __m256 w = _mm256_loadu_ps(wt + (size_t)q * M);
+      a0 = _mm256_fmadd_ps(_mm256_set1_ps(x[0][q]), w, a0);
+      a1 = _mm256_fmadd_ps(_mm256_set1_ps(x[1][q]), w, a1);
+      a2 = _mm256_fmadd_ps(_mm256_set1_ps(x[2][q]), w, a2);
+      a3 = _mm256_fmadd_ps(_mm256_set1_ps(x[3][q]), w, a3);
+    }
+    _mm256_storeu_ps(sq[0], _mm256_fmadd_ps(a0, one, zero));
+    _mm256_storeu_ps(sq[1], _mm256_fmadd_ps(a1, one, zero));
+    _mm256_storeu_ps(sq[2], _mm256_fmadd_ps(a2, one, zero));
+    _mm256_storeu_ps(sq[3], _mm256_fmadd_ps(a3, one, zero));
+  }
+  if (want_pair) {
+    __m256 A0 = zero, A1 = zero, A2 = zero, A3 = zero, B0 = zero, B1 = zero, B2 = zero, B3 = zero;
+    int32_t k8 = k & ~7, q = 0;
+    for (; q < k8; q += 2) {
+      __m256 w = _mm256_loadu_ps(wt + (size_t)q * M), v = _mm256_loadu_ps(wt + (size_t)(q + 1) * M);
+      A0 = _mm256_fmadd_ps(_mm256_set1_ps(x[0][q]), w, A0);
+      A1 = _mm256_fmadd_ps(_mm256_set1_ps(x[1][q]), w, A1);
+      A2 = _mm256_fmadd_ps(_mm256_set1_ps(x[2][q]), w, A2);
+      A3 = _mm256_fmadd_ps(_mm256_set1_ps(x[3][q]), w, A3);
+      B0 = _mm256_fmadd_ps(_mm256_set1_ps(x[0][q + 1]), v, B0);
+      B1 = _mm256_fmadd_ps(_mm256_set1_ps(x[1][q + 1]), v, B1);
+      B2 = _mm256_fmadd_ps(_mm256_set1_ps(x[2][q + 1]), v, B2);
+      B3 = _mm256_fmadd_ps(_mm256_set1_ps(x[3][q + 1]), v, B3);
+    }
+    for (; q < k; q++) {
+      __m256 w = _mm256_loadu_ps(wt + (size_t)q * M);
+      A0 = _mm256_fmadd_ps(_mm256_set1_ps(x[0][q]), w, A0);
+      A1 = _mm256_fmadd_ps(_mm256_set1_ps(x[1][q]), w, A1);
+      A2 = _mm256_fmadd_ps(_mm256_set1_ps(x[2][q]), w, A2);
+      A3 = _mm256_fmadd_ps(_mm256_set1_ps(x[3][q]), w, A3);
+    }
+    _mm256_storeu_ps(pr[0], _mm256_fmadd_ps(_mm256_add_ps(B0, A0), one, zero));
+    _mm256_storeu_ps(pr[1], _mm256_fmadd_ps(_mm256_add_ps(B1, A1), one, zero));
+    _mm256_storeu_ps(pr[2], _mm256_fmadd_ps(_mm256_add_ps(B2, A2), one, zero));
+    _mm256_storeu_ps(pr[3], _mm256_fmadd_ps(_mm256_add_ps(B3, A3), one, zero));
+  }
+}
+#endif
+
 int kio_featop_blas_threads(void) {
   const char *e = getenv("KIO_FEATS_BLAS_THREADS");
   if (!e || !*e) e = getenv("OPENBLAS_NUM_THREADS");
@@ -166,7 +216,38 @@ int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w,
   if (!cls) return -1;
   classify(cls, T, M, threads);
   int simd = kio_featop_simd();
-  for (int32_t t = 0; t < T; t++) {
+  int32_t t = 0;
+#if defined(__x86_64__)
+  if (simd && wt)  /* 4 frames at a time, 8 rows at a time */
+    for (; t + 4 <= T; t += 4) {
+      const float *xs[4] = {in + (size_t)t * k, in + (size_t)(t + 1) * k, in + (size_t)(t + 2) * k,
+                            in + (size_t)(t + 3) * k};
+      int32_t j = 0;
+      for (; j + 8 <= M; j += 8) {
+        int ws_ = 0, wp = 0;
+        for (int f = 0; f < 4; f++) {
+          const unsigned char *c = cls + (size_t)(t + f) * M + j;
+          ws_ |= memchr(c, C_SEQ, 8) != NULL;
+          wp |= memchr(c, C_PAIR, 8) != NULL;
+        }
+        float sq[4][8], pr[4][8];
+        chains8x4(xs, wt + j, M, k, ws_, wp, sq, pr);
+        for (int f = 0; f < 4; f++) {
+          const unsigned char *c = cls + (size_t)(t + f) * M + j;
+          float *o = out + (size_t)(t + f) * M + j;
+          for (int i = 0; i < 8; i++) o[i] = c[i] == C_PAIR ? pr[f][i] : sq[f][i];
+        }
+      }
+      for (int f = 0; f < 4; f++) {
+        const unsigned char *c = cls + (size_t)(t + f) * M;
+        float *o = out + (size_t)(t + f) * M;
+        for (int32_t jj = j; jj < M; jj++)
+          o[jj] = c[jj] == C_PAIR ? chain_pair(xs[f], w + (size_t)jj * ws, k)
+                                  : chain_seq(xs[f], w + (size_t)jj * ws, k);
+      }
+    }
+#endif
+  for (; t < T; t++) {
     const float *x = in + (size_t)t * k;
     const unsigned char *c = cls + (size_t)t * M;
     float *o = out + (size_t)t * M;
