@@ -140,25 +140,34 @@ static void chains8(const float *x, const float *wt, int32_t M, int32_t k, int p
 #endif
 
 #if defined(__x86_64__)
-/* Both chains for 8 rows and 4 frames (x0..x3), interleaved so that the
- * FMA latency is hidden; each output lane is still its own chain. */
+/* 8 rows: the SEQ chains of 8 frames (x[0..7]) and the PAIR chains of the
+ * first 4, interleaved so that the FMA latency is hidden; each output lane
+ * is still its own chain. */
 __attribute__((target("avx2,fma")))
 static void chains8x4(const float *const *x, const float *wt, int32_t M, int32_t k, int want_seq,
                       int want_pair, float (*sq)[8], float (*pr)[8]) {
   const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
-  if (want_seq) {
-    __m256 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+  if (want_seq) {  /* 8 frames: x[4..7] are the next 4 (or repeat 0..3) */
+    __m256 a0 = zero, a1 = zero, a2 = zero, a3 = zero, a4 = zero, a5 = zero, a6 = zero, a7 = zero;
     for (int32_t q = 0; q < k; q++) {
       __m256 w = _mm256_loadu_ps(wt + (size_t)q * M);
       a0 = _mm256_fmadd_ps(_mm256_set1_ps(x[0][q]), w, a0);
       a1 = _mm256_fmadd_ps(_mm256_set1_ps(x[1][q]), w, a1);
       a2 = _mm256_fmadd_ps(_mm256_set1_ps(x[2][q]), w, a2);
       a3 = _mm256_fmadd_ps(_mm256_set1_ps(x[3][q]), w, a3);
+      a4 = _mm256_fmadd_ps(_mm256_set1_ps(x[4][q]), w, a4);
+      a5 = _mm256_fmadd_ps(_mm256_set1_ps(x[5][q]), w, a5);
+      a6 = _mm256_fmadd_ps(_mm256_set1_ps(x[6][q]), w, a6);
+      a7 = _mm256_fmadd_ps(_mm256_set1_ps(x[7][q]), w, a7);
     }
     _mm256_storeu_ps(sq[0], _mm256_fmadd_ps(a0, one, zero));
     _mm256_storeu_ps(sq[1], _mm256_fmadd_ps(a1, one, zero));
     _mm256_storeu_ps(sq[2], _mm256_fmadd_ps(a2, one, zero));
     _mm256_storeu_ps(sq[3], _mm256_fmadd_ps(a3, one, zero));
+    _mm256_storeu_ps(sq[4], _mm256_fmadd_ps(a4, one, zero));
+    _mm256_storeu_ps(sq[5], _mm256_fmadd_ps(a5, one, zero));
+    _mm256_storeu_ps(sq[6], _mm256_fmadd_ps(a6, one, zero));
+    _mm256_storeu_ps(sq[7], _mm256_fmadd_ps(a7, one, zero));
   }
   if (want_pair) {
     __m256 A0 = zero, A1 = zero, A2 = zero, A3 = zero, B0 = zero, B1 = zero, B2 = zero, B3 = zero;
@@ -219,26 +228,23 @@ int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w,
   int32_t t = 0;
 #if defined(__x86_64__)
   if (simd && wt)  /* 4 frames at a time, 8 rows at a time */
-    for (; t + 4 <= T; t += 4) {
-      const float *xs[4] = {in + (size_t)t * k, in + (size_t)(t + 1) * k, in + (size_t)(t + 2) * k,
-                            in + (size_t)(t + 3) * k};
+    for (; t + 8 <= T; t += 8) {
+      const float *xs[8];
+      for (int f = 0; f < 8; f++) xs[f] = in + (size_t)(t + f) * k;
       int32_t j = 0;
       for (; j + 8 <= M; j += 8) {
-        int ws_ = 0, wp = 0;
-        for (int f = 0; f < 4; f++) {
-          const unsigned char *c = cls + (size_t)(t + f) * M + j;
-          ws_ |= memchr(c, C_SEQ, 8) != NULL;
-          wp |= memchr(c, C_PAIR, 8) != NULL;
-        }
-        float sq[4][8], pr[4][8];
-        chains8x4(xs, wt + j, M, k, ws_, wp, sq, pr);
-        for (int f = 0; f < 4; f++) {
+        int wp[2] = {0, 0};
+        for (int f = 0; f < 8; f++) wp[f >> 2] |= memchr(cls + (size_t)(t + f) * M + j, C_PAIR, 8) != NULL;
+        float sq[8][8], pr[8][8];
+        chains8x4(xs, wt + j, M, k, 1, wp[0], sq, pr);
+        if (wp[1]) chains8x4(xs + 4, wt + j, M, k, 0, 1, sq, pr + 4);
+        for (int f = 0; f < 8; f++) {
           const unsigned char *c = cls + (size_t)(t + f) * M + j;
           float *o = out + (size_t)(t + f) * M + j;
           for (int i = 0; i < 8; i++) o[i] = c[i] == C_PAIR ? pr[f][i] : sq[f][i];
         }
       }
-      for (int f = 0; f < 4; f++) {
+      for (int f = 0; f < 8; f++) {
         const unsigned char *c = cls + (size_t)(t + f) * M;
         float *o = out + (size_t)(t + f) * M;
         for (int32_t jj = j; jj < M; jj++)
