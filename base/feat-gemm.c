@@ -39,7 +39,7 @@ static void classify_call(unsigned char *cls, int32_t M, int32_t m0, int32_t mle
                           int32_t nlen) {
   int32_t n = n0, cnt = nlen;
   for (; cnt >= 12; cnt -= 12, n += 12) {
-    int32_t L0 = n, L1 = n + 6, R0 = n + 6, R1 = n + 12;
+    int32_t L0 = n, L1 = n + 6, R1 = n + 12;  /* left [L0, L1), right [L1, R1) */
     mark(cls, M, m0, m0 + mlen, n, n + 12, C_SEQ);
     if (mlen < 16) continue;
     int32_t a = m0, r = mlen;
@@ -48,7 +48,7 @@ static void classify_call(unsigned char *cls, int32_t M, int32_t m0, int32_t mle
       a += 8; r -= 8;                        /* COMPUTE_R_m16n6 (SEQ) */
       if (r < 16) { mark(cls, M, a, a + 8, L0, L1, C_PAIR); break; }  /* T_m8n6(L) */
       a += 8; r -= 8;                        /* COMPUTE_L_m16n6 (SEQ) */
-      if (r < 16) { mark(cls, M, a, a + 8, R0, R1, C_PAIR); break; }  /* T_m8n6(R) */
+      if (r < 16) { mark(cls, M, a, a + 8, L1, R1, C_PAIR); break; }  /* T_m8n6(R) */
     }
   }
   for (; cnt >= 8; cnt -= 8, n += 8) mark(cls, M, m0, m0 + mlen, n, n + 8, C_SEQ);
