@@ -209,26 +209,29 @@ int kio_featop_blas_threads(void) {
   return n < 1 ? 1 : (int)n;
 }
 
-int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w, int32_t ws,
-                          const float *wt, int32_t M, int threads, float *out) {
+unsigned char *kio_featop_gemm_plan(int32_t T, int32_t k, int32_t M, int threads) {
   /* interface/gemm.c: one thread up to M*N*K = 131072 (measured on the
    * bundle), then at most one per 131072. */
-  unsigned char *cls;
   double mnk = (double)M * T * k, unit = 65536.0 * 2;
   if (mnk <= unit) threads = 1;
   else if (mnk / threads < unit) threads = (int)(mnk / unit);
   /* More threads are not modelled: the 1-thread order (Kaldi's result with
    * OPENBLAS_NUM_THREADS=1). K > 256 would be split by the driver. */
   if (threads > 2) threads = 1;
-  if (k > 256) return -1;
-  cls = malloc((size_t)T * M + 1);
-  if (!cls) return -1;
-  classify(cls, T, M, threads);
+  if (k > 256) return NULL;
+  unsigned char *cls = malloc((size_t)T * M + 1);
+  if (cls) classify(cls, T, M, threads);
+  return cls;
+}
+
+void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t t0, int32_t t1,
+                            int32_t k, const float *w, int32_t ws, const float *wt, int32_t M,
+                            float *out) {
   int simd = kio_featop_simd();
-  int32_t t = 0;
+  int32_t t = t0;
 #if defined(__x86_64__)
   if (simd && wt)  /* 4 frames at a time, 8 rows at a time */
-    for (; t + 8 <= T; t += 8) {
+    for (; t + 8 <= t1; t += 8) {
       const float *xs[8];
       for (int f = 0; f < 8; f++) xs[f] = in + (size_t)(t + f) * k;
       int32_t j = 0;
@@ -253,7 +256,7 @@ int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w,
       }
     }
 #endif
-  for (; t < T; t++) {
+  for (; t < t1; t++) {
     const float *x = in + (size_t)t * k;
     const unsigned char *c = cls + (size_t)t * M;
     float *o = out + (size_t)t * M;
@@ -272,6 +275,13 @@ int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w,
     for (; j < M; j++)
       o[j] = c[j] == C_PAIR ? chain_pair(x, w + (size_t)j * ws, k) : chain_seq(x, w + (size_t)j * ws, k);
   }
+}
+
+int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w, int32_t ws,
+                          const float *wt, int32_t M, int threads, float *out) {
+  unsigned char *cls = kio_featop_gemm_plan(T, k, M, threads);
+  if (!cls) return -1;
+  kio_featop_gemm_frames(cls, in, 0, T, k, w, ws, wt, M, out);
   free(cls);
   return 0;
 }

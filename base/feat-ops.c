@@ -140,30 +140,36 @@ static inline void saxpy_avx2(float *y, float a, const float *x, int32_t n) {
 #endif
 
 #if FEAT_X86
-static void deltas_avx2(const float *in, int32_t frames, int32_t dim, int order,
-                        float *const *scales, const int *sdims, float *out);
+static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
+                        int order, float *const *scales, const int *sdims, float *out);
 #endif
-static void kio_featop_deltas_scalar(const float *in, int32_t frames, int32_t dim, int order,
-                                     float *const *scales, const int *sdims, float *out);
+static void kio_featop_deltas_scalar(const float *in, int32_t frames, int32_t t0, int32_t t1,
+                                     int32_t dim, int order, float *const *scales,
+                                     const int *sdims, float *out);
 
-void kio_featop_deltas(const float *in, int32_t frames, int32_t dim, int order,
-                       float *const *scales, const int *sdims, float *out) {
+void kio_featop_deltas_range(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
+                             int order, float *const *scales, const int *sdims, float *out) {
 #if FEAT_X86
   if (kio_featop_simd()) {
-    deltas_avx2(in, frames, dim, order, scales, sdims, out);
+    deltas_avx2(in, frames, t0, t1, dim, order, scales, sdims, out);
     return;
   }
 #endif
-  kio_featop_deltas_scalar(in, frames, dim, order, scales, sdims, out);
+  kio_featop_deltas_scalar(in, frames, t0, t1, dim, order, scales, sdims, out);
+}
+
+void kio_featop_deltas(const float *in, int32_t frames, int32_t dim, int order,
+                       float *const *scales, const int *sdims, float *out) {
+  kio_featop_deltas_range(in, frames, 0, frames, dim, order, scales, sdims, out);
 }
 
 #if FEAT_X86
 __attribute__((target("avx2,fma")))
-static void deltas_avx2(const float *in, int32_t frames, int32_t dim, int order,
-                        float *const *scales, const int *sdims, float *out) {
+static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
+                        int order, float *const *scales, const int *sdims, float *out) {
   int32_t odim = dim * (order + 1);
   {
-    for (int32_t t = 0; t < frames; t++) {
+    for (int32_t t = t0; t < t1; t++) {
       float *o = out + (size_t)t * odim;
       memset(o, 0, sizeof(float) * (size_t)odim);
       for (int i = 0; i <= order; i++) {
@@ -181,10 +187,11 @@ static void deltas_avx2(const float *in, int32_t frames, int32_t dim, int order,
 }
 #endif
 
-static void kio_featop_deltas_scalar(const float *in, int32_t frames, int32_t dim, int order,
-                                     float *const *scales, const int *sdims, float *out) {
+static void kio_featop_deltas_scalar(const float *in, int32_t frames, int32_t t0, int32_t t1,
+                                     int32_t dim, int order, float *const *scales,
+                                     const int *sdims, float *out) {
   int32_t odim = dim * (order + 1);
-  for (int32_t t = 0; t < frames; t++) {
+  for (int32_t t = t0; t < t1; t++) {
     float *o = out + (size_t)t * odim;
     memset(o, 0, sizeof(float) * (size_t)odim);
     for (int i = 0; i <= order; i++) {

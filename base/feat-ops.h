@@ -25,9 +25,12 @@ void kio_featop_cmvn_apply(float *x, int32_t frames, int32_t dim, int var_norm,
 
 /* DeltaFeatures' windows: (*scales)[i] of (*dims)[i] taps, i = 0..order. */
 int kio_featop_delta_scales(int order, int window, float ***scales, int **dims);
-/* out: frames x dim*(order+1). */
+/* out: frames x dim*(order+1); kio_featop_deltas_range: output frames
+ * [t0, t1) only (all of in is read). */
 void kio_featop_deltas(const float *in, int32_t frames, int32_t dim, int order,
                        float *const *scales, const int *sdims, float *out);
+void kio_featop_deltas_range(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
+                             int order, float *const *scales, const int *sdims, float *out);
 /* out: frames x dim*(left+1+right). */
 void kio_featop_splice(const float *in, int32_t frames, int32_t dim, int left, int right,
                        float *out);
@@ -43,6 +46,13 @@ int kio_featop_blas_threads(void);
  * modelled (more than 2 threads, k > 256): use kio_featop_transform. */
 int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w, int32_t ws,
                           const float *wt, int32_t M, int threads, float *out);
+/* The same in two steps, for splitting frames over threads: the chain
+ * choice of every (frame, row) (malloc'd; NULL as -1 above), then frames
+ * [t0, t1) of out. */
+unsigned char *kio_featop_gemm_plan(int32_t T, int32_t k, int32_t M, int threads);
+void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t t0, int32_t t1,
+                            int32_t k, const float *w, int32_t ws, const float *wt, int32_t M,
+                            float *out);
 /* 0.5 * log det(L L^T), L = first k columns of W (row stride ws). */
 double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t k);
 
