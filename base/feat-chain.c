@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "feat-ops.h"
+#include "feat-pool.h"
 #include "feat-ring.h"
 #include "io-internal.h"
 #include "io.h"
@@ -78,6 +79,7 @@ typedef struct {
   int have_logdet;
   int logdet_type;
   double tot_t, tot_logdet;
+  kio_fpool *pool;            /* the chain's workers (NULL: none) */
   int32_t *sel;               /* select-feats: source column per output */
   int32_t nsel;
   int sel_ready;
@@ -205,6 +207,20 @@ static int ensure(kio_matrix *m, int32_t rows, int32_t cols) {
 
 static void swap_mat(kio_matrix *a, kio_matrix *b) { kio_matrix t = *a; *a = *b; *b = t; }
 
+struct delta_job { const float *in; int32_t frames, dim; int order; float **sc; int *sd; float *out; };
+static void delta_part(void *arg, int32_t t0, int32_t t1) {
+  struct delta_job *j = arg;
+  kio_featop_deltas_range(j->in, j->frames, t0, t1, j->dim, j->order, j->sc, j->sd, j->out);
+}
+
+struct gemm_job {
+  const unsigned char *cls; const float *in, *w, *wt; int32_t k, ws, M; float *out;
+};
+static void gemm_part(void *arg, int32_t t0, int32_t t1) {
+  struct gemm_job *j = arg;
+  kio_featop_gemm_frames(j->cls, j->in, t0, t1, j->k, j->w, j->ws, j->wt, j->M, j->out);
+}
+
 static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
   kio_feat_stage *st = s->st;
   if (m->rows == 0) {
@@ -224,7 +240,8 @@ static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tm
     m->cols = dim;
   }
   if (ensure(tmp, m->rows, dim * (st->delta_order + 1)) != KIO_OK) return DIE;
-  kio_featop_deltas(m->data, m->rows, dim, st->delta_order, s->scales, s->sdims, tmp->data);
+  struct delta_job j = {m->data, m->rows, dim, st->delta_order, s->scales, s->sdims, tmp->data};
+  kio_fpool_run(s->pool, m->rows, 8, delta_part, &j);
   swap_mat(m, tmp);
   s->num_done++;
   return PASS;
@@ -295,8 +312,11 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
   }
   if (prepare_transform(s, key, w, fdim) != KIO_OK || ensure(tmp, m->rows, w->rows) != KIO_OK)
     return DIE;
-  if (kio_featop_gemm_exact(m->data, m->rows, fdim, w->data, w->cols, s->wt, w->rows,
-                            kio_featop_blas_threads(), tmp->data) == 0) {
+  unsigned char *cls = kio_featop_gemm_plan(m->rows, fdim, w->rows, kio_featop_blas_threads());
+  if (cls) {
+    struct gemm_job j = {cls, m->data, w->data, s->wt, fdim, w->cols, w->rows, tmp->data};
+    kio_fpool_run(s->pool, m->rows, 8, gemm_part, &j);
+    free(cls);
     if (s->woff)
       for (int32_t t = 0; t < m->rows; t++)
         for (int32_t j = 0; j < w->rows; j++) tmp->data[(size_t)t * w->rows + j] += s->woff[j];
@@ -506,6 +526,8 @@ static void *chain_thread(kio_ring *ring, void *arg) {
   kio_feat *h = arg;
   int n = h->plan.nstages;
   stage_rt *rt = h->rt;
+  kio_fpool *pool = kio_fpool_new(kio_fpool_threads());
+  for (int k = 0; k < n; k++) rt[k].pool = pool;
   /* Stage k opens its tables at its start; a failure kills it at once. */
   for (int k = 0; k < n; k++)
     if (stage_open(&rt[k]) != KIO_OK) { rt[k].dead = 1; rt[k].status = 255 << 8; }
@@ -567,6 +589,7 @@ static void *chain_thread(kio_ring *ring, void *arg) {
     if (!rt[k].dead && !rt[k].killed) rt[k].status <<= 8;
   }
   kio_log_set_thread_program(NULL);
+  kio_fpool_free(pool);
   h->status = rt[n - 1].status;
   kio_matrix_free(&m);
   kio_matrix_free(&tmp);

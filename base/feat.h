@@ -13,9 +13,11 @@
  * (KIO_FEATS_PIPE=1 is the default: in-process when recognised).
  *
  * Threads: one producer thread per chain (it overlaps with the reading
- * program, as the pipe's processes did); no worker pool: recipes run --nj
- * jobs at once, one per core, and more threads per job would only
- * oversubscribe the cores (KIO_FEATS_THREADS is reserved for a pool).
+ * program, as the pipe's processes did). KIO_FEATS_THREADS=N adds N - 1
+ * workers that share each utterance's deltas and transform by frames
+ * (feat-pool.c; same results for any N). Default 1: recipes run --nj jobs
+ * at once, one per core, and more threads per job would only oversubscribe
+ * the cores; set it for a program that runs alone.
  * transform-feats' product follows the bundle's OpenBLAS with as many
  * threads as it would use (KIO_FEATS_BLAS_THREADS overrides; see
  * feat-gemm.c). KIO_NO_SIMD=1: scalar code only (same results). */

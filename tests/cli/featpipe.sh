@@ -5,7 +5,8 @@
 # give the archive Kaldi's pipeline wrote (byte for byte), the same stderr
 # lines (each stage's command line, warnings, LOG and ERROR messages; order
 # free, as the pipe's processes interleave) and the pipeline's exit status
-# (as "Pipe ... had nonzero return status" when not 0). Plus: an option we do
+# (as "Pipe ... had nonzero return status" when not 0), with 1 and 3
+# KIO_FEATS_THREADS. Plus: an option we do
 # not implement runs the real pipe (VLOG says so). Env: TOOLS (feat-copy),
 # TOP. Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -32,10 +33,13 @@ norm() {
 }
 
 n=0
+for workers in 1 3; do  # KIO_FEATS_THREADS: the results must not depend on it
+export KIO_FEATS_THREADS=$workers
 while IFS='|' read -r name threads pipe; do
   [ -z "$name" ] || [ "${name#\#}" != "$name" ] && continue
   n=$((n + 1))
   ref=featpipe/$name
+  name=$name.w$workers
   rc=$(cat "$ref.rc")
   out=$tmp/$name.ark
   KIO_FEATS_BLAS_THREADS=$threads "$prog" --verbose=1 "ark:$pipe |" "ark:$out" 2>"$tmp/$name.log"
@@ -58,7 +62,9 @@ while IFS='|' read -r name threads pipe; do
     [ $myrc -eq 255 ] || fail "$name: exit $myrc, expected 255"
   fi
 done < featpipe/cases.txt
-[ $n -ge 10 ] || fail "only $n cases read"
+done
+unset KIO_FEATS_THREADS
+[ $n -ge 20 ] || fail "only $n cases read"
 
 # The same case forced through the real pipe (KIO_FEATS_PIPE=0), and an
 # option we do not implement: both popen; without Kaldi's programs on PATH
