@@ -1,12 +1,13 @@
+# shellcheck shell=bash
 # Sourced (bash): where the shared recipe inputs are. Sets, unless already set:
-#   SHARED_DIR        the shared dir (../shared beside the repo, or /work/shared)
+#   SHARED_DIR        the shared dir (shared/ in the repo, ../shared beside it, or /work/shared)
 #   KALDI_BUNDLE_TAR  SHARED_DIR/kaldi/kaldi-bin.tar.xz  (stock Kaldi, CPU build)
 #   SYNTH_CORPUS_DIR  SHARED_DIR/recipe                  (holds unpack.sh)
 #   SYNTH_CORPUS_TAR  SYNTH_CORPUS_DIR/synth-s5.tar.xz   (the synth-s5 recipe)
 # A variable whose file does not exist is left empty; callers check.
 _re_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [ -z "${SHARED_DIR:-}" ]; then
-  for _re_d in "$_re_top/../shared" /work/shared; do
+  for _re_d in "$_re_top/shared" "$_re_top/../shared" /work/shared; do
     if [ -d "$_re_d/recipe" ] || [ -d "$_re_d/kaldi" ]; then SHARED_DIR=$(cd "$_re_d" && pwd); break; fi
   done
 fi

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced (bash) from inside an unpacked synth-s5 corpus dir (the cwd), as
 # run.sh does, or by hand before running steps/*.sh yourself:
 #   Kaldi from KALDI_BUNDLE (an unpacked kaldi-bin bundle: bin/ lib/) or

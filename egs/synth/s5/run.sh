@@ -75,7 +75,7 @@ else
     kaldi_from=$kaldi_bundle
   fi
   [ -x "$kaldi_bundle/bin/gmm-est" ] || die "$kaldi_bundle is not a Kaldi bundle (no bin/gmm-est)"
-  export KALDI_BUNDLE=$(cd "$kaldi_bundle" && pwd)
+  KALDI_BUNDLE=$(cd "$kaldi_bundle" && pwd); export KALDI_BUNDLE
 fi
 
 # ---- the corpus: WORK/synth-s5, unpacked once ----
