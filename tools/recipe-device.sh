@@ -17,7 +17,7 @@
 #
 # Getting the inputs onto a device host whose calls carry at most 64 MiB
 # (the repo's tracked files already take ~35 MB):
-#   here:    tools/recipe-device.sh pack .rc     -> .rc/part.NN (24 MB each) + .rc/sha256
+#   here:    tools/recipe-device.sh pack .rc     -> .rc/part.NN (RECIPE_PART_SIZE, default 24M) + .rc/sha256
 #   device:  tools/recipe-device.sh stash .rc    (one call per part, carry [".rc/part.NN", ".rc/sha256"];
 #            appends to /tmp/recipe-device/in, which lives while the machine stays warm)
 #   device:  tools/recipe-device.sh start [options]   (checks and unpacks the parts, then
@@ -38,7 +38,7 @@ case ${1:-} in
     strip -o "$s/in/tools/ali-compare" "$top/build/tools/ali-compare" || exit 1
     chmod +x "$s/in/gmmbin-gpu"/* "$s/in/tools"/*
     rm -rf "$2"; mkdir -p "$2"
-    tar -C "$s/in" -cf - . | split -b 24M -d - "$2/part."
+    tar -C "$s/in" -cf - . | split -b "${RECIPE_PART_SIZE:-24M}" -d - "$2/part."
     (cd "$2" && sha256sum part.* >sha256)
     rm -rf "$s"; ls -l "$2"; exit 0 ;;
   stash)
@@ -48,11 +48,14 @@ case ${1:-} in
     ls -l "$base/parts"; exit 0 ;;
   start)
     shift
+    if [ -f "$base/pid" ] && kill -0 "$(cat "$base/pid")" 2>/dev/null; then
+      echo "start: a run is in progress (pid $(cat "$base/pid")); poll it" >&2; exit 1
+    fi
     (cd "$base/parts" && sha256sum -c --quiet sha256) || { echo "start: parts missing or damaged" >&2; exit 1; }
     rm -rf "$base/in" "$base/out"; mkdir -p "$base/in" "$base/out"
     cat "$base/parts"/part.* | tar -C "$base/in" -xf - || exit 1
     setsid nohup "$0" "$@" "$base/in" "$base/out" >"$base/nohup.log" 2>&1 </dev/null &
-    echo "started (pid $!): poll with $0 poll"; sleep 2; cat "$base/out/progress.log" 2>/dev/null; exit 0 ;;
+    echo $! >"$base/pid"; echo "started (pid $!): poll with $0 poll"; sleep 2; cat "$base/out/progress.log" 2>/dev/null; exit 0 ;;
   poll)
     o=$base/out
     tail -n 30 "$o/progress.log" 2>/dev/null; tail -n 5 "$base/nohup.log" 2>/dev/null
