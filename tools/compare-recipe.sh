@@ -156,7 +156,10 @@ echo "## WER (best over LM weights and penalties, utils/best_wer.sh)"
 echo
 echo "| decode dir | Kaldi | ours |"
 echo "|---|---|---|"
-best() { cat "$1"/wer_* 2>/dev/null | awk '/%WER/ && (b == "" || $2 + 0 < b + 0) {b = $2; l = $0} END {print l}' | sed 's/ *$//'; }
+best() {  # lowest %WER over DIR/wer_*, as "%WER W [ ... ] wer_LMWT_PENALTY"
+  grep -H '%WER' "$1"/wer_* 2>/dev/null | sed 's|^.*/\(wer_[^:]*\):\(.*\)$|\2 \1|' |
+    awk '(b == "" || $2 + 0 < b + 0) {b = $2; l = $0} END {print l}' | sed 's/  */ /g'
+}
 for d in "$K"/*/decode*/; do
   [ -d "$d" ] || continue
   r=${d#"$K"/}; r=${r%/}
