@@ -288,3 +288,19 @@ int gacc_accumulate_utt_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r) 
   r->frames = f->rows;
   return KIO_OK;
 }
+
+/* ---------------- entry points for checks (tools/acc-blas-check) ---------------- */
+
+float gacc_cpu_gemv_row(float y, const float *a, const float *xv, int D, float alpha,
+                        int j, int M) {
+  int kind = gacc_kernel_kind(j, M), prof = gacc_blas_profile();
+  return use_simd() ? row_avx2(y, a, xv, D, alpha, kind, prof)
+                    : row_scalar(y, a, xv, D, alpha, kind, prof);
+}
+
+void gacc_cpu_stats_row(double *mean, double *var, double post, const double *xd,
+                        const double *x2, int D) {
+  int prof = gacc_blas_profile();
+  if (use_simd()) stats_avx2(mean, var, post, xd, x2, D, prof);
+  else stats_scalar(mean, var, post, xd, x2, D, prof);
+}
