@@ -194,7 +194,7 @@ AVX2 static float row_avx2(float y, const float *a, const float *xv, int D, floa
   return row_tail(y, a + nb_total, xv + nb_total, m3, alpha, prof);
 }
 
-AVX2 static void stats_avx2(double *mean, double *var, double gm, const double *xd,
+AVX2 static inline void stats_avx2(double *mean, double *var, double gm, const double *xd,
                             const double *x2, int D, int prof) {
   __m256d g = _mm256_set1_pd(gm);
   int D4 = D & ~3, k = prof == PROF_PLAIN ? 0 : D & ~15;
@@ -219,7 +219,79 @@ AVX2 static void stats_avx2(double *mean, double *var, double gm, const double *
   }
 }
 
+/* Components j..j+3 of a pdf (all in the 8-lane kernel, as OpenBLAS's 4x4
+ * micro-kernel takes them): the lanes of each row as in dot_k4_avx2, the
+ * four rows interleaved; the reductions ((s0+s1)+(s2+s3) per row) with two
+ * horizontal adds, which add exactly those pairs. Returns the four
+ * log-likelihoods in ll[0..3]. */
+AVX2 static inline __m128 dot4_k4_avx2(const float *a, int lda, const float *x, int n) {
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+  const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * (size_t)lda, *a3 = a + 3 * (size_t)lda;
+  int i = 0;
+  if (n & 4) {
+    __m128 xv = _mm_loadu_ps(x), z = _mm_setzero_ps();
+    c0 = _mm256_insertf128_ps(c0, _mm_fmadd_ps(_mm_loadu_ps(a0), xv, z), 0);
+    c1 = _mm256_insertf128_ps(c1, _mm_fmadd_ps(_mm_loadu_ps(a1), xv, z), 0);
+    c2 = _mm256_insertf128_ps(c2, _mm_fmadd_ps(_mm_loadu_ps(a2), xv, z), 0);
+    c3 = _mm256_insertf128_ps(c3, _mm_fmadd_ps(_mm_loadu_ps(a3), xv, z), 0);
+    i = 4;
+    n -= 4;
+  }
+  /* OpenBLAS: an 8-wide step if n & 8, then 16-wide steps of two 8-wide
+   * FMAs into the same lanes: the same as 8-wide steps in order. */
+  for (; n > 0; i += 8, n -= 8) {
+    __m256 xv = _mm256_loadu_ps(x + i);
+    c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i), xv, c0);
+    c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i), xv, c1);
+    c2 = _mm256_fmadd_ps(_mm256_loadu_ps(a2 + i), xv, c2);
+    c3 = _mm256_fmadd_ps(_mm256_loadu_ps(a3 + i), xv, c3);
+  }
+  __m128 s0 = _mm_add_ps(_mm256_castps256_ps128(c0), _mm256_extractf128_ps(c0, 1));
+  __m128 s1 = _mm_add_ps(_mm256_castps256_ps128(c1), _mm256_extractf128_ps(c1, 1));
+  __m128 s2 = _mm_add_ps(_mm256_castps256_ps128(c2), _mm256_extractf128_ps(c2, 1));
+  __m128 s3 = _mm_add_ps(_mm256_castps256_ps128(c3), _mm256_extractf128_ps(c3, 1));
+  return _mm_hadd_ps(_mm_hadd_ps(s0, s1), _mm_hadd_ps(s2, s3));
+}
+
+/* y (4 rows) + alpha * tail dot over the m3 dims after nb, as row_tail. */
+AVX2 static inline __m128 tail4_avx2(__m128 y, const float *a, int lda, const float *xt,
+                                     int m3, float alpha, int prof) {
+  if (m3 == 0) return y;
+  __m128 av[3] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
+  __m128 tv[3] = { av[0], av[0], av[0] };
+  for (int k = 0; k < m3; k++) {
+    av[k] = _mm_setr_ps(a[k], a[lda + k], a[2 * (size_t)lda + k], a[3 * (size_t)lda + k]);
+    tv[k] = _mm_set1_ps(xt[k] * alpha);
+  }
+  if (prof == PROF_SKX) {
+    if (m3 == 3)
+      return _mm_add_ps(y, _mm_fmadd_ps(av[2], tv[2],
+                                        _mm_fmadd_ps(av[0], tv[0], _mm_mul_ps(av[1], tv[1]))));
+    if (m3 == 2) return _mm_add_ps(y, _mm_fmadd_ps(av[0], tv[0], _mm_mul_ps(av[1], tv[1])));
+    return _mm_fmadd_ps(av[0], tv[0], y);
+  }
+  __m128 t = _mm_mul_ps(av[0], tv[0]);
+  for (int k = 1; k < m3; k++) t = _mm_add_ps(t, _mm_mul_ps(av[k], tv[k]));
+  return _mm_add_ps(y, t);
+}
+
+AVX2 static void loglike4_avx2(const kio_diag_gmm *g, int32_t j, const float *x,
+                               const float *x2, float *ll, int prof) {
+  int D = g->dim, m3 = D & 3, nb = D - m3;
+  const float *mi = g->means_invvars + (size_t)j * D, *iv = g->inv_vars + (size_t)j * D;
+  __m128 y = _mm_loadu_ps(g->gconsts + j);
+  if (nb > 0) y = _mm_add_ps(y, _mm_mul_ps(dot4_k4_avx2(mi, D, x, nb), _mm_set1_ps(1.0f)));
+  y = tail4_avx2(y, mi + nb, D, x + nb, m3, 1.0f, prof);
+  if (nb > 0) y = _mm_add_ps(y, _mm_mul_ps(dot4_k4_avx2(iv, D, x2, nb), _mm_set1_ps(-0.5f)));
+  y = tail4_avx2(y, iv + nb, D, x2 + nb, m3, -0.5f, prof);
+  _mm_storeu_ps(ll, y);
+}
+
 /* ---------------- one frame ---------------- */
+
+/* glibc's expf, as Kaldi calls it; below -0x1.9fe368p6 it only raises
+ * underflow (errno) and returns 0, which is what we return at once. */
+static inline float kaldi_expf(float v) { return v < -0x1.9fe368p6f ? 0.0f : expf(v); }
 
 /* Log-likelihoods, softmax (Kaldi's ApplySoftMax), returns max + log(sum);
  * ll receives the posteriors. */
@@ -227,7 +299,10 @@ static float frame_post(const kio_diag_gmm *g, const float *x, const float *x2, 
                         int prof, int simd) {
   int32_t M = g->num_comp, D = g->dim;
   if (M <= 0) return -INFINITY;
-  for (int32_t m = 0; m < M; m++) {
+  int32_t m0 = 0;
+  if (simd && D <= 4096)
+    for (; m0 + 4 <= (M & ~3); m0 += 4) loglike4_avx2(g, m0, x, x2, ll + m0, prof);
+  for (int32_t m = m0; m < M; m++) {
     int kind = gacc_kernel_kind(m, M);
     const float *mi = g->means_invvars + (size_t)m * D, *iv = g->inv_vars + (size_t)m * D;
     float y;
@@ -243,8 +318,8 @@ static float frame_post(const kio_diag_gmm *g, const float *x, const float *x2, 
   float mx = -INFINITY;
   for (int32_t m = 0; m < M; m++)
     if (ll[m] > mx) mx = ll[m];
-  float s = (ll[0] = expf(ll[0] - mx));  /* glibc's expf, as Kaldi */
-  for (int32_t m = 1; m < M; m++) s += (ll[m] = expf(ll[m] - mx));
+  float s = (ll[0] = kaldi_expf(ll[0] - mx));
+  for (int32_t m = 1; m < M; m++) s += (ll[m] = kaldi_expf(ll[m] - mx));
   float inv = (float)(1.0 / (double)s);
   for (int32_t m = 0; m < M; m++) ll[m] *= inv;
   return mx + logf(s);
