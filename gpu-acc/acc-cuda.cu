@@ -54,10 +54,13 @@ static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v;
 #define GACC_LAUNCH_CHUNKS(grid, shmem, stream, ...)                           \
   gacc_chunk_kernel<<<(grid), GACC_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
 #define GACC_LAUNCH_STATS(grid, stream, ...)                                   \
-  gacc_stats_kernel<<<(grid), GACC_THREADS, 0, (stream)>>>(__VA_ARGS__)
+  gacc_stats_kernel<<<(grid), GACC_STATS_THREADS, 0, (stream)>>>(__VA_ARGS__)
 #endif
 
 enum { GACC_THREADS = 256, GACC_MAX_CHUNK = 64, GACC_SHMEM = 44 * 1024 };
+/* stats kernel: a pdf has M * (D + 1) cells (up to ~1600 for tri models),
+ * each a serial loop over the pdf's frames: many threads per block */
+enum { GACC_STATS_THREADS = 512 };
 
 #define GACC_RING_N 4
 #define GACC_RING_BYTES ((size_t)8 << 20)
