@@ -42,8 +42,12 @@ run_mode() {
     awk -v label="$label" -v bad="$bad" '{ v[NR] = $1 }
       END { printf "%-20s jobs %3d  min %6.3f  median %6.3f  max %6.3f s%s\n",
             label, NR, v[1], v[int((NR + 1) / 2)], v[NR], (bad > 0 ? "  (" bad " failed)" : "") }'
-  cmp -s "$work/$label/1.acc" "$work/ref.acc" 2>/dev/null || { [ -f "$work/ref.acc" ] && echo "   outputs differ from the first mode's"; }
-  [ -f "$work/ref.acc" ] || cp "$work/$label/1.acc" "$work/ref.acc"
+  local same=""
+  for ref in kaldi ours-cpu; do
+    [ "$ref" != "$label" ] && [ -f "$work/$ref/1.acc" ] &&
+      if cmp -s "$work/$label/1.acc" "$work/$ref/1.acc"; then same+=" =$ref"; else same+=" !=$ref"; fi
+  done
+  [ -n "$same" ] && echo "   output:$same"
   grep -h -m1 -E 'Using GPU|GPU service not usable|on the CPU' "$work/$label/1.log" | sed 's/^/   log: /' | head -n 1
 }
 
