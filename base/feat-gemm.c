@@ -220,7 +220,11 @@ unsigned char *kio_featop_gemm_plan(int32_t T, int32_t k, int32_t M, int threads
   if (threads > 2) threads = 1;
   if (k > 256) return NULL;
   unsigned char *cls = malloc((size_t)T * M + 1);
-  if (cls) classify(cls, T, M, threads);
+  if (!cls) return NULL;
+  /* skx (SkylakeX kernels): one FMA chain per output, checked on the
+   * fixtures' LDA features; plain: not modelled (one chain too). */
+  if (kio_featop_profile() == KIO_FEATOP_HSW) classify(cls, T, M, threads);
+  else memset(cls, C_SEQ, (size_t)T * M);
   return cls;
 }
 

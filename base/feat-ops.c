@@ -28,6 +28,22 @@ int kio_featop_simd(void) {
 #endif
 }
 
+/* Which OpenBLAS build's rounding to reproduce, as gpu-acc does
+ * (KIO_BLAS_PROFILE=plain|hsw|skx, default skx on every host: our output must
+ * not depend on the machine). skx: AVX-512 hosts (the fixtures' machine, the
+ * H200 host): every BLAS loop fused, sgemm one FMA chain per output; hsw:
+ * AVX2 hosts without AVX-512 (this 2-core machine): feat-gemm.c's model,
+ * saxpy tails unfused; plain: no FMA (unverified). */
+int kio_featop_profile(void) {
+  static int cached = -1;
+  if (cached < 0) {
+    const char *e = getenv("KIO_BLAS_PROFILE");
+    cached = !e ? KIO_FEATOP_SKX : !strcmp(e, "hsw") ? KIO_FEATOP_HSW
+             : !strcmp(e, "plain") ? KIO_FEATOP_PLAIN : KIO_FEATOP_SKX;
+  }
+  return cached;
+}
+
 /* ---- apply-cmvn (transform/cmvn.cc: ApplyCmvn, ApplyCmvnReverse) ---- */
 int kio_featop_cmvn_norm(const double *stats, int32_t rows, int32_t dim, int var_norm,
                          int reverse, float *offset, float *scale,
@@ -114,7 +130,8 @@ fail:
 /* y += a * x as OpenBLAS saxpy (Haswell/Zen): the first n & -16 elements
  * by the FMA micro-kernel, the rest by a C loop compiled without FMA. */
 static inline void saxpy(float *y, float a, const float *x, int32_t n) {
-  int32_t n1 = n & -16, i = 0;
+  int prof = kio_featop_profile();
+  int32_t n1 = prof == KIO_FEATOP_SKX ? n : prof == KIO_FEATOP_HSW ? n & -16 : 0, i = 0;
   for (; i < n1; i++) y[i] = fmaf(a, x[i], y[i]);
   for (; i < n; i++) y[i] = y[i] + a * x[i];
 }
@@ -123,11 +140,15 @@ static inline void saxpy(float *y, float a, const float *x, int32_t n) {
 /* saxpy above, 8 lanes at a time (n & -16 is a multiple of 8: no chunk
  * mixes FMA and mul+add lanes); the last dim % 8 scalar. */
 __attribute__((target("avx2,fma"), always_inline))
-static inline void saxpy_avx2(float *y, float a, const float *x, int32_t n) {
-  int32_t n1 = n & -16, i = 0;
+static inline void saxpy_avx2(float *y, float a, const float *x, int32_t n, int prof) {
+  int32_t n1 = prof == KIO_FEATOP_SKX ? n : prof == KIO_FEATOP_HSW ? n & -16 : 0, i = 0;
   __m256 av = _mm256_set1_ps(a);
-  for (; i < n1; i += 8)
+  for (; i + 8 <= n1; i += 8)
     _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  if (prof == KIO_FEATOP_SKX) {  /* fused to the end */
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+    return;
+  }
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(av, _mm256_loadu_ps(x + i))));
   if (i + 4 <= n) {
@@ -168,6 +189,7 @@ __attribute__((target("avx2,fma")))
 static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
                         int order, float *const *scales, const int *sdims, float *out) {
   int32_t odim = dim * (order + 1);
+  int prof = kio_featop_profile();
   {
     for (int32_t t = t0; t < t1; t++) {
       float *o = out + (size_t)t * odim;
@@ -179,7 +201,7 @@ static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1,
           if (f < 0) f = 0;
           else if (f >= frames) f = frames - 1;
           float sc = scales[i][j + maxo];
-          if (sc != 0.0f) saxpy_avx2(o + (size_t)i * dim, sc, in + (size_t)f * dim, dim);
+          if (sc != 0.0f) saxpy_avx2(o + (size_t)i * dim, sc, in + (size_t)f * dim, dim, prof);
         }
       }
     }
@@ -348,7 +370,9 @@ double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t 
       if (x[j] == 0.0f) continue;
       float t = -r1 * x[j];
       float *col = a + (size_t)j * n;
-      int32_t len = j + 1, n1 = len & -16, i = 0;
+      int prof = kio_featop_profile();
+      int32_t len = j + 1, i = 0;
+      int32_t n1 = prof == KIO_FEATOP_SKX ? len : prof == KIO_FEATOP_HSW ? len & -16 : 0;
       for (; i < n1; i++) col[i] = fmaf(t, x[i], col[i]);
       for (; i < len; i++) col[i] = col[i] + t * x[i];
     }

@@ -9,6 +9,9 @@
 
 #define KIO_FEATOP_NAN 1
 
+/* KIO_BLAS_PROFILE (see feat-ops.c): the rounding of which OpenBLAS build. */
+enum { KIO_FEATOP_PLAIN = 0, KIO_FEATOP_HSW = 1, KIO_FEATOP_SKX = 2 };
+int kio_featop_profile(void);
 /* 1 when the AVX2+FMA code may be used (not with KIO_NO_SIMD=1). */
 int kio_featop_simd(void);
 

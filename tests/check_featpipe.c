@@ -96,6 +96,8 @@ END_TEST
 /* With fewer than 16 output rows and 8 frames or more per call, every
  * output is one plain FMA chain: the emulation must give exactly that. */
 START_TEST(gemm_small_rows_is_one_chain) {
+  setenv("KIO_BLAS_PROFILE", "hsw", 1);  /* the tiled model (forked test: cache fresh) */
+  ck_assert_int_eq(kio_featop_profile(), KIO_FEATOP_HSW);
   int32_t T = 20, K = 13, M = 5;
   float in[20 * 13], w[5 * 13], wt[13 * 5], out[20 * 5];
   for (int i = 0; i < T * K; i++) in[i] = sinf((float)i) * 3.0f;

@@ -16,6 +16,10 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 [ -n "${KALDI_BUNDLE:-}" ] && . "$KALDI_BUNDLE/env.sh"
+# Round as this host's OpenBLAS does (AVX-512: skx, else hsw), unless told.
+if [ -z "${KIO_BLAS_PROFILE:-}" ]; then
+  if grep -qw avx512f /proc/cpuinfo; then export KIO_BLAS_PROFILE=skx; else export KIO_BLAS_PROFILE=hsw; fi
+fi
 fc=$top/${BUILD:-build}/tools/feat-copy
 [ -x "$fc" ] || { echo "feat-bench: $fc not built (run make)"; exit 1; }
 command -v apply-cmvn >/dev/null || { echo "feat-bench: Kaldi's apply-cmvn not on PATH (set KALDI_BUNDLE)"; exit 1; }

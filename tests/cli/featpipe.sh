@@ -32,6 +32,10 @@ norm() {
   sort
 }
 
+# The references were made here, on an AVX2 host (OpenBLAS Haswell/Zen
+# kernels): our hsw profile. The skx profile (our default) is checked below
+# against the fixtures' features (made on an AVX-512 host).
+export KIO_BLAS_PROFILE=hsw
 n=0
 for workers in 1 3; do  # KIO_FEATS_THREADS: the results must not depend on it
 export KIO_FEATS_THREADS=$workers
@@ -65,6 +69,23 @@ done < featpipe/cases.txt
 done
 unset KIO_FEATS_THREADS
 [ $n -ge 20 ] || fail "only $n cases read"
+
+# skx (default profile): the fixtures' deltas and LDA+MLLT features from
+# their CMVN'd 13 dims (delta.ark's first 13 columns), byte for byte.
+unset KIO_BLAS_PROFILE
+for c in "delta|feats/delta.ark|add-deltas ark:- ark:-" \
+         "lda|feats/lda.ark|splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:-"; do
+  IFS='|' read -r name ref rest <<<"$c"
+  for workers in 1 2; do
+    KIO_FEATS_THREADS=$workers "$prog" "ark:select-feats 0-12 ark:feats/delta.ark ark:- | $rest |" \
+      "ark:$tmp/skx-$name.ark" 2>"$tmp/skx-$name.log" || fail "skx-$name: exit $?"
+    cmp -s "$ref" "$tmp/skx-$name.ark" || fail "skx-$name (workers $workers): differs from $ref"
+  done
+done
+KIO_BLAS_PROFILE=hsw "$prog" "ark:select-feats 0-12 ark:feats/delta.ark ark:- | add-deltas ark:- ark:- |" \
+  "ark:$tmp/hsw-delta.ark" 2>/dev/null
+cmp -s feats/delta.ark "$tmp/hsw-delta.ark" && fail "hsw profile gave the skx host's deltas (profiles not applied?)"
+export KIO_BLAS_PROFILE=hsw
 
 # The same case forced through the real pipe (KIO_FEATS_PIPE=0), and an
 # option we do not implement: both popen; without Kaldi's programs on PATH
