@@ -18,9 +18,11 @@
  * (feat-pool.c; same results for any N). Default 1: recipes run --nj jobs
  * at once, one per core, and more threads per job would only oversubscribe
  * the cores; set it for a program that runs alone.
- * transform-feats' product follows the bundle's OpenBLAS with as many
- * threads as it would use (KIO_FEATS_BLAS_THREADS overrides; see
- * feat-gemm.c). KIO_NO_SIMD=1: scalar code only (same results). */
+ * Rounding: KIO_BLAS_PROFILE=skx (default: an AVX-512 host's OpenBLAS, as
+ * gpu-acc) or hsw (an AVX2 host's: transform-feats' product follows the
+ * Zen/Haswell sgemm tiling with as many threads as OpenBLAS would use,
+ * KIO_FEATS_BLAS_THREADS overrides; see feat-gemm.c). KIO_NO_SIMD=1: scalar
+ * code only (same results). */
 #ifndef KIO_FEAT_H
 #define KIO_FEAT_H
 
