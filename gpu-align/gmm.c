@@ -153,10 +153,10 @@ static inline GALIGN_AI GALIGN_FMA_TARGET float comp_loglike_avx(const galign_gm
   float y = g->gconst[m];
   if (nb > 0)
     y = y + (kern == 4 ? k4x4_dot_avx(mi, x, nb) : sse_dot_avx(mi, x, nb, kern == 1)) * 1.0f;
-  if (m3) y = y + galign_tail_dot(mi + nb, x + nb, m3, 1.0f);
+  if (m3) y = galign_tail_add_v(y, mi + nb, x + nb, m3, 1.0f);
   if (nb > 0)
     y = y + (kern == 4 ? k4x4_dot_avx(iv, x2, nb) : sse_dot_avx(iv, x2, nb, kern == 1)) * -0.5f;
-  if (m3) y = y + galign_tail_dot(iv + nb, x2 + nb, m3, -0.5f);
+  if (m3) y = galign_tail_add_v(y, iv + nb, x2 + nb, m3, -0.5f);
   return y;
 }
 
@@ -221,9 +221,9 @@ GALIGN_FMA_TARGET static void comps_fma(const galign_gmm *g, int32_t m0, int32_t
       k4x4_block_avx(iv, D, x2, nb, d2);
       for (int r = 0; r < 4; r++) {
         float y = g->gconst[m + r] + d1[r] * 1.0f;
-        if (m3) y = y + galign_tail_dot(mi + (size_t)r * D + nb, x + nb, m3, 1.0f);
+        if (m3) y = galign_tail_add_v(y, mi + (size_t)r * D + nb, x + nb, m3, 1.0f);
         y = y + d2[r] * -0.5f;
-        if (m3) y = y + galign_tail_dot(iv + (size_t)r * D + nb, x2 + nb, m3, -0.5f);
+        if (m3) y = galign_tail_add_v(y, iv + (size_t)r * D + nb, x2 + nb, m3, -0.5f);
         out[i + r] = y;
       }
     }

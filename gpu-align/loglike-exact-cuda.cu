@@ -117,17 +117,17 @@ __device__ static __forceinline__ void galign_group_ll(const float4 *__restrict_
 #pragma unroll
         for (int c = 0; c < 4; c++) y->v[f][c] = y->v[f][c] + d.v[f][c] * alpha;
     }
-    if (m3) { /* galign_tail_dot */
+    if (m3) { /* galign_tail_add */
 #pragma unroll
       for (int f = 0; f < GALIGN_LL_FPL; f++)
 #pragma unroll
         for (int c = 0; c < 4; c++) {
           const float *ac = (const float *)(a + nb) + c;
           const float *xf = xx + (size_t)nb * GALIGN_LL_TILE + f;
-          float t = ac[0] * (xf[0] * alpha);
-          for (int32_t k = 1; k < m3; k++)
-            t = fmaf(ac[4 * k], xf[(size_t)k * GALIGN_LL_TILE] * alpha, t);
-          y->v[f][c] = y->v[f][c] + t;
+          y->v[f][c] = galign_tail_add(y->v[f][c], m3, alpha, ac[0], m3 > 1 ? ac[4] : 0.0f,
+                                       m3 > 2 ? ac[8] : 0.0f, xf[0],
+                                       m3 > 1 ? xf[GALIGN_LL_TILE] : 0.0f,
+                                       m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f);
         }
     }
   }
@@ -199,10 +199,10 @@ __device__ static __forceinline__ void galign_tail_ll(const galign_gmm &g, int32
 #pragma unroll
       for (int f = 0; f < GALIGN_LL_FPL; f++) {
         const float *xf = xx + (size_t)nb * GALIGN_LL_TILE + f;
-        float t = a[nb] * (xf[0] * alpha);
-        for (int32_t k = 1; k < m3; k++)
-          t = fmaf(a[nb + k], xf[(size_t)k * GALIGN_LL_TILE] * alpha, t);
-        y[f] = y[f] + t;
+        y[f] = galign_tail_add(y[f], m3, alpha, a[nb], m3 > 1 ? a[nb + 1] : 0.0f,
+                               m3 > 2 ? a[nb + 2] : 0.0f, xf[0],
+                               m3 > 1 ? xf[GALIGN_LL_TILE] : 0.0f,
+                               m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f);
       }
     }
   }
