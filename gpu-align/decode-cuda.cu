@@ -99,6 +99,7 @@ __global__ void __launch_bounds__(32, 1) galign_k_decode(galign_cu_dec_args a) {
   g.arcs = a.arcs + d.arc_off;
   g.final = a.final + d.st_off;
   g.arc_pdf = a.arc_pdf + d.arc_off;
+  g.topo_pos = g.band_lo = g.band_hi = NULL;
   galign_core_ws w;
   galign_d_carve(&w, a.ws + d.ws_off, d.num_states, d.tok_cap, d.stack_cap);
   galign_core_ws_reset(&w);

@@ -38,6 +38,13 @@ typedef struct {
   int32_t num_pdfs_used;
   int32_t *pdfs_used;   /* compact index -> pdf id (sorted ascending) */
   int32_t *arc_pdf;     /* per arc: compact pdf index, -1 for ilabel 0 */
+  /* Margin band around a prior alignment (align-margin.h); band_T = 0: none
+   * (galign_graph_prepare clears it). Otherwise for an utterance of band_T
+   * frames: after k frames (k = 0..band_T) only states s with band_lo[k] <=
+   * topo_pos[s] <= band_hi[k] may hold tokens. */
+  int32_t band_T;
+  int32_t *topo_pos;    /* fst.num_states: place in a topological order */
+  int32_t *band_lo, *band_hi;  /* band_T + 1 each */
 } galign_graph;
 
 /* Returns KIO_ERR after logging "AddTransitionProbs: invalid symbol L on graph
@@ -62,6 +69,8 @@ void galign_gmm_free(galign_gmm *g);
 typedef struct {
   int ok;             /* 1: aligned; 0: "Did not successfully decode" */
   int retried;        /* 1 if the retry beam was used */
+  int band_failed;    /* 1: the margin band was given up (no final state in
+                         it), the result is the full search's */
   int32_t num_frames; /* feature rows */
   int32_t *ali;       /* num_frames transition-ids when ok */
   float like;         /* -(graph+acoustic cost) / acoustic_scale */

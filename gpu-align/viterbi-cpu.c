@@ -142,6 +142,7 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
                          galign_result *r, char *err, size_t errlen) {
   const int32_t T = feats->rows;
   r->ok = 0;
+  r->band_failed = 0;
   r->retried = 0;
   r->num_frames = T;
   r->like = r->score = 0.0f;
@@ -152,8 +153,12 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
   }
   const kio_fst *f = &g->fst;
   if (f->num_states <= 0 || f->start < 0 || T <= 0) return KIO_OK;
+  /* The margin band, when the graph has one for this length (align-margin.h). */
+  int banded = g->band_T == T && g->band_lo && g->band_hi && g->topo_pos;
   galign_core_graph cg = { f->num_states, f->start, g->num_pdfs_used, f->arc_start, f->arcs,
-                           f->final, g->arc_pdf };
+                           f->final, g->arc_pdf, banded ? g->topo_pos : NULL,
+                           banded ? g->band_lo : NULL, banded ? g->band_hi : NULL };
+  r->band_failed = 0;
   const int32_t U = g->num_pdfs_used;
   if (U == 0 || !g->arc_pdf) {
     /* No likelihoods to look up: only a graph without emitting arcs (which
@@ -204,6 +209,14 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
     double tf = now();
     w->t_vit += tf - tp - (w->t_ll - ll0);
     if (st < 0) return KIO_ERR;
+    if (st == GALIGN_CORE_OK && banded && !galign_core_reached_final(c, &cg)) {
+      /* No final state inside the band: the full search decides. */
+      galign_core_clear_list(c);
+      banded = 0;
+      cg.topo_pos = cg.band_lo = cg.band_hi = NULL;
+      r->band_failed = 1;
+      continue;
+    }
     if (st == GALIGN_CORE_EPSLOOP) {
       snprintf(err, errlen, "Decoding does not terminate: the graph has a cycle of "
                "input-epsilon arcs with negative total cost");
