@@ -349,6 +349,30 @@ GALIGN_HD static inline int galign_core_emit(galign_core_ws *w, const galign_cor
   return galign_core_nonemitting(w, g, next_cut);
 }
 
+/* Frees the tokens that no token of the current list leads back to (Kaldi's
+ * FasterDecoder frees them by reference counts as it goes; here a mark and
+ * compact between frames, so memory follows the tokens alive, not T).
+ * Survivors keep their order (a token's prev is always older), so nothing
+ * the decoder decides changes. map: n_tok int32 of scratch. Call between
+ * frames (after galign_core_begin or _emit). Returns the tokens kept. */
+GALIGN_HD static inline int32_t galign_core_gc(galign_core_ws *w, int32_t *map) {
+  galign_elem *p = w->pool[w->cur];
+  for (int32_t i = 0; i < w->n_tok; i++) map[i] = 0;
+  for (int32_t e = w->head; e >= 0; e = p[e].next)
+    for (int32_t t = p[e].tok; t >= 0 && !map[t]; t = w->tok[t].prev) map[t] = 1;
+  int32_t n = 0;
+  for (int32_t i = 0; i < w->n_tok; i++) map[i] = map[i] ? n++ : -1;
+  for (int32_t i = 0; i < w->n_tok; i++) {
+    if (map[i] < 0) continue;
+    galign_tok t = w->tok[i];
+    if (t.prev >= 0) t.prev = map[t.prev];
+    w->tok[map[i]] = t;
+  }
+  for (int32_t e = w->head; e >= 0; e = p[e].next) p[e].tok = map[p[e].tok];
+  w->n_tok = n;
+  return n;
+}
+
 /* ReachedFinal. */
 GALIGN_HD static inline int galign_core_reached_final(const galign_core_ws *w,
                                                       const galign_core_graph *g) {
