@@ -80,6 +80,15 @@ galign_band_status galign_band_build(galign_graph *g, const int32_t *prior, int3
   galign_band_status st = GALIGN_BAND_OK;
   if (!pos || !lo || !hi || !work) { st = GALIGN_BAND_NOMEM; goto done; }
   if (topo_order(f, pos, work) != 0) { st = GALIGN_BAND_NOMEM; goto done; }
+  /* A final state in the start's component (a loop back to the start):
+   * every state of the loop shares one place, a band would be the whole
+   * graph. (Careful alignment's graph has no such loop: G, a final state,
+   * a copy of G.) */
+  for (int32_t s = 0; s < N; s++)
+    if (s != f->start && f->final[s] != INFINITY && pos[s] == pos[f->start]) {
+      st = GALIGN_BAND_CYCLIC;
+      goto done;
+    }
   for (int32_t s = 0; s < N; s++) stamp[s] = -1;
   int32_t ncur = 0;
   cur[ncur++] = f->start;
@@ -309,7 +318,7 @@ void galign_margin_count(galign_margin_counts *c, galign_band_status st, int ban
 void galign_margin_log(int32_t margin, const galign_margin_counts *c) {
   static const char *const why[GALIGN_BAND_NUM] = {
       "", "no prior", "prior of another length", "prior not a path of the graph",
-      "graph with cycles", "out of memory", "no final state in the band"};
+      "a cycle through the start state", "out of memory", "no final state in the band"};
   int64_t nf = 0;
   for (int i = 1; i < GALIGN_BAND_NUM; i++) nf += c->fallback[i];
   char buf[512] = "";

@@ -16,7 +16,6 @@
  * An utterance whose prior does not fit (none, another length, not a path
  * of the graph) is aligned by
  * the full search; so is one whose banded search reaches no final state.
- * (GALIGN_BAND_CYCLIC is kept for the counts' layout; it no longer occurs.)
  * The programs count both and log the counts at the end. */
 #ifndef GALIGN_ALIGN_MARGIN_H
 #define GALIGN_ALIGN_MARGIN_H
@@ -34,7 +33,8 @@ typedef enum {
   GALIGN_BAND_NO_PRIOR,      /* no prior alignment for the utterance */
   GALIGN_BAND_LENGTH,        /* prior length != number of frames */
   GALIGN_BAND_NOT_IN_GRAPH,  /* the prior is not a path of the graph */
-  GALIGN_BAND_CYCLIC,        /* the graph has cycles besides self-loops */
+  GALIGN_BAND_CYCLIC,        /* a final state in the start's strongly connected
+                                component (a loop back to the start): no band */
   GALIGN_BAND_NOMEM,
   GALIGN_BAND_FAILED,        /* no final state inside the band (decoder) */
   GALIGN_BAND_NUM

@@ -88,6 +88,14 @@ START_TEST(test_band_fallbacks) {
   const int32_t eps[2] = {1, 5};  /* through the epsilon arc 1 -> 4 */
   ck_assert_int_eq(galign_band_build(&g, eps, 2, 2, 0), GALIGN_BAND_OK);
   galign_graph_free(&g);
+  /* A loop from the final state back to the start (careful alignment). */
+  tarc loop[9];
+  memcpy(loop, CYC, sizeof CYC);
+  loop[8] = (tarc){4, 0, 0, 0};
+  build(&g, 5, loop, 9, 4);
+  ck_assert_int_eq(galign_band_build(&g, prior, 8, 8, 64), GALIGN_BAND_CYCLIC);
+  ck_assert_int_eq(g.band_T, 0);
+  galign_graph_free(&g);
 }
 END_TEST
 

@@ -49,6 +49,27 @@ gmm-align-compiled $opts --prior-alignments=ark:kaldi/mono/ali.ark --margin=0 \
 p=$(pct ark:kaldi/mono/ali.ark "ark:$tmp/m0.ark")
 [ "$p" = 100.0000 ] || fail "margin 0: output is not the prior ($p%)"
 
+# Utterances of 12-16 s (margin/med: 4 fixture utterances each, Kaldi's
+# graphs, prior and full-search reference with the new model).
+gmm-align-compiled $opts --prior-alignments=ark:margin/med/prior.ali --margin=64 \
+  kaldi/mono/est.mdl "ark:gunzip -c margin/med/mono.fsts.gz|" ark:margin/med/feats.ark \
+  "ark:$tmp/med.ark" 2>"$tmp/med.log" || fail "med: exit $?"
+p=$(pct ark:margin/med/est.ali "ark:$tmp/med.ark")
+echo "margin 64, utterances of 12-16 s, vs Kaldi's full search: $p% of frames"
+awk -v p="$p" 'BEGIN {exit !(p + 0 >= 99.9)}' || fail "med: $p% < 99.9%"
+grep -q 'Margin 64: 10 of 10' "$tmp/med.log" || fail "med: $(margin_line "$tmp/med.log")"
+
+# Careful alignment (the graph followed by a final state and a copy of
+# itself): banded like any other; the same alignments as its full search.
+gmm-align-compiled $opts --careful=true --prior-alignments=ark:kaldi/mono/ali.ark \
+  kaldi/mono/est.mdl "$g" ark:feats/delta.ark "ark:$tmp/careful.ark" 2>"$tmp/careful.log" ||
+  fail "careful: exit $?"
+grep -q 'Margin 64: 40 of 40' "$tmp/careful.log" || fail "careful: $(margin_line "$tmp/careful.log")"
+gmm-align-compiled $opts --careful=true kaldi/mono/est.mdl "$g" ark:feats/delta.ark \
+  "ark:$tmp/careful-full.ark" 2>/dev/null || fail "careful full: exit $?"
+p=$(pct "ark:$tmp/careful-full.ark" "ark:$tmp/careful.ark")
+awk -v p="$p" 'BEGIN {exit !(p + 0 >= 99.9)}' || fail "careful: $p% of the full search's frames"
+
 # Fallbacks: 3 priors dropped, 2 cut short, 1 from tri1 (not in the graph).
 "$TOOLS/replicate-archive" --print-args=false --type=ali ark:kaldi/mono/ali.ark ark,t:- 2>/dev/null |
   sed 's/^r000-//' >"$tmp/prior.txt"
