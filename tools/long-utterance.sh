@@ -42,4 +42,5 @@ compile-train-graphs --print-args=false --read-disambig-syms=models/disambig.int
   --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40 "models/$model/final.mdl" \
   "ark:gunzip -c $out/graph.fsts.gz|" "ark:$out/feats.ark" "ark,t:$out/kaldi.ali" 2>"$out/kaldi.log"
 echo "frames $(awk '{print NF - 1}' "$out/kaldi.ali")" >"$out/info"
+echo "model $model" >>"$out/info"
 cat "$out/info" "$out/kaldi.time"
