@@ -48,6 +48,7 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   c->dgmm.dim = g->dim;
   c->dgmm.num_pdfs = g->num_pdfs;
   c->dgmm.num_gauss = g->num_gauss;
+  c->dgmm.blas_hsw = g->blas_hsw;
   c->dgmm.pdf_offset = c->d_pdf_offset;
   KIO_CUDA_TRY(cudaMalloc(&c->dgmm.gconst, sizeof(float) * ng));
   KIO_CUDA_TRY(cudaMalloc(&c->dgmm.means_invvars, sizeof(float) * nd));

@@ -95,7 +95,7 @@ __device__ static __forceinline__ void galign_dot44(const float4 *__restrict__ a
 /* The 4x4 kernel's loglikes of one group (galign_comp_loglike, kern 4). */
 __device__ static __forceinline__ void galign_group_ll(const float4 *__restrict__ grp, const float *xs,
                                               const float *x2s, int32_t D, int lane,
-                                              galign_tile16 *y) {
+                                              galign_tile16 *y, int hsw) {
   const int32_t nb = GALIGN_NB(D), m3 = D - nb;
   const float4 g4 = grp[0];
   const float gc[4] = {g4.x, g4.y, g4.z, g4.w};
@@ -127,7 +127,7 @@ __device__ static __forceinline__ void galign_group_ll(const float4 *__restrict_
           y->v[f][c] = galign_tail_add(y->v[f][c], m3, alpha, ac[0], m3 > 1 ? ac[4] : 0.0f,
                                        m3 > 2 ? ac[8] : 0.0f, xf[0],
                                        m3 > 1 ? xf[GALIGN_LL_TILE] : 0.0f,
-                                       m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f);
+                                       m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f, hsw);
         }
     }
   }
@@ -202,7 +202,7 @@ __device__ static __forceinline__ void galign_tail_ll(const galign_gmm &g, int32
         y[f] = galign_tail_add(y[f], m3, alpha, a[nb], m3 > 1 ? a[nb + 1] : 0.0f,
                                m3 > 2 ? a[nb + 2] : 0.0f, xf[0],
                                m3 > 1 ? xf[GALIGN_LL_TILE] : 0.0f,
-                               m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f);
+                               m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f, g.blas_hsw);
       }
     }
   }
@@ -256,7 +256,7 @@ galign_k_ll_exact(galign_gmm g, const float4 *__restrict__ groups,
     const float4 *grp = groups + (size_t)grp_start[p] * (1 + 2 * (size_t)D);
     for (int32_t i = 0; i < n4; i += 4, grp += 1 + 2 * D) {
       galign_tile16 y;
-      galign_group_ll(grp, xs, x2s, D, lane, &y);
+      galign_group_ll(grp, xs, x2s, D, lane, &y, g.blas_hsw);
 #pragma unroll
       for (int c = 0; c < 4; c++) {
         s[i + c] = make_float4(y.v[0][c], y.v[1][c], y.v[2][c], y.v[3][c]);

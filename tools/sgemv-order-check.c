@@ -8,7 +8,8 @@
  * tool dlopen()s a libopenblas, runs it on random models and frames for
  * dims 1..80 and 1..9 components, and compares bit for bit with
  *   "ours":    gmm-core.h (what the aligner uses),
- *   "haswell": the same kernels with the Haswell/Zen build's tail (no FMA).
+ *   "haswell": the same with the Haswell/Zen build's tail (no FMA), as
+ *              KIO_BLAS_PROFILE=hsw makes the aligner add it.
  * Prints the core OpenBLAS chose and one line per order:
  *   order ours mismatches N of M
  *   order haswell mismatches N of M
@@ -27,14 +28,6 @@ typedef void (*sgemv_fn)(int order, int trans, int m, int n, float alpha, const 
                          int lda, const float *x, int incx, float beta, float *y, int incy);
 typedef char *(*corename_fn)(void);
 
-/* The Haswell/Zen tail: y + ((a0*xt0 + a1*xt1) + a2*xt2), no contraction
- * (this file is compiled with -ffp-contract=off). */
-static float tail_haswell(float y, const float *a, const float *x, int32_t m3, float alpha) {
-  float t = a[0] * (x[0] * alpha);
-  for (int32_t k = 1; k < m3; k++) t = t + a[k] * (x[k] * alpha);
-  return y + t;
-}
-
 static float loglike(const float *mi, const float *iv, float gconst, const float *x,
                      const float *x2, int32_t D, int kern, int haswell) {
   const int32_t nb = GALIGN_NB(D), m3 = D - nb;
@@ -44,8 +37,7 @@ static float loglike(const float *mi, const float *iv, float gconst, const float
     const float alpha = pass ? -0.5f : 1.0f;
     if (nb > 0)
       y = y + (kern == 4 ? galign_k4x4_dot(a, xx, nb) : galign_sse_dot(a, xx, nb, kern == 1)) * alpha;
-    if (m3) y = haswell ? tail_haswell(y, a + nb, xx + nb, m3, alpha)
-                        : galign_tail_add_v(y, a + nb, xx + nb, m3, alpha);
+    if (m3) y = galign_tail_add_v(y, a + nb, xx + nb, m3, alpha, haswell);
   }
   return y;
 }
