@@ -25,6 +25,7 @@
 #            runs `INPUT_DIR=/tmp/recipe-device/in, OUT_DIR=/tmp/recipe-device/out` under
 #            setsid nohup and returns at once)
 #   device:  tools/recipe-device.sh poll         (prints progress; copies OUT_DIR's files to $OUT)
+#   device:  tools/recipe-device.sh models       (both sides' tri2/tri3 models into $OUT, in parts)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 base=/tmp/recipe-device
@@ -57,6 +58,16 @@ case ${1:-} in
     cat "$base/parts"/part.* | tar -C "$base/in" -xf - || exit 1
     setsid nohup "$0" "$@" "$base/in" "$base/out" >"$base/nohup.log" 2>&1 </dev/null &
     echo $! >"$base/pid"; echo "started (pid $!): poll with $0 poll"; sleep 2; cat "$base/out/progress.log" 2>/dev/null; exit 0 ;;
+  models)
+    # The trained tri2/tri3 models of both sides (what decoding needs), into
+    # $OUT as models.part.NN of at most 15 MB (a device call returns files of
+    # at most 16 MiB): decode them elsewhere with run.sh --stage 8.
+    c=$base/work/synth-s5
+    [ -n "${OUT:-}" ] && [ -d "$c" ] || { echo "models: no \$OUT or no $c" >&2; exit 1; }
+    (cd "$c" && find exp_kaldi exp_ours -maxdepth 2 \( -path '*/tri2/*' -o -path '*/tri3/*' \) -type f \
+       \( -name 'final.*' -o -name tree -o -name '*_opts' -o -name 'phones.txt' -o -name num_jobs \
+          -o -name '*.mat' \) -print0 | tar --null -cJf - -T -) | split -b 15M -d - "$OUT/models.part."
+    ls -l "$OUT"/models.part.*; exit 0 ;;
   poll)
     o=$base/out
     tail -n 30 "$o/progress.log" 2>/dev/null; tail -n 5 "$base/nohup.log" 2>/dev/null
