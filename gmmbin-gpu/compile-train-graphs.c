@@ -1,0 +1,172 @@
+/* compile-train-graphs: Kaldi's bin/compile-train-graphs (same usage,
+ * options, log lines, exit codes and byte-identical graphs), with the
+ * utterances of each batch compiled on all cores and written in input order.
+ *
+ * Log lines carry Kaldi's own function/file/line so logs diff cleanly. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/io.h"
+#include "../base/log.h"
+#include "../base/model.h"
+#include "../base/options.h"
+#include "../base/table.h"
+#include "../train-graphs/train-graphs.h"
+
+#define SRC "compile-train-graphs.cc"
+
+static const char *const kUsage =
+    "Creates training graphs (without transition-probabilities, by default)\n"
+    "\n"
+    "Usage:   compile-train-graphs [options] <tree-in> <model-in> <lexicon-fst-in> "
+    "<transcriptions-rspecifier> <graphs-wspecifier>\n"
+    "e.g.: \n"
+    " compile-train-graphs tree 1.mdl lex.fst 'ark:sym2int.pl -f 2- words.txt text|' "
+    "ark:graphs.fsts\n";
+
+/* Kaldi's ReadIntegerVectorSimple: whitespace-separated integers. */
+static int read_int_list(const char *rx, int32_t **v, int32_t *n) {
+  kio_input *in = NULL;
+  if (kio_input_open(&in, rx, NULL) != KIO_OK) return KIO_ERR;
+  FILE *f = kio_input_stream(in);
+  size_t cap = 0;
+  long long x;
+  int c;
+  *n = 0;
+  while (fscanf(f, "%lld", &x) == 1) {
+    if ((size_t)*n == cap) {
+      cap = cap ? 2 * cap : 64;
+      int32_t *p = realloc(*v, cap * sizeof *p);
+      if (!p) { kio_input_close(in); return KIO_ERR; }
+      *v = p;
+    }
+    (*v)[(*n)++] = (int32_t)x;
+  }
+  while ((c = fgetc(f)) != EOF)
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') { kio_input_close(in); return KIO_ERR; }
+  return kio_input_close(in);
+}
+
+int main(int argc, char **argv) {
+  kio_opts *po = kio_opts_new(kUsage);
+  tgraph_opts gopts;
+  tgraph_opts_default(&gopts);
+  /* Kaldi changes the defaults to 0: the aligner adds transition probabilities. */
+  gopts.transition_scale = 0.0f;
+  gopts.self_loop_scale = 0.0f;
+  int32_t batch_size = 250, num_threads = 0;
+  char *disambig_rx = NULL;
+  kio_opts_float(po, "transition-scale", &gopts.transition_scale,
+                 "Scale of transition probabilities (excluding self-loops)");
+  kio_opts_float(po, "self-loop-scale", &gopts.self_loop_scale,
+                 "Scale of self-loop vs. non-self-loop probability mass ");
+  kio_opts_bool(po, "reorder", &gopts.reorder,
+                "Reorder transition ids for greater decoding efficiency.");
+  kio_opts_bool(po, "rm-eps", &gopts.rm_eps,
+                "Remove [most] epsilons before minimization (only applicable if disambig "
+                "symbols present)");
+  kio_opts_int(po, "batch-size", &batch_size,
+               "Number of FSTs to compile at a time (more -> faster but uses more memory.  "
+               "E.g. 500");
+  kio_opts_string(po, "read-disambig-syms", &disambig_rx,
+                  "File containing list of disambiguation symbols in phone symbol table");
+  kio_opts_int(po, "num-threads", &num_threads,
+               "Threads compiling graphs (0: one per online core) [not in Kaldi]");
+  int st = kio_opts_parse(po, argc, argv);
+  if (st == KIO_OPTS_HELP) { kio_opts_free(po); return 0; }
+  if (st != KIO_OPTS_OK) kio_fatal_exit();
+  if (kio_opts_num_args(po) != 5) {
+    kio_opts_print_usage(po);
+    kio_opts_free(po);
+    return 1;
+  }
+  if (batch_size < 1) batch_size = 1;
+
+  kio_ctx_dep tree;
+  memset(&tree, 0, sizeof tree);
+  kio_tmodel tm;
+  memset(&tm, 0, sizeof tm);
+  int32_t *disambig = NULL, num_disambig = 0;
+  tgraph_compiler *gc = NULL;
+  kio_seq_reader *reader = NULL;
+  kio_writer *writer = NULL;
+  kio_int_vec *words = NULL;
+  char **keys = NULL;
+  tgraph_graph *graphs = NULL;
+
+  if (kio_ctx_dep_read(kio_opts_arg(po, 1), &tree) != KIO_OK ||
+      kio_model_read(kio_opts_arg(po, 2), &tm, NULL) != KIO_OK)
+    goto fatal_exit;
+  if (disambig_rx && disambig_rx[0] &&
+      read_int_list(disambig_rx, &disambig, &num_disambig) != KIO_OK) {
+    KIO_LOG_AT(KIO_LOG_ERROR, "main", SRC, 99,
+               "fstcomposecontext: Could not read disambiguation symbols from %s", disambig_rx);
+    goto fatal_exit;
+  }
+  if (tgraph_create(&gc, &tm, &tree, kio_opts_arg(po, 3), disambig, num_disambig, &gopts) !=
+      KIO_OK)
+    goto fatal_exit;
+
+  kio_wspec ws;
+  int text_out = kio_parse_wspecifier(kio_opts_arg(po, 5), &ws) == KIO_OK && !ws.binary;
+  if (kio_seq_open(&reader, kio_opts_arg(po, 4), &kio_int_vec_holder) != KIO_OK ||
+      kio_writer_open(&writer, kio_opts_arg(po, 5), &tgraph_graph_holder) != KIO_OK)
+    goto fatal_exit;
+
+  words = calloc((size_t)batch_size, sizeof *words);
+  keys = calloc((size_t)batch_size, sizeof *keys);
+  graphs = calloc((size_t)batch_size, sizeof *graphs);
+  if (!words || !keys || !graphs) {
+    KIO_ERROR("out of memory for a batch of %d transcripts", (int)batch_size);
+    goto fatal_exit;
+  }
+  long num_succeed = 0, num_fail = 0;
+  int what = TGRAPH_BYTES | (text_out ? TGRAPH_CSR : 0);
+  while (!kio_seq_done(reader)) {
+    int n = 0;
+    for (; !kio_seq_done(reader) && n < batch_size; kio_seq_next(reader), n++) {
+      free(keys[n]);
+      keys[n] = strdup(kio_seq_key(reader));
+      if (!keys[n] || kio_seq_take(reader, &words[n]) != KIO_OK) goto fatal_exit;
+    }
+    if (tgraph_compile(gc, n, words, what, num_threads, graphs) != KIO_OK) goto fatal_exit;
+    for (int i = 0; i < n; i++) {
+      if (!graphs[i].empty) {
+        num_succeed++;
+        if (!writer) {
+          KIO_ERROR("Trying to use empty TableWriter (perhaps you passed the empty "
+                    "string as an argument to a program?)");
+          goto fatal_exit;
+        }
+        if (kio_writer_write(writer, keys[i], &graphs[i]) != KIO_OK) goto fatal_exit;
+      } else {
+        KIO_LOG_AT(KIO_LOG_WARNING, "main", SRC, 139, "Empty decoding graph for utterance %s",
+                   keys[i]);
+        num_fail++;
+      }
+      tgraph_graph_free(&graphs[i]);
+    }
+  }
+  KIO_LOG_AT(KIO_LOG_INFO, "main", SRC, 147,
+             "compile-train-graphs: succeeded for %ld graphs, failed for %ld", num_succeed,
+             num_fail);
+  if (kio_seq_close(reader) != KIO_OK) kio_fatal_exit();
+  if (kio_writer_close(writer) != KIO_OK) kio_fatal_exit();
+  for (int i = 0; i < batch_size; i++) {
+    free(keys[i]);
+    free(words[i].v);
+  }
+  free(keys);
+  free(words);
+  free(graphs);
+  free(disambig);
+  tgraph_free(gc);
+  kio_tmodel_free(&tm);
+  kio_ctx_dep_free(&tree);
+  kio_opts_free(po);
+  return num_succeed != 0 ? 0 : 1;
+
+fatal_exit:
+  kio_fatal_exit();
+}
