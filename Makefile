@@ -96,7 +96,7 @@ test-asan:
 	  tests/run-tests.sh --san build-san
 
 bench: all
-	@tools/bench.sh
+	@tools/bench.sh; a=$$?; echo; tools/bench-graphs.sh; b=$$?; exit $$((a | b))
 
 demo: all
 	@tools/demo.sh

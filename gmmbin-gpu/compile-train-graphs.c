@@ -3,6 +3,7 @@
  * utterances of each batch compiled on all cores and written in input order.
  *
  * Log lines carry Kaldi's own function/file/line so logs diff cleanly. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,74 @@ static int read_int_list(const char *rx, int32_t **v, int32_t *n) {
   return kio_input_close(in);
 }
 
+/* One batch: transcripts read, graphs compiled (by a helper thread, while
+ * the main thread writes the previous batch and reads the next). */
+typedef struct {
+  tgraph_compiler *gc;
+  int n, what, threads, rc;
+  char **keys;
+  kio_int_vec *words;
+  tgraph_graph *graphs;
+  kio_log_deferred *log;  /* the helper's log lines, replayed in order */
+  pthread_t th;
+  int running;
+} batch;
+
+static void *compile_batch(void *arg) {
+  batch *b = arg;
+  kio_log_defer(&b->log);
+  b->rc = tgraph_compile(b->gc, b->n, b->words, b->what, b->threads, b->graphs);
+  kio_log_defer(NULL);
+  return NULL;
+}
+
+static int batch_alloc(batch *b, int size) {
+  b->words = calloc((size_t)size, sizeof *b->words);
+  b->keys = calloc((size_t)size, sizeof *b->keys);
+  b->graphs = calloc((size_t)size, sizeof *b->graphs);
+  return b->words && b->keys && b->graphs ? KIO_OK : KIO_ERR;
+}
+
+static void batch_free(batch *b, int size) {
+  for (int i = 0; b->keys && i < size; i++) free(b->keys[i]);
+  for (int i = 0; b->words && i < size; i++) free(b->words[i].v);
+  free(b->keys);
+  free(b->words);
+  free(b->graphs);
+}
+
+/* Reads up to size transcripts into b. */
+static int batch_read(batch *b, kio_seq_reader *reader, int size) {
+  b->n = 0;
+  for (; !kio_seq_done(reader) && b->n < size; kio_seq_next(reader), b->n++) {
+    free(b->keys[b->n]);
+    b->keys[b->n] = strdup(kio_seq_key(reader));
+    if (!b->keys[b->n] || kio_seq_take(reader, &b->words[b->n]) != KIO_OK) return KIO_ERR;
+  }
+  return KIO_OK;
+}
+
+static int batch_start(batch *b) {
+  b->rc = KIO_ERR;
+  b->log = NULL;
+  if (pthread_create(&b->th, NULL, compile_batch, b) != 0) {
+    compile_batch(b);
+    kio_log_replay(&b->log);
+    return b->rc;
+  }
+  b->running = 1;
+  return KIO_OK;
+}
+
+static int batch_join(batch *b) {
+  if (b->running) {
+    pthread_join(b->th, NULL);
+    b->running = 0;
+    kio_log_replay(&b->log);
+  }
+  return b->rc;
+}
+
 int main(int argc, char **argv) {
   kio_opts *po = kio_opts_new(kUsage);
   tgraph_opts gopts;
@@ -91,9 +160,8 @@ int main(int argc, char **argv) {
   tgraph_compiler *gc = NULL;
   kio_seq_reader *reader = NULL;
   kio_writer *writer = NULL;
-  kio_int_vec *words = NULL;
-  char **keys = NULL;
-  tgraph_graph *graphs = NULL;
+  batch bt[2];
+  memset(bt, 0, sizeof bt);
 
   if (kio_ctx_dep_read(kio_opts_arg(po, 1), &tree) != KIO_OK ||
       kio_model_read(kio_opts_arg(po, 2), &tm, NULL) != KIO_OK)
@@ -114,52 +182,52 @@ int main(int argc, char **argv) {
       kio_writer_open(&writer, kio_opts_arg(po, 5), &tgraph_graph_holder) != KIO_OK)
     goto fatal_exit;
 
-  words = calloc((size_t)batch_size, sizeof *words);
-  keys = calloc((size_t)batch_size, sizeof *keys);
-  graphs = calloc((size_t)batch_size, sizeof *graphs);
-  if (!words || !keys || !graphs) {
+  if (batch_alloc(&bt[0], batch_size) != KIO_OK || batch_alloc(&bt[1], batch_size) != KIO_OK) {
     KIO_ERROR("out of memory for a batch of %d transcripts", (int)batch_size);
     goto fatal_exit;
   }
   long num_succeed = 0, num_fail = 0;
-  int what = TGRAPH_BYTES | (text_out ? TGRAPH_CSR : 0);
-  while (!kio_seq_done(reader)) {
-    int n = 0;
-    for (; !kio_seq_done(reader) && n < batch_size; kio_seq_next(reader), n++) {
-      free(keys[n]);
-      keys[n] = strdup(kio_seq_key(reader));
-      if (!keys[n] || kio_seq_take(reader, &words[n]) != KIO_OK) goto fatal_exit;
-    }
-    if (tgraph_compile(gc, n, words, what, num_threads, graphs) != KIO_OK) goto fatal_exit;
-    for (int i = 0; i < n; i++) {
-      if (!graphs[i].empty) {
+  for (int k = 0; k < 2; k++) {
+    bt[k].gc = gc;
+    bt[k].what = TGRAPH_BYTES | (text_out ? TGRAPH_CSR : 0);
+    bt[k].threads = num_threads;
+  }
+  /* Batch k compiles while batch k-1 is written and batch k+1 read. */
+  batch *cur = &bt[0], *nxt = &bt[1];
+  if (batch_read(cur, reader, batch_size) != KIO_OK) goto fatal_exit;
+  if (cur->n > 0 && batch_start(cur) != KIO_OK) goto fatal_exit;
+  while (cur->n > 0) {
+    if (batch_read(nxt, reader, batch_size) != KIO_OK) goto fatal_exit;
+    if (batch_join(cur) != KIO_OK) goto fatal_exit;
+    if (nxt->n > 0 && batch_start(nxt) != KIO_OK) goto fatal_exit;
+    for (int i = 0; i < cur->n; i++) {
+      tgraph_graph *g = &cur->graphs[i];
+      if (!g->empty) {
         num_succeed++;
         if (!writer) {
           KIO_ERROR("Trying to use empty TableWriter (perhaps you passed the empty "
                     "string as an argument to a program?)");
           goto fatal_exit;
         }
-        if (kio_writer_write(writer, keys[i], &graphs[i]) != KIO_OK) goto fatal_exit;
+        if (kio_writer_write(writer, cur->keys[i], g) != KIO_OK) goto fatal_exit;
       } else {
         KIO_LOG_AT(KIO_LOG_WARNING, "main", SRC, 139, "Empty decoding graph for utterance %s",
-                   keys[i]);
+                   cur->keys[i]);
         num_fail++;
       }
-      tgraph_graph_free(&graphs[i]);
+      tgraph_graph_free(g);
     }
+    batch *t = cur;
+    cur = nxt;
+    nxt = t;
   }
   KIO_LOG_AT(KIO_LOG_INFO, "main", SRC, 147,
              "compile-train-graphs: succeeded for %ld graphs, failed for %ld", num_succeed,
              num_fail);
   if (kio_seq_close(reader) != KIO_OK) kio_fatal_exit();
   if (kio_writer_close(writer) != KIO_OK) kio_fatal_exit();
-  for (int i = 0; i < batch_size; i++) {
-    free(keys[i]);
-    free(words[i].v);
-  }
-  free(keys);
-  free(words);
-  free(graphs);
+  batch_free(&bt[0], batch_size);
+  batch_free(&bt[1], batch_size);
   free(disambig);
   tgraph_free(gc);
   kio_tmodel_free(&tm);
@@ -168,5 +236,6 @@ int main(int argc, char **argv) {
   return num_succeed != 0 ? 0 : 1;
 
 fatal_exit:
+  /* A compile in flight is left running: the process ends here. */
   kio_fatal_exit();
 }

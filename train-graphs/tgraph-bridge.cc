@@ -110,7 +110,10 @@ struct tgraph_compiler {
   Label subseq;
 
   // One utterance; throws AssertFail / tgraph::Error / tgraph::DetError.
-  void Compile(const int32_t *w, int32_t n, VFst *out) const {
+  // One cache per worker thread, kept for the compiler's life.
+  std::vector<std::unique_ptr<tgraph::HmmCache> > caches;
+
+  void Compile(const int32_t *w, int32_t n, tgraph::HmmCache *hc, VFst *out) const {
     VFst word;
     tgraph::LinearAcceptor(w, n, &word);
     VFst p2w;
@@ -125,7 +128,7 @@ struct tgraph_compiler {
     if (clg.Start() == fst::kNoStateId)
       throw AssertFail{95, "(ctx2word_fst.Start() != kNoStateId)"};
     std::vector<int32_t> dh;
-    std::unique_ptr<VFst> H(tgraph::MakeH(labels.info, *tree, *tm, opts.transition_scale, &dh));
+    std::unique_ptr<VFst> H(tgraph::MakeH(labels.info, *tree, *tm, opts.transition_scale, hc, &dh));
     VFst &t = *out;
     tgraph::TableCompose(*H, clg, &t);
     if (t.Start() == fst::kNoStateId)
@@ -161,11 +164,11 @@ bool ToCsr(const VFst &f, kio_fst *g) {
 }
 
 // Compiles utterance i into out[i]; on failure records it in *fail.
-bool CompileInto(const tgraph_compiler *c, const kio_int_vec &w, int what, tgraph_graph *out,
-                 Failure *fail) {
+bool CompileInto(const tgraph_compiler *c, const kio_int_vec &w, int what,
+                 tgraph::HmmCache *hc, tgraph_graph *out, Failure *fail) {
   try {
     VFst g;
-    c->Compile(w.v, w.n, &g);
+    c->Compile(w.v, w.n, hc, &g);
     out->empty = g.Start() == fst::kNoStateId;
     if (what & TGRAPH_BYTES) {
       std::ostringstream os;
@@ -294,19 +297,26 @@ int tgraph_compile(tgraph_compiler *c, int n, const kio_int_vec *words, int what
   std::vector<Failure> fails(n);
   std::vector<char> ok(n, 1);
   std::atomic<int> next(0);
-  auto work = [&]() {
+  try {
+    while (static_cast<int>(c->caches.size()) < num_threads)
+      c->caches.emplace_back(new tgraph::HmmCache);
+  } catch (...) {
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  auto work = [&](int t) {
     for (int i; (i = next.fetch_add(1)) < n;)
-      ok[i] = CompileInto(c, words[i], what, &out[i], &fails[i]);
+      ok[i] = CompileInto(c, words[i], what, c->caches[t].get(), &out[i], &fails[i]);
   };
   if (num_threads == 1) {
-    work();
+    work(0);
   } else {
     std::vector<std::thread> th;
     try {
-      for (int t = 1; t < num_threads; t++) th.emplace_back(work);
+      for (int t = 1; t < num_threads; t++) th.emplace_back(work, t);
     } catch (...) {
     }
-    work();
+    work(0);
     for (auto &t : th) t.join();
   }
   for (int i = 0; i < n; i++) {

@@ -263,8 +263,20 @@ inline int32_t TupleToTs(const kio_tmodel &tm, int32_t phone, int32_t hmm_state,
 // H: one HMM per phone-in-context label (shared between labels with the same
 // phone and pdfs), self-loops left out; disambiguation labels become new
 // input symbols after the last transition-id.
+// HMMs of phones in context, kept across the utterances one thread compiles
+// (an HMM depends only on the phone window and the model): by window, and by
+// (phone, pdfs) as Kaldi shares them within one H.
+struct HmmCache {
+  std::unordered_map<std::vector<int32_t>, VFst *, VecHash> by_window;
+  std::map<std::pair<int32_t, std::vector<int32_t> >, VFst *> by_pdfs;  // owns
+  HmmCache() = default;
+  HmmCache(const HmmCache &) = delete;
+  HmmCache &operator=(const HmmCache &) = delete;
+  ~HmmCache();
+};
 VFst *MakeH(const std::vector<std::vector<int32_t> > &info, const kio_ctx_dep &tree,
-            const kio_tmodel &tm, float transition_scale, std::vector<int32_t> *disambig_h);
+            const kio_tmodel &tm, float transition_scale, HmmCache *cache,
+            std::vector<int32_t> *disambig_h);
 
 // Kaldi's AddSelfLoops with reorder = true or false (disambig list empty).
 void AddSelfLoops(const kio_tmodel &tm, float self_loop_scale, bool reorder, VFst *f);

@@ -11,10 +11,11 @@ namespace tgraph {
 
 namespace {
 
-typedef std::map<std::pair<int32_t, std::vector<int32_t> >, VFst *> HmmCache;
-
 VFst *HmmFst(const std::vector<int32_t> &window, const kio_ctx_dep &tree, const kio_tmodel &tm,
-             float scale, HmmCache *cache) {
+             float scale, HmmCache *hc) {
+  auto w = hc->by_window.find(window);
+  if (w != hc->by_window.end()) return w->second;
+  auto *cache = &hc->by_pdfs;
   if (static_cast<int32_t>(window.size()) != tree.context_width)
     throw Error("Context size mismatch, ilabel-info [from context FST is " +
                 std::to_string(window.size()) + ", context-dependency object expects " +
@@ -36,7 +37,10 @@ VFst *HmmFst(const std::vector<int32_t> &window, const kio_ctx_dep &tree, const 
   }
   auto key = std::make_pair(phone, pdfs);
   auto it = cache->find(key);
-  if (it != cache->end()) return it->second;
+  if (it != cache->end()) {
+    hc->by_window[window] = it->second;
+    return it->second;
+  }
 
   VFst *f = new VFst;
   std::vector<StateId> ids;
@@ -73,6 +77,7 @@ VFst *HmmFst(const std::vector<int32_t> &window, const kio_ctx_dep &tree, const 
     if (f->Final(s) != Weight::Zero()) f->SetFinal(s, Weight(f->Final(s).Value() * scale));
   }
   (*cache)[key] = f;
+  hc->by_window[window] = f;
   return f;
 }
 
@@ -211,9 +216,13 @@ void FollowingSameClass(VFst *f, const TsClass &cls) {
 
 }  // namespace
 
+HmmCache::~HmmCache() {
+  for (auto &c : by_pdfs) delete c.second;
+}
+
 VFst *MakeH(const std::vector<std::vector<int32_t> > &info, const kio_ctx_dep &tree,
-            const kio_tmodel &tm, float transition_scale, std::vector<int32_t> *disambig_h) {
-  HmmCache cache;
+            const kio_tmodel &tm, float transition_scale, HmmCache *cache,
+            std::vector<int32_t> *disambig_h) {
   std::vector<const VFst *> fsts(info.size(), nullptr);
   std::vector<VFst *> owned;
   disambig_h->clear();
@@ -232,17 +241,15 @@ VFst *MakeH(const std::vector<std::vector<int32_t> > &info, const kio_ctx_dep &t
         f->AddArc(0, Arc(d, d, Weight::One(), 1));
         fsts[j] = f;
       } else {
-        fsts[j] = HmmFst(info[j], tree, tm, transition_scale, &cache);
+        fsts[j] = HmmFst(info[j], tree, tm, transition_scale, cache);
       }
     }
   } catch (...) {
     for (VFst *f : owned) delete f;
-    for (auto &c : cache) delete c.second;
     throw;
   }
   VFst *ans = LoopFst(fsts);
   for (VFst *f : owned) delete f;
-  for (auto &c : cache) delete c.second;
   return ans;
 }
 
