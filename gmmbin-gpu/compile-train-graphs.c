@@ -26,29 +26,6 @@ static const char *const kUsage =
     " compile-train-graphs tree 1.mdl lex.fst 'ark:sym2int.pl -f 2- words.txt text|' "
     "ark:graphs.fsts\n";
 
-/* Kaldi's ReadIntegerVectorSimple: whitespace-separated integers. */
-static int read_int_list(const char *rx, int32_t **v, int32_t *n) {
-  kio_input *in = NULL;
-  if (kio_input_open(&in, rx, NULL) != KIO_OK) return KIO_ERR;
-  FILE *f = kio_input_stream(in);
-  size_t cap = 0;
-  long long x;
-  int c;
-  *n = 0;
-  while (fscanf(f, "%lld", &x) == 1) {
-    if ((size_t)*n == cap) {
-      cap = cap ? 2 * cap : 64;
-      int32_t *p = realloc(*v, cap * sizeof *p);
-      if (!p) { kio_input_close(in); return KIO_ERR; }
-      *v = p;
-    }
-    (*v)[(*n)++] = (int32_t)x;
-  }
-  while ((c = fgetc(f)) != EOF)
-    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') { kio_input_close(in); return KIO_ERR; }
-  return kio_input_close(in);
-}
-
 /* One batch: transcripts read, graphs compiled (by a helper thread, while
  * the main thread writes the previous batch and reads the next). */
 typedef struct {
@@ -166,12 +143,8 @@ int main(int argc, char **argv) {
   if (kio_ctx_dep_read(kio_opts_arg(po, 1), &tree) != KIO_OK ||
       kio_model_read(kio_opts_arg(po, 2), &tm, NULL) != KIO_OK)
     goto fatal_exit;
-  if (disambig_rx && disambig_rx[0] &&
-      read_int_list(disambig_rx, &disambig, &num_disambig) != KIO_OK) {
-    KIO_LOG_AT(KIO_LOG_ERROR, "main", SRC, 99,
-               "fstcomposecontext: Could not read disambiguation symbols from %s", disambig_rx);
+  if (tgraph_read_disambig(disambig_rx, SRC, 99, &disambig, &num_disambig) != KIO_OK)
     goto fatal_exit;
-  }
   if (tgraph_create(&gc, &tm, &tree, kio_opts_arg(po, 3), disambig, num_disambig, &gopts) !=
       KIO_OK)
     goto fatal_exit;

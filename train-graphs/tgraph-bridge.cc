@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -112,6 +113,9 @@ struct tgraph_compiler {
   // One utterance; throws AssertFail / tgraph::Error / tgraph::DetError.
   // One cache per worker thread, kept for the compiler's life.
   std::vector<std::unique_ptr<tgraph::HmmCache> > caches;
+  // Caches lent to tgraph_compile_one's callers (any threads).
+  std::mutex pool_mu;
+  std::vector<std::unique_ptr<tgraph::HmmCache> > pool;
 
   void Compile(const int32_t *w, int32_t n, tgraph::HmmCache *hc, VFst *out) const {
     VFst word;
@@ -325,6 +329,37 @@ int tgraph_compile(tgraph_compiler *c, int n, const kio_int_vec *words, int what
       kio_logf(f.level, f.func, f.file, f.line, "%s", f.msg.c_str());
       return KIO_ERR;
     }
+  }
+  return KIO_OK;
+}
+
+int tgraph_compile_one(tgraph_compiler *c, const kio_int_vec *words, int what,
+                       tgraph_graph *out) {
+  std::unique_ptr<tgraph::HmmCache> hc;
+  {
+    std::lock_guard<std::mutex> lock(c->pool_mu);
+    if (!c->pool.empty()) {
+      hc = std::move(c->pool.back());
+      c->pool.pop_back();
+    }
+  }
+  if (!hc) hc.reset(new (std::nothrow) tgraph::HmmCache);
+  if (!hc) {
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  Failure f;
+  bool ok = CompileInto(c, *words, what, hc.get(), out, &f);
+  {
+    std::lock_guard<std::mutex> lock(c->pool_mu);
+    try {
+      c->pool.push_back(std::move(hc));
+    } catch (...) {
+    }
+  }
+  if (!ok) {
+    kio_logf(f.level, f.func, f.file, f.line, "%s", f.msg.c_str());
+    return KIO_ERR;
   }
   return KIO_OK;
 }

@@ -63,9 +63,20 @@ enum { TGRAPH_BYTES = 1, TGRAPH_CSR = 2 };
 int tgraph_compile(tgraph_compiler *c, int n, const kio_int_vec *words, int what,
                    int num_threads, tgraph_graph *out);
 
+/* One transcript on the calling thread (any thread; compilers are shared
+ * safely). Logs and returns KIO_ERR as tgraph_compile. */
+int tgraph_compile_one(tgraph_compiler *c, const kio_int_vec *words, int what,
+                       tgraph_graph *out);
+
 /* Writes tgraph_graph entries (their bytes) to a table: binary only, as
  * Kaldi's VectorFstHolder writes them; text mode is refused (ERROR). */
 extern const kio_holder tgraph_graph_holder;
+
+/* Kaldi's --read-disambig-syms file (whitespace-separated integers; "" or
+ * NULL: none): *v malloc'ed. On failure logs Kaldi's ERROR line (with the
+ * program's file/line) and returns KIO_ERR. */
+int tgraph_read_disambig(const char *rx, const char *prog_file, int line, int32_t **v,
+                         int32_t *n);
 
 /* Number of online cores. */
 int tgraph_num_cores(void);
