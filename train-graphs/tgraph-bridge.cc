@@ -75,7 +75,7 @@ class DropInputSymbols {
   std::set<int32_t> set_;
 };
 
-void DeterminizeStarInLog(VFst *f) {
+void DeterminizeStarInLog(VFst *f, int max_states) {
   fst::ArcSort(f, fst::ILabelCompare<Arc>());
   std::unique_ptr<fst::VectorFst<fst::LogArc> > lg(new fst::VectorFst<fst::LogArc>);
   fst::Cast(*f, lg.get());
@@ -85,7 +85,7 @@ void DeterminizeStarInLog(VFst *f) {
   det->SetOutputSymbols(lg->OutputSymbols());
   det->SetInputSymbols(lg->InputSymbols());
   {
-    tgraph::DetStar<fst::LogArc> d(*lg, fst::kDelta);
+    tgraph::DetStar<fst::LogArc> d(*lg, fst::kDelta, max_states);
     d.Run();
     d.Output(det.get());
   }
@@ -137,7 +137,7 @@ struct tgraph_compiler {
     tgraph::TableCompose(*H, clg, &t);
     if (t.Start() == fst::kNoStateId)
       throw AssertFail{110, "(trans2word_fst.Start() != kNoStateId)"};
-    DeterminizeStarInLog(&t);
+    DeterminizeStarInLog(&t, opts.max_states);
     if (!dh.empty()) fst::ArcMap(&t, DropInputSymbols(dh));
     MinimizeEncoded(&t);
     tgraph::AddSelfLoops(*tm, opts.self_loop_scale, opts.reorder != 0, &t);
@@ -211,6 +211,7 @@ void tgraph_opts_default(tgraph_opts *o) {
   o->self_loop_scale = 1.0f;
   o->reorder = 1;
   o->rm_eps = 0;
+  o->max_states = 0;
 }
 
 int tgraph_num_cores(void) {

@@ -146,8 +146,10 @@ class DetStar {
   };
 
  public:
-  DetStar(const fst::Fst<Arc> &ifst, float delta)
-      : ifst_(ifst.Copy()), delta_(delta),
+  // max_states > 0: DetError once the output has more states (Kaldi's
+  // max_states), or the epsilon closure loops more often than that.
+  DetStar(const fst::Fst<Arc> &ifst, float delta, int max_states = -1)
+      : ifst_(ifst.Copy()), delta_(delta), max_states_(max_states),
         hash_(ifst.Properties(fst::kExpanded, false)
                   ? static_cast<const fst::ExpandedFst<Arc> &>(ifst).NumStates() / 2 + 3
                   : 20,
@@ -172,6 +174,8 @@ class DetStar {
       Closure(*cur.first, &closed);
       Final(closed, cur.second);
       Transitions(closed, cur.second);
+      if (max_states_ > 0 && out_.size() > static_cast<size_t>(max_states_))
+        throw DetError("Determinization aborted since passed the maximum number of states");
     }
   }
 
@@ -354,7 +358,10 @@ class DetStar {
       }
       queue2_.resize(0);
     }
+    int counter = 0;
     while (!queue_eps_.empty()) {
+      if (max_states_ > 0 && counter++ > max_states_)
+        throw DetError("Determinization aborted since looped too often during epsilon closure");
       StateId id = queue_eps_.front();
       ClosureInfo &ci = info_[index_[id]];
       Elem &e = ci.elem;
@@ -430,6 +437,7 @@ class DetStar {
 
   const fst::Fst<Arc> *ifst_;
   float delta_;
+  int max_states_;
   Hash hash_;
   std::deque<std::pair<Subset *, StateId> > queue_;
   std::vector<std::vector<OutArc> > out_;

@@ -27,6 +27,8 @@ typedef struct {
   float self_loop_scale;   /* idem */
   int reorder;             /* 1 (default): self-loop after the forward arc */
   int rm_eps;              /* 0 (default); 1 is not supported (ERROR) */
+  int max_states;          /* 0 (Kaldi: no limit); > 0: determinization of a
+                              graph fails past that many states (fuzzing) */
 } tgraph_opts;
 
 void tgraph_opts_default(tgraph_opts *o);
