@@ -1,6 +1,7 @@
 # Build: ./configure && make. Targets: all test test-gpu test-asan bench demo install clean.
 # A fresh checkout needs no set-up step: the first make installs the Debian
 # packages that are missing (tools/install-deps.sh) and runs ./configure.
+.DEFAULT_GOAL := all
 -include config.mk
 config.mk:
 	tools/install-deps.sh

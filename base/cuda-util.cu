@@ -37,18 +37,75 @@ extern "C" void kio_cuda_warm_up(void) {
   cudaGetLastError();
 }
 
+/* Creates the primary context of dev and makes it current; 0 when that fails
+ * (e.g. a device in exclusive-process mode that another process holds). */
+static int try_context(int dev) {
+  if (cudaSetDevice(dev) == cudaSuccess && cudaFree(0) == cudaSuccess) return 1;
+  cudaGetLastError();
+  return 0;
+}
+
+/* The device to use, its context current; -1 when none can be had. A named
+ * device ($KIO_CUDA_DEVICE, or the service's per-thread choice) or the only
+ * one is taken as it is. With several and none named, the one with the
+ * largest fraction of free memory, as Kaldi's programs choose; the next best
+ * when its context cannot be created. The contexts opened to look are
+ * released again. */
+static int pick_device(int n) {
+  int named = t_device >= 0 || getenv("KIO_CUDA_DEVICE");
+  if (named || n == 1) {
+    int dev = named ? chosen_device() : 0;
+    return dev < n && try_context(dev) ? dev : -1;
+  }
+  double ratio[64];
+  if (n > 64) n = 64;
+  KIO_LOG("Selecting from %d GPUs", n);
+  for (int d = 0; d < n; d++) {
+    size_t free_b = 0, total_b = 0;
+    ratio[d] = -1;
+    if (try_context(d) && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && total_b > 0) {
+      ratio[d] = (double)free_b / (double)total_b;
+      KIO_LOG("GPU %d: free %zuM of %zuM (%.3f)", d, free_b >> 20, total_b >> 20, ratio[d]);
+    } else {
+      cudaGetLastError();
+      KIO_LOG("GPU %d: cannot be used now (busy in exclusive mode?)", d);
+    }
+  }
+  int chosen = -1;
+  for (;;) {
+    int best = -1;
+    for (int d = 0; d < n; d++)
+      if (ratio[d] >= 0 && (best < 0 || ratio[d] > ratio[best])) best = d;
+    if (best < 0) break;
+    if (try_context(best)) { chosen = best; break; }
+    ratio[best] = -1;
+  }
+  for (int d = 0; d < n; d++)
+    if (d != chosen && cudaSetDevice(d) == cudaSuccess) cudaDeviceReset();
+  cudaGetLastError();
+  if (chosen >= 0) cudaSetDevice(chosen);
+  return chosen;
+}
+
 extern "C" int kio_cuda_select(int wait, char *desc, int desc_len) {
-  int dev = chosen_device();
-  for (int tries = 0;; tries++) {
+  int waited = 0, dev;
+  for (;;) {
     int n = kio_cuda_device_count();
-    if (n > dev) break;
-    if (!wait || tries >= 120) {
-      KIO_ERROR("No CUDA device %d available (found %d)", dev, n);
+    if (n <= 0 || (t_device < 0 && getenv("KIO_CUDA_DEVICE") && chosen_device() >= n)) {
+      /* No device at all is an error even with "wait", as in Kaldi. */
+      KIO_ERROR("No CUDA device %d available (found %d)", chosen_device(), n);
       return KIO_ERR;
     }
+    if ((dev = pick_device(n)) >= 0) break;
+    if (!wait) {
+      KIO_ERROR("Failed to create a CUDA context on any of %d GPUs (all busy in exclusive mode?)", n);
+      return KIO_ERR;
+    }
+    if (waited == 0) KIO_WARN("Will try again indefinitely every 5 seconds to get a GPU.");
     sleep(5);
+    waited += 5;
   }
-  KIO_CUDA_TRY(cudaSetDevice(dev));
+  if (waited) KIO_WARN("Waited %d seconds before creating CUDA context", waited);
   cudaDeviceProp p;
   KIO_CUDA_TRY(cudaGetDeviceProperties(&p, dev));
   if (desc)

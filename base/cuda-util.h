@@ -10,9 +10,13 @@ extern "C" {
 /* Number of usable CUDA devices (0 when built without CUDA or none present).
  * Initialises the CUDA runtime: never call it in a Check parent process. */
 int kio_cuda_device_count(void);
-/* Picks device 0 (or $KIO_CUDA_DEVICE) and fills a one-line description
- * ("NVIDIA H200, 132 SMs, 139.8 GiB"). KIO_OK or KIO_ERR (logged). With
- * wait != 0, waits (polling every 5 s, up to 10 minutes) for a device. */
+/* Picks the device ($KIO_CUDA_DEVICE or the thread's kio_cuda_use_device;
+ * else the only one; else, as Kaldi, the one with the largest fraction of
+ * free memory whose context can be created), makes it current and fills a
+ * one-line description ("NVIDIA H200, 132 SMs, 139.8 GiB"). KIO_OK or
+ * KIO_ERR (logged). With wait != 0 (--use-gpu=wait), when every device is
+ * busy (exclusive mode) it retries every 5 s until one is free, with
+ * Kaldi's warnings; no device at all is an error either way. */
 int kio_cuda_select(int wait, char *desc, int desc_len);
 /* Makes kio_cuda_select (and kio_cuda_warm_up) pick device dev in the
  * calling thread (-1: back to $KIO_CUDA_DEVICE or 0). The GPU service uses

@@ -104,7 +104,8 @@ int gacc_new(gacc_acc **out, const char *backend, const kio_tmodel *tm,
   if (gacc_stats_init(&a->st, tm, am) != KIO_OK) { gacc_free(a); return KIO_ERR; }
   a->ll = malloc(sizeof(float) * (size_t)(a->max_comp > 0 ? a->max_comp : 1));
   a->x2 = malloc(sizeof(float) * (size_t)(am->dim > 0 ? am->dim : 1));
-  if (!a->ll || !a->x2) { KIO_ERROR("Out of memory"); gacc_free(a); return KIO_ERR; }
+  a->xd = malloc(sizeof(double) * 2 * (size_t)(am->dim > 0 ? am->dim : 1));
+  if (!a->ll || !a->x2 || !a->xd) { KIO_ERROR("Out of memory"); gacc_free(a); return KIO_ERR; }
   if (gpu && gacc_cuda_new(&a->cuda, &a->st, am) != KIO_OK) {
     gacc_free(a);
     return KIO_ERR;
@@ -123,6 +124,7 @@ void gacc_free(gacc_acc *a) {
   gacc_stats_free(&a->st);
   free(a->ll);
   free(a->x2);
+  free(a->xd);
   free(a->res);
   free(a);
 }
@@ -161,46 +163,12 @@ int gacc_bad_like(const char *key, int32_t t) {
   return KIO_ERR;
 }
 
-static int accumulate_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r) {
-  gacc_stats *s = &a->st;
-  const kio_matrix *f = u->feats;
-  int32_t D = a->am->dim;
-  float like = 0.0f;
-  for (int32_t t = 0; t < f->rows; t++) {
-    int32_t tid = u->ali[t], pdf = a->tm->tid2pdf[tid];
-    s->tacc[tid] += 1.0;
-    const kio_diag_gmm *g = &a->am->pdfs[pdf];
-    const float *x = f->data + (size_t)t * f->cols;
-    for (int32_t d = 0; d < D; d++) a->x2[d] = x[d] * x[d];
-    float l = gacc_frame_posteriors(g, x, a->x2, a->ll);
-    if (isnan(l) || isinf(l)) return gacc_bad_like(u->key, t);
-    size_t g0 = (size_t)s->pdf_offset[pdf];
-    for (int32_t m = 0; m < g->num_comp; m++) {
-      double gm = (double)a->ll[m];
-      double *mean = s->mean_acc + (g0 + (size_t)m) * (size_t)D;
-      double *var = s->var_acc + (g0 + (size_t)m) * (size_t)D;
-      s->occ[g0 + (size_t)m] += gm;
-      for (int32_t d = 0; d < D; d++) {
-        double xd = (double)x[d];
-        mean[d] += gm * xd;
-        var[d] += gm * (xd * xd);
-      }
-    }
-    s->total_like += (double)(l * 1.0f);
-    s->total_frames += 1.0;
-    like += l;
-  }
-  r->like = like;
-  r->frames = f->rows;
-  return KIO_OK;
-}
-
 int gacc_accumulate_cpu(gacc_acc *a, int n, const gacc_utt *utts,
                         gacc_utt_result *res) {
   for (int i = 0; i < n; i++)
     if (gacc_check_utt(a, &utts[i]) != KIO_OK) return KIO_ERR;
   for (int i = 0; i < n; i++)
-    if (accumulate_cpu(a, &utts[i], &res[i]) != KIO_OK) return KIO_ERR;
+    if (gacc_accumulate_utt_cpu(a, &utts[i], &res[i]) != KIO_OK) return KIO_ERR;
   for (int i = 0; i < n; i++) {
     a->like_sum += (double)res[i].like;
     a->frames_sum += res[i].frames;

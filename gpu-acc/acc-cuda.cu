@@ -10,14 +10,15 @@
  *      reference used FMA);
  *   3. softmax per frame (one thread per frame, ascending m, glibc's expf
  *      algorithm), counts the frame's transition-id;
- *   4. each thread owns one (component, dim) cell (or one occupancy), sums
- *      gamma * x and gamma * x^2 over the chunk's frames in double and adds
- *      the sum to global memory with one atomicAdd.
- * So a pdf seen in thousands of frames (silence) costs one global atomic per
- * cell per chunk instead of one per frame: the local (per block) then global
- * scheme. Only the order of the double sums differs from the CPU path (GPU
- * and CPU statistics agree to ~1e-12 relative on the fixtures, the largest
- * differences on cells whose sums nearly cancel).
+ *   4. writes the posteriors to global memory (sorted frame order).
+ * Then one block per pdf of the batch (gacc_stats_kernel): each thread owns
+ * one (component, dim) cell (or one occupancy) and adds post * x and
+ * post * x^2 frame after frame, in frame order, to the running double sum,
+ * fused or not as the CPU path's OpenBLAS profile says (acc-cpu-fast.c; the
+ * log-likelihood tails too): the same operations in the same order as the
+ * CPU path, so the statistics are bit-identical to it (no atomics but the
+ * integer transition counts). The posteriors use acc-math.h's expf, equal to
+ * glibc's but on 2 of the 4.3e9 floats.
  * The host gets each frame's softmax max and sum back and forms the
  * log-likelihood with its own logf, exactly as the CPU path.
  * All copies and launches go to a stream of the accumulator's own (not
@@ -45,14 +46,21 @@ static float *gacc_emu_shared;
     gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
     GALIGN_LAUNCH(gacc_chunk_kernel, (grid), 1, (stream), __VA_ARGS__);      \
   } while (0)
+#define GACC_LAUNCH_STATS(grid, stream, ...)                                   \
+  GALIGN_LAUNCH(gacc_stats_kernel, (grid), 1, (stream), __VA_ARGS__)
 static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }
 #else
 #define GACC_DYN_SHARED(name) extern __shared__ float name[]
 #define GACC_LAUNCH_CHUNKS(grid, shmem, stream, ...)                           \
   gacc_chunk_kernel<<<(grid), GACC_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
+#define GACC_LAUNCH_STATS(grid, stream, ...)                                   \
+  gacc_stats_kernel<<<(grid), GACC_STATS_THREADS, 0, (stream)>>>(__VA_ARGS__)
 #endif
 
 enum { GACC_THREADS = 256, GACC_MAX_CHUNK = 64, GACC_SHMEM = 44 * 1024 };
+/* stats kernel: a pdf has M * (D + 1) cells (up to ~1600 for tri models),
+ * each a serial loop over the pdf's frames: many threads per block */
+enum { GACC_STATS_THREADS = 512 };
 
 #define GACC_RING_N 4
 #define GACC_RING_BYTES ((size_t)8 << 20)
@@ -77,6 +85,9 @@ struct gacc_cuda {
   int4 *d_chunks;
   int32_t *h_order, *h_count;  /* h_order, h_chunks: page-locked */
   int4 *h_chunks;
+  int4 *h_ranges, *d_ranges;   /* num_pdfs: (pdf, start, frames) of the batch's pdfs */
+  float *d_gam;                /* cap_frames x max_comp posteriors, sorted frames */
+  int prof;                    /* gacc_blas_profile() of the CPU path */
   /* page-locked staging ring for features given as matrices */
   void *h_ring[GACC_RING_N];
   size_t ring_cap[GACC_RING_N];
@@ -93,9 +104,9 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
                                   const float *__restrict__ gconst,
                                   const float *__restrict__ mi,
                                   const float *__restrict__ iv,
-                                  int D, int chunk_cap,
-                                  double *tacc, double *occ, double *mean,
-                                  double *var, float *mx_out, float *sum_out) {
+                                  int D, int chunk_cap, int plain_tail, int maxc,
+                                  double *tacc, float *gam_out, float *mx_out,
+                                  float *sum_out) {
   GACC_DYN_SHARED(sh);
   const int4 ch = chunks[blockIdx.x];
   const int pdf = ch.x, start = ch.y, len = ch.z;
@@ -115,8 +126,8 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
   for (int i = threadIdx.x; i < len * M; i += blockDim.x) {
     int f = i / M, m = i - f * M;
     size_t g = (size_t)g0 + m;
-    gam[i] = gacc_gauss_loglike(gconst[g], mi + g * D, iv + g * D, xs + (size_t)f * D,
-                                x2 + (size_t)f * D, D, m, M);
+    gam[i] = gacc_gauss_loglike_p(gconst[g], mi + g * D, iv + g * D, xs + (size_t)f * D,
+                                  x2 + (size_t)f * D, D, m, M, plain_tail);
   }
   __syncthreads();
 
@@ -136,25 +147,55 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
   }
   __syncthreads();
 
-  const int MD = M * D;
+  for (int i = threadIdx.x; i < len * M; i += blockDim.x) {
+    int f = i / M, m = i - f * M;
+    gam_out[(size_t)(start + f) * maxc + m] = gam[i];
+  }
+}
+
+/* One block per pdf of the batch: ranges[b] = (pdf, first sorted frame,
+ * frames). Each thread owns cells of that pdf and adds frame after frame
+ * as the CPU path does (acc-cpu-fast.c stats_scalar): post 0 skipped,
+ * mean = fma(post, x, mean) (exact product), var fused where the profile
+ * (prof: 0 plain, 1 hsw, 2 skx) fuses it. */
+__global__ void gacc_stats_kernel(const int4 *__restrict__ ranges,
+                                  const int32_t *__restrict__ order,
+                                  const float *__restrict__ feats,
+                                  const float *__restrict__ gam, int maxc,
+                                  const int32_t *__restrict__ pdf_offset, int D, int prof,
+                                  double *occ, double *mean, double *var) {
+  const int4 r = ranges[blockIdx.x];
+  const int pdf = r.x, start = r.y, len = r.z;
+  const int g0 = pdf_offset[pdf], M = pdf_offset[pdf + 1] - g0, MD = M * D;
+  const int fuse_to = prof == 2 ? D : prof == 1 ? (D & ~15) : 0;
   for (int i = threadIdx.x; i < MD + M; i += blockDim.x) {
     if (i < MD) {
       int m = i / D, d = i - m * D;
-      double sm = 0.0, sv = 0.0;
-      for (int f = 0; f < len; f++) {
-        double gm = (double)gam[f * M + m];
-        double xd = (double)xs[f * D + d];
-        sm += gm * xd;
-        sv += gm * (xd * xd);
-      }
       size_t cell = (size_t)g0 * D + i;
-      atomicAdd(&mean[cell], sm);
-      atomicAdd(&var[cell], sv);
+      double sm = mean[cell], sv = var[cell];
+      for (int f = 0; f < len; f++) {
+        double gm = (double)gam[(size_t)(start + f) * maxc + m];
+        if (gm == 0.0) continue;
+        double xd = (double)feats[(size_t)order[start + f] * D + d];
+        double q = xd * xd;
+        sm = fma(gm, xd, sm);
+        if (d < fuse_to) {
+          sv = fma(gm, q, sv);
+        } else {
+          double p = gm * q;
+          sv = sv + p;
+        }
+      }
+      mean[cell] = sm;
+      var[cell] = sv;
     } else {
       int m = i - MD;
-      double so = 0.0;
-      for (int f = 0; f < len; f++) so += (double)gam[f * M + m];
-      atomicAdd(&occ[g0 + m], so);
+      double so = occ[g0 + m];
+      for (int f = 0; f < len; f++) {
+        double gm = (double)gam[(size_t)(start + f) * maxc + m];
+        if (gm != 0.0) so = so + gm;
+      }
+      occ[g0 + m] = so;
     }
   }
 }
@@ -170,7 +211,7 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
   if (!c) return;
   void *dev[] = { c->d_pdf_offset, c->d_gconst, c->d_mi, c->d_iv, c->d_tacc,
                   c->d_occ, c->d_mean, c->d_var, c->d_feats, c->d_mx, c->d_sum,
-                  c->d_tid, c->d_order, c->d_chunks };
+                  c->d_tid, c->d_order, c->d_chunks, c->d_ranges, c->d_gam };
   if (c->has_stream) cudaStreamSynchronize(c->stream);
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
     if (dev[i]) cudaFree(dev[i]);
@@ -183,6 +224,7 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
   if (c->h_order) cudaFreeHost(c->h_order);
   free(c->h_count);
   if (c->h_chunks) cudaFreeHost(c->h_chunks);
+  if (c->h_ranges) cudaFreeHost(c->h_ranges);
   free(c);
 }
 
@@ -282,7 +324,17 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
     return KIO_ERR;
   }
   c->has_stream = 1;
-  if (upload_model(c, am) != KIO_OK || alloc_stats(c) != KIO_OK) {
+  c->prof = gacc_blas_profile();
+  size_t np = (size_t)(c->num_pdfs > 0 ? c->num_pdfs : 1);
+  if (cudaMallocHost((void **)&c->h_ranges, sizeof(int4) * np) != cudaSuccess) {
+    cudaGetLastError();
+    c->h_ranges = NULL;
+    KIO_ERROR("CUDA error allocating page-locked memory");
+    gacc_cuda_free(c);
+    return KIO_ERR;
+  }
+  if (dev_alloc(&c->d_ranges, np) != KIO_OK || upload_model(c, am) != KIO_OK ||
+      alloc_stats(c) != KIO_OK) {
     gacc_cuda_free(c);
     return KIO_ERR;
   }
@@ -295,8 +347,8 @@ static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
     size_t cap = c->cap_frames ? c->cap_frames : 8192;
     while (cap < frames) cap *= 2;
     cudaFree(c->d_feats); cudaFree(c->d_mx); cudaFree(c->d_sum);
-    cudaFree(c->d_tid); cudaFree(c->d_order);
-    c->d_feats = c->d_mx = c->d_sum = NULL;
+    cudaFree(c->d_tid); cudaFree(c->d_order); cudaFree(c->d_gam);
+    c->d_feats = c->d_mx = c->d_sum = c->d_gam = NULL;
     c->d_tid = c->d_order = NULL;
     c->cap_frames = 0;
     if (c->h_order) cudaFreeHost(c->h_order);
@@ -304,7 +356,8 @@ static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
     KIO_CUDA_TRY(cudaMallocHost((void **)&c->h_order, sizeof(int32_t) * cap));
     if (dev_alloc(&c->d_feats, cap * (size_t)c->dim) || dev_alloc(&c->d_mx, cap) ||
         dev_alloc(&c->d_sum, cap) || dev_alloc(&c->d_tid, cap) ||
-        dev_alloc(&c->d_order, cap))
+        dev_alloc(&c->d_order, cap) ||
+        dev_alloc(&c->d_gam, cap * (size_t)(c->max_comp > 0 ? c->max_comp : 1)))
       return KIO_ERR;
     c->cap_frames = cap;
   }
@@ -382,6 +435,10 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
       c->h_chunks[k++] = make_int4(j, s, len, 0);
     }
   }
+  unsigned n_ranges = 0;
+  for (int32_t j = 0; j < c->num_pdfs; j++)
+    if (c->h_count[j + 1] > c->h_count[j])
+      c->h_ranges[n_ranges++] = make_int4(j, c->h_count[j], c->h_count[j + 1] - c->h_count[j], 0);
   for (int32_t t = 0; t < n_frames; t++) c->h_order[c->h_count[pdf[t]]++] = t;
 
   size_t D = (size_t)c->dim;
@@ -397,10 +454,16 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                                cudaMemcpyHostToDevice, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_chunks, c->h_chunks, sizeof(int4) * n_chunks,
                                cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_ranges, c->h_ranges, sizeof(int4) * n_ranges,
+                               cudaMemcpyHostToDevice, st));
   GACC_LAUNCH_CHUNKS((unsigned)n_chunks, c->shmem, st,
       c->d_chunks, c->d_order, c->d_feats, c->d_tid, c->d_pdf_offset, c->d_gconst,
-      c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->d_tacc, c->d_occ, c->d_mean,
-      c->d_var, c->d_mx, c->d_sum);
+      c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->prof != 2, c->max_comp, c->d_tacc,
+      c->d_gam, c->d_mx, c->d_sum);
+  KIO_CUDA_LAUNCHED();
+  GACC_LAUNCH_STATS(n_ranges, st, c->d_ranges, c->d_order, c->d_feats, c->d_gam,
+                    c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->d_occ, c->d_mean,
+                    c->d_var);
   KIO_CUDA_LAUNCHED();
   KIO_CUDA_TRY(cudaMemcpyAsync(mx, c->d_mx, sizeof(float) * (size_t)n_frames,
                                cudaMemcpyDeviceToHost, st));

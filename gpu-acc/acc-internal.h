@@ -81,6 +81,7 @@ struct gacc_acc {
   int32_t max_comp;
   float *ll;           /* CPU scratch, max_comp */
   float *x2;           /* CPU scratch, dim: the squared frame */
+  double *xd;          /* CPU scratch, 2 * dim: the frame and its square in double */
   gacc_utt_result *res;/* scratch results of the asynchronous entry */
   int cap_res;
   gacc_cuda *cuda;     /* GPU backend, NULL on CPU */
@@ -106,6 +107,13 @@ struct gacc_acc {
 int gacc_check_utt(const gacc_acc *a, const gacc_utt *u);
 int gacc_bad_like(const char *key, int32_t t);
 int gacc_accumulate_cpu(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
+
+/* acc-cpu-fast.c: one utterance on the CPU (checked by gacc_check_utt),
+ * bit-identical to the stock Kaldi build on this CPU. */
+int gacc_accumulate_utt_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r);
+/* Which OpenBLAS rounding the CPU path reproduces: 0 plain, 1 hsw, 2 skx
+ * (KIO_BLAS_PROFILE overrides the CPU's choice); its name. */
+int gacc_blas_profile(void);
 
 /* acc-batch.c: the GPU path (sync and async) and the worker. */
 int gacc_gpu_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);

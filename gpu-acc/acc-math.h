@@ -173,9 +173,10 @@ GACC_HD float gacc_dot_k1(const float *a, const float *x, int n) {
 }
 
 /* y + alpha * (a . xv) for one component row a of length D, as sgemv_t
- * does it. */
-GACC_HD float gacc_gemv_row(float y, const float *a, const float *xv, int D, float alpha,
-                            int kind) {
+ * does it. plain_tail: the D%4 tail unfused (the "hsw"/"plain" OpenBLAS
+ * profiles of acc-cpu-fast.c); else contracted as below ("skx"). */
+GACC_HD float gacc_gemv_row_p(float y, const float *a, const float *xv, int D, float alpha,
+                              int kind, int plain_tail) {
   int m3 = D & 3, nb_total = D - m3;
   for (int off = 0; off < nb_total; off += 4096) {
     int nb = nb_total - off < 4096 ? nb_total - off : 4096;
@@ -186,7 +187,14 @@ GACC_HD float gacc_gemv_row(float y, const float *a, const float *xv, int D, flo
     y = y + p;
   }
   const float *at = a + nb_total, *xt = xv + nb_total;
-  if (m3 == 3) {
+  if (m3 && plain_tail) {
+    float t = at[0] * (xt[0] * alpha);
+    for (int k = 1; k < m3; k++) {
+      float p = at[k] * (xt[k] * alpha);
+      t = t + p;
+    }
+    y = y + t;
+  } else if (m3 == 3) {
     float t0 = xt[0] * alpha, t1 = xt[1] * alpha, t2 = xt[2] * alpha;
     float p1 = at[1] * t1;
     float t = fmaf(at[2], t2, fmaf(at[0], t0, p1));
@@ -201,14 +209,25 @@ GACC_HD float gacc_gemv_row(float y, const float *a, const float *xv, int D, flo
   return y;
 }
 
+GACC_HD float gacc_gemv_row(float y, const float *a, const float *xv, int D, float alpha,
+                            int kind) {
+  return gacc_gemv_row_p(y, a, xv, D, alpha, kind, 0);
+}
+
 /* Log-likelihood of component j (of M) for frame x: gconst + MI.x
  * - 0.5 IV.x2 rounded as Kaldi/OpenBLAS (above); x2[d] = x[d] * x[d] in
  * float, as Kaldi squares the frame. */
+GACC_HD float gacc_gauss_loglike_p(float gconst, const float *mi, const float *iv,
+                                   const float *x, const float *x2, int D, int j, int M,
+                                   int plain_tail) {
+  int kind = gacc_kernel_kind(j, M);
+  float y = gacc_gemv_row_p(gconst, mi, x, D, 1.0f, kind, plain_tail);
+  return gacc_gemv_row_p(y, iv, x2, D, -0.5f, kind, plain_tail);
+}
+
 GACC_HD float gacc_gauss_loglike(float gconst, const float *mi, const float *iv,
                                  const float *x, const float *x2, int D, int j, int M) {
-  int kind = gacc_kernel_kind(j, M);
-  float y = gacc_gemv_row(gconst, mi, x, D, 1.0f, kind);
-  return gacc_gemv_row(y, iv, x2, D, -0.5f, kind);
+  return gacc_gauss_loglike_p(gconst, mi, iv, x, x2, D, j, M, 0);
 }
 
 #endif

@@ -165,6 +165,17 @@ float gacc_frame_posteriors(const kio_diag_gmm *g, const float *x, const float *
 /* The expf used by the softmax (equal to glibc's; see acc-math.h). */
 float gacc_expf_ref(float x);
 
+/* The CPU accumulator's arithmetic, for checks against a BLAS library
+ * (tools/acc-blas-check): y + alpha * (a . xv) for component j of M as
+ * cblas_sgemv rounds it, and mean += post * xd, var += post * x2 over D
+ * dims as cblas_dger does, in the OpenBLAS profile of the reference hosts
+ * (skx; KIO_BLAS_PROFILE=hsw|plain: another host's; KIO_NO_SIMD=1: scalar). */
+float gacc_cpu_gemv_row(float y, const float *a, const float *xv, int D, float alpha,
+                        int j, int M);
+void gacc_cpu_stats_row(double *mean, double *var, double post, const double *xd,
+                        const double *x2, int D);
+const char *gacc_blas_profile_name(void);
+
 #ifdef __cplusplus
 }
 #endif

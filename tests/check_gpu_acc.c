@@ -1,7 +1,7 @@
-/* The CUDA accumulator against the CPU one: statistics within 1e-9
- * relative before writing (only the order of the double sums differs), the
- * same per-utterance and total likelihoods, any batch size; and the written
- * file against Kaldi's. The asynchronous entry against the synchronous one. Skips (77) without a usable GPU; CUDA is first used
+/* The CUDA accumulator against the CPU one: bit-identical statistics (the
+ * same operations in the same order, gpu-acc/acc-cuda.cu), the same
+ * per-utterance and total likelihoods, any batch size; and the written file
+ * against Kaldi's, byte for byte. The asynchronous entry against the synchronous one. Skips (77) without a usable GPU; CUDA is first used
  * inside the forked tests. */
 #include <math.h>
 #include <pthread.h>
@@ -50,6 +50,8 @@ static void gpu_vs_cpu(const char *mdl, const char *feats, const char *alis,
                 cmp.num_over, cmp.num_values, cmp.max_rel);
   printf("%s: gpu vs cpu max rel diff %g over %zu values\n", mdl, cmp.max_rel,
          cmp.num_values);
+  ck_assert_msg(stats_identical(&g, &c), "%s (batch %d): GPU stats not bit-identical to "
+                "the CPU path's", mdl, gpu_batch);
   /* the written file against Kaldi's */
   const char *path = tu_tmp_path("gpu.acc");
   ck_assert_int_eq(gacc_stats_write(path, 1, &g), KIO_OK);
@@ -60,7 +62,8 @@ static void gpu_vs_cpu(const char *mdl, const char *feats, const char *alis,
   ck_assert(cmp.same_layout && cmp.num_tacc_diff == 0);
   ck_assert_msg(cmp.num_over == 0, "%zu values differ from %s by > 1e-6", cmp.num_over,
                 kaldi_acc);
-  printf("%s: bytes %s\n", kaldi_acc, tu_files_equal(path, kaldi_acc) ? "identical" : "differ");
+  ck_assert_msg(tu_files_equal(path, kaldi_acc), "GPU stats: bytes differ from %s",
+                kaldi_acc);
   gacc_stats_free(&mine);
   gacc_stats_free(&ref);
   gacc_stats_free(&c);
@@ -97,6 +100,7 @@ START_TEST(gpu_batches_agree) {
   gacc_cmp cmp;
   gacc_stats_compare(&a, &b, 1e-9, 0, &cmp);
   ck_assert(cmp.same_layout && cmp.num_tacc_diff == 0 && cmp.num_over == 0);
+  ck_assert_msg(stats_identical(&a, &b), "batch 1 vs 40: stats not bit-identical");
   ck_assert(ra.tot_like == rb.tot_like);
   gacc_stats_free(&a);
   gacc_stats_free(&b);
@@ -270,5 +274,7 @@ Suite *gpu_acc_suite(void) {
 
 int main(void) {
   if (!tu_gpu_available()) return TU_EXIT_SKIP;
+  /* the fixtures' Kaldi rounds as the "skx" profile (gpu-acc/acc-cpu-fast.c) */
+  setenv("KIO_BLAS_PROFILE", "skx", 1);
   return tu_run_suite(gpu_acc_suite());
 }

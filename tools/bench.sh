@@ -7,7 +7,8 @@
 #   our CPU path (--use-gpu=no), our GPU path (--use-gpu=yes, if a GPU is
 #   usable; once more with KIO_GUNZIP_PIPE=1, i.e. the graphs through a real
 #   gunzip process instead of base/gzip-input.c), Kaldi's gmm-align-compiled
-#   (if $KALDI_ROOT is set).
+#   (KALDI_BUNDLE, KALDI_ROOT, or the shared bundle ../shared/kaldi unpacked
+#   into bench-data/kaldi), and Kaldi's gmm-acc-stats-ali beside ours.
 # Prints a markdown table (wall seconds, x real time, speed-up) and the
 # agreement of the alignments. Env: BIN, TOOLS, KALDI_ROOT, BENCH_COPIES
 # (default 255 = 10.03 h), BENCH_MODELS (default "mono tri2"), BENCH_SKIP
@@ -53,10 +54,26 @@ if [ "$(cat "$data/stamp" 2>/dev/null)" != "$copies.2" ]; then
 fi
 
 # ---- runs ----
-kaldi_prog=""
-if [ -n "${KALDI_ROOT:-}" ] && [ -x "$KALDI_ROOT/src/gmmbin/gmm-align-compiled" ]; then
-  kaldi_prog=$KALDI_ROOT/src/gmmbin/gmm-align-compiled
+# Kaldi side by side: KALDI_BUNDLE (an unpacked bundle: bin/ lib/), else
+# KALDI_ROOT (a built tree), else the shared bundle tarball (tools/recipe-env.sh),
+# unpacked once into bench-data/kaldi.
+kaldi_bin=""
+if [ -n "${KALDI_BUNDLE:-}" ] && [ -x "$KALDI_BUNDLE/bin/gmm-align-compiled" ]; then
+  kaldi_bin=$KALDI_BUNDLE/bin
+elif [ -n "${KALDI_ROOT:-}" ] && [ -x "$KALDI_ROOT/src/gmmbin/gmm-align-compiled" ]; then
+  kaldi_bin=$KALDI_ROOT/src/gmmbin
+else
+  . "$top/tools/recipe-env.sh"
+  if [ -n "$KALDI_BUNDLE_TAR" ]; then
+    if [ ! -x "$data/kaldi/kb/bin/gmm-align-compiled" ]; then
+      echo "bench: unpacking $KALDI_BUNDLE_TAR into bench-data/kaldi"
+      rm -rf "$data/kaldi"; mkdir -p "$data/kaldi"
+      tar -C "$data/kaldi" -xJf "$KALDI_BUNDLE_TAR" || rm -rf "$data/kaldi"
+    fi
+    [ -x "$data/kaldi/kb/bin/gmm-align-compiled" ] && kaldi_bin=$data/kaldi/kb/bin
+  fi
 fi
+kaldi_prog=${kaldi_bin:+$kaldi_bin/gmm-align-compiled}
 gpu_ok=0
 if "$bin/gmm-align-compiled" --use-gpu=yes --acoustic-scale=0.1 --self-loop-scale=0.1 \
      "$fix/models/mono/final.mdl" "ark:gunzip -c $fix/edge/mono.fsts.gz|" \
@@ -112,6 +129,12 @@ timed() {  # key logfile command...  -> wall[key]
 for m in $models; do
   f=delta; [ "$m" = tri2 ] && f=lda
   [ -f "$data/out/$m.cpu.ali" ] || continue
+  if [ -n "$kaldi_bin" ] && [ -x "$kaldi_bin/gmm-acc-stats-ali" ]; then
+    case " $skip " in *" kaldi "*) ;; *)
+      timed "$m.acc-kaldi" "$data/out/$m.acc-kaldi.log" "$kaldi_bin/gmm-acc-stats-ali" \
+        "$fix/models/$m/final.mdl" "ark:$data/$f.ark" "ark:$data/out/$m.cpu.ali" "$data/out/$m.kaldi.acc" ;;
+    esac
+  fi
   for tag in cpu gpu; do
     [ $tag = gpu ] && [ $gpu_ok != 1 ] && continue
     ug=no; [ $tag = gpu ] && ug=yes
@@ -124,7 +147,7 @@ for m in $models; do
       "ark:$data/out/$m.onepass-$tag.ali" "$data/out/$m.onepass-$tag.acc"
   done
 done
-[ -n "$kaldi_prog" ] || echo "bench: Kaldi skipped (set KALDI_ROOT to include \$KALDI_ROOT/src/gmmbin/gmm-align-compiled)"
+[ -n "$kaldi_prog" ] || echo "bench: Kaldi skipped (no KALDI_BUNDLE, KALDI_ROOT or ../shared/kaldi/kaldi-bin.tar.xz)"
 
 # ---- table ----
 wall[mono.fixture]=0; wall[tri2.fixture]=0
@@ -166,15 +189,22 @@ done
 echo
 echo "Accumulation (gmm-acc-stats-ali, given the alignment) and one pass (gmm-align-acc-compiled = align + accumulate):"
 echo
-echo "| model | program | wall s | x real time | speed-up vs our CPU |"
-echo "|---|---|---:|---:|---:|"
+echo "| model | program | wall s | x real time | speed-up vs our CPU | stats vs Kaldi's |"
+echo "|---|---|---:|---:|---:|---|"
 for m in $models; do
+  if [ -n "${wall[$m.acc-kaldi]:-}" ]; then
+    printf '| %s | Kaldi gmm-acc-stats-ali | %.2f | %.0f | %s | |\n' "$m" "${wall[$m.acc-kaldi]}" \
+      "$(calc "$audio_s / ${wall[$m.acc-kaldi]}")" "$(ratio "$m.acc-kaldi" "$m.acc-cpu")"
+  fi
   for k in acc onepass; do
     for tag in cpu gpu; do
       [ -n "${wall[$m.$k-$tag]:-}" ] || continue
       name="gmm-acc-stats-ali"; [ $k = onepass ] && name="gmm-align-acc-compiled"
-      printf '| %s | %s --use-gpu=%s | %.2f | %.0f | %s |\n' "$m" "$name" "$([ $tag = gpu ] && echo yes || echo no)" \
-        "${wall[$m.$k-$tag]}" "$(calc "$audio_s / ${wall[$m.$k-$tag]}")" "$(ratio "$m.$k-$tag" "$m.$k-cpu")"
+      af=$data/out/$m.$tag.acc; [ $k = onepass ] && af=$data/out/$m.onepass-$tag.acc
+      same="-"
+      [ -n "${wall[$m.acc-kaldi]:-}" ] && { cmp -s "$af" "$data/out/$m.kaldi.acc" && same="identical bytes" || same="differ"; }
+      printf '| %s | %s --use-gpu=%s | %.2f | %.0f | %s | %s |\n' "$m" "$name" "$([ $tag = gpu ] && echo yes || echo no)" \
+        "${wall[$m.$k-$tag]}" "$(calc "$audio_s / ${wall[$m.$k-$tag]}")" "$(ratio "$m.$k-$tag" "$m.$k-cpu")" "$same"
     done
   done
 done

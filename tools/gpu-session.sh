@@ -18,14 +18,29 @@ for s in $steps; do
     gpu-tests) KIO_REQUIRE_GPU=1 tests/run-tests.sh --gpu "$BUILD" 2>&1 | tee "$OUT/test-gpu.log" ;;
     all-tests) tests/run-tests.sh "$BUILD" 2>&1 | tee "$OUT/test-all.log" ;;
     sanitize)
+      # The programs on their own CUDA context, then the GPU service itself
+      # under compute-sanitizer (started through KALDI_GPU_SERVICE_BIN).
       ( cd tests/data &&
+        export KALDI_GPU_SERVICE=no
         compute-sanitizer --tool memcheck --error-exitcode 9 ../../gmmbin-gpu/gmm-align-compiled --use-gpu=yes \
           --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40 \
           models/mono/final.mdl 'ark:gunzip -c graphs/mono.fsts.gz|' ark:noisy/delta.ark ark:/tmp/san.ali 2>&1 | tail -n 8
         echo "gmm-align-compiled under compute-sanitizer: exit ${PIPESTATUS[0]}"
         compute-sanitizer --tool memcheck --error-exitcode 9 ../../gmmbin-gpu/gmm-acc-stats-ali --use-gpu=yes \
           models/tri2/final.mdl ark:feats/lda.ark ark:kaldi/tri2/ali.ark /tmp/san.acc 2>&1 | tail -n 8
-        echo "gmm-acc-stats-ali under compute-sanitizer: exit ${PIPESTATUS[0]}" ) | tee "$OUT/sanitize.log" ;;
+        echo "gmm-acc-stats-ali under compute-sanitizer: exit ${PIPESTATUS[0]}"
+        unset KALDI_GPU_SERVICE
+        svcdir=$(mktemp -d /tmp/san-svc.XXXXXX); chmod 700 "$svcdir"
+        printf '#!/bin/sh\nexec compute-sanitizer --tool memcheck --log-file %s/memcheck.log %s "$@"\n' \
+          "$svcdir" "$PWD/../../gmmbin-gpu/kaldi-gpu-service" > "$svcdir/wrap.sh"; chmod +x "$svcdir/wrap.sh"
+        export KALDI_GPU_SERVICE_DIR=$svcdir/run KALDI_GPU_SERVICE_BIN=$svcdir/wrap.sh KALDI_GPU_SERVICE_IDLE=3
+        ../../gmmbin-gpu/gmm-align-compiled --use-gpu=yes --beam=10 --retry-beam=40 models/mono/final.mdl \
+          'ark:gunzip -c graphs/mono.fsts.gz|' ark:noisy/delta.ark ark:/tmp/san2.ali 2>&1 | grep -E 'Using GPU|not usable|Done'
+        ../../gmmbin-gpu/gmm-acc-stats-ali --use-gpu=yes models/tri2/final.mdl ark:feats/lda.ark \
+          ark:kaldi/tri2/ali.ark /tmp/san2.acc 2>&1 | grep -E 'Accumulating on|not usable|Done'
+        cmp /tmp/san.ali /tmp/san2.ali && cmp /tmp/san.acc /tmp/san2.acc && echo "service outputs = own-context outputs"
+        for _ in $(seq 1 60); do pgrep -f "$svcdir/wrap.sh|kaldi-gpu-service" >/dev/null || break; sleep 1; done
+        echo "kaldi-gpu-service under compute-sanitizer: $(grep -h 'ERROR SUMMARY' "$svcdir"/memcheck.log)" ) | tee "$OUT/sanitize.log" ;;
     kernels) ( cd tests/data && KIO_GPU_BENCH=500 CK_RUN_CASE=bench "../../$BUILD/tests/check_gpu_align" ) 2>&1 | tail -n 30 | tee "$OUT/kernels.log" ;;
     demo) tools/demo.sh 2>&1 | tee "$OUT/demo.log" ;;
     bench) tools/bench.sh 2>&1 | tee "$OUT/bench.log" ;;

@@ -229,6 +229,7 @@ cudaError_t cudaFuncSetAttribute(const void *f, enum cudaFuncAttribute a, int v)
   (void)f; (void)a; (void)v; return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int dev) {
   (void)dev;
   *v = a == cudaDevAttrMultiProcessorCount ? 4 : 0;

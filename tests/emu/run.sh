@@ -2,7 +2,7 @@
 # Builds tests/check_gpu_align against a host emulation of CUDA (cuda-emu.*)
 # and runs it: exercises the CUDA path's logic (batching, packing, offsets,
 # kernels, regrowth, results) on a machine without a GPU. Not part of
-# `make test`. Usage: tests/emu/run.sh [BUILD_DIR] (default build-emu).
+# `make test`. Usage: tests/emu/run.sh [BUILD_DIR] (default build-emu); EMU_SUITES="align acc".
 set -e
 cd "$(dirname "$0")/../.."
 B=${1:-build-emu}
@@ -12,6 +12,14 @@ XF="-std=c++17 -O2 -g -Wall -Wextra -ffp-contract=off -I/usr/local/cuda/include 
 # Self-test of the emulator's barriers/atomics first (cuda-emu.cc's main).
 g++ $XF -DGALIGN_EMU_SELFTEST tests/emu/cuda-emu.cc -o "$B/cuda-emu-selftest"
 "$B/cuda-emu-selftest"
+# shared by both suites: the emulator and the OpenFst bridge
+g++ $XF -c tests/emu/cuda-emu.cc -o "$B/cuda-emu.o"
+for f in base/*.cc; do
+  [ -e "$f" ] || continue
+  g++ -std=c++17 -O2 -g -c "$f" -o "$B/$(echo "$f" | tr / _).o"
+done
+suites=${EMU_SUITES:-align acc}  # which of the two to build and run
+case " $suites " in *" align "*)
 objs=""
 for f in base/*.c gpu-align/*.c tests/test-util.c tests/check_gpu_align.c; do
   o="$B/$(echo "$f" | tr / _).o"
@@ -19,13 +27,33 @@ for f in base/*.c gpu-align/*.c tests/test-util.c tests/check_gpu_align.c; do
 done
 for f in base/*.cc; do
   [ -e "$f" ] || continue
-  o="$B/$(echo "$f" | tr / _).o"
-  g++ -std=c++17 -O2 -g -c "$f" -o "$o"; objs="$objs $o"
+  objs="$objs $B/$(echo "$f" | tr / _).o"
 done
 for f in gpu-align/*.cu; do
   o="$B/$(echo "$f" | tr / _).o"
   g++ $XF -Wno-unused-parameter -x c++ -include tests/emu/cuda-emu.h -c "$f" -o "$o"; objs="$objs $o"
 done
-g++ $XF -c tests/emu/cuda-emu.cc -o "$B/cuda-emu.o"
 g++ -o "$B/check_gpu_align" $objs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl
-cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_align"
+(cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_align")
+;; esac
+
+
+# The same for the statistics accumulator: tests/check_gpu_acc against the
+# emulated device (bit-identity of GPU and CPU statistics).
+case " $suites " in *" acc "*)
+aobjs=""
+for f in base/*.c gpu-align/*.c gpu-acc/*.c tests/test-util.c tests/check_gpu_acc.c; do
+  o="$B/acc_$(echo "$f" | tr / _).o"
+  gcc $CF -c "$f" -o "$o"; aobjs="$aobjs $o"
+done
+for f in base/*.cc; do
+  [ -e "$f" ] || continue
+  aobjs="$aobjs $B/$(echo "$f" | tr / _).o"
+done
+for f in gpu-align/*.cu gpu-acc/*.cu; do
+  o="$B/acc_$(echo "$f" | tr / _).o"
+  g++ $XF -Wno-unused-parameter -x c++ -include tests/emu/cuda-emu.h -c "$f" -o "$o"; aobjs="$aobjs $o"
+done
+g++ -o "$B/check_gpu_acc" $aobjs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl
+(cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_acc")
+;; esac

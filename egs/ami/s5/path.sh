@@ -3,4 +3,5 @@
 : "${KALDI_ROOT:?set KALDI_ROOT to your Kaldi checkout}"
 PLUGIN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 . "$KALDI_ROOT/egs/ami/s5b/path.sh"
-export PATH="$PLUGIN_ROOT/gmmbin-gpu:$PATH"
+# KALDI_ONLY=true (run.sh --kaldi-only true): stock Kaldi, for comparison.
+[ "${KALDI_ONLY:-false}" = true ] || export PATH="$PLUGIN_ROOT/gmmbin-gpu:$PATH"

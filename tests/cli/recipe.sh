@@ -1,0 +1,95 @@
+#!/bin/bash
+# A small real recipe, stock Kaldi vs our programs first on PATH: on the 300
+# shortest utterances of the synth-s5 corpus, steps/train_mono.sh
+# --num-iters 10 then steps/align_si.sh (egs/synth/s5/run.sh stages 1-2,
+# --nj 2), once all-Kaldi and once with BIN first on PATH. The two mono
+# models must be byte-identical and so must every alignment (mono/ali.*.gz,
+# mono_ali/ali.*.gz, gunzipped). Our programs run with their default
+# --use-gpu=optional: the CPU path here, the GPU path where one is usable.
+# Needs the shared Kaldi bundle and corpus (tools/recipe-env.sh finds them;
+# or KALDI_BUNDLE = an unpacked bundle, KALDI_BUNDLE_TAR, SYNTH_CORPUS_DIR),
+# else SKIP. Where this host's Kaldi rounds differently from the reference
+# hosts (another OpenBLAS kernel set: see below), ours run with the matching
+# KIO_BLAS_PROFILE, or SKIP if none matches (RECIPE_CHECK_FORCE=1: compare
+# anyway).
+# Env: BIN = dir of our programs, TOP = repo root. Exit 0 pass, 1 fail, 77 skip.
+set -u
+: "${BIN:?}" "${TOP:?}"
+. "$TOP/tools/recipe-env.sh"
+[ -x "$BIN/gmm-acc-stats-ali" ] || { echo "SKIP: $BIN/gmm-acc-stats-ali not built"; exit 77; }
+kb=""
+if [ -n "${KALDI_BUNDLE:-}" ] && [ -x "$KALDI_BUNDLE/bin/gmm-est" ]; then kb=$KALDI_BUNDLE
+elif [ -n "$KALDI_BUNDLE_TAR" ]; then kb=$KALDI_BUNDLE_TAR
+else echo "SKIP: no Kaldi bundle (no ../shared/kaldi/kaldi-bin.tar.xz, KALDI_BUNDLE unset)"; exit 77; fi
+[ -n "$SYNTH_CORPUS_TAR" ] || { echo "SKIP: no recipe corpus (../shared/recipe/synth-s5.tar.xz)"; exit 77; }
+tmp=$(mktemp -d /tmp/recipe-cli.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+if [ -f "$kb" ]; then
+  mkdir -p "$tmp/kaldi" && tar -C "$tmp/kaldi" -xJf "$kb" || { echo "FAIL: unpacking $kb"; exit 1; }
+  kb=$tmp/kaldi/kb
+fi
+# Kaldi's float rounding follows the OpenBLAS kernels picked for the CPU at
+# run time. Our programs reproduce Kaldi on the reference hosts (AVX-512,
+# OpenBLAS "Cooperlake"), where tests/data/kaldi/*/final.acc were made; a
+# byte comparison with a Kaldi run on this host means something only if
+# this host's Kaldi reproduces those stats itself.
+( cd "$TOP/tests/data" && "$kb/bin/gmm-acc-stats-ali" models/mono/final.mdl ark:feats/delta.ark \
+    ark:kaldi/mono/ali.ark "$tmp/host.acc" ) >"$tmp/host.log" 2>&1 || { cat "$tmp/host.log"; echo "FAIL: Kaldi's gmm-acc-stats-ali"; exit 1; }
+note=""
+if [ "${RECIPE_CHECK_FORCE:-0}" != 1 ] && ! cmp -s "$tmp/host.acc" "$TOP/tests/data/kaldi/mono/final.acc"; then
+  # Another kernel set: our programs can reproduce it on request
+  # (KIO_BLAS_PROFILE, gpu-acc/acc-cpu-fast.c); compare with that profile
+  # if it gives this host's Kaldi bytes, else there is nothing exact to test.
+  if grep -qw avx512f /proc/cpuinfo; then prof=skx
+  elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then prof=hsw; else prof=plain; fi
+  ( cd "$TOP/tests/data" && KIO_BLAS_PROFILE=$prof "$BIN/gmm-acc-stats-ali" --use-gpu=no models/mono/final.mdl \
+      ark:feats/delta.ark ark:kaldi/mono/ali.ark "$tmp/ours-host.acc" ) >"$tmp/ours-host.log" 2>&1
+  if cmp -s "$tmp/ours-host.acc" "$tmp/host.acc"; then
+    export KIO_BLAS_PROFILE=$prof
+    note=" (this host's Kaldi rounds as OpenBLAS profile $prof: ours run with KIO_BLAS_PROFILE=$prof)"
+  else
+    core=$(cd "$TOP/tests/data" && OPENBLAS_VERBOSE=2 "$kb/bin/gmm-acc-stats-ali" models/mono/final.mdl \
+      ark:feats/delta.ark ark:kaldi/mono/ali.ark /dev/null 2>&1 | sed -n 's/^Core: //p' | head -1)
+    echo "SKIP: Kaldi on this host (OpenBLAS core ${core:-?}, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')) rounds differently from the reference host and from our profile $prof"
+    exit 77
+  fi
+fi
+"$SYNTH_CORPUS_DIR/unpack.sh" "$tmp" >/dev/null || { echo "FAIL: unpacking the corpus"; exit 1; }
+touch "$tmp/synth-s5/.unpacked"
+( cd "$tmp/synth-s5" && KALDI_BUNDLE=${KALDI_BUNDLE:-unused} utils/subset_data_dir.sh --shortest data/train 300 data/train_300 ) >"$tmp/subset.log" 2>&1 ||
+  { cat "$tmp/subset.log"; echo "FAIL: subset_data_dir.sh"; exit 1; }
+opts=(--work "$tmp" --kaldi-bundle "$kb" --nj 2 --train data/train_300 --mono-utts 300
+      --mono-opts "--num-iters 10" --stop-stage 2)
+for side in kaldi ours; do
+  ko=false; [ $side = kaldi ] && ko=true
+  if ! "$TOP/egs/synth/s5/run.sh" "${opts[@]}" --kaldi-only $ko --gpu-bin "$BIN" --exp "exp_$side" \
+       >"$tmp/run.$side.log" 2>&1; then
+    tail -n 30 "$tmp/run.$side.log"; echo "FAIL: run.sh, $side side"; exit 1
+  fi
+done
+e=$tmp/synth-s5
+grep -q "^which gmm-acc-stats-ali: $(cd "$BIN" && pwd)/gmm-acc-stats-ali$" "$e/exp_ours/run_info" ||
+  fail "our side did not run our gmm-acc-stats-ali: $(grep 'which gmm-acc' "$e/exp_ours/run_info")"
+grep -q "^which gmm-acc-stats-ali: $kb/bin/gmm-acc-stats-ali$" "$e/exp_kaldi/run_info" ||
+  fail "Kaldi side did not run Kaldi's gmm-acc-stats-ali"
+n=$(ls "$e"/exp_kaldi/mono/log/acc.*.log 2>/dev/null | wc -l)
+[ "$n" -eq 18 ] || fail "expected 9 accumulations (iterations 1-9) x 2 jobs of train_mono, found $n logs"
+cmp -s "$e/exp_kaldi/mono/final.mdl" "$e/exp_ours/mono/final.mdl" || fail "mono/final.mdl differs from Kaldi's"
+for d in mono mono_ali; do
+  ka=$(ls "$e/exp_kaldi/$d"/ali.*.gz 2>/dev/null | sort); oa=$(ls "$e/exp_ours/$d"/ali.*.gz 2>/dev/null | sort)
+  [ -n "$ka" ] && [ "$(echo "$ka" | wc -l)" -eq 2 ] || { fail "$d: Kaldi wrote no ali.{1,2}.gz"; continue; }
+  # shellcheck disable=SC2086
+  if ! cmp -s <(gunzip -c $ka) <(gunzip -c $oa); then
+    msg=""
+    [ -x "$TOP/build/tools/ali-compare" ] &&
+      msg=$("$TOP/build/tools/ali-compare" --print-args=false "ark:gunzip -c $(echo $ka)|" "ark:gunzip -c $(echo $oa)|" 2>&1 | paste -sd' ' -)
+    fail "$d alignments differ from Kaldi's ${msg:+($msg)}"
+  fi
+done
+u=$(gunzip -c "$e"/exp_ours/mono_ali/ali.*.gz | wc -l)
+[ "$u" -ge 290 ] || fail "mono_ali: only $u utterances aligned (of 300)"
+[ $fails -eq 0 ] || exit 1
+echo "recipe: train_mono (10 iterations) + align_si on 300 utterances: models and $u alignments identical to Kaldi's$note"

@@ -1,0 +1,117 @@
+#!/bin/bash
+# The synth-s5 recipe on a GPU host, stock Kaldi then ours, and the
+# comparison report:
+#   tools/recipe-device.sh [options] INPUT_DIR OUT_DIR
+# INPUT_DIR holds kaldi-bin.tar.xz, synth-s5.tar.xz and unpack.sh (and, if
+# packed with `pack` below, gmmbin-gpu/ and tools/ali-compare). Unpacks into
+# WORK (default /tmp/recipe-device/work), runs egs/synth/s5/run.sh all-Kaldi
+# (--exp exp_kaldi), then with our programs (--exp exp_ours), one after the
+# other, then tools/compare-recipe.sh. Writes into OUT_DIR: progress.log
+# (one line per stage and side), report.md, stage_times.{kaldi,ours},
+# run_info.{kaldi,ours}, results.{kaldi,ours}, logs.tgz (every exp log dir),
+# status (the exit status, written last).
+# Options: --stages A-B (or N; default 1-12), --nj N (16), --train DIR
+# (data/train_x4), --gpu-bin DIR (INPUT_DIR/gmmbin-gpu, else .carry/gmmbin-gpu,
+# else gmmbin-gpu), --work DIR, --sides "kaldi ours" (which, in this order),
+# --mono-utts N, --mono-opts "OPTS" (passed to run.sh).
+#
+# Getting the inputs onto a device host whose calls carry at most 64 MiB
+# (the repo's tracked files already take ~35 MB):
+#   here:    tools/recipe-device.sh pack .rc     -> .rc/part.NN (RECIPE_PART_SIZE, default 24M) + .rc/sha256
+#   device:  tools/recipe-device.sh stash .rc    (one call per part, carry [".rc/part.NN", ".rc/sha256"];
+#            appends to /tmp/recipe-device/in, which lives while the machine stays warm)
+#   device:  tools/recipe-device.sh start [options]   (checks and unpacks the parts, then
+#            runs `INPUT_DIR=/tmp/recipe-device/in, OUT_DIR=/tmp/recipe-device/out` under
+#            setsid nohup and returns at once)
+#   device:  tools/recipe-device.sh poll         (prints progress; copies OUT_DIR's files to $OUT)
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+base=/tmp/recipe-device
+case ${1:-} in
+  pack)
+    [ $# -eq 2 ] || { echo "usage: $0 pack DIR" >&2; exit 1; }
+    . "$top/tools/recipe-env.sh"
+    [ -n "$KALDI_BUNDLE_TAR" ] && [ -n "$SYNTH_CORPUS_TAR" ] || { echo "pack: no shared inputs found" >&2; exit 1; }
+    s=$(mktemp -d); mkdir -p "$s/in/gmmbin-gpu" "$s/in/tools"
+    cp "$KALDI_BUNDLE_TAR" "$SYNTH_CORPUS_TAR" "$SYNTH_CORPUS_DIR/unpack.sh" "$s/in/"
+    for f in "$top"/gmmbin-gpu/*; do case $f in *.c|*.h) ;; *) [ -x "$f" ] && strip -o "$s/in/gmmbin-gpu/${f##*/}" "$f" ;; esac; done
+    strip -o "$s/in/tools/ali-compare" "$top/build/tools/ali-compare" || exit 1
+    chmod +x "$s/in/gmmbin-gpu"/* "$s/in/tools"/*
+    rm -rf "$2"; mkdir -p "$2"
+    tar -C "$s/in" -cf - . | split -b "${RECIPE_PART_SIZE:-24M}" -d - "$2/part."
+    (cd "$2" && sha256sum part.* >sha256)
+    rm -rf "$s"; ls -l "$2"; exit 0 ;;
+  stash)
+    [ $# -eq 2 ] || { echo "usage: $0 stash DIR" >&2; exit 1; }
+    mkdir -p "$base/parts"
+    for f in "$2"/part.* "$2"/sha256; do [ -f "$f" ] && cp "$f" "$base/parts/"; done
+    ls -l "$base/parts"; exit 0 ;;
+  start)
+    shift
+    if [ -f "$base/pid" ] && kill -0 "$(cat "$base/pid")" 2>/dev/null; then
+      echo "start: a run is in progress (pid $(cat "$base/pid")); poll it" >&2; exit 1
+    fi
+    (cd "$base/parts" && sha256sum -c --quiet sha256) || { echo "start: parts missing or damaged" >&2; exit 1; }
+    rm -rf "$base/in" "$base/out"; mkdir -p "$base/in" "$base/out"
+    cat "$base/parts"/part.* | tar -C "$base/in" -xf - || exit 1
+    setsid nohup "$0" "$@" "$base/in" "$base/out" >"$base/nohup.log" 2>&1 </dev/null &
+    echo $! >"$base/pid"; echo "started (pid $!): poll with $0 poll"; sleep 2; cat "$base/out/progress.log" 2>/dev/null; exit 0 ;;
+  poll)
+    o=$base/out
+    tail -n 30 "$o/progress.log" 2>/dev/null; tail -n 5 "$base/nohup.log" 2>/dev/null
+    [ -f "$o/status" ] && echo "finished, status $(cat "$o/status")" || echo "running"
+    if [ -n "${OUT:-}" ]; then
+      for f in report.md progress.log logs.tgz status; do [ -f "$o/$f" ] && cp "$o/$f" "$OUT/"; done
+      tar -C "$o" -czf "$OUT/side-files.tgz" --exclude=report.md --exclude=logs.tgz --exclude=progress.log . 2>/dev/null
+    fi
+    exit 0 ;;
+esac
+
+stages=1-12 nj=16 train=data/train_x4 gpu_bin="" work=$base/work sides="kaldi ours" mono=()
+while [ $# -gt 2 ]; do
+  case $1 in
+    --stages) stages=$2 ;; --nj) nj=$2 ;; --train) train=$2 ;; --gpu-bin) gpu_bin=$2 ;;
+    --work) work=$2 ;; --sides) sides=$2 ;;
+    --mono-utts|--mono-opts) mono+=("$1" "$2") ;;
+    *) echo "recipe-device: unknown option $1" >&2; exit 1 ;;
+  esac
+  shift 2
+done
+[ $# -eq 2 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 1; }
+in=$(cd "$1" && pwd) || exit 1
+mkdir -p "$2"; out=$(cd "$2" && pwd)
+a=${stages%-*}; b=${stages#*-}
+if [ -z "$gpu_bin" ]; then
+  for g in "$in/gmmbin-gpu" "$top/.carry/gmmbin-gpu" "$top/gmmbin-gpu"; do [ -x "$g/gmm-acc-stats-ali" ] && { gpu_bin=$g; break; }; done
+fi
+[ -d "$top/.carry/lib" ] && export LD_LIBRARY_PATH="$top/.carry/lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+[ -x "$in/tools/ali-compare" ] && export TOOLS=$in/tools
+p=$out/progress.log
+say() { echo "$(date -u +%T) $*" >>"$p"; }
+rm -f "$out/status"
+say "recipe-device: stages $a-$b, --nj $nj --train $train, sides: $sides, gpu-bin ${gpu_bin:-none}, work $work"
+say "host $(uname -n), $(nproc) cores, GPU: $(nvidia-smi -L 2>/dev/null | head -1)"
+rc=0
+for side in $sides; do
+  ko=false; [ "$side" = kaldi ] && ko=true
+  say "side $side: start"
+  "$top/egs/synth/s5/run.sh" --work "$work" --corpus "$in" --kaldi-bundle "$in/kaldi-bin.tar.xz" \
+    --kaldi-only $ko ${gpu_bin:+--gpu-bin "$gpu_bin"} --exp "exp_$side" --nj "$nj" --train "$train" \
+    --stage "$a" --stop-stage "$b" "${mono[@]}" 2>&1 |
+    while IFS= read -r l; do case $l in "run.sh: stage"*|"run.sh: WER"*|"run.sh: unpacking"*) say "$side: ${l#run.sh: }" ;; esac; echo "$l"; done \
+    >>"$out/run.$side.log"
+  r=${PIPESTATUS[0]}
+  say "side $side: exit $r"
+  e=$work/synth-s5/exp_$side
+  for f in stage_times run_info results; do [ -f "$e/$f" ] && cp "$e/$f" "$out/$f.$side"; done
+  [ "$r" = 0 ] || { rc=1; tail -n 20 "$out/run.$side.log" | tee -a "$p"; break; }
+done
+if [ -d "$work/synth-s5/exp_kaldi" ] && [ -d "$work/synth-s5/exp_ours" ]; then
+  "$top/tools/compare-recipe.sh" "$work/synth-s5/exp_kaldi" "$work/synth-s5/exp_ours" >"$out/report.md" 2>>"$p" || rc=1
+  say "report: $out/report.md"
+fi
+(cd "$work/synth-s5" && find exp_* -type d -name log -print0 | tar --null -czf "$out/logs.tgz" -T - ) 2>/dev/null
+say "done, status $rc"
+echo $rc >"$out/status"
+exit $rc
