@@ -75,21 +75,21 @@ class DropInputSymbols {
   std::set<int32_t> set_;
 };
 
+// Kaldi's DeterminizeStarInLog: sorts on input labels, determinizes in the
+// log semiring (Kaldi reinterprets the FST as one of log arcs, sharing it;
+// here the weights' float values are read as log weights), and the result
+// replaces *f (built by the same calls, so with the same property bits).
 void DeterminizeStarInLog(VFst *f, int max_states) {
   fst::ArcSort(f, fst::ILabelCompare<Arc>());
-  std::unique_ptr<fst::VectorFst<fst::LogArc> > lg(new fst::VectorFst<fst::LogArc>);
-  fst::Cast(*f, lg.get());
-  VFst tmp;
-  *f = tmp;
-  std::unique_ptr<fst::VectorFst<fst::LogArc> > det(new fst::VectorFst<fst::LogArc>);
-  det->SetOutputSymbols(lg->OutputSymbols());
-  det->SetInputSymbols(lg->InputSymbols());
+  VFst det;
+  det.SetOutputSymbols(f->OutputSymbols());
+  det.SetInputSymbols(f->InputSymbols());
   {
-    tgraph::DetStar<fst::LogArc> d(*lg, fst::kDelta, max_states);
+    tgraph::DetStar<Arc, fst::LogWeight> d(*f, fst::kDelta, max_states);
     d.Run();
-    d.Output(det.get());
+    d.Output(&det);
   }
-  fst::Cast(*det, f);
+  *f = det;
 }
 
 void MinimizeEncoded(VFst *f) {

@@ -90,10 +90,13 @@ struct DetError : std::runtime_error {
   explicit DetError(const char *m) : std::runtime_error(m) {}
 };
 
-template <class Arc>
+// Arc: the FST's arcs; Weight: the semiring the determinization runs in
+// (Kaldi casts the graph to the log semiring; the float values are the same,
+// so here the weights are converted where they are read and written).
+template <class Arc, class Weight>
 class DetStar {
   typedef typename Arc::Label Label;
-  typedef typename Arc::Weight Weight;
+  typedef typename Arc::Weight ArcWeight;
   typedef typename Arc::StateId StateId;
   typedef Label StrId;
 
@@ -197,21 +200,21 @@ class DetStar {
           StateId cur = s;
           for (size_t i = 0; i < seq.size(); i++) {
             StateId next = ofst->AddState();
-            ofst->AddArc(cur, Arc(0, seq[i], i == 0 ? a.weight : Weight::One(), next));
+            ofst->AddArc(cur, Arc(0, seq[i], W(i == 0 ? a.weight : Weight::One()), next));
             cur = next;
           }
-          ofst->SetFinal(cur, seq.empty() ? a.weight : Weight::One());
+          ofst->SetFinal(cur, W(seq.empty() ? a.weight : Weight::One()));
         } else {
           StateId cur = s;
           for (size_t i = 0; i + 1 < seq.size(); i++) {
             StateId next = ofst->AddState();
             ofst->AddArc(cur, Arc(i == 0 ? a.ilabel : 0, seq[i],
-                                  i == 0 ? a.weight : Weight::One(), next));
+                                  W(i == 0 ? a.weight : Weight::One()), next));
             cur = next;
           }
           ofst->AddArc(cur, Arc(seq.size() <= 1 ? a.ilabel : 0,
                                 seq.empty() ? 0 : seq.back(),
-                                seq.size() <= 1 ? a.weight : Weight::One(), a.nextstate));
+                                W(seq.size() <= 1 ? a.weight : Weight::One()), a.nextstate));
         }
       }
       std::vector<OutArc>().swap(out_[s]);
@@ -219,6 +222,9 @@ class DetStar {
   }
 
  private:
+  static ArcWeight W(const Weight &w) { return ArcWeight(w.Value()); }
+  static Weight L(const ArcWeight &w) { return Weight(w.Value()); }
+
   StateId ToState(const Subset &s) {
     auto it = hash_.find(&s);
     if (it != hash_.end()) return it->second;
@@ -235,7 +241,7 @@ class DetStar {
     StrId fstr = 0;
     Weight fw = Weight::One();
     for (const Elem &e : closed) {
-      Weight w = ifst_->Final(e.state);
+      Weight w = L(ifst_->Final(e.state));
       if (w != Weight::Zero()) {
         if (!is_final) {
           fstr = e.string;
@@ -260,7 +266,7 @@ class DetStar {
         std::pair<Label, Elem> p;
         p.first = arc.ilabel;
         p.second.state = arc.nextstate;
-        p.second.weight = Times(e.weight, arc.weight);
+        p.second.weight = Times(e.weight, L(arc.weight));
         if (arc.olabel == 0) {
           p.second.string = e.string;
         } else {
@@ -418,7 +424,7 @@ class DetStar {
       Elem next;
       next.state = arc.nextstate;
       next.weight = Weight::Zero();
-      Weight nw = Times(w, arc.weight);
+      Weight nw = Times(w, L(arc.weight));
       if (arc.olabel == 0) {
         next.string = str;
       } else {
