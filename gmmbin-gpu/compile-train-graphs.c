@@ -128,6 +128,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (batch_size < 1) batch_size = 1;
+  /* Graphs do not depend on the batches (each utterance is compiled on its
+   * own, as Kaldi does), so a batch is at least 32 per thread: the threads'
+   * tails at the end of each batch stay small. */
+  {
+    int nt = num_threads > 0 ? num_threads : tgraph_num_cores();
+    if (batch_size < 32 * nt) batch_size = 32 * nt < 8192 ? 32 * nt : 8192;
+  }
 
   kio_ctx_dep tree;
   memset(&tree, 0, sizeof tree);
