@@ -117,7 +117,11 @@ class DetStar {
       size_t h = 0, f = 1;
       for (const Elem &e : *s) {
         h *= f;
-        h += e.state + 103333 * e.string;
+        // Kaldi adds an int (state + 103333 * string, wrapping): the same
+        // value without signed overflow.
+        int32_t v = static_cast<int32_t>(static_cast<uint32_t>(e.state) +
+                                         103333u * static_cast<uint32_t>(e.string));
+        h += static_cast<size_t>(static_cast<int64_t>(v));
         f *= 23531;
       }
       return h;
