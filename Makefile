@@ -19,6 +19,8 @@ NVCCFLAGS = -O3 -std=c++17 $(CUDA_GENCODE) -DKIO_HAVE_CUDA=1 -Xcompiler -Wall,-f
 
 BASE_C   := $(sort $(wildcard base/*.c))
 BASE_CXX := $(sort $(wildcard base/*.cc))
+TGRAPH_C := $(sort $(wildcard train-graphs/*.c))
+TGRAPH_CXX := $(sort $(wildcard train-graphs/*.cc))
 ALIGN_C  := $(sort $(wildcard gpu-align/*.c))
 ACC_C    := $(sort $(wildcard gpu-acc/*.c))
 SVC_C    := $(sort $(wildcard gpu-service/*.c))
@@ -32,10 +34,11 @@ BUILD ?= build$(if $(SAN),-san)
 obj = $(patsubst %,$(BUILD)/%.o,$(1))
 
 BASE_LIB  := $(BUILD)/libkbase.a
+TGRAPH_LIB := $(BUILD)/libtgraph.a
 ALIGN_LIB := $(BUILD)/libgalign.a
 ACC_LIB   := $(BUILD)/libgacc.a
 SVC_LIB   := $(BUILD)/libgsvc.a
-LIBS      := $(SVC_LIB) $(ACC_LIB) $(ALIGN_LIB) $(BASE_LIB)
+LIBS      := $(SVC_LIB) $(ACC_LIB) $(ALIGN_LIB) $(TGRAPH_LIB) $(BASE_LIB)
 LDLIBS    := $(FST_LIBS) $(CUDA_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 PROGS := $(patsubst %.c,%,$(sort $(wildcard gmmbin-gpu/*.c)))
@@ -57,6 +60,8 @@ $(BUILD)/%.cu.o: %.cu
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(BASE_LIB): $(call obj,$(BASE_C) $(BASE_CXX) $(BASE_CU))
+	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
+$(TGRAPH_LIB): $(call obj,$(TGRAPH_C) $(TGRAPH_CXX))
 	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
 $(ALIGN_LIB): $(call obj,$(ALIGN_C) $(ALIGN_CU))
 	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
@@ -92,7 +97,7 @@ test-asan:
 	  tests/run-tests.sh --san build-san
 
 bench: all
-	@tools/bench.sh
+	@tools/bench.sh; a=$$?; echo; tools/bench-graphs.sh; b=$$?; exit $$((a | b))
 
 # CPU gmm-acc-stats-ali vs Kaldi's (KALDI_BUNDLE or KALDI_ROOT), 1 and 2 jobs at once.
 bench-acc: all
@@ -107,7 +112,7 @@ fuzz:
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-	  --suppress=missingIncludeSystem -I base base gpu-align gpu-acc gpu-service gmmbin-gpu tools
+	  --suppress=missingIncludeSystem -I base base train-graphs gpu-align gpu-acc gpu-service gmmbin-gpu tools
 
 PREFIX ?= /usr/local
 install: all

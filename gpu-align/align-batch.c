@@ -87,6 +87,7 @@ void galign_batch_free(batch *b) {
     free(b->slots[i].key);
     kio_matrix_free(&b->slots[i].feats);
     kio_fst_free(&b->slots[i].raw);
+    free(b->slots[i].words.v);
     galign_graph_free(&b->slots[i].graph);
     galign_ev_free(&b->slots[i].prep_lines);
   }

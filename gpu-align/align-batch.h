@@ -33,6 +33,7 @@ typedef struct {
   int empty;              /* graph without start state */
   kio_matrix feats;       /* owned: moved out of the readers (buffers swapped) */
   kio_fst raw;
+  kio_int_vec words;      /* transcript (gmm-align: graph compiled from it) */
   galign_graph graph;     /* raw prepared by the worker */
   int prep_rc;
   event_list prep_lines;  /* logged while preparing (Kaldi: before "LOG KEY") */

@@ -7,6 +7,7 @@
 #include "align-pipeline.h"
 #include "align-batch.h"
 #include "align-margin.h"
+#include "align-source.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -64,6 +65,10 @@ struct galign_pipeline {
   int beams_ok, want_per_frame, prep_threads;
   kio_seq_reader *graphs;
   kio_ra_reader *feats;
+  /* gmm-align's form (tr): features in order, transcripts by key */
+  int tr;
+  kio_seq_reader *fseq;
+  kio_ra_reader *trans;
   /* graph queue: archives are read ahead by a thread (gq_*), scp graphs in
    * the main thread as Kaldi does (direct) */
   int gq_direct, gq_thread_on, gq_stop, gq_started;
@@ -209,6 +214,7 @@ static gitem *gq_item(galign_pipeline *p, long i) {
 
 /* The graph source seen by read_batch: the current entry is gq_head. */
 static int gs_done(galign_pipeline *p) {
+  if (p->tr) return kio_seq_done(p->fseq);
   return p->gq_direct ? kio_seq_done(p->graphs) : gq_item(p, p->gq_head)->end;
 }
 static const char *gs_key(galign_pipeline *p) {
@@ -281,8 +287,16 @@ static void read_batch(galign_pipeline *p, batch *b) {
   int min_n = p->cfg.batch_size < DYN_MIN ? p->cfg.batch_size : DYN_MIN;
   while (!b->fatal && b->nslots < p->cfg.batch_size &&
          !(b->nslots >= min_n && worker_idle(p)) && !gs_done(p)) {
-    const char *key = gs_key(p);
     slot *s = galign_peek_slot(b);
+    if (p->tr) {  /* gmm-align: align-source.c */
+      int r = !s ? KIO_ERR : galign_source_read(p->fseq, p->trans, s, &p->n.num_err);
+      event e = {b->nslots, 0, 0, NULL, NULL, NULL};
+      if (r == 1 && galign_ev_push(&b->events, e) == 0) b->nslots++;
+      else if (r != 0) { b->fatal = 1; break; }
+      kio_seq_next(p->fseq);
+      continue;
+    }
+    const char *key = gs_key(p);
     if (!s) { KIO_ERROR("Out of memory reading utterance %s", key); b->fatal = 1; break; }
     t1 = now();
     int same = gs_next_same(p, key);  /* waits for the graph thread */
@@ -340,11 +354,12 @@ static void *prep_main(void *arg) {
     slot *s = &j->b->slots[i];
     galign_ev_clear(&s->prep_lines);
     s->prep_rc = KIO_OK;
-    if (s->raw.num_states == 0) continue;
     t_capture = &s->prep_lines;
-    s->prep_rc = galign_graph_prepare(&s->raw, &j->p->tm, &j->p->cfg.opts, &s->graph);
+    if (j->p->tr) s->prep_rc = galign_source_compile(&j->p->cfg, s);
+    if (s->prep_rc == KIO_OK && s->raw.num_states != 0)
+      s->prep_rc = galign_graph_prepare(&s->raw, &j->p->tm, &j->p->cfg.opts, &s->graph);
     t_capture = NULL;
-    if (s->prep_rc == KIO_OK && j->p->cfg.margin_mode)
+    if (s->prep_rc == KIO_OK && s->raw.num_states != 0 && j->p->cfg.margin_mode)
       s->band_status = galign_band_build(&s->graph, s->prior ? s->prior->v : NULL,
                                          s->prior ? s->prior->n : 0, s->feats.rows,
                                          j->p->cfg.margin);
@@ -516,7 +531,7 @@ static int emit_batch(galign_pipeline *p, batch *b) {
     slot *s = &b->slots[e->slot];
     galign_ev_replay(&s->prep_lines);
     if (s->prep_rc != KIO_OK) { rc = KIO_ERR; goto done; }  /* AddTransitionProbs failed */
-    KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 127, "%s", s->key);
+    if (!p->tr) KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 127, "%s", s->key);
     if (!p->beams_ok) {
       KIO_LOG_AT(KIO_LOG_ERROR, "AlignUtteranceWrapper", WRAP_FILE, 594,
                  "Beams do not make sense: beam %s, retry-beam %s",
@@ -609,13 +624,18 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
   event_list open_lines = {0};
   t_capture = &open_lines;
   p->closed = 0;
+  p->tr = p->cfg.transcripts_rspecifier && p->cfg.transcripts_rspecifier[0] && p->cfg.compile;
   int open_ok =
-      kio_seq_open(&p->graphs, p->cfg.graphs_rspecifier, &kio_fst_holder) == KIO_OK &&
-      kio_ra_open(&p->feats, p->cfg.feats_rspecifier, &kio_matrix_holder) == KIO_OK &&
+      (p->tr ? kio_seq_open(&p->fseq, p->cfg.feats_rspecifier, &kio_matrix_holder) == KIO_OK &&
+                   kio_ra_open(&p->trans, p->cfg.transcripts_rspecifier, &kio_int_vec_holder) ==
+                       KIO_OK
+             : kio_seq_open(&p->graphs, p->cfg.graphs_rspecifier, &kio_fst_holder) == KIO_OK &&
+                   kio_ra_open(&p->feats, p->cfg.feats_rspecifier, &kio_matrix_holder) ==
+                       KIO_OK) &&
       kio_writer_open(&p->ali, p->cfg.ali_wspecifier, &kio_int_vec_holder) == KIO_OK &&
       kio_writer_open(&p->scores, p->cfg.scores_wspecifier, &kio_float_holder) == KIO_OK &&
       kio_writer_open(&p->per_frame, p->cfg.per_frame_wspecifier, &kio_vector_holder) == KIO_OK;
-  if (open_ok) open_ok = gq_open(p) == KIO_OK;
+  if (open_ok && !p->tr) open_ok = gq_open(p) == KIO_OK;
   t_capture = NULL;
   if (open_ok) read_batch(p, p->cur);
   int init_rc = init_wait(p);
@@ -689,13 +709,15 @@ void galign_pipeline_log_summary(const galign_pipeline *p) {
   }
   if (p->cfg.margin_mode) galign_margin_log(p->cfg.margin, &p->mc);
   char buf[32];
-  KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 135,
+  const char *pf = p->tr ? "gmm-align.cc" : PROG_FILE;
+  int l = p->tr ? 140 : 135;
+  KIO_LOG_AT(KIO_LOG_INFO, "main", pf, l,
              "Overall log-likelihood per frame is %s over %lld frames.",
              kio_fmt_g(buf, p->n.tot_like / (double)p->n.frame_count),
              (long long)p->n.frame_count);
-  KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 137, "Retried %d out of %d utterances.",
+  KIO_LOG_AT(KIO_LOG_INFO, "main", pf, l + 2, "Retried %d out of %d utterances.",
              p->n.num_retry, p->n.num_done + p->n.num_err);
-  KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 139, "Done %d, errors on %d", p->n.num_done,
+  KIO_LOG_AT(KIO_LOG_INFO, "main", pf, l + 4, "Done %d, errors on %d", p->n.num_done,
              p->n.num_err);
 }
 
@@ -708,8 +730,10 @@ int galign_pipeline_close(galign_pipeline *p) {
    * incomplete and are discarded, not closed, so that no output pipe's
    * command sees the end of its input and ends its stream as complete. */
   int failed = 0;
-  if (kio_ra_close(p->feats) != KIO_OK) failed = 1;
-  if (kio_seq_close(p->graphs) != KIO_OK) failed = 1;
+  if (p->trans && kio_ra_close(p->trans) != KIO_OK) failed = 1;
+  if (p->fseq && kio_seq_close(p->fseq) != KIO_OK) failed = 1;
+  if (p->feats && kio_ra_close(p->feats) != KIO_OK) failed = 1;
+  if (p->graphs && kio_seq_close(p->graphs) != KIO_OK) failed = 1;
   if (failed) {
     kio_writer_discard(p->per_frame);
     kio_writer_discard(p->scores);
@@ -722,6 +746,8 @@ int galign_pipeline_close(galign_pipeline *p) {
   p->per_frame = p->scores = p->ali = NULL;
   p->feats = NULL;
   p->graphs = NULL;
+  p->trans = NULL;
+  p->fseq = NULL;
   return failed ? KIO_ERR : KIO_OK;
 }
 

@@ -50,6 +50,14 @@ typedef struct {
   int margin_mode;
   const char *prior_rspecifier;
   int32_t margin;
+  /* gmm-align's form (NULL/"": gmm-align-compiled's): features read in order
+   * from feats_rspecifier, transcripts looked up here, each utterance's graph
+   * compiled by compile() on the preparation threads (thread-safe; logs its
+   * ERROR and returns KIO_ERR on a fatal error) instead of read from
+   * graphs_rspecifier. See align-source.c. */
+  const char *transcripts_rspecifier;
+  int (*compile)(void *user, const kio_int_vec *words, kio_fst *out);
+  void *compile_user;
 } galign_pipeline_cfg;
 
 /* One aligned utterance (result ok) handed to the hook. Valid during the

@@ -22,6 +22,10 @@ typedef struct {
   int careful;            /* 0 */
   int num_gpus;           /* 1; GPU service connections a batch is split
                              over (--num-gpus; not a decoding option) */
+  int graph_has_probs;    /* 0; 1: the graphs carry their transition
+                             probabilities already (gmm-align compiles them
+                             with its scales): the three scales' probs are
+                             not added again */
 } galign_opts;
 void galign_opts_default(galign_opts *o);
 struct kio_opts;

@@ -15,6 +15,7 @@ void galign_opts_default(galign_opts *o) {
   o->acoustic_scale = 1.0f;
   o->careful = 0;
   o->num_gpus = 1;
+  o->graph_has_probs = 0;
 }
 
 void galign_opts_register(kio_opts *po, galign_opts *o) {
@@ -107,7 +108,7 @@ int galign_graph_prepare(const kio_fst *in, const kio_tmodel *tm, const galign_o
           KIO_ERROR("AddTransitionProbs: invalid symbol %d on graph input side.", l);
           return KIO_ERR;
         }
-        arc.weight = arc.weight + -scaled_log_prob(tm, l, ts, ls);
+        if (!o->graph_has_probs) arc.weight = arc.weight + -scaled_log_prob(tm, l, ts, ls);
       }
       f->arcs[k++] = arc;
     }

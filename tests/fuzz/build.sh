@@ -17,11 +17,11 @@ FST_LIBS=$(sed -n 's/^FST_LIBS *= *//p' config.mk 2>/dev/null || true)
 
 mkdir -p "$B/obj"
 objs=""
-# Library objects: every base/*.c and base/*.cc (no CUDA: the nocuda stubs).
-for src in base/*.c base/*.cc; do
+# Library objects: every base/ and train-graphs/ .c and .cc (no CUDA: the nocuda stubs).
+for src in base/*.c base/*.cc train-graphs/*.c train-graphs/*.cc; do
   o="$B/obj/$(basename "$src").o"
   objs="$objs $o"
-  [ -f "$o" ] && [ "$o" -nt "$src" ] && [ -z "$(find base -name '*.h' -newer "$o")" ] && continue
+  [ -f "$o" ] && [ "$o" -nt "$src" ] && [ -z "$(find base train-graphs -name '*.h' -newer "$o")" ] && continue
   case "$src" in
     *.cc) echo "  CXX $src"; $CXX $CXXFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o" ;;
     *)    echo "  CC  $src"; $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o" ;;

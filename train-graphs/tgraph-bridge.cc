@@ -1,0 +1,395 @@
+// train-graphs' C++ bridge: Kaldi's TrainingGraphCompiler on OpenFst types,
+// behind the C interface of train-graphs.h. Only extern "C" functions are
+// exported and no exception escapes.
+//
+// Per utterance (Kaldi's CompileGraph / CompileGraphFromLG): a linear word
+// acceptor, table composition with the lexicon, composition with the
+// inverse context FST (a new one per utterance, so label numbering is the
+// utterance's own), an H transducer for exactly those labels, table
+// composition, determinize-star in the log semiring, disambiguation symbols
+// to epsilon, encoded minimisation, self-loops. Utterances share only the
+// read-only lexicon, so they are compiled on several threads.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include <fst/fstlib.h>
+
+#include "../base/fst-bridge.h"
+#include "../base/io.h"
+#include "../base/log.h"
+#include "tgraph-det.h"
+#include "tgraph-fst.h"
+#include "train-graphs.h"
+
+namespace {
+
+using tgraph::Arc;
+using tgraph::Label;
+using tgraph::StateId;
+using tgraph::VFst;
+using tgraph::Weight;
+
+// Where Kaldi's messages come from (function, file, line), for the log line.
+struct Failure {
+  int level = KIO_LOG_ERROR;
+  const char *func = "CompileGraphFromLG";
+  const char *file = "training-graph-compiler.cc";
+  int line = 0;
+  std::string msg;
+};
+
+struct AssertFail {
+  int line;
+  const char *what;
+};
+
+class DropInputSymbols {
+ public:
+  explicit DropInputSymbols(const std::vector<int32_t> &v) : set_(v.begin(), v.end()) {}
+  Arc operator()(const Arc &a) const {
+    Arc b = a;
+    if (set_.count(b.ilabel)) b.ilabel = 0;
+    return b;
+  }
+  fst::MapFinalAction FinalAction() const { return fst::MAP_NO_SUPERFINAL; }
+  fst::MapSymbolsAction InputSymbolsAction() const { return fst::MAP_CLEAR_SYMBOLS; }
+  fst::MapSymbolsAction OutputSymbolsAction() const { return fst::MAP_COPY_SYMBOLS; }
+  uint64 Properties(uint64 props) const {
+    uint64 unknown = fst::kAcceptor | fst::kNotAcceptor | fst::kIDeterministic |
+                     fst::kNonIDeterministic | fst::kNoEpsilons | fst::kNoIEpsilons |
+                     fst::kILabelSorted | fst::kNotILabelSorted;
+    return props & ~unknown;
+  }
+
+ private:
+  std::set<int32_t> set_;
+};
+
+// Kaldi's DeterminizeStarInLog: sorts on input labels, determinizes in the
+// log semiring (Kaldi reinterprets the FST as one of log arcs, sharing it;
+// here the weights' float values are read as log weights), and the result
+// replaces *f (built by the same calls, so with the same property bits).
+void DeterminizeStarInLog(VFst *f, int max_states) {
+  fst::ArcSort(f, fst::ILabelCompare<Arc>());
+  VFst det;
+  det.SetOutputSymbols(f->OutputSymbols());
+  det.SetInputSymbols(f->InputSymbols());
+  {
+    tgraph::DetStar<Arc, fst::LogWeight> d(*f, fst::kDelta, max_states);
+    d.Run();
+    d.Output(&det);
+  }
+  *f = det;
+}
+
+void MinimizeEncoded(VFst *f) {
+  fst::ArcMap(f, fst::QuantizeMapper<Arc>(fst::kDelta));
+  fst::EncodeMapper<Arc> enc(fst::kEncodeLabels | fst::kEncodeWeights, fst::ENCODE);
+  fst::Encode(f, &enc);
+  fst::internal::AcceptorMinimize(f);
+  fst::Decode(f, enc);
+}
+
+}  // namespace
+
+struct tgraph_compiler {
+  const kio_tmodel *tm;
+  const kio_ctx_dep *tree;
+  tgraph_opts opts;
+  VFst lex;
+  std::vector<int32_t> phones, disambig;
+  Label subseq;
+
+  // One utterance; throws AssertFail / tgraph::Error / tgraph::DetError.
+  // One cache per worker thread, kept for the compiler's life.
+  std::vector<std::unique_ptr<tgraph::HmmCache> > caches;
+  // Caches lent to tgraph_compile_one's callers (any threads).
+  std::mutex pool_mu;
+  std::vector<std::unique_ptr<tgraph::HmmCache> > pool;
+
+  void Compile(const int32_t *w, int32_t n, tgraph::HmmCache *hc, VFst *out) const {
+    VFst word;
+    tgraph::LinearAcceptor(w, n, &word);
+    VFst p2w;
+    tgraph::TableCompose(lex, word, &p2w);
+    if (p2w.Start() == fst::kNoStateId)
+      throw AssertFail{80, "(phone2word_fst.Start() != kNoStateId)"};
+    tgraph::LabelTable labels;
+    tgraph::InvContext inv(subseq, phones, disambig, tree->context_width,
+                           tree->central_position, &labels);
+    VFst clg;
+    tgraph::ComposeContext(p2w, &inv, &clg);
+    if (clg.Start() == fst::kNoStateId)
+      throw AssertFail{95, "(ctx2word_fst.Start() != kNoStateId)"};
+    std::vector<int32_t> dh;
+    std::unique_ptr<VFst> H(tgraph::MakeH(labels.info, *tree, *tm, opts.transition_scale, hc, &dh));
+    VFst &t = *out;
+    tgraph::TableCompose(*H, clg, &t);
+    if (t.Start() == fst::kNoStateId)
+      throw AssertFail{110, "(trans2word_fst.Start() != kNoStateId)"};
+    DeterminizeStarInLog(&t, opts.max_states);
+    if (!dh.empty()) fst::ArcMap(&t, DropInputSymbols(dh));
+    MinimizeEncoded(&t);
+    tgraph::AddSelfLoops(*tm, opts.self_loop_scale, opts.reorder != 0, &t);
+  }
+};
+
+namespace {
+
+bool ToCsr(const VFst &f, kio_fst *g) {
+  int64_t ns = f.NumStates(), na = 0;
+  for (StateId s = 0; s < ns; s++) na += f.NumArcs(s);
+  if (kio_fst_reserve(g, ns, na) != KIO_OK) return false;
+  g->start = f.Start() == fst::kNoStateId ? -1 : f.Start();
+  int64_t k = 0;
+  for (StateId s = 0; s < ns; s++) {
+    g->arc_start[s] = static_cast<int32_t>(k);
+    for (fst::ArcIterator<VFst> it(f, s); !it.Done(); it.Next(), k++) {
+      const Arc &a = it.Value();
+      g->arcs[k].ilabel = a.ilabel;
+      g->arcs[k].olabel = a.olabel;
+      g->arcs[k].weight = a.weight.Value();
+      g->arcs[k].nextstate = a.nextstate;
+    }
+    g->final[s] = f.Final(s).Value();
+  }
+  g->arc_start[ns] = static_cast<int32_t>(k);
+  return true;
+}
+
+// Compiles utterance i into out[i]; on failure records it in *fail.
+bool CompileInto(const tgraph_compiler *c, const kio_int_vec &w, int what,
+                 tgraph::HmmCache *hc, tgraph_graph *out, Failure *fail) {
+  try {
+    VFst g;
+    c->Compile(w.v, w.n, hc, &g);
+    out->empty = g.Start() == fst::kNoStateId;
+    if (what & TGRAPH_BYTES) {
+      std::ostringstream os;
+      if (!g.Write(os, fst::FstWriteOptions())) throw tgraph::Error("Error writing FST");
+      std::string s = os.str();
+      out->bytes = static_cast<char *>(malloc(s.size() ? s.size() : 1));
+      if (!out->bytes) throw std::bad_alloc();
+      memcpy(out->bytes, s.data(), s.size());
+      out->len = s.size();
+    }
+    if ((what & TGRAPH_CSR) && !ToCsr(g, &out->fst)) throw std::bad_alloc();
+    return true;
+  } catch (const AssertFail &a) {
+    fail->level = KIO_LOG_ASSERT;
+    fail->line = a.line;
+    fail->msg = std::string("Assertion failed: ") + a.what;
+  } catch (const tgraph::DetError &e) {
+    fail->func = "ProcessTransition";
+    fail->file = "determinize-star-inl.h";
+    fail->line = 0;
+    fail->msg = e.what();
+  } catch (const std::bad_alloc &) {
+    fail->msg = "out of memory compiling a training graph";
+  } catch (const std::exception &e) {
+    fail->msg = e.what();
+  }
+  return false;
+}
+
+}  // namespace
+
+extern "C" {
+
+void tgraph_opts_default(tgraph_opts *o) {
+  o->transition_scale = 1.0f;
+  o->self_loop_scale = 1.0f;
+  o->reorder = 1;
+  o->rm_eps = 0;
+  o->max_states = 0;
+}
+
+int tgraph_num_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int tgraph_create(tgraph_compiler **out, const kio_tmodel *tm, const kio_ctx_dep *tree,
+                  const char *lex_rx, const int32_t *disambig, int32_t num_disambig,
+                  const tgraph_opts *opts) {
+  *out = nullptr;
+  if (opts->rm_eps) {
+    KIO_ERROR("--rm-eps=true is not supported");
+    return KIO_ERR;
+  }
+  kio_fst lex = {};
+  {
+    kio_input *in = nullptr;
+    int binary;
+    if (kio_input_open(&in, lex_rx[0] ? lex_rx : "-", &binary) != KIO_OK) return KIO_ERR;
+    int st = kio_fst_read(kio_input_stream(in), &lex);
+    int cst = kio_input_close(in);
+    if (st != KIO_OK || cst != KIO_OK) {
+      KIO_LOG_AT(KIO_LOG_ERROR, "ReadFstKaldi", "kaldi-fst-io.cc", 60,
+                 "Reading FST: error reading FST header from %s", lex_rx);
+      kio_fst_free(&lex);
+      return KIO_ERR;
+    }
+  }
+  tgraph_compiler *c = new (std::nothrow) tgraph_compiler;
+  if (!c) {
+    kio_fst_free(&lex);
+    return KIO_ERR;
+  }
+  c->tm = tm;
+  c->tree = tree;
+  c->opts = *opts;
+  for (int32_t s = 0; s < lex.num_states; s++) c->lex.AddState();
+  if (lex.start >= 0) c->lex.SetStart(lex.start);
+  for (int32_t s = 0; s < lex.num_states; s++) {
+    if (lex.final[s] != INFINITY) c->lex.SetFinal(s, Weight(lex.final[s]));
+    for (int32_t k = lex.arc_start[s]; k < lex.arc_start[s + 1]; k++) {
+      const kio_arc &a = lex.arcs[k];
+      c->lex.AddArc(s, Arc(a.ilabel, a.olabel, Weight(a.weight), a.nextstate));
+    }
+  }
+  kio_fst_free(&lex);
+
+  c->phones.assign(tm->topo.phones, tm->topo.phones + tm->topo.num_phones);
+  if (c->phones.empty()) {
+    KIO_ERROR("the model has no phones");
+    delete c;
+    return KIO_ERR;
+  }
+  c->disambig.assign(disambig, disambig + num_disambig);
+  std::sort(c->disambig.begin(), c->disambig.end());
+  c->disambig.erase(std::unique(c->disambig.begin(), c->disambig.end()), c->disambig.end());
+  for (int32_t d : c->disambig) {
+    if (std::binary_search(c->phones.begin(), c->phones.end(), d)) {
+      KIO_LOG_AT(KIO_LOG_ERROR, "TrainingGraphCompiler", "training-graph-compiler.cc", 40,
+                 "Disambiguation symbol %d is also a phone.", d);
+      delete c;
+      return KIO_ERR;
+    }
+  }
+  c->subseq = 1 + c->phones.back();
+  if (!c->disambig.empty() && c->subseq <= c->disambig.back()) c->subseq = 1 + c->disambig.back();
+  if (tree->central_position != tree->context_width - 1)
+    tgraph::SubsequentialLoop(c->subseq, &c->lex);
+  fst::ArcSort(&c->lex, fst::OLabelCompare<Arc>());
+  *out = c;
+  return KIO_OK;
+}
+
+void tgraph_free(tgraph_compiler *c) { delete c; }
+
+void tgraph_graph_free(tgraph_graph *g) {
+  free(g->bytes);
+  kio_fst_free(&g->fst);
+  memset(g, 0, sizeof *g);
+}
+
+int tgraph_compile(tgraph_compiler *c, int n, const kio_int_vec *words, int what,
+                   int num_threads, tgraph_graph *out) {
+  if (n <= 0) return KIO_OK;
+  if (num_threads <= 0) num_threads = tgraph_num_cores();
+  if (num_threads > n) num_threads = n;
+  std::vector<Failure> fails(n);
+  std::vector<char> ok(n, 1);
+  std::atomic<int> next(0);
+  try {
+    while (static_cast<int>(c->caches.size()) < num_threads)
+      c->caches.emplace_back(new tgraph::HmmCache);
+  } catch (...) {
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  auto work = [&](int t) {
+    for (int i; (i = next.fetch_add(1)) < n;)
+      ok[i] = CompileInto(c, words[i], what, c->caches[t].get(), &out[i], &fails[i]);
+  };
+  if (num_threads == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> th;
+    try {
+      for (int t = 1; t < num_threads; t++) th.emplace_back(work, t);
+    } catch (...) {
+    }
+    work(0);
+    for (auto &t : th) t.join();
+  }
+  for (int i = 0; i < n; i++) {
+    if (!ok[i]) {
+      const Failure &f = fails[i];
+      kio_logf(f.level, f.func, f.file, f.line, "%s", f.msg.c_str());
+      return KIO_ERR;
+    }
+  }
+  return KIO_OK;
+}
+
+int tgraph_compile_one(tgraph_compiler *c, const kio_int_vec *words, int what,
+                       tgraph_graph *out) {
+  std::unique_ptr<tgraph::HmmCache> hc;
+  {
+    std::lock_guard<std::mutex> lock(c->pool_mu);
+    if (!c->pool.empty()) {
+      hc = std::move(c->pool.back());
+      c->pool.pop_back();
+    }
+  }
+  if (!hc) hc.reset(new (std::nothrow) tgraph::HmmCache);
+  if (!hc) {
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  Failure f;
+  bool ok = CompileInto(c, *words, what, hc.get(), out, &f);
+  {
+    std::lock_guard<std::mutex> lock(c->pool_mu);
+    try {
+      c->pool.push_back(std::move(hc));
+    } catch (...) {
+    }
+  }
+  if (!ok) {
+    kio_logf(f.level, f.func, f.file, f.line, "%s", f.msg.c_str());
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}
+
+}  // extern "C"
+
+namespace {
+
+int HolderRead(FILE *, int, void *) {
+  kio_set_error("tgraph_graph_holder is write-only");
+  return KIO_ERR;
+}
+
+int HolderWrite(FILE *f, int binary, const void *obj) {
+  const tgraph_graph *g = static_cast<const tgraph_graph *>(obj);
+  if (!binary) {  // Kaldi's text form, from the CSR copy
+    if (!g->fst.arc_start && !g->empty) {
+      kio_set_error("text-mode FST output needs the CSR form of the graph");
+      return KIO_ERR;
+    }
+    return kio_fst_holder.write(f, 0, &g->fst);
+  }
+  return fwrite(g->bytes, 1, g->len, f) == g->len ? KIO_OK : KIO_ERR;
+}
+
+void HolderFree(void *obj) { tgraph_graph_free(static_cast<tgraph_graph *>(obj)); }
+
+}  // namespace
+
+extern "C" const kio_holder tgraph_graph_holder = {
+  "VectorFst<StdArc>", sizeof(tgraph_graph), 0, HolderRead, HolderWrite, HolderFree, nullptr
+};

@@ -1,0 +1,44 @@
+/* train-graphs: small C helpers shared by the programs that compile graphs. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../base/io.h"
+#include "../base/log.h"
+#include "train-graphs.h"
+
+int tgraph_read_disambig(const char *rx, const char *prog_file, int line, int32_t **v,
+                         int32_t *n) {
+  *v = NULL;
+  *n = 0;
+  if (!rx || !rx[0]) return KIO_OK;
+  kio_input *in = NULL;
+  int ok = kio_input_open(&in, rx, NULL) == KIO_OK;
+  if (ok) {  /* Kaldi's ReadIntegerVectorSimple: whitespace-separated integers */
+    FILE *f = kio_input_stream(in);
+    size_t cap = 0;
+    long long x;
+    int c;
+    while (ok && fscanf(f, "%lld", &x) == 1) {
+      if (x < INT32_MIN || x > INT32_MAX) { ok = 0; break; }
+      if ((size_t)*n == cap) {
+        cap = cap ? 2 * cap : 64;
+        int32_t *p = realloc(*v, cap * sizeof *p);
+        if (!p) { ok = 0; break; }
+        *v = p;
+      }
+      (*v)[(*n)++] = (int32_t)x;
+    }
+    while (ok && (c = fgetc(f)) != EOF)
+      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') ok = 0;
+    if (kio_input_close(in) != KIO_OK) ok = 0;
+  }
+  if (!ok) {
+    KIO_LOG_AT(KIO_LOG_ERROR, "main", prog_file, line,
+               "fstcomposecontext: Could not read disambiguation symbols from %s", rx);
+    free(*v);
+    *v = NULL;
+    *n = 0;
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}
