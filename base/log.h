@@ -32,6 +32,9 @@ const char *kio_log_program(void);
  * in-process stand-ins of other programs (base/feat-chain.c). name must
  * outlive its use. */
 void kio_log_set_thread_program(const char *name);
+/* The calling thread's override (NULL: none), e.g. to keep it with a
+ * captured line that another thread prints later. */
+const char *kio_log_thread_program(void);
 void kio_log_set_verbose(int verbose);
 int kio_log_verbose(void);
 /* NULL restores the default (stderr, Kaldi format). */

@@ -24,6 +24,7 @@ void galign_ev_clear(event_list *l) {
     free(l->v[i].func);
     free(l->v[i].file);
     free(l->v[i].msg);
+    free(l->v[i].prog);
   }
   l->n = 0;
 }
@@ -39,11 +40,14 @@ void galign_ev_free(event_list *l) {
 void galign_ev_replay(const event_list *l) {
   for (int i = 0; i < l->n; i++) {
     const event *e = &l->v[i];
-    if (e->slot < 0) kio_logf(e->level, e->func, e->file, e->line, "%s", e->msg);
+    if (e->slot < 0) galign_ev_replay_one(e);
   }
 }
 void galign_ev_replay_one(const event *e) {
+  const char *own = kio_log_thread_program();
+  if (e->prog) kio_log_set_thread_program(e->prog);
   kio_logf(e->level, e->func, e->file, e->line, "%s", e->msg);
+  kio_log_set_thread_program(own);
 }
 
 /* Copies m into dst, reusing dst's buffer. */

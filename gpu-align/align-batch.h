@@ -16,6 +16,8 @@ typedef struct {
   int slot;                 /* >= 0: utterance slot; -1: a log line */
   int level, line;
   char *func, *file, *msg;
+  char *prog;               /* the program the line is from (an in-process
+                               pipeline stage), NULL: this program */
 } event;
 typedef struct { event *v; int n, cap; } event_list;
 

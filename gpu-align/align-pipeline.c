@@ -45,10 +45,11 @@ static void capture_handler(int level, const char *func, const char *file, int l
   event_list *l = t_capture;
   if (!l && !t_is_main) l = g_align_capture;
   if (l) {
+    const char *tp = kio_log_thread_program();
     event e = {-1, level, line, strdup(func ? func : ""), strdup(file ? file : ""),
-               strdup(msg)};
-    if (e.func && e.file && e.msg && galign_ev_push(l, e) == 0) return;
-    free(e.func); free(e.file); free(e.msg);
+               strdup(msg), tp ? strdup(tp) : NULL};
+    if (e.func && e.file && e.msg && (!tp || e.prog) && galign_ev_push(l, e) == 0) return;
+    free(e.func); free(e.file); free(e.msg); free(e.prog);
   }
   kio_log_set_handler(NULL, NULL);
   kio_logf(level, func, file ? file : "", line, "%s", msg);
@@ -253,7 +254,7 @@ static void gs_next(galign_pipeline *p) {
     event *e = &l->v[i];
     if (t_capture && galign_ev_push(t_capture, *e) == 0) continue;
     galign_ev_replay_one(e);
-    free(e->func); free(e->file); free(e->msg);
+    free(e->func); free(e->file); free(e->msg); free(e->prog);
   }
   l->n = 0;
 }
@@ -290,7 +291,7 @@ static void read_batch(galign_pipeline *p, batch *b) {
     slot *s = galign_peek_slot(b);
     if (p->tr) {  /* gmm-align: align-source.c */
       int r = !s ? KIO_ERR : galign_source_read(p->fseq, p->trans, s, &p->n.num_err);
-      event e = {b->nslots, 0, 0, NULL, NULL, NULL};
+      event e = {b->nslots, 0, 0, NULL, NULL, NULL, NULL};
       if (r == 1 && galign_ev_push(&b->events, e) == 0) b->nslots++;
       else if (r != 0) { b->fatal = 1; break; }
       kio_seq_next(p->fseq);
@@ -330,7 +331,7 @@ static void read_batch(galign_pipeline *p, batch *b) {
         s->prior = galign_prior_table_get(p->priors, key);
         s->empty = s->raw.num_states == 0 || s->raw.start < 0;
         b->nslots++;
-        event e = {b->nslots - 1, 0, 0, NULL, NULL, NULL};
+        event e = {b->nslots - 1, 0, 0, NULL, NULL, NULL, NULL};
         if (galign_ev_push(&b->events, e) != 0) { KIO_ERROR("Out of memory"); b->fatal = 1; break; }
       }
     }

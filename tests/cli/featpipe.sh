@@ -104,5 +104,20 @@ for variant in env opt; do
   fi
 done
 
+# A stage's lines keep its program name when the aligner captures them on
+# its reading thread and prints them later, in Kaldi's order (--batch-size=2:
+# many batches, the last stage ends while earlier batches are pending).
+# Which thread ends the chain is a race (the old bug showed in ~1 run of 4),
+# hence 12 runs.
+if [ -x "$BIN/gmm-align-compiled" ]; then
+  for i in $(seq 1 12); do
+    "$BIN/gmm-align-compiled" --use-gpu=no --batch-size=2 models/mono/final.mdl \
+      "ark:gunzip -c graphs/mono.fsts.gz|" "ark,s,cs:copy-feats ark:feats/delta.ark ark:- |" ark:/dev/null \
+      2>"$tmp/prog.log" || { fail "gmm-align-compiled with a copy-feats chain failed"; break; }
+    grep -q '^LOG (copy-feats\[.*copy-feats.cc:143) Copied 40 feature matrices\.$' "$tmp/prog.log" ||
+      { fail "run $i: copy-feats' final line lost its program name: $(grep Copied "$tmp/prog.log")"; break; }
+  done
+fi
+
 [ $fails -eq 0 ] && echo "featpipe: $n cases OK"
 [ $fails -eq 0 ]
