@@ -64,9 +64,10 @@ case ${1:-} in
     # at most 16 MiB): decode them elsewhere with run.sh --stage 8.
     c=$base/work/synth-s5
     [ -n "${OUT:-}" ] && [ -d "$c" ] || { echo "models: no \$OUT or no $c" >&2; exit 1; }
-    (cd "$c" && find exp_kaldi exp_ours -maxdepth 2 \( -path '*/tri2/*' -o -path '*/tri3/*' \) -type f \
+    # final.mdl is a symbolic link (to N.mdl): -type l too, and tar -h.
+    (cd "$c" && find exp_kaldi exp_ours -maxdepth 3 \( -path '*/tri2/*' -o -path '*/tri3/*' \) \( -type f -o -type l \) \
        \( -name 'final.*' -o -name tree -o -name '*_opts' -o -name 'phones.txt' -o -name num_jobs \
-          -o -name '*.mat' \) -print0 | tar --null -cJf - -T -) | split -b 15M -d - "$OUT/models.part."
+          -o -name 'final.mat' -o -name 'full.mat' \) -print0 | tar --null -h -cJf - -T -) | split -b 15M -d - "$OUT/models.part."
     ls -l "$OUT"/models.part.*; exit 0 ;;
   poll)
     o=$base/out
