@@ -61,7 +61,7 @@ int main(int argc, char *argv[]) {
                 "Remove [most] epsilons before minimization (only applicable if disambig "
                 "symbols present)");
 #define RETURN(rc) \
-  do { kio_opts_free(po); galign_pipeline_cli_free(&cli); return (rc); } while (0)
+  do { kio_opts_free(po); galign_pipeline_cli_free(&cli); free(disambig_rx); return (rc); } while (0)
   int prc = kio_opts_parse(po, argc, argv);
   if (prc == KIO_OPTS_HELP) RETURN(0);
   if (prc != KIO_OPTS_OK) kio_fatal_exit();
