@@ -41,6 +41,7 @@ typedef struct {
 } utt;
 
 int main(int argc, char **argv) {
+  tgraph_tune_malloc(argv);
   kio_opts *po = kio_opts_new(kUsage);
   char *disambig_rx = NULL;
   int32_t num_threads = 0;

@@ -95,6 +95,7 @@ static int batch_join(batch *b) {
 }
 
 int main(int argc, char **argv) {
+  tgraph_tune_malloc(argv);
   kio_opts *po = kio_opts_new(kUsage);
   tgraph_opts gopts;
   tgraph_opts_default(&gopts);

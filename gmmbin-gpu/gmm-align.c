@@ -34,6 +34,7 @@ static int compile_cb(void *user, const kio_int_vec *words, kio_fst *out) {
 }
 
 int main(int argc, char *argv[]) {
+  tgraph_tune_malloc(argv);
   const char *usage =
       "Align features given [GMM-based] models.\n"
       "Usage:   gmm-align [options] tree-in model-in lexicon-fst-in feature-rspecifier "
