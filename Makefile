@@ -46,7 +46,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/check_*.c
 TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(sort $(wildcard tools/*.c)))
 
 .SECONDARY:
-.PHONY: all test test-gpu test-asan bench demo install clean lint fuzz
+.PHONY: all test test-gpu test-asan bench bench-acc demo install clean lint fuzz
 all: $(if $(SAN),$(patsubst gmmbin-gpu/%,$(BUILD)/gmmbin-gpu/%,$(PROGS)),$(PROGS)) $(TESTS) $(TOOLS)
 
 $(BUILD)/%.c.o: %.c
@@ -98,6 +98,10 @@ test-asan:
 
 bench: all
 	@tools/bench.sh; a=$$?; echo; tools/bench-graphs.sh; b=$$?; exit $$((a | b))
+
+# CPU gmm-acc-stats-ali vs Kaldi's (KALDI_BUNDLE or KALDI_ROOT), 1 and 2 jobs at once.
+bench-acc: all
+	@tools/acc-bench.sh
 
 demo: all
 	@tools/demo.sh

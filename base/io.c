@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feat.h"
 #include "gzip-input.h"
 #include "io-internal.h"
 #include "log.h"
@@ -26,6 +27,7 @@ struct kio_input {
   char *filename;  /* KIO_RX_OFFSET: the file part, for reuse */
   char *buf;       /* stdio buffer (files/pipes) */
   kio_gzip *gz;    /* KIO_RX_PIPE decompressed in-process (gzip-input.c) */
+  kio_feat *feat;  /* KIO_RX_PIPE feature chain computed in-process (feat-chain.c) */
 };
 
 const char *kio_printable_rx(const char *rx) {
@@ -163,6 +165,11 @@ static int input_open_raw(kio_input **out, const char *rx) {
         free(cmd);
         break;
       }
+      /* apply-cmvn ... | add-deltas ... etc.: the chain in a thread. */
+      if ((in->f = kio_feat_open(cmd, &in->feat))) {
+        free(cmd);
+        break;
+      }
       fflush(NULL); /* the child must not inherit unflushed output */
       in->f = popen(cmd, "re");  /* "e": later commands do not inherit it */
       if (!in->f) {
@@ -189,7 +196,7 @@ static int input_open_raw(kio_input **out, const char *rx) {
   }
   if (kind == KIO_RX_PIPE) {
 #ifdef F_SETPIPE_SZ
-    if (!in->gz) (void)fcntl(fileno(in->f), F_SETPIPE_SZ, KIO_PIPE_BUF);  /* best effort */
+    if (!in->gz && !in->feat) (void)fcntl(fileno(in->f), F_SETPIPE_SZ, KIO_PIPE_BUF);  /* best effort */
 #endif
     set_big_buffer(in->f, &in->buf, KIO_PIPE_BUF);
   } else if (kind != KIO_RX_STDIN) {
@@ -269,7 +276,8 @@ int kio_input_close(kio_input *in) {
   int ret = KIO_OK;
   if (in->kind == KIO_RX_PIPE) {
     /* The in-process gunzip gives the wait status the child would have. */
-    int status = in->gz ? kio_gzip_close(in->gz, in->f) : pclose(in->f);
+    int status = in->gz ? kio_gzip_close(in->gz, in->f)
+                 : in->feat ? kio_feat_close(in->feat, in->f) : pclose(in->f);
     if (status != 0) {
       KIO_WARN("Pipe %s had nonzero return status %d", in->name, status);
       ret = KIO_ERR;

@@ -19,6 +19,7 @@ static pthread_mutex_t g_mutex = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static pthread_once_t g_stderr_once = PTHREAD_ONCE_INIT;
 
 static _Thread_local char t_error[1024];
+static _Thread_local const char *t_program; /* per-thread override */
 
 struct kio_log_deferred {
   struct kio_log_deferred *next;
@@ -118,7 +119,8 @@ void kio_log_set_program(const char *argv0) {
   pthread_mutex_unlock(&g_mutex);
 }
 
-const char *kio_log_program(void) { return g_program; }
+const char *kio_log_program(void) { return t_program ? t_program : g_program; }
+void kio_log_set_thread_program(const char *name) { t_program = name; }
 void kio_log_set_verbose(int verbose) { atomic_store(&g_verbose, verbose); }
 int kio_log_verbose(void) { return atomic_load(&g_verbose); }
 
@@ -160,7 +162,7 @@ static void default_handler(int level, const char *func, const char *file,
              : level == KIO_LOG_ASSERT ? "ASSERTION_FAILED" : "ERROR");
   pthread_once(&g_stderr_once, init_stderr);
   flockfile(stderr);
-  fprintf(stderr, "%s (%s[%s]:%s():%s:%d) %s", prefix, g_program, KIO_VERSION,
+  fprintf(stderr, "%s (%s[%s]:%s():%s:%d) %s", prefix, kio_log_program(), KIO_VERSION,
           func ? func : "", file, line, msg);
   if (level < KIO_LOG_WARNING) print_stack_trace();
   fputc('\n', stderr);

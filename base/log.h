@@ -28,6 +28,10 @@ typedef void (*kio_log_handler)(int level, const char *func, const char *file,
 /* Program name (basename of argv[0]) shown in log lines. */
 void kio_log_set_program(const char *argv0);
 const char *kio_log_program(void);
+/* This thread's lines carry name instead (NULL: the program's again); for
+ * in-process stand-ins of other programs (base/feat-chain.c). name must
+ * outlive its use. */
+void kio_log_set_thread_program(const char *name);
 void kio_log_set_verbose(int verbose);
 int kio_log_verbose(void);
 /* NULL restores the default (stderr, Kaldi format). */

@@ -405,9 +405,13 @@ int kio_svc_paths(char *dir, size_t dir_len, char *sock, size_t sock_len, char *
   h = fnv1a(h, bin, strlen(bin));
   h = fnv1a(h, &st.st_ino, sizeof st.st_ino);
   h = fnv1a(h, &st.st_mtim, sizeof st.st_mtim);
-  const char *cvd = getenv("CUDA_VISIBLE_DEVICES"), *dev = getenv("KIO_CUDA_DEVICE");
-  h = fnv1a(h, cvd ? cvd : "\1", cvd ? strlen(cvd) : 1);
-  h = fnv1a(h, dev ? dev : "\1", dev ? strlen(dev) : 1);
+  /* The environment the service computes under: devices, and the rounding
+   * profile (KIO_BLAS_PROFILE) its arithmetic follows. */
+  static const char *const keyed[] = { "CUDA_VISIBLE_DEVICES", "KIO_CUDA_DEVICE", "KIO_BLAS_PROFILE" };
+  for (size_t k = 0; k < sizeof keyed / sizeof keyed[0]; k++) {
+    const char *v = getenv(keyed[k]);
+    h = fnv1a(h, v ? v : "\1", v ? strlen(v) : 1);
+  }
   int w = snprintf(sock, sock_len, "%s/gpu-%016llx.sock", dir, (unsigned long long)h);
   if (w < 0 || (size_t)w >= sizeof(((struct sockaddr_un *)0)->sun_path) || (size_t)w >= sock_len) {
     setwhy(why, why_len, "socket path too long under %s", dir);

@@ -173,17 +173,21 @@ __global__ void gacc_stats_kernel(const int4 *__restrict__ ranges,
       int m = i / D, d = i - m * D;
       size_t cell = (size_t)g0 * D + i;
       double sm = mean[cell], sv = var[cell];
+      /* the loads do not depend on the sums: unrolled, they are issued
+       * ahead while the chain of adds runs */
+#pragma unroll 4
       for (int f = 0; f < len; f++) {
         double gm = (double)gam[(size_t)(start + f) * maxc + m];
-        if (gm == 0.0) continue;
         double xd = (double)feats[(size_t)order[start + f] * D + d];
-        double q = xd * xd;
-        sm = fma(gm, xd, sm);
-        if (d < fuse_to) {
-          sv = fma(gm, q, sv);
-        } else {
-          double p = gm * q;
-          sv = sv + p;
+        if (gm != 0.0) {
+          double q = xd * xd;
+          sm = fma(gm, xd, sm);
+          if (d < fuse_to) {
+            sv = fma(gm, q, sv);
+          } else {
+            double p = gm * q;
+            sv = sv + p;
+          }
         }
       }
       mean[cell] = sm;

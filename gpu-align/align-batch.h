@@ -7,6 +7,7 @@
 
 #include "../base/fst.h"
 #include "../base/matrix.h"
+#include "../base/table.h"
 #include "align-pipeline.h"
 
 /* ---------------- captured log lines ---------------- */
@@ -36,6 +37,8 @@ typedef struct {
   galign_graph graph;     /* raw prepared by the worker */
   int prep_rc;
   event_list prep_lines;  /* logged while preparing (Kaldi: before "LOG KEY") */
+  const kio_int_vec *prior;  /* margin mode: the prior alignment (the table's) */
+  int band_status;        /* margin mode: galign_band_status of the graph */
 } slot;
 
 typedef struct {

@@ -116,7 +116,11 @@ struct galign_cuda {
   galign_cu_buf h_sel, d_sel;             /* selected pdf list, then its gauss offsets */
   galign_cu_buf h_ucol, d_ucol;           /* per utt, compact pdf -> selected index
                                              (exact path: -> pdf id) */
-  galign_cu_buf h_tiles, d_tiles;         /* exact path: (utt, first frame) per tile */
+  galign_cu_buf h_tiles, d_tiles;         /* exact path: per tile (utt, first frame,
+                                             first and count of its compact pdfs in
+                                             tsel; count -1: all of the utterance's) */
+  galign_cu_buf d_tsel;                   /* margin bands: per tile, the compact pdfs
+                                             of arcs into its frames' bands */
   galign_cu_buf d_wsel;                   /* gsel x kpad */
   galign_cu_buf d_xexp;                   /* chunk x kpad */
   galign_cu_buf d_lg;                     /* chunk x gsel Gaussian log-likelihoods */
@@ -153,12 +157,14 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
 int galign_cu_check_flags(galign_cuda *c);
 /* loglike-exact-cuda.cu: the exact kernel over the planned batch, in tiles
  * of GALIGN_LL_TILE frames of one utterance: upload builds the grouped model
- * once; prepare uploads the batch's tile list (c->ll_ntiles tiles); run
+ * once; prepare uploads the batch's tile list (c->ll_ntiles tiles; a tile
+ * of an utterance with a margin band lists only the pdfs the decoder can
+ * read there: those of arcs into states of the band of its frames); run
  * launches them all (the features must be on their way to d_feats on the
  * stream). */
 #define GALIGN_LL_TILE 128
 int galign_cu_ll_exact_upload(galign_cuda *c, const galign_gmm *g);
-int galign_cu_ll_exact_prepare(galign_cuda *c, int n);
+int galign_cu_ll_exact_prepare(galign_cuda *c, int n, const galign_graph *const *graphs);
 int galign_cu_ll_exact_run(galign_cuda *c);
 
 /* Creates c->blas on first use (KIO_ERR logged on failure). */

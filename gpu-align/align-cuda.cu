@@ -48,6 +48,7 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   c->dgmm.dim = g->dim;
   c->dgmm.num_pdfs = g->num_pdfs;
   c->dgmm.num_gauss = g->num_gauss;
+  c->dgmm.blas_hsw = g->blas_hsw;
   c->dgmm.pdf_offset = c->d_pdf_offset;
   KIO_CUDA_TRY(cudaMalloc(&c->dgmm.gconst, sizeof(float) * ng));
   KIO_CUDA_TRY(cudaMalloc(&c->dgmm.means_invvars, sizeof(float) * nd));
@@ -132,7 +133,7 @@ extern "C" void galign_cuda_free(galign_cuda *c) {
   galign_cu_dec_free(c);
   galign_cu_buf *dev[] = {&c->d_feats, &c->d_utt, &c->d_sel, &c->d_ucol, &c->d_wsel,
                           &c->d_xexp, &c->d_lg, &c->d_ll, &c->d_flags, &c->d_uflags,
-                          &c->d_tiles};
+                          &c->d_tiles, &c->d_tsel};
   galign_cu_buf *host[] = {&c->h_feats, &c->h_utt, &c->h_sel, &c->h_ucol, &c->h_flags,
                            &c->h_uflags, &c->h_tiles};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) galign_cu_dev_release(dev[i]);

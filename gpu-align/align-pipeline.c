@@ -6,6 +6,7 @@
  * prints them, and the per-batch hook. */
 #include "align-pipeline.h"
 #include "align-batch.h"
+#include "align-margin.h"
 #include "align-source.h"
 
 #include <pthread.h>
@@ -93,6 +94,8 @@ struct galign_pipeline {
   galign_pipeline_hook hook;
   void *user;
   galign_pipeline_counts n;
+  galign_prior_table *priors;  /* margin mode's prior alignments (or NULL) */
+  galign_margin_counts mc;
   /* seconds: setup, reading (graphs, features), preparation, alignment,
    * writing, hook; t_start = open */
   double t_start, t_setup, t_read, t_graphs, t_feats, t_prep, t_align, t_write, t_hook;
@@ -324,6 +327,7 @@ static void read_batch(galign_pipeline *p, batch *b) {
         if (!k) { KIO_ERROR("Out of memory reading utterance %s", key); b->fatal = 1; break; }
         free(s->key);
         s->key = k;
+        s->prior = galign_prior_table_get(p->priors, key);
         s->empty = s->raw.num_states == 0 || s->raw.start < 0;
         b->nslots++;
         event e = {b->nslots - 1, 0, 0, NULL, NULL, NULL};
@@ -355,6 +359,10 @@ static void *prep_main(void *arg) {
     if (s->prep_rc == KIO_OK && s->raw.num_states != 0)
       s->prep_rc = galign_graph_prepare(&s->raw, &j->p->tm, &j->p->cfg.opts, &s->graph);
     t_capture = NULL;
+    if (s->prep_rc == KIO_OK && s->raw.num_states != 0 && j->p->cfg.margin_mode)
+      s->band_status = galign_band_build(&s->graph, s->prior ? s->prior->v : NULL,
+                                         s->prior ? s->prior->n : 0, s->feats.rows,
+                                         j->p->cfg.margin);
   }
   return NULL;
 }
@@ -539,6 +547,7 @@ static int emit_batch(galign_pipeline *p, batch *b) {
     }
     galign_result *r = &b->res[pos[e->slot]];
     if (b->align_rc != KIO_OK && align_alone(p, s, r) != KIO_OK) { rc = KIO_ERR; goto done; }
+    if (p->cfg.margin_mode) galign_margin_count(&p->mc, s->band_status, r->band_failed);
     if (r->retried) {
       p->n.num_retry++;
       KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 617,
@@ -594,7 +603,8 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
   if (cfg->use_gpu != GALIGN_GPU_NO &&
       pthread_create(&p->warm_thread, NULL, warm_main, NULL) == 0)
     p->warm_running = 1;
-  if (kio_model_read(cfg->model_rxfilename, &p->tm, &p->am) != KIO_OK) {
+  if (kio_model_read(cfg->model_rxfilename, &p->tm, &p->am) != KIO_OK ||
+      galign_margin_open(&p->cfg, &p->priors) != KIO_OK) {  /* before the outputs */
     warm_join(p);
     return KIO_ERR;
   }
@@ -697,6 +707,7 @@ void galign_pipeline_log_summary(const galign_pipeline *p) {
              p->t_align, gpu ? "GPU" : "CPU", st.loglike_s, st.viterbi_s, st.backtrace_s,
              st.copy_s, p->t_write, hook, now() - p->t_start);
   }
+  if (p->cfg.margin_mode) galign_margin_log(p->cfg.margin, &p->mc);
   char buf[32];
   const char *pf = p->tr ? "gmm-align.cc" : PROG_FILE;
   int l = p->tr ? 140 : 135;
@@ -749,52 +760,8 @@ void galign_pipeline_free(galign_pipeline *p) {
   galign_batch_free(&p->bufs[1]);
   galign_ev_free(&p->init_lines);
   galign_aligner_free(p->aligner);
+  galign_prior_table_free(p->priors);
   kio_tmodel_free(&p->tm);
   kio_am_gmm_free(&p->am);
   free(p);
-}
-
-/* ---- the programs' shared options ---- */
-
-void galign_pipeline_cli_register(kio_opts *po, galign_pipeline_cli *cli,
-                                  galign_pipeline_cfg *cfg) {
-  galign_opts_default(&cfg->opts);
-  cli->per_frame_wspecifier = strdup("");
-  cli->use_gpu = strdup("optional");
-  cli->batch_size = 8192;  /* a cap (batches start early, see DYN_MIN); best on an H200 (docs/benchmarks.md) */
-  galign_opts_register(po, &cfg->opts);
-  kio_opts_string(po, "write-per-frame-acoustic-loglikes", &cli->per_frame_wspecifier,
-                  "Wspecifier for table of vectors containing the acoustic log-likelihoods "
-                  "per frame for each utterance. E.g. ark:foo/per_frame_logprobs.1.ark");
-  kio_opts_string(po, "use-gpu", &cli->use_gpu,
-                  "yes|no|optional|wait: align on a CUDA GPU (optional: if one is usable, "
-                  "else on the CPU)");
-  kio_opts_int(po, "batch-size", &cli->batch_size,
-               "Number of utterances aligned together (affects only speed and memory)");
-  kio_opts_int(po, "num-gpus", &cfg->opts.num_gpus,
-               "GPUs a batch is split over, through the GPU service (affects only speed)");
-}
-
-int galign_pipeline_cli_apply(const galign_pipeline_cli *cli, galign_pipeline_cfg *cfg) {
-  if (galign_parse_use_gpu(cli->use_gpu, &cfg->use_gpu) != KIO_OK) {
-    KIO_ERROR("Invalid value --use-gpu=%s: use yes|no|optional|wait", cli->use_gpu);
-    return KIO_ERR;
-  }
-  if (cli->batch_size < 1) {
-    KIO_ERROR("Invalid value --batch-size=%d: must be >= 1", (int)cli->batch_size);
-    return KIO_ERR;
-  }
-  if (cfg->opts.num_gpus < 1 || cfg->opts.num_gpus > 16) {
-    KIO_ERROR("Invalid value --num-gpus=%d: must be 1..16", (int)cfg->opts.num_gpus);
-    return KIO_ERR;
-  }
-  cfg->per_frame_wspecifier = cli->per_frame_wspecifier;
-  cfg->batch_size = cli->batch_size;
-  return KIO_OK;
-}
-
-void galign_pipeline_cli_free(galign_pipeline_cli *cli) {
-  free(cli->per_frame_wspecifier);
-  free(cli->use_gpu);
-  cli->per_frame_wspecifier = cli->use_gpu = NULL;
 }

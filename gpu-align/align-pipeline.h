@@ -45,6 +45,11 @@ typedef struct {
   galign_opts opts;
   galign_use_gpu use_gpu;
   int batch_size;                    /* utterances per batch, >= 1 */
+  /* Margin mode (align-margin.h): 0 off; 1 priors from prior_rspecifier;
+   * 2 (KALDI_GPU_MARGIN) priors from the file ali_wspecifier will replace. */
+  int margin_mode;
+  const char *prior_rspecifier;
+  int32_t margin;
   /* gmm-align's form (NULL/"": gmm-align-compiled's): features read in order
    * from feats_rspecifier, transcripts looked up here, each utterance's graph
    * compiled by compile() on the preparation threads (thread-safe; logs its
@@ -118,15 +123,25 @@ typedef struct {
   char *per_frame_wspecifier;
   char *use_gpu;
   int32_t batch_size;
+  char *prior_rspecifier;
+  int32_t margin;
 } galign_pipeline_cli;
 struct kio_opts;
 /* Sets Kaldi's defaults in cfg->opts and cli, and registers the options. */
 void galign_pipeline_cli_register(struct kio_opts *po, galign_pipeline_cli *cli,
                                   galign_pipeline_cfg *cfg);
-/* After parsing: validates --use-gpu and --batch-size (ERROR + KIO_ERR on a
- * bad value) and copies them into cfg (cfg borrows per_frame_wspecifier). */
+/* After parsing: validates --use-gpu, --batch-size and --margin (ERROR +
+ * KIO_ERR on a bad value) and copies them into cfg (cfg borrows the
+ * strings); sets cfg's margin mode from --prior-alignments, else from
+ * KALDI_GPU_MARGIN=N (in the environment; a bad value: LOG, full search). */
 int galign_pipeline_cli_apply(const galign_pipeline_cli *cli, galign_pipeline_cfg *cfg);
 void galign_pipeline_cli_free(galign_pipeline_cli *cli);
+/* Reads the priors of cfg's margin mode (NULL when off or, for mode 2,
+ * when there are none: see galign_prior_from_output). Called by
+ * galign_pipeline_open before any output is opened. KIO_ERR (logged) when
+ * --prior-alignments cannot be read. */
+struct galign_prior_table;
+int galign_margin_open(const galign_pipeline_cfg *cfg, struct galign_prior_table **priors);
 
 #ifdef __cplusplus
 }

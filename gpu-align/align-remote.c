@@ -2,9 +2,12 @@
  * handler of one batch (see align-remote.h). Wire format of a batch:
  *   ALIGN:   u32 n, u32 want_per_frame, then per utterance
  *            i32 num_states, num_arcs, start, num_pdfs_used, rows, cols,
- *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features
+ *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features,
+ *            i32 band_T (margin band, 0: none), arrays topo_pos, band_lo, band_hi
+ *            (empty without a band)
  *   ALIGNED: i32 status, log lines, then per utterance
- *            i32 ok, retried, num_frames, f32 like, score, arrays ali, per_frame
+ *            i32 ok, retried, band_failed, num_frames, f32 like, score,
+ *            arrays ali, per_frame
  * Arrays are sent from where they are (no copy) and used in place. */
 #include "align-remote.h"
 
@@ -140,6 +143,11 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
     kio_msg_put_ref(m, g->arc_pdf, (size_t)f->num_arcs, sizeof(int32_t));
     kio_msg_put_ref(m, feats[i]->data, (size_t)feats[i]->rows * (size_t)feats[i]->cols,
                     sizeof(float));
+    const int32_t bt = g->band_T == feats[i]->rows ? g->band_T : 0;
+    kio_msg_put_i32(m, bt);
+    kio_msg_put_ref(m, g->topo_pos, bt ? (size_t)f->num_states : 0, sizeof(int32_t));
+    kio_msg_put_ref(m, g->band_lo, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
+    kio_msg_put_ref(m, g->band_hi, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
   }
   return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
 }
@@ -159,7 +167,8 @@ static int recv_chunk(galign_remote *r, int c, int first, int n,
   if (status != KIO_OK) return KIO_ERR;
   for (int i = first; i < first + n; i++) {
     galign_result *res = &results[i];
-    int32_t ok = kio_rd_i32(&rd), retried = kio_rd_i32(&rd), frames = kio_rd_i32(&rd);
+    int32_t ok = kio_rd_i32(&rd), retried = kio_rd_i32(&rd), band_failed = kio_rd_i32(&rd);
+    int32_t frames = kio_rd_i32(&rd);
     float like = kio_rd_f32(&rd), score = kio_rd_f32(&rd);
     size_t na = 0, npf = 0;
     const int32_t *ali = kio_rd_arr(&rd, sizeof(int32_t), (size_t)feats[i]->rows, &na);
@@ -169,6 +178,7 @@ static int recv_chunk(galign_remote *r, int c, int first, int n,
       return lost(r, "malformed reply from the GPU service");
     res->ok = ok;
     res->retried = retried;
+    res->band_failed = band_failed;
     res->num_frames = frames;
     res->like = like;
     res->score = score;
@@ -318,10 +328,20 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
     g->pdfs_used = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c4);
     g->arc_pdf = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c5);
     f->data = (float *)kio_rd_arr(req, sizeof(float), big, &c6);
+    int32_t bt = kio_rd_i32(req);
+    size_t c7, c8, c9;
+    g->topo_pos = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c7);
+    g->band_lo = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c8);
+    g->band_hi = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c9);
     if (req->bad || ns < 1 || na < 0 || npu < 0 || rows < 1 || cols < 1 ||
         c1 != (size_t)ns + 1 || c2 != (size_t)na || c3 != (size_t)ns || c4 != (size_t)npu ||
         c5 != (size_t)na || c6 != (size_t)rows * (size_t)cols)
       return KIO_ERR;
+    if (bt != 0 && (bt != rows || c7 != (size_t)ns || c8 != (size_t)bt + 1 ||
+                    c9 != (size_t)bt + 1))
+      return KIO_ERR;
+    g->band_T = bt;
+    if (!bt) g->topo_pos = g->band_lo = g->band_hi = NULL;
     g->fst.num_states = ns;
     g->fst.num_arcs = na;
     g->fst.start = start;
@@ -343,6 +363,7 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
     const galign_result *r = &s->res[i];
     kio_msg_put_i32(reply, r->ok);
     kio_msg_put_i32(reply, r->retried);
+    kio_msg_put_i32(reply, r->band_failed);
     kio_msg_put_i32(reply, s->feats[i].rows);
     kio_msg_put_f32(reply, r->like);
     kio_msg_put_f32(reply, r->score);

@@ -203,6 +203,58 @@ static int cpu_run(galign_aligner *a, const int *idx, int m, const galign_graph 
   return rc;
 }
 
+/* Utterances longer than this many frames are aligned by the CPU path in a
+ * GPU run (GALIGN_GPU_LONG_FRAMES overrides; default 5 minutes): the device
+ * path holds frames x reachable pdfs likelihoods and ~128 tokens per frame
+ * for an utterance (an hour: gigabytes), the CPU path's memory follows the
+ * tokens alive (viterbi-cpu.c) and it runs long utterances in parallel. */
+static int32_t gpu_long_frames(void) {
+  const char *e = getenv("GALIGN_GPU_LONG_FRAMES");
+  long v = e && *e ? strtol(e, NULL, 10) : 0;
+  return v > 0 && v < INT32_MAX ? (int32_t)v : 30000;
+}
+
+/* The GPU part of a batch: the utterances of at most gpu_long_frames();
+ * the others and those the device hands back get redo[i] = 1. */
+static int gpu_run(galign_aligner *a, int n, const galign_graph *const *graphs,
+                   const kio_matrix *const *feats, int want_pf, galign_result *results,
+                   uint8_t *redo) {
+  const int32_t lim = gpu_long_frames();
+  int ns = 0, num_redo = 0;
+  for (int i = 0; i < n; i++) ns += feats[i]->rows <= lim;
+  if (ns == n)
+    return galign_cuda_align_batch(a->cuda, n, graphs, feats, want_pf, results, redo, &num_redo);
+  int *pos = malloc((size_t)(ns ? ns : 1) * sizeof *pos);
+  const galign_graph **sg = malloc((size_t)(ns ? ns : 1) * sizeof *sg);
+  const kio_matrix **sf = malloc((size_t)(ns ? ns : 1) * sizeof *sf);
+  galign_result *sr = calloc((size_t)(ns ? ns : 1), sizeof *sr);
+  uint8_t *sredo = calloc((size_t)(ns ? ns : 1), 1);
+  int rc = KIO_OK;
+  if (!pos || !sg || !sf || !sr || !sredo) {
+    KIO_ERROR("Out of memory");
+    rc = KIO_ERR;
+  } else {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+      redo[i] = feats[i]->rows > lim;
+      if (redo[i]) continue;
+      pos[k] = i;
+      sg[k] = graphs[i];
+      sf[k] = feats[i];
+      sr[k] = results[i];  /* its buffers are reused */
+      memset(&results[i], 0, sizeof results[i]);
+      k++;
+    }
+    if (ns > 0) rc = galign_cuda_align_batch(a->cuda, ns, sg, sf, want_pf, sr, sredo, &num_redo);
+    for (k = 0; k < ns; k++) {
+      results[pos[k]] = sr[k];
+      redo[pos[k]] = sredo[k];
+    }
+  }
+  free(pos); free(sg); free(sf); free(sr); free(sredo);
+  return rc;
+}
+
 int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *graphs,
                        const kio_matrix *const *feats, int want_per_frame,
                        galign_result *results) {
@@ -237,9 +289,7 @@ int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *grap
   }
   int m = 0, rc = KIO_OK;
   if (a->is_gpu) {
-    int num_redo = 0;
-    rc = galign_cuda_align_batch(a->cuda, n, graphs, feats, want_per_frame, results, redo,
-                                 &num_redo);
+    rc = gpu_run(a, n, graphs, feats, want_per_frame, results, redo);
     if (rc == KIO_OK)
       for (int i = 0; i < n; i++)
         if (redo[i]) idx[m++] = i;

@@ -17,6 +17,7 @@ typedef struct {
   int64_t st_off;   /* final: num_states entries */
   int64_t arc_off;  /* arcs, arc_pdf */
   int64_t ws_off;   /* bytes into the workspace allocation */
+  int64_t band_off; /* margin band: band_lo/band_hi entries (num_frames + 1); -1: none */
   int32_t num_states, start;
   int32_t tok_cap, stack_cap;
 } galign_cu_dutt;
@@ -38,6 +39,8 @@ typedef struct {
   const float *final;
   const kio_arc *arcs;
   const int32_t *arc_pdf;
+  const int32_t *topo_pos;  /* margin bands (align-margin.h): per state, */
+  const int32_t *band_lo, *band_hi;  /* per frame of the banded utterances */
   const float *ll;
   char *ws;
   int32_t *ali;
@@ -99,6 +102,12 @@ __global__ void __launch_bounds__(32, 1) galign_k_decode(galign_cu_dec_args a) {
   g.arcs = a.arcs + d.arc_off;
   g.final = a.final + d.st_off;
   g.arc_pdf = a.arc_pdf + d.arc_off;
+  g.topo_pos = g.band_lo = g.band_hi = NULL;
+  if (d.band_off >= 0) {
+    g.topo_pos = a.topo_pos + d.st_off;
+    g.band_lo = a.band_lo + d.band_off;
+    g.band_hi = a.band_hi + d.band_off;
+  }
   galign_core_ws w;
   galign_d_carve(&w, a.ws + d.ws_off, d.num_states, d.tok_cap, d.stack_cap);
   galign_core_ws_reset(&w);
@@ -151,7 +160,7 @@ void galign_cu_dec_free(galign_cuda *c) {
 
 /* Layout of the packed graph buffer (byte offsets of each section). */
 typedef struct {
-  size_t dutt, order, arc_start, final, arcs, arc_pdf, total;
+  size_t dutt, order, arc_start, final, arcs, arc_pdf, topo, band_lo, band_hi, total;
 } galign_pack_layout;
 
 static int galign_cmp_len_desc(const void *x, const void *y, void *ctx) {
@@ -198,10 +207,12 @@ static int galign_pack(galign_cuda *c, int n, const galign_graph *const *graphs,
                        galign_pack_layout *L, int32_t *num_active, int64_t *ws_total) {
   struct galign_cu_dec *D = c->dec;
   const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
-  int64_t ns = 0, na = 0;
+  int64_t ns = 0, na = 0, nb = 0;
   for (int i = 0; i < n; i++) {
     ns += graphs[i]->fst.num_states;
     na += graphs[i]->fst.num_arcs;
+    if (graphs[i]->band_T > 0 && graphs[i]->band_T == utt[i].num_frames)
+      nb += (int64_t)graphs[i]->band_T + 1;
   }
   L->dutt = 0;
   L->order = GALIGN_AL16(sizeof(galign_cu_dutt) * n);
@@ -209,7 +220,10 @@ static int galign_pack(galign_cuda *c, int n, const galign_graph *const *graphs,
   L->final = L->arc_start + GALIGN_AL16(sizeof(int32_t) * (ns + n));
   L->arcs = L->final + GALIGN_AL16(sizeof(float) * ns);
   L->arc_pdf = L->arcs + GALIGN_AL16(sizeof(kio_arc) * na);
-  L->total = L->arc_pdf + GALIGN_AL16(sizeof(int32_t) * na);
+  L->topo = L->arc_pdf + GALIGN_AL16(sizeof(int32_t) * na);
+  L->band_lo = L->topo + (nb ? GALIGN_AL16(sizeof(int32_t) * ns) : 0);
+  L->band_hi = L->band_lo + GALIGN_AL16(sizeof(int32_t) * nb);
+  L->total = L->band_hi + GALIGN_AL16(sizeof(int32_t) * nb);
   if (galign_cu_host_reserve(&D->h_pack, L->total) != KIO_OK) return KIO_ERR;
   char *base = (char *)D->h_pack.p;
   galign_cu_dutt *du = (galign_cu_dutt *)(base + L->dutt);
@@ -218,7 +232,9 @@ static int galign_pack(galign_cuda *c, int n, const galign_graph *const *graphs,
   float *fin = (float *)(base + L->final);
   kio_arc *arcs = (kio_arc *)(base + L->arcs);
   int32_t *apdf = (int32_t *)(base + L->arc_pdf);
-  int64_t so = 0, ao = 0, wo = 0;
+  int32_t *topo = (int32_t *)(base + L->topo);
+  int32_t *blo = (int32_t *)(base + L->band_lo), *bhi = (int32_t *)(base + L->band_hi);
+  int64_t so = 0, ao = 0, wo = 0, bo = 0;
   int32_t m = 0;
   const int64_t tpf = galign_toks_per_frame();
   for (int i = 0; i < n; i++) {
@@ -234,6 +250,15 @@ static int galign_pack(galign_cuda *c, int n, const galign_graph *const *graphs,
     d->tok_cap = galign_clamp_cap((int64_t)utt[i].num_frames * tpf + 1024);
     d->stack_cap = galign_clamp_cap(2 * (int64_t)S + 64);
     d->ws_off = wo;
+    d->band_off = -1;
+    if (nb && S > 0 && gr->band_T > 0 && gr->band_T == utt[i].num_frames) {
+      const int32_t T1 = gr->band_T + 1;
+      memcpy(topo + so, gr->topo_pos, sizeof(int32_t) * (size_t)S);
+      memcpy(blo + bo, gr->band_lo, sizeof(int32_t) * (size_t)T1);
+      memcpy(bhi + bo, gr->band_hi, sizeof(int32_t) * (size_t)T1);
+      d->band_off = bo;
+      bo += T1;
+    }
     /* the same test as galign_cu_decode_batch and galign_regrow use */
     int active = S > 0 && f->start >= 0 && utt[i].num_frames > 0;
     if (S > 0) {
@@ -299,6 +324,9 @@ static int galign_run_pass(galign_cuda *c, int n, const galign_pack_layout *L, i
   a.final = (const float *)(dp + L->final);
   a.arcs = (const kio_arc *)(dp + L->arcs);
   a.arc_pdf = (const int32_t *)(dp + L->arc_pdf);
+  a.topo_pos = (const int32_t *)(dp + L->topo);
+  a.band_lo = (const int32_t *)(dp + L->band_lo);
+  a.band_hi = (const int32_t *)(dp + L->band_hi);
   a.ll = (const float *)c->d_ll.p;
   a.ws = (char *)D->d_ws.p;
   a.ali = (int32_t *)D->d_ali.p;
@@ -415,6 +443,7 @@ int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *gra
     const int32_t T = utt[i].num_frames;
     r->ok = 0;
     r->retried = 0;
+    r->band_failed = 0;
     r->num_frames = T;
     r->like = r->score = 0.0f;
     redo[i] = 0;
@@ -437,6 +466,13 @@ int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *gra
     c->stat_frames += x->stat_frames;
     c->stat_toks += x->stat_toks;
     if (x->stat_max_toks > c->stat_max_toks) c->stat_max_toks = x->stat_max_toks;
+    if (!x->ok && du[i].band_off >= 0) {
+      /* No final state inside the band: the CPU path gives it up and runs
+       * the full search (counted there: result band_failed). */
+      redo[i] = 1;
+      nr++;
+      continue;
+    }
     r->retried = x->retried;
     if (!x->ok) continue;
     int32_t *ali = (int32_t *)realloc(r->ali, sizeof(int32_t) * (size_t)T);

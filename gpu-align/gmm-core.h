@@ -26,7 +26,8 @@
 #endif
 
 /* Per-component log-likelihoods as Kaldi computes them through OpenBLAS
- * (cblas_sgemv row-major = sgemv_t, Haswell/Zen kernels): the dot product
+ * (cblas_sgemv row-major = sgemv_t; the 4x4/4x2/4x1 kernels are the same
+ * asm on Haswell, Zen and SkylakeX): the dot product
  * over the first NB = D - D%4 dims is done by the 4x4 FMA micro-kernel for
  * components 4k..4k+3 of the pdf (8 lanes, fma, lanes folded hi+lo then
  * pairwise) and by the SSE 4x2/4x1 kernels (4 lanes, mul+add, pairwise) for
@@ -75,12 +76,37 @@ GALIGN_GMM_HD static inline float galign_sse_dot(const float *a, const float *x,
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
-/* The m%4 tail: y += a0*(x0*alpha) + a1*(x1*alpha) + a2*(x2*alpha), as
- * compiled with FMA contraction. */
-GALIGN_GMM_HD static inline float galign_tail_dot(const float *a, const float *x, int32_t m3, float alpha) {
-  float t = a[0] * (x[0] * alpha);
-  for (int32_t k = 1; k < m3; k++) t = fmaf(a[k], x[k] * alpha, t);
-  return t;
+/* The m%4 tail, added to y as OpenBLAS 0.3.21's sgemv_t does it on
+ * SkylakeX/Cooperlake (the reference build's machine; gcc contracts the C
+ * tail there): with xt_k = x_k * alpha,
+ *   m3 = 1: y = fma(a0, xt0, y)
+ *   m3 = 2: y = y + fma(a0, xt0, a1 * xt1)
+ *   m3 = 3: y = y + fma(a2, xt2, fma(a0, xt0, a1 * xt1))
+ * The Haswell/Zen build adds ((a0*xt0 + a1*xt1) + a2*xt2) without FMA
+ * (hsw = 1: galign_gmm.blas_hsw, KIO_BLAS_PROFILE=hsw, to compare with a
+ * Kaldi run on such a host); tools/sgemv-order-check tells which order an
+ * installed OpenBLAS uses.
+ * Unused a/x arguments are ignored. */
+GALIGN_GMM_HD static inline float galign_tail_add(float y, int32_t m3, float alpha, float a0,
+                                                  float a1, float a2, float x0, float x1,
+                                                  float x2, int hsw) {
+  if (hsw) {  /* ((a0*xt0 + a1*xt1) + a2*xt2), unfused */
+    float t = a0 * (x0 * alpha);
+    if (m3 > 1) t = t + a1 * (x1 * alpha);
+    if (m3 > 2) t = t + a2 * (x2 * alpha);
+    return y + t;
+  }
+  if (m3 == 1) return fmaf(a0, x0 * alpha, y);
+  float t = fmaf(a0, x0 * alpha, a1 * (x1 * alpha));
+  if (m3 == 3) t = fmaf(a2, x2 * alpha, t);
+  return y + t;
+}
+
+/* galign_tail_add on contiguous a[0..m3), x[0..m3). */
+GALIGN_GMM_HD static inline float galign_tail_add_v(float y, const float *a, const float *x,
+                                                    int32_t m3, float alpha, int hsw) {
+  return galign_tail_add(y, m3, alpha, a[0], m3 > 1 ? a[1] : 0.0f, m3 > 2 ? a[2] : 0.0f, x[0],
+                         m3 > 1 ? x[1] : 0.0f, m3 > 2 ? x[2] : 0.0f, hsw);
 }
 
 /* kern: 4 = the 4x4 FMA kernel, 2 = 4x2, 1 = 4x1. */
@@ -90,9 +116,9 @@ GALIGN_GMM_HD static inline float galign_comp_loglike(const galign_gmm *g, int32
   const float *mi = g->means_invvars + (size_t)m * D, *iv = g->inv_vars + (size_t)m * D;
   float y = g->gconst[m];
   if (nb > 0) y = y + (kern == 4 ? galign_k4x4_dot(mi, x, nb) : galign_sse_dot(mi, x, nb, kern == 1)) * 1.0f;
-  if (m3) y = y + galign_tail_dot(mi + nb, x + nb, m3, 1.0f);
+  if (m3) y = galign_tail_add_v(y, mi + nb, x + nb, m3, 1.0f, g->blas_hsw);
   if (nb > 0) y = y + (kern == 4 ? galign_k4x4_dot(iv, x2, nb) : galign_sse_dot(iv, x2, nb, kern == 1)) * -0.5f;
-  if (m3) y = y + galign_tail_dot(iv + nb, x2 + nb, m3, -0.5f);
+  if (m3) y = galign_tail_add_v(y, iv + nb, x2 + nb, m3, -0.5f, g->blas_hsw);
   return y;
 }
 

@@ -23,6 +23,8 @@ int galign_gmm_init(galign_gmm *g, const kio_am_gmm *am) {
   }
   g->dim = am->dim;
   g->num_pdfs = am->num_pdfs;
+  const char *prof = getenv("KIO_BLAS_PROFILE");
+  g->blas_hsw = prof && !strcmp(prof, "hsw");
   g->num_gauss = (int32_t)ng;
   size_t nd = (size_t)ng * (size_t)am->dim;
   g->pdf_offset = malloc(((size_t)am->num_pdfs + 1) * sizeof(int32_t));
@@ -153,10 +155,10 @@ static inline GALIGN_AI GALIGN_FMA_TARGET float comp_loglike_avx(const galign_gm
   float y = g->gconst[m];
   if (nb > 0)
     y = y + (kern == 4 ? k4x4_dot_avx(mi, x, nb) : sse_dot_avx(mi, x, nb, kern == 1)) * 1.0f;
-  if (m3) y = y + galign_tail_dot(mi + nb, x + nb, m3, 1.0f);
+  if (m3) y = galign_tail_add_v(y, mi + nb, x + nb, m3, 1.0f, g->blas_hsw);
   if (nb > 0)
     y = y + (kern == 4 ? k4x4_dot_avx(iv, x2, nb) : sse_dot_avx(iv, x2, nb, kern == 1)) * -0.5f;
-  if (m3) y = y + galign_tail_dot(iv + nb, x2 + nb, m3, -0.5f);
+  if (m3) y = galign_tail_add_v(y, iv + nb, x2 + nb, m3, -0.5f, g->blas_hsw);
   return y;
 }
 
@@ -221,9 +223,9 @@ GALIGN_FMA_TARGET static void comps_fma(const galign_gmm *g, int32_t m0, int32_t
       k4x4_block_avx(iv, D, x2, nb, d2);
       for (int r = 0; r < 4; r++) {
         float y = g->gconst[m + r] + d1[r] * 1.0f;
-        if (m3) y = y + galign_tail_dot(mi + (size_t)r * D + nb, x + nb, m3, 1.0f);
+        if (m3) y = galign_tail_add_v(y, mi + (size_t)r * D + nb, x + nb, m3, 1.0f, g->blas_hsw);
         y = y + d2[r] * -0.5f;
-        if (m3) y = y + galign_tail_dot(iv + (size_t)r * D + nb, x2 + nb, m3, -0.5f);
+        if (m3) y = galign_tail_add_v(y, iv + (size_t)r * D + nb, x2 + nb, m3, -0.5f, g->blas_hsw);
         out[i + r] = y;
       }
     }

@@ -42,6 +42,13 @@ typedef struct {
   int32_t num_pdfs_used;
   int32_t *pdfs_used;   /* compact index -> pdf id (sorted ascending) */
   int32_t *arc_pdf;     /* per arc: compact pdf index, -1 for ilabel 0 */
+  /* Margin band around a prior alignment (align-margin.h); band_T = 0: none
+   * (galign_graph_prepare clears it). Otherwise for an utterance of band_T
+   * frames: after k frames (k = 0..band_T) only states s with band_lo[k] <=
+   * topo_pos[s] <= band_hi[k] may hold tokens. */
+  int32_t band_T;
+  int32_t *topo_pos;    /* fst.num_states: place in a topological order */
+  int32_t *band_lo, *band_hi;  /* band_T + 1 each */
 } galign_graph;
 
 /* Returns KIO_ERR after logging "AddTransitionProbs: invalid symbol L on graph
@@ -54,6 +61,9 @@ void galign_graph_free(galign_graph *g);
 /* The AmDiagGmm flattened for likelihood computation. Owner: the struct. */
 typedef struct {
   int32_t dim, num_pdfs, num_gauss;
+  int32_t blas_hsw;      /* 1: add the dim%4 tail as OpenBLAS's Haswell/Zen build
+                            (KIO_BLAS_PROFILE=hsw, tests against such a host's
+                            Kaldi); 0: the reference hosts' SkylakeX order */
   int32_t *pdf_offset;   /* num_pdfs + 1; Gaussians of pdf j: [off[j], off[j+1]) */
   float *gconst;         /* num_gauss */
   float *means_invvars;  /* num_gauss * dim */
@@ -66,6 +76,8 @@ void galign_gmm_free(galign_gmm *g);
 typedef struct {
   int ok;             /* 1: aligned; 0: "Did not successfully decode" */
   int retried;        /* 1 if the retry beam was used */
+  int band_failed;    /* 1: the margin band was given up (no final state in
+                         it), the result is the full search's */
   int32_t num_frames; /* feature rows */
   int32_t *ali;       /* num_frames transition-ids when ok */
   float like;         /* -(graph+acoustic cost) / acoustic_scale */

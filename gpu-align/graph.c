@@ -85,6 +85,7 @@ int galign_graph_prepare(const kio_fst *in, const kio_tmodel *tm, const galign_o
     return KIO_ERR;
   }
   kio_fst *f = &out->fst;
+  out->band_T = 0;  /* a band belongs to the graph it was laid on */
   if (reserve(f, (size_t)ns, (size_t)na) != KIO_OK) {
     KIO_ERROR("Out of memory preparing a graph of %lld arcs", (long long)na);
     return KIO_ERR;
@@ -185,5 +186,8 @@ void galign_graph_free(galign_graph *g) {
   free(g->fst.final);
   free(g->pdfs_used);
   free(g->arc_pdf);
+  free(g->topo_pos);
+  free(g->band_lo);
+  free(g->band_hi);
   memset(g, 0, sizeof *g);
 }

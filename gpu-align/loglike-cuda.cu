@@ -341,7 +341,7 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
                                cudaMemcpyHostToDevice, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_ucol.p, c->h_ucol.p, sizeof(int32_t) * total_npu,
                                cudaMemcpyHostToDevice, st));
-  if (c->ll_exact && galign_cu_ll_exact_prepare(c, n) != KIO_OK) return KIO_ERR;
+  if (c->ll_exact && galign_cu_ll_exact_prepare(c, n, graphs) != KIO_OK) return KIO_ERR;
 
   /* Features through a small ring of pinned buffers (GALIGN_RING_N x ~8 MB):
    * the copy of one group runs while the next is staged, and pinned memory

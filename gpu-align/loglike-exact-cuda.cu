@@ -95,7 +95,7 @@ __device__ static __forceinline__ void galign_dot44(const float4 *__restrict__ a
 /* The 4x4 kernel's loglikes of one group (galign_comp_loglike, kern 4). */
 __device__ static __forceinline__ void galign_group_ll(const float4 *__restrict__ grp, const float *xs,
                                               const float *x2s, int32_t D, int lane,
-                                              galign_tile16 *y) {
+                                              galign_tile16 *y, int hsw) {
   const int32_t nb = GALIGN_NB(D), m3 = D - nb;
   const float4 g4 = grp[0];
   const float gc[4] = {g4.x, g4.y, g4.z, g4.w};
@@ -117,17 +117,17 @@ __device__ static __forceinline__ void galign_group_ll(const float4 *__restrict_
 #pragma unroll
         for (int c = 0; c < 4; c++) y->v[f][c] = y->v[f][c] + d.v[f][c] * alpha;
     }
-    if (m3) { /* galign_tail_dot */
+    if (m3) { /* galign_tail_add */
 #pragma unroll
       for (int f = 0; f < GALIGN_LL_FPL; f++)
 #pragma unroll
         for (int c = 0; c < 4; c++) {
           const float *ac = (const float *)(a + nb) + c;
           const float *xf = xx + (size_t)nb * GALIGN_LL_TILE + f;
-          float t = ac[0] * (xf[0] * alpha);
-          for (int32_t k = 1; k < m3; k++)
-            t = fmaf(ac[4 * k], xf[(size_t)k * GALIGN_LL_TILE] * alpha, t);
-          y->v[f][c] = y->v[f][c] + t;
+          y->v[f][c] = galign_tail_add(y->v[f][c], m3, alpha, ac[0], m3 > 1 ? ac[4] : 0.0f,
+                                       m3 > 2 ? ac[8] : 0.0f, xf[0],
+                                       m3 > 1 ? xf[GALIGN_LL_TILE] : 0.0f,
+                                       m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f, hsw);
         }
     }
   }
@@ -199,10 +199,10 @@ __device__ static __forceinline__ void galign_tail_ll(const galign_gmm &g, int32
 #pragma unroll
       for (int f = 0; f < GALIGN_LL_FPL; f++) {
         const float *xf = xx + (size_t)nb * GALIGN_LL_TILE + f;
-        float t = a[nb] * (xf[0] * alpha);
-        for (int32_t k = 1; k < m3; k++)
-          t = fmaf(a[nb + k], xf[(size_t)k * GALIGN_LL_TILE] * alpha, t);
-        y[f] = y[f] + t;
+        y[f] = galign_tail_add(y[f], m3, alpha, a[nb], m3 > 1 ? a[nb + 1] : 0.0f,
+                               m3 > 2 ? a[nb + 2] : 0.0f, xf[0],
+                               m3 > 1 ? xf[GALIGN_LL_TILE] : 0.0f,
+                               m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f, g.blas_hsw);
       }
     }
   }
@@ -215,13 +215,16 @@ template <int DT>
 __global__ void __launch_bounds__(32 * GALIGN_LL_WARPS)
 galign_k_ll_exact(galign_gmm g, const float4 *__restrict__ groups,
                   const int32_t *__restrict__ grp_start, const int32_t *__restrict__ tiles,
+                  const int32_t *__restrict__ tsel,
                   const galign_cu_utt *__restrict__ utt,
                   const float *__restrict__ feats, const int32_t *__restrict__ upd,
                   float log_eps, float *__restrict__ ll, int *__restrict__ flags,
                   int *__restrict__ uflags) {
   GALIGN_DYN_SMEM(float, galign_sm);
   const int64_t tix = blockIdx.x;
-  const int32_t ui = tiles[2 * tix], t0 = tiles[2 * tix + 1];
+  const int32_t ui = tiles[4 * tix], t0 = tiles[4 * tix + 1];
+  const int32_t sel_n = tiles[4 * tix + 3];  /* -1: all pdfs of the utterance */
+  const int32_t *sel = tsel + tiles[4 * tix + 2];
   const galign_cu_utt u = utt[ui];
   const int32_t D = DT ? DT : g.dim;
   const int32_t nf = u.num_frames - t0 < GALIGN_LL_TILE ? u.num_frames - t0 : GALIGN_LL_TILE;
@@ -240,7 +243,9 @@ galign_k_ll_exact(galign_gmm g, const float4 *__restrict__ groups,
   const int32_t tf = t0 + GALIGN_LL_FPL * lane; /* the lane's first frame */
   float4 s[GALIGN_LL_MAXC];                     /* per component, its 4 frames */
   int bad = 0;
-  for (int32_t k = warp; k < u.npu; k += GALIGN_LL_WARPS) {
+  const int32_t nk = sel_n < 0 ? u.npu : sel_n;
+  for (int32_t j = warp; j < nk; j += GALIGN_LL_WARPS) {
+    const int32_t k = sel_n < 0 ? j : sel[j];
     const int32_t p = upd[u.col_off + k];
     const int32_t m0 = g.pdf_offset[p], n = g.pdf_offset[p + 1] - m0;
     const int32_t n4 = n & ~3, n2 = n4 + (n & 2);
@@ -251,7 +256,7 @@ galign_k_ll_exact(galign_gmm g, const float4 *__restrict__ groups,
     const float4 *grp = groups + (size_t)grp_start[p] * (1 + 2 * (size_t)D);
     for (int32_t i = 0; i < n4; i += 4, grp += 1 + 2 * D) {
       galign_tile16 y;
-      galign_group_ll(grp, xs, x2s, D, lane, &y);
+      galign_group_ll(grp, xs, x2s, D, lane, &y, g.blas_hsw);
 #pragma unroll
       for (int c = 0; c < 4; c++) {
         s[i + c] = make_float4(y.v[0][c], y.v[1][c], y.v[2][c], y.v[3][c]);
@@ -342,7 +347,47 @@ int galign_cu_ll_exact_upload(galign_cuda *c, const galign_gmm *g) {
   return KIO_OK;
 }
 
-int galign_cu_ll_exact_prepare(galign_cuda *c, int n) {
+static int galign_cmp_i64(const void *x, const void *y) {
+  int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+  return (a > b) - (a < b);
+}
+
+/* Appends to tsel (grown) the compact pdfs of tile t0 of a banded graph:
+ * arcs into states placed in [band_lo[t0 + 1], band_hi[t0 + nf]] (the
+ * decoder emits frame t into the band of t + 1). key: the graph's emitting
+ * arcs as (place of next state) << 32 | compact pdf, sorted; stamp: npu
+ * ints, stamp_id unique per tile. */
+typedef struct { int32_t *v; int64_t n, cap; } galign_i32vec;
+
+static int galign_tile_sel(galign_i32vec *sel, const galign_graph *g, const int64_t *key,
+                           int64_t nkey, int32_t t0, int32_t nf, int32_t *stamp,
+                           int32_t stamp_id, int32_t *count) {
+  const int64_t lo = g->band_lo[t0 + 1], hi = g->band_hi[t0 + nf];
+  int64_t a = 0, b = nkey;
+  while (a < b) {  /* first key with place >= lo */
+    int64_t m = (a + b) / 2;
+    if ((key[m] >> 32) < lo) a = m + 1; else b = m;
+  }
+  int32_t cnt = 0;
+  for (int64_t i = a; i < nkey && (key[i] >> 32) <= hi; i++) {
+    const int32_t k = (int32_t)(key[i] & 0xffffffff);
+    if (stamp[k] == stamp_id) continue;
+    stamp[k] = stamp_id;
+    if (sel->n == sel->cap) {
+      int64_t nc = sel->cap ? 2 * sel->cap : 4096;
+      int32_t *v = (int32_t *)realloc(sel->v, sizeof(int32_t) * (size_t)nc);
+      if (!v) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+      sel->v = v;
+      sel->cap = nc;
+    }
+    sel->v[sel->n++] = k;
+    cnt++;
+  }
+  *count = cnt;
+  return KIO_OK;
+}
+
+int galign_cu_ll_exact_prepare(galign_cuda *c, int n, const galign_graph *const *graphs) {
   const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
   int64_t ntiles = 0;
   for (int i = 0; i < n; i++) ntiles += (utt[i].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
@@ -354,18 +399,67 @@ int galign_cu_ll_exact_prepare(galign_cuda *c, int n) {
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     c->ll_smem_set = 1;
   }
-  GALIGN_CU_RESERVE(host, c->h_tiles, int32_t, 2 * ntiles);
-  GALIGN_CU_RESERVE(dev, c->d_tiles, int32_t, 2 * ntiles);
+  GALIGN_CU_RESERVE(host, c->h_tiles, int32_t, 4 * ntiles);
+  GALIGN_CU_RESERVE(dev, c->d_tiles, int32_t, 4 * ntiles);
   int32_t *tl = (int32_t *)c->h_tiles.p;
   int64_t j = 0;
-  for (int i = 0; i < n; i++)
-    for (int32_t t0 = 0; t0 < utt[i].num_frames; t0 += GALIGN_LL_TILE) {
-      tl[2 * j] = i;
-      tl[2 * j + 1] = t0;
-      j++;
+  galign_i32vec sel = {NULL, 0, 0};
+  int64_t *key = NULL;
+  int32_t *stamp = NULL;
+  int rc = KIO_OK;
+  for (int i = 0; i < n && rc == KIO_OK; i++) {
+    const galign_graph *g = graphs ? graphs[i] : NULL;
+    const int banded = g && g->band_T > 0 && g->band_T == utt[i].num_frames && g->band_lo &&
+                       g->topo_pos && g->fst.num_states > 0;
+    int64_t nkey = 0;
+    if (banded) {
+      const kio_fst *f = &g->fst;
+      int64_t *k2 = (int64_t *)realloc(key, sizeof(int64_t) * ((size_t)f->num_arcs + 1));
+      int32_t *s2 = (int32_t *)realloc(stamp, sizeof(int32_t) * ((size_t)utt[i].npu + 1));
+      if (k2) key = k2;
+      if (s2) stamp = s2;
+      if (!k2 || !s2) { KIO_ERROR("Out of memory"); rc = KIO_ERR; break; }
+      for (int32_t a = 0; a < f->num_arcs; a++)
+        if (f->arcs[a].ilabel != 0 && g->arc_pdf[a] >= 0)
+          key[nkey++] = ((int64_t)g->topo_pos[f->arcs[a].nextstate] << 32) | g->arc_pdf[a];
+      qsort(key, (size_t)nkey, sizeof(int64_t), galign_cmp_i64);
+      for (int32_t k = 0; k < utt[i].npu; k++) stamp[k] = -1;
     }
-  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_tiles.p, tl, sizeof(int32_t) * 2 * ntiles,
-                               cudaMemcpyHostToDevice, c->stream));
+    for (int32_t t0 = 0; t0 < utt[i].num_frames; t0 += GALIGN_LL_TILE, j++) {
+      const int32_t nf = utt[i].num_frames - t0 < GALIGN_LL_TILE ? utt[i].num_frames - t0
+                                                                : GALIGN_LL_TILE;
+      int32_t cnt = -1;
+      const int64_t off = sel.n;
+      if (banded && galign_tile_sel(&sel, g, key, nkey, t0, nf, stamp, (int32_t)j, &cnt) !=
+                        KIO_OK) {
+        rc = KIO_ERR;
+        break;
+      }
+      tl[4 * j] = i;
+      tl[4 * j + 1] = t0;
+      tl[4 * j + 2] = (int32_t)off;
+      tl[4 * j + 3] = cnt;
+    }
+  }
+  free(key);
+  free(stamp);
+  if (rc == KIO_OK && sel.n > 0x7fffffff) {
+    KIO_ERROR("Batch too large: %lld banded pdf entries", (long long)sel.n);
+    rc = KIO_ERR;
+  }
+  if (rc == KIO_OK && galign_cu_dev_reserve(&c->d_tsel, sizeof(int32_t) * ((size_t)sel.n + 1)) != KIO_OK)
+    rc = KIO_ERR;
+  cudaError_t e = cudaSuccess;
+  if (rc == KIO_OK)
+    e = cudaMemcpyAsync(c->d_tiles.p, c->h_tiles.p, sizeof(int32_t) * 4 * ntiles,
+                        cudaMemcpyHostToDevice, c->stream);
+  /* From pageable memory: returns once sel is staged, so it may be freed. */
+  if (rc == KIO_OK && e == cudaSuccess && sel.n > 0)
+    e = cudaMemcpyAsync(c->d_tsel.p, sel.v, sizeof(int32_t) * (size_t)sel.n,
+                        cudaMemcpyHostToDevice, c->stream);
+  free(sel.v);
+  if (rc != KIO_OK) return rc;
+  KIO_CUDA_TRY(e);
   return KIO_OK;
 }
 
@@ -380,7 +474,8 @@ int galign_cu_ll_exact_run(galign_cuda *c) {
   GALIGN_LAUNCH_SMEM(galign_k_ll_exact<DT>, (unsigned)count, 32 * GALIGN_LL_WARPS,        \
                      galign_cu_ll_exact_smem(c->dim), c->stream, c->dgmm,                 \
                      (const float4 *)c->d_groups, (const int32_t *)c->d_grp_start,        \
-                     (const int32_t *)c->d_tiles.p, (const galign_cu_utt *)c->d_utt.p,    \
+                     (const int32_t *)c->d_tiles.p, (const int32_t *)c->d_tsel.p,         \
+                     (const galign_cu_utt *)c->d_utt.p,                                   \
                      (const float *)c->d_feats.p, (const int32_t *)c->d_ucol.p, c->log_eps, \
                      (float *)c->d_ll.p, (int *)c->d_flags.p, (int *)c->d_uflags.p)
   if (c->dim == 39) GALIGN_LL_LAUNCH(39);

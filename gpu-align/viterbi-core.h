@@ -46,7 +46,18 @@ typedef struct {
   const kio_arc *arcs;
   const float *final;        /* +inf: not final */
   const int32_t *arc_pdf;    /* compact pdf index per arc, -1 for ilabel 0 */
+  /* Margin band (NULL: none): after k frames (k = 0..T) only states s with
+   * band_lo[k] <= topo_pos[s] <= band_hi[k] may hold tokens (align-margin.h). */
+  const int32_t *topo_pos, *band_lo, *band_hi;
 } galign_core_graph;
+
+/* 1 if state s may hold a token after k frames. */
+GALIGN_HD static inline int galign_core_in_band(const galign_core_graph *g, int32_t k,
+                                                int32_t s) {
+  if (!g->band_lo) return 1;
+  int32_t p = g->topo_pos[s];
+  return p >= g->band_lo[k] && p <= g->band_hi[k];
+}
 
 /* A token: never freed within an utterance. prev = -1 and arc = -1 for the
  * dummy start token. */
@@ -72,6 +83,7 @@ typedef struct {
   double cutoff;            /* from the last galign_core_cutoff */
   float adaptive_beam;
   int32_t best_elem;        /* element (in pool cur) of the best token, -1 */
+  int32_t frame;            /* frames consumed by the current list's tokens */
   /* ---- what to grow after NOSPACE (0 = fine) ---- */
   int32_t need_tok, need_stack, need_state, need_hash;
   /* ---- statistics (tokens alive at each frame's GetCutoff) ---- */
@@ -172,6 +184,7 @@ GALIGN_HD static inline int galign_core_nonemitting(galign_core_ws *w,
     for (int32_t a = g->arc_start[s]; a < g->arc_start[s + 1]; a++) {
       const kio_arc *arc = &g->arcs[a];
       if (arc->ilabel != 0) continue;
+      if (!galign_core_in_band(g, w->frame, arc->nextstate)) continue;
       double c = c0 + (double)arc->weight;
       if (c > cut) continue;
       int32_t f = w->state_elem[arc->nextstate];
@@ -202,6 +215,7 @@ GALIGN_HD static inline int galign_core_begin(galign_core_ws *w, const galign_co
   galign_core_clear_list(w);
   w->n_tok = 0;
   w->best_elem = -1;
+  w->frame = 0;
   w->need_tok = w->need_stack = w->need_state = w->need_hash = 0;
   int32_t t0 = galign_core_new_tok(w, 0.0, -1, -1);
   if (t0 < 0) return GALIGN_CORE_NOSPACE;
@@ -267,7 +281,10 @@ GALIGN_HD static inline void galign_core_cutoff(galign_core_ws *w, float beam) {
       int32_t s_ = p_[e_].state;                                                  \
       for (int32_t a_ = (g)->arc_start[s_]; a_ < (g)->arc_start[s_ + 1]; a_++) {  \
         int32_t K = (g)->arc_pdf[a_];                                             \
-        if (K >= 0 && (g)->arcs[a_].ilabel != 0) { BODY; }                        \
+        if (K >= 0 && (g)->arcs[a_].ilabel != 0 &&                                \
+            galign_core_in_band((g), (w)->frame + 1, (g)->arcs[a_].nextstate)) {  \
+          BODY;                                                                   \
+        }                                                                         \
       }                                                                           \
     }                                                                             \
   } while (0)
@@ -286,6 +303,8 @@ GALIGN_HD static inline int galign_core_emit(galign_core_ws *w, const galign_cor
   w->cur = 1 - pc;
   w->head = w->tail = -1;
   w->n_elem = w->n_used_buckets = 0;
+  w->frame++;
+  const int32_t k = w->frame;
   galign_elem *np = w->pool[w->cur];
 
   const double cutoff = w->cutoff;
@@ -296,7 +315,7 @@ GALIGN_HD static inline int galign_core_emit(galign_core_ws *w, const galign_cor
     double bc = w->tok[pp[w->best_elem].tok].cost;
     for (int32_t a = g->arc_start[s]; a < g->arc_start[s + 1]; a++) {
       const kio_arc *arc = &g->arcs[a];
-      if (arc->ilabel == 0) continue;
+      if (arc->ilabel == 0 || !galign_core_in_band(g, k, arc->nextstate)) continue;
       float ac = -(acoustic_scale * ll_row[g->arc_pdf[a]]);
       double nw = ((double)arc->weight + bc) + (double)ac;
       if (nw + ab < next_cut) next_cut = nw + ab;
@@ -309,7 +328,7 @@ GALIGN_HD static inline int galign_core_emit(galign_core_ws *w, const galign_cor
     int32_t s = pp[e].state;
     for (int32_t a = g->arc_start[s]; a < g->arc_start[s + 1]; a++) {
       const kio_arc *arc = &g->arcs[a];
-      if (arc->ilabel == 0) continue;
+      if (arc->ilabel == 0 || !galign_core_in_band(g, k, arc->nextstate)) continue;
       float ac = -(acoustic_scale * ll_row[g->arc_pdf[a]]);
       double nw = ((double)arc->weight + cost) + (double)ac;
       if (!(nw < next_cut)) continue;
@@ -328,6 +347,30 @@ GALIGN_HD static inline int galign_core_emit(galign_core_ws *w, const galign_cor
   }
   w->best_elem = -1;
   return galign_core_nonemitting(w, g, next_cut);
+}
+
+/* Frees the tokens that no token of the current list leads back to (Kaldi's
+ * FasterDecoder frees them by reference counts as it goes; here a mark and
+ * compact between frames, so memory follows the tokens alive, not T).
+ * Survivors keep their order (a token's prev is always older), so nothing
+ * the decoder decides changes. map: n_tok int32 of scratch. Call between
+ * frames (after galign_core_begin or _emit). Returns the tokens kept. */
+GALIGN_HD static inline int32_t galign_core_gc(galign_core_ws *w, int32_t *map) {
+  galign_elem *p = w->pool[w->cur];
+  for (int32_t i = 0; i < w->n_tok; i++) map[i] = 0;
+  for (int32_t e = w->head; e >= 0; e = p[e].next)
+    for (int32_t t = p[e].tok; t >= 0 && !map[t]; t = w->tok[t].prev) map[t] = 1;
+  int32_t n = 0;
+  for (int32_t i = 0; i < w->n_tok; i++) map[i] = map[i] ? n++ : -1;
+  for (int32_t i = 0; i < w->n_tok; i++) {
+    if (map[i] < 0) continue;
+    galign_tok t = w->tok[i];
+    if (t.prev >= 0) t.prev = map[t.prev];
+    w->tok[map[i]] = t;
+  }
+  for (int32_t e = w->head; e >= 0; e = p[e].next) p[e].tok = map[p[e].tok];
+  w->n_tok = n;
+  return n;
 }
 
 /* ReachedFinal. */

@@ -16,6 +16,8 @@ struct galign_cpu_ws {
   float *ll; uint8_t *done; size_t ll_cap;
   float *x2; int32_t x2_cap;
   float *scratch; int32_t scratch_cap;
+  int32_t *gcmap; int32_t gcmap_cap;  /* galign_core_gc's scratch */
+  int ll_rows;                     /* 1: likelihoods kept for one frame only (long utterances) */
   int64_t base_frames, base_toks;  /* stats before the utterance being redone */
   double t_ll, t_vit, t_bt;        /* seconds in each phase (galign_cpu_ws_times) */
 };
@@ -39,7 +41,7 @@ static void free_core(galign_core_ws *c) {
 void galign_cpu_ws_free(galign_cpu_ws *w) {
   if (!w) return;
   free_core(&w->core);
-  free(w->ll); free(w->done); free(w->x2); free(w->scratch);
+  free(w->ll); free(w->done); free(w->x2); free(w->scratch); free(w->gcmap);
   free(w);
 }
 
@@ -96,8 +98,44 @@ static int32_t grow_cap(int32_t cur) {
   return n > INT32_MAX ? INT32_MAX : (int32_t)n;
 }
 
+/* Likelihoods of an utterance are cached for the retry pass while T x pdfs
+ * stays below this (40 MB with the flags); longer utterances keep one frame
+ * (Kaldi's decodable caches one frame too; a retry recomputes). */
+enum { LL_CACHE_MAX = 8 << 20 };
+/* Tokens: at most this many at the start of an utterance; beyond, garbage
+ * collection keeps the arena at about twice the tokens alive. */
+enum { TOK_START_MAX = 1 << 20 };
+
+/* Tests shrink both limits to exercise the long-utterance paths on short
+ * utterances: GALIGN_CPU_TOK_START (tokens), GALIGN_CPU_LL_CACHE (entries). */
+static int64_t env_limit(const char *name, int64_t dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end;
+  long long x = strtoll(v, &end, 10);
+  return (*end || x < 1) ? dflt : (int64_t)x;
+}
+
+/* Between frames: when the token arena is half full, drop the dead tokens;
+ * when more than a quarter is still alive, grow it (indices stay valid). */
+static int maybe_gc(galign_cpu_ws *w) {
+  galign_core_ws *c = &w->core;
+  if (c->n_tok <= c->tok_cap / 2) return KIO_OK;
+  if (w->gcmap_cap < c->tok_cap) {
+    if (grow((void **)&w->gcmap, (size_t)c->tok_cap, sizeof(int32_t))) return KIO_ERR;
+    w->gcmap_cap = c->tok_cap;
+  }
+  int32_t kept = galign_core_gc(c, w->gcmap);
+  if (kept > c->tok_cap / 4) {
+    int32_t nc = grow_cap(c->tok_cap);
+    if (nc == c->tok_cap || grow((void **)&c->tok, (size_t)nc, sizeof(galign_tok))) return KIO_ERR;
+    c->tok_cap = nc;
+  }
+  return KIO_OK;
+}
+
 /* One decoding pass with lazily computed likelihoods. Returns a core status,
- * or -1 with err set on an invalid likelihood. */
+ * or -1 with err set on an invalid likelihood or no memory. */
 static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_core_graph *cg,
                        const galign_graph *g, const kio_matrix *feats, float beam,
                        float ac_scale, char *err, size_t errlen) {
@@ -106,8 +144,10 @@ static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_cor
   int st = galign_core_begin(c, cg);
   for (int32_t t = 0; st == GALIGN_CORE_OK && t < T; t++) {
     galign_core_cutoff(c, beam);
-    float *row = w->ll + (size_t)t * U;
-    uint8_t *dn = w->done + (size_t)t * U;
+    float *row = w->ll;
+    uint8_t *dn = w->done;
+    if (w->ll_rows) memset(dn, 0, (size_t)U);
+    else row += (size_t)t * U, dn += (size_t)t * U;
     const float *x = feats->data + (size_t)t * D;
     int have_x2 = 0, bad = 0;
     double tl = 0.0;
@@ -133,6 +173,11 @@ static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_cor
       return -1;
     }
     st = galign_core_emit(c, cg, row, ac_scale);
+    if (st == GALIGN_CORE_OK && maybe_gc(w) != KIO_OK) {
+      snprintf(err, errlen, "Out of memory aligning an utterance of %d frames", T);
+      galign_core_clear_list(c);
+      return -1;
+    }
   }
   return st;
 }
@@ -142,6 +187,7 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
                          galign_result *r, char *err, size_t errlen) {
   const int32_t T = feats->rows;
   r->ok = 0;
+  r->band_failed = 0;
   r->retried = 0;
   r->num_frames = T;
   r->like = r->score = 0.0f;
@@ -152,8 +198,12 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
   }
   const kio_fst *f = &g->fst;
   if (f->num_states <= 0 || f->start < 0 || T <= 0) return KIO_OK;
+  /* The margin band, when the graph has one for this length (align-margin.h). */
+  int banded = g->band_T == T && g->band_lo && g->band_hi && g->topo_pos;
   galign_core_graph cg = { f->num_states, f->start, g->num_pdfs_used, f->arc_start, f->arcs,
-                           f->final, g->arc_pdf };
+                           f->final, g->arc_pdf, banded ? g->topo_pos : NULL,
+                           banded ? g->band_lo : NULL, banded ? g->band_hi : NULL };
+  r->band_failed = 0;
   const int32_t U = g->num_pdfs_used;
   if (U == 0 || !g->arc_pdf) {
     /* No likelihoods to look up: only a graph without emitting arcs (which
@@ -166,6 +216,8 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
     return KIO_OK;
   }
   size_t need = (size_t)T * (size_t)(U ? U : 1);
+  w->ll_rows = (int64_t)need > env_limit("GALIGN_CPU_LL_CACHE", LL_CACHE_MAX);
+  if (w->ll_rows) need = (size_t)U;
   if (need > w->ll_cap) {
     if (grow((void **)&w->ll, need, sizeof(float)) || grow((void **)&w->done, need, 1))
       goto oom;
@@ -186,7 +238,8 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
 
   galign_core_ws *c = &w->core;
   int64_t tok_guess = (int64_t)T * 32 + 1024;
-  if (tok_guess > INT32_MAX / 2) tok_guess = INT32_MAX / 2;
+  int64_t tok_max = env_limit("GALIGN_CPU_TOK_START", TOK_START_MAX);
+  if (tok_guess > tok_max) tok_guess = tok_max < 16 ? 16 : tok_max;
   int32_t stack_guess = 2 * f->num_states + 64;
   if (reserve_core(c, f->num_states, (int32_t)tok_guess, stack_guess) != KIO_OK) goto oom;
   int64_t f0 = c->stat_frames, t0 = c->stat_toks;
@@ -204,6 +257,14 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
     double tf = now();
     w->t_vit += tf - tp - (w->t_ll - ll0);
     if (st < 0) return KIO_ERR;
+    if (st == GALIGN_CORE_OK && banded && !galign_core_reached_final(c, &cg)) {
+      /* No final state inside the band: the full search decides. */
+      galign_core_clear_list(c);
+      banded = 0;
+      cg.topo_pos = cg.band_lo = cg.band_hi = NULL;
+      r->band_failed = 1;
+      continue;
+    }
     if (st == GALIGN_CORE_EPSLOOP) {
       snprintf(err, errlen, "Decoding does not terminate: the graph has a cycle of "
                "input-epsilon arcs with negative total cost");

@@ -44,7 +44,8 @@ static void tg_build(tgraph *g, int32_t ns, int32_t start, const tarc *a, int32_
 }
 
 static galign_core_graph tg_view(tgraph *g, int32_t n_used) {
-  galign_core_graph v = { g->ns, g->start, n_used, g->arc_start, g->arcs, g->final, g->arc_pdf };
+  galign_core_graph v = { g->ns, g->start, n_used, g->arc_start, g->arcs, g->final, g->arc_pdf,
+                          NULL, NULL, NULL };
   return v;
 }
 

@@ -18,6 +18,7 @@
 #include "../gpu-align/align-cpu.h"
 #include "../gpu-align/align-cuda.h"
 #include "../gpu-align/gpu-align.h"
+#include "../gpu-align/align-margin.h"
 #include "test-util.h"
 
 /* ---- fixtures ---- */
@@ -297,6 +298,58 @@ START_TEST(decoder_regrow) {
 }
 END_TEST
 
+/* ---- margin mode: bands on the device decoder ---- */
+/* mono graphs, the re-estimated mono model's likelihoods (kaldi/mono/
+ * est.mdl), bands of margin 5 around the old model's alignment: the device
+ * results equal the CPU's bit for bit, and the band changes some of them
+ * (so the device really decodes inside it). */
+START_TEST(margin_bands) {
+  fixture fx;
+  fx_load(&fx, "mono", "ark:feats/delta.ark", "mono", 0);
+  kio_tmodel tm2;
+  memset(&tm2, 0, sizeof tm2);
+  kio_am_gmm am2;
+  memset(&am2, 0, sizeof am2);
+  ck_assert_int_eq(kio_model_read("kaldi/mono/est.mdl", &tm2, &am2), KIO_OK);
+  galign_gmm_free(&fx.gmm);
+  ck_assert_int_eq(galign_gmm_init(&fx.gmm, &am2), KIO_OK);
+  galign_result *full = cpu_align_all(&fx, 0);
+  galign_prior_table *pt = NULL;
+  ck_assert_int_eq(galign_prior_table_read(&pt, "ark:kaldi/mono/ali.ark"), KIO_OK);
+  for (int i = 0; i < fx.n; i++) {
+    const kio_int_vec *v = galign_prior_table_get(pt, fx.keys[i]);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(galign_band_build(&fx.graphs[i], v->v, v->n, fx.feats[i].rows, 5),
+                     GALIGN_BAND_OK);
+  }
+  galign_result *ref = cpu_align_all(&fx, 1);
+  int moved = 0;
+  for (int i = 0; i < fx.n; i++)
+    if (ref[i].ok && full[i].ok &&
+        memcmp(ref[i].ali, full[i].ali, sizeof(int32_t) * (size_t)ref[i].num_frames))
+      moved++;
+  ck_assert_int_gt(moved, 0);
+  galign_cuda *c = new_cuda(&fx);
+  galign_result *got = calloc(fx.n, sizeof *got);
+  uint8_t *redo = calloc(fx.n, 1);
+  int nr = -1;
+  ck_assert_int_eq(galign_cuda_align_batch(c, fx.n, fx.gp, fx.fp, 1, got, redo, &nr), KIO_OK);
+  ck_assert_int_eq(nr, 0);
+  assert_same(&fx, got, ref, 1, "margin 5");
+  printf("margin 5 on the device: %d utts identical to the CPU; %d moved by the band\n", fx.n,
+         moved);
+  free(redo);
+  free_results(got, fx.n);
+  free_results(ref, fx.n);
+  free_results(full, fx.n);
+  galign_prior_table_free(pt);
+  galign_cuda_free(c);
+  kio_tmodel_free(&tm2);
+  kio_am_gmm_free(&am2);
+  fx_free(&fx);
+}
+END_TEST
+
 /* ---- the whole GPU path vs the CPU path (and Kaldi) ---- */
 static int read_kaldi_ali(const char *rspec, const char *key, int32_t **v) {
   kio_ra_reader *r = NULL;
@@ -568,6 +621,10 @@ static Suite *gpu_align_suite(void) {
   tcase_add_test(t, decoder_noisy_tri1);
   tcase_add_test(t, decoder_mono_careful);
   tcase_add_test(t, decoder_regrow);
+  suite_add_tcase(s, t);
+  t = tcase_create("margin");
+  tcase_set_timeout(t, 600);
+  tcase_add_test(t, margin_bands);
   suite_add_tcase(s, t);
   t = tcase_create("full");
   tcase_set_timeout(t, 600);

@@ -13,7 +13,8 @@
 # Options: --stages A-B (or N; default 1-12), --nj N (16), --train DIR
 # (data/train_x4), --gpu-bin DIR (INPUT_DIR/gmmbin-gpu, else .carry/gmmbin-gpu,
 # else gmmbin-gpu), --work DIR, --sides "kaldi ours" (which, in this order),
-# --mono-utts N, --mono-opts "OPTS" (passed to run.sh).
+# --mono-utts N, --mono-opts "OPTS" (passed to run.sh), --cross true (then
+# tools/recipe-cross.sh: our align_si from the Kaldi side's models, cross.md).
 #
 # Getting the inputs onto a device host whose calls carry at most 64 MiB
 # (the repo's tracked files already take ~35 MB):
@@ -24,6 +25,7 @@
 #            runs `INPUT_DIR=/tmp/recipe-device/in, OUT_DIR=/tmp/recipe-device/out` under
 #            setsid nohup and returns at once)
 #   device:  tools/recipe-device.sh poll         (prints progress; copies OUT_DIR's files to $OUT)
+#   device:  tools/recipe-device.sh models       (both sides' tri2/tri3 models into $OUT, in parts)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 base=/tmp/recipe-device
@@ -56,22 +58,32 @@ case ${1:-} in
     cat "$base/parts"/part.* | tar -C "$base/in" -xf - || exit 1
     setsid nohup "$0" "$@" "$base/in" "$base/out" >"$base/nohup.log" 2>&1 </dev/null &
     echo $! >"$base/pid"; echo "started (pid $!): poll with $0 poll"; sleep 2; cat "$base/out/progress.log" 2>/dev/null; exit 0 ;;
+  models)
+    # The trained tri2/tri3 models of both sides (what decoding needs), into
+    # $OUT as models.part.NN of at most 15 MB (a device call returns files of
+    # at most 16 MiB): decode them elsewhere with run.sh --stage 8.
+    c=$base/work/synth-s5
+    [ -n "${OUT:-}" ] && [ -d "$c" ] || { echo "models: no \$OUT or no $c" >&2; exit 1; }
+    (cd "$c" && find exp_kaldi exp_ours -maxdepth 2 \( -path '*/tri2/*' -o -path '*/tri3/*' \) -type f \
+       \( -name 'final.*' -o -name tree -o -name '*_opts' -o -name 'phones.txt' -o -name num_jobs \
+          -o -name '*.mat' \) -print0 | tar --null -cJf - -T -) | split -b 15M -d - "$OUT/models.part."
+    ls -l "$OUT"/models.part.*; exit 0 ;;
   poll)
     o=$base/out
     tail -n 30 "$o/progress.log" 2>/dev/null; tail -n 5 "$base/nohup.log" 2>/dev/null
     [ -f "$o/status" ] && echo "finished, status $(cat "$o/status")" || echo "running"
     if [ -n "${OUT:-}" ]; then
-      for f in report.md progress.log logs.tgz status; do [ -f "$o/$f" ] && cp "$o/$f" "$OUT/"; done
+      for f in report.md cross.md progress.log logs.tgz status; do [ -f "$o/$f" ] && cp "$o/$f" "$OUT/"; done
       tar -C "$o" -czf "$OUT/side-files.tgz" --exclude=report.md --exclude=logs.tgz --exclude=progress.log . 2>/dev/null
     fi
     exit 0 ;;
 esac
 
-stages=1-12 nj=16 train=data/train_x4 gpu_bin="" work=$base/work sides="kaldi ours" mono=()
+stages=1-12 nj=16 train=data/train_x4 gpu_bin="" work=$base/work sides="kaldi ours" mono=() cross=false
 while [ $# -gt 2 ]; do
   case $1 in
     --stages) stages=$2 ;; --nj) nj=$2 ;; --train) train=$2 ;; --gpu-bin) gpu_bin=$2 ;;
-    --work) work=$2 ;; --sides) sides=$2 ;;
+    --work) work=$2 ;; --sides) sides=$2 ;; --cross) cross=$2 ;;
     --mono-utts|--mono-opts) mono+=("$1" "$2") ;;
     *) echo "recipe-device: unknown option $1" >&2; exit 1 ;;
   esac
@@ -110,6 +122,14 @@ done
 if [ -d "$work/synth-s5/exp_kaldi" ] && [ -d "$work/synth-s5/exp_ours" ]; then
   "$top/tools/compare-recipe.sh" "$work/synth-s5/exp_kaldi" "$work/synth-s5/exp_ours" >"$out/report.md" 2>>"$p" || rc=1
   say "report: $out/report.md"
+fi
+# Our align_si from the Kaldi side's models: single-pass agreement (tools/recipe-cross.sh).
+if [ "$cross" = true ] && [ -d "$work/synth-s5/exp_kaldi" ] && [ -n "$gpu_bin" ]; then
+  say "cross: our align_si from exp_kaldi's models"
+  TOOLS=${TOOLS:-$top/build/tools} "$top/tools/recipe-cross.sh" "$work/synth-s5" "$gpu_bin" \
+    "$work/kaldi/kb" "$nj" "$train" >"$out/cross.md" 2>>"$p" || rc=1
+  cat "$out/cross.md" >>"$out/report.md"
+  say "cross: done"
 fi
 (cd "$work/synth-s5" && find exp_* -type d -name log -print0 | tar --null -czf "$out/logs.tgz" -T - ) 2>/dev/null
 say "done, status $rc"

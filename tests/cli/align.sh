@@ -1,7 +1,7 @@
 #!/bin/bash
 # gmm-align-compiled against Kaldi: replays exactly the commands recorded in
 # kaldi/{mono,tri1,tri2}/align*.log, edge/align.log, edge/long.align.log and
-# noisy/{mono,tri1}.align*.log (outputs redirected to a temp dir) and checks:
+# noisy/{mono,tri1}.align*.log, beam-edge/kaldi-beam*.log (outputs redirected to a temp dir) and checks:
 # log messages and their order equal Kaldi's (the "Overall log-likelihood"
 # value within 1e-4 relative), exit codes equal, alignments agree on >= 99.9%
 # of frames with the same utterances (tools/ali-compare), scores within 1e-4
@@ -133,6 +133,16 @@ for m in mono tri1; do
   run_case "noisy-$m" "noisy/$m.align.log" "ark:noisy/$m.ali.ark"
   run_case "noisy-$m-exact" "noisy/$m.align-exact.log" "ark:noisy/$m.ali-exact.ark"
 done
+
+# beam-edge: one noisy utterance whose retry decision hangs on the last bits
+# of its likelihoods (Kaldi: retried at beam 9, not at 9.9999, 10, 10.5).
+cd beam-edge || exit 1
+for b in 9 9.9999 10 10.5; do
+  run_case "beam-edge-$b" "kaldi-beam$b.log" "ark,t:kaldi-beam$b.ali"
+  cmp -s "$keep/beam-edge-$b.ali" "kaldi-beam$b.ali" ||
+    fail "beam-edge-$b: text alignment not byte-identical to Kaldi's"
+done
+cd .. || exit 1
 
 # Other ways in and out: graphs on stdin, features through an scp (and an
 # ark,s,cs input pipe), text alignments through an output pipe.

@@ -1,6 +1,7 @@
 #!/bin/bash
 # gmm-align-compiled --use-gpu=yes: the parity runs of align.sh against Kaldi,
-# the fatal-error cases of fatal.sh (all programs with --use-gpu=yes), then
+# the fatal-error cases of fatal.sh (all programs with --use-gpu=yes),
+# margin.sh and long.sh on the GPU, then
 # GPU alignments compared with the CPU ones on every fixture (identical,
 # or >= 99.9% of frames with the difference printed).
 # Env: BIN, TOP (as align.sh). Exit 0 pass, 1 fail, 77 skip (no GPU, unless
@@ -35,6 +36,12 @@ mkdir -p "$tmp/cpu" "$tmp/gpu"
 USE_GPU=yes ALIGN_KEEP="$tmp/gpu" bash "$here/align.sh" || fails=$((fails + 1))
 # fatal errors on the GPU paths: exit 255, ERROR, outputs abandoned
 USE_GPU=yes bash "$here/fatal.sh" || fails=$((fails + 1))
+# margin mode on the device decoder (bands packed with the graphs), and long
+# utterances: on the device (2.4 min) and routed to the CPU path
+# (GALIGN_GPU_LONG_FRAMES below their length)
+USE_GPU=yes bash "$here/margin.sh" || fails=$((fails + 1))
+USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
+GALIGN_GPU_LONG_FRAMES=10000 USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
 USE_GPU=no ALIGN_KEEP="$tmp/cpu" ALIGN_SKIP_BAD=1 bash "$here/align.sh" >"$tmp/cpu.out" ||
   { echo "FAIL: CPU parity runs failed:"; grep FAIL "$tmp/cpu.out"; fails=$((fails + 1)); }
 

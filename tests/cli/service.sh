@@ -5,7 +5,7 @@
 # on its CPU backend. Checked: outputs through the service = outputs of the
 # CPU path (and Kaldi's stats), many jobs at once, a stale socket, an unsafe
 # directory, a service that drops the connection mid-run (the job finishes on
-# its own backend), the idle exit. Env: BIN, TOP. Exit 0 pass, 1 fail, 77 skip.
+# its own backend), the idle exit, margin mode's bands on the wire. Env: BIN, TOP. Exit 0 pass, 1 fail, 77 skip.
 set -u
 # The fixtures come from a Kaldi whose OpenBLAS rounds as our "skx" CPU
 # profile (gpu-acc/acc-cpu-fast.c; tests/cli/acc-fast.sh checks the others).
@@ -49,6 +49,17 @@ for m in mono tri1; do
     fail "$m: the service was not used: $(grep galign_aligner_new "$tmp/$m.svc.log")"
   same_run "$m.cpu" "$m.svc"
 done
+# 1b. Margin mode through the service (the bands travel with the graphs):
+# same outputs and counts as the CPU path; margin 5 moves some frames.
+for w in cpu svc; do
+  u=""; [ $w = cpu ] && u=--use-gpu=no
+  align "margin.$w" kaldi/mono/est.mdl "ark:gunzip -c graphs/mono.fsts.gz|" ark:feats/delta.ark \
+    $u --prior-alignments=ark:kaldi/mono/ali.ark --margin=5
+done
+grep -q 'through the GPU service' "$tmp/margin.svc.log" || fail "margin: the service was not used"
+grep -q 'Margin 5: 40 of 40 utterances aligned inside the band' "$tmp/margin.svc.log" ||
+  fail "margin: counts: $(grep -o 'Margin.*' "$tmp/margin.svc.log")"
+same_run margin.cpu margin.svc
 ls "$KALDI_GPU_SERVICE_DIR"/gpu-*.sock >/dev/null 2>&1 || fail "no socket in the service directory"
 [ "$(stat -c %a "$KALDI_GPU_SERVICE_DIR")" = 700 ] || fail "service directory is not 0700"
 

@@ -1,0 +1,641 @@
+/* Running a recognised feature chain (feat.h) in-process: a producer thread
+ * reads the first stage's input, takes each utterance through the stages as
+ * the programs would, and writes the last stage's binary archive into a ring
+ * read through a FILE*. Each stage logs under its program's name, with the
+ * lines, counts and exit statuses of the bundle's programs (checked by
+ * tests/cli/featpipe.sh). When a stage dies (ERROR), the stages after it see
+ * the end of their input and finish; the stages before it are killed when
+ * they next write (as by SIGPIPE; no final LOG line). */
+#include "feat.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "feat-ops.h"
+#include "feat-pool.h"
+#include "feat-ring.h"
+#include "io-internal.h"
+#include "io.h"
+#include "log.h"
+#include "matrix.h"
+#include "options.h"
+#include "table.h"
+
+/* ---- holders the stages need: double matrices (CMVN stats), tokens ---- */
+static int dmat_read(FILE *f, int binary, void *obj) { return kio_dmatrix_read(f, binary, obj); }
+static int dmat_write(FILE *f, int binary, const void *obj) { return kio_dmatrix_write(f, binary, obj); }
+static void dmat_free(void *obj) { kio_dmatrix_free(obj); }
+static const kio_holder dmat_holder = {"Matrix<double>", sizeof(kio_dmatrix), 1,
+                                       dmat_read, dmat_write, dmat_free, NULL};
+
+typedef struct { char *s; size_t cap; } token_obj;
+static int tok_read(FILE *f, int binary, void *obj) {
+  token_obj *t = obj;
+  (void)binary;
+  int c;
+  while ((c = getc_unlocked(f)) == ' ' || c == '\t') {}
+  size_t n = 0;
+  while (c != EOF && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+    if (n + 1 >= t->cap) {
+      size_t cap = t->cap ? 2 * t->cap : 64;
+      char *s = realloc(t->s, cap);
+      if (!s) return KIO_ERR;
+      t->s = s;
+      t->cap = cap;
+    }
+    t->s[n++] = (char)c;
+    c = getc_unlocked(f);
+  }
+  if (!n) { kio_set_error("empty token"); return KIO_ERR; }
+  t->s[n] = '\0';
+  while (c == ' ' || c == '\t' || c == '\r') c = getc_unlocked(f);
+  if (c != '\n' && c != EOF) { kio_set_error("junk after token"); return KIO_ERR; }
+  return KIO_OK;
+}
+static int tok_write(FILE *f, int binary, const void *obj) {
+  (void)binary;
+  fprintf(f, "%s\n", ((const token_obj *)obj)->s);
+  return KIO_OK;
+}
+static void tok_free(void *obj) { token_obj *t = obj; free(t->s); t->s = NULL; t->cap = 0; }
+static const kio_holder tok_holder = {"Token", sizeof(token_obj), 0, tok_read, tok_write, tok_free, NULL};
+
+/* ---- per-stage run-time state ---- */
+enum { LD_UNKNOWN, LD_LOGDET, LD_PSEUDO, LD_DIMINC };
+typedef struct {
+  kio_feat_stage *st;
+  int dead, killed, status;
+  long num_done, num_err;
+  kio_ra_reader *tab, *u2s;
+  kio_dmatrix gstats;         /* apply-cmvn with an rxfilename */
+  kio_matrix gtrans;          /* transform-feats with an rxfilename */
+  float **scales;             /* add-deltas */
+  int *sdims;
+  float *wt, *woff;           /* transform: W^T, offset of the current key */
+  char *wkey;                 /* key (utt/spk) wt was built for; "" global */
+  int32_t wrows, wcols;
+  float wlogdet;
+  int have_logdet;
+  int logdet_type;
+  double tot_t, tot_logdet;
+  kio_fpool *pool;            /* the chain's workers (NULL: none) */
+  int32_t *sel;               /* select-feats: source column per output */
+  int32_t nsel;
+  int sel_ready;
+} stage_rt;
+
+struct kio_feat {
+  kio_feat_plan plan;
+  stage_rt *rt;
+  int status;  /* wait status */
+};
+
+#define LOGAT(lvl, prog, func, file, line, ...) \
+  do { kio_log_set_thread_program(prog); kio_logf((lvl), (func), (file), (line), __VA_ARGS__); } while (0)
+
+static void print_command_lines(const kio_feat_plan *p) {
+  flockfile(stderr);
+  for (int i = 0; i < p->nstages; i++) {
+    if (!p->stages[i].print_args) continue;
+    for (int j = 0; j < p->stages[i].argc; j++) {
+      char *e = kio_escape_arg(p->stages[i].argv[j]);
+      fprintf(stderr, "%s ", e ? e : p->stages[i].argv[j]);
+      free(e);
+    }
+    fputc('\n', stderr);
+  }
+  funlockfile(stderr);
+  fflush(stderr);
+}
+
+/* RandomAccessTableReaderMapped::HasKey. 1/0, or -1 after a fatal ERROR. */
+static int mapped_has_key(stage_rt *s, const char *utt, const char **key) {
+  *key = utt;
+  if (s->u2s) {
+    int h = kio_ra_has_key(s->u2s, utt);
+    if (h < 0) return -1;
+    if (h == 0) {
+      /* transform-feats opens its reader with Open(), which leaves the
+       * name Kaldi prints empty: "standard input". */
+      const char *name = s->st->op == KIO_FEAT_TRANSFORM ? "standard input" : s->st->utt2spk;
+      LOGAT(KIO_LOG_ERROR, s->st->prog, "HasKey", "util/kaldi-table-inl.h", 2639,
+            "Attempting to read key %s, which is not present in utt2spk map or "
+            "similar map being read from %s", utt, name);
+      return -1;
+    }
+    token_obj *t = kio_ra_value(s->u2s, utt);
+    if (!t) return -1;
+    *key = t->s;
+  }
+  return kio_ra_has_key(s->tab, *key);
+}
+
+static void floor_warn(void *user, double var) {
+  char a[32];
+  LOGAT(KIO_LOG_WARNING, (const char *)user, "ApplyCmvn", "cmvn.cc", 88,
+        "Flooring cepstral variance from %s to 1e-20", kio_fmt_g(a, var));
+}
+
+/* Stage results: pass the matrix on, drop the utterance, or die. */
+enum { PASS = 0, DROP = 1, DIE = -1 };
+
+static int do_cmvn(stage_rt *s, const char *utt, kio_matrix *m) {
+  kio_feat_stage *st = s->st;
+  const kio_dmatrix *stats = &s->gstats;
+  if (!st->norm_means) { s->num_done++; return PASS; }
+  if (st->table_is_rspec) {
+    const char *key;
+    int h = mapped_has_key(s, utt, &key);
+    if (h < 0) return DIE;
+    if (h == 0) {
+      LOGAT(KIO_LOG_WARNING, st->prog, "main", "apply-cmvn.cc", 112,
+            "No normalization statistics available for key %s, producing no "
+            "output for this utterance", utt);
+      s->num_err++;
+      return DROP;
+    }
+    if (!(stats = kio_ra_value(s->tab, key))) return DIE;
+  }
+  int32_t dim = stats->cols - 1;
+  const char *fn = st->reverse ? "ApplyCmvnReverse" : "ApplyCmvn";
+  if (stats->rows > 2 || stats->rows < 1 || m->cols != dim) {
+    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", st->reverse ? 125 : 70,
+          "Dim mismatch: cmvn %dx%d, feats %dx%d", stats->rows, stats->cols, m->rows, m->cols);
+    return DIE;
+  }
+  if (stats->rows == 1 && st->norm_vars) {
+    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", st->reverse ? 130 : 75,
+          "You requested variance normalization but no variance stats are supplied.");
+    return DIE;
+  }
+  double count = stats->data[dim];
+  if (count < 1.0) {
+    char a[32];
+    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", st->reverse ? 136 : 81,
+          "Insufficient stats for cepstral mean and variance normalization: count = %s",
+          kio_fmt_g(a, count));
+    return DIE;
+  }
+  float stackbuf[2 * 64], *norm = dim <= 64 ? stackbuf : malloc(sizeof(float) * 2 * (size_t)dim);
+  if (!norm) return DIE;
+  int r = kio_featop_cmvn_norm(stats->data, stats->rows, dim, st->norm_vars, st->reverse,
+                               norm, norm + dim, floor_warn, (void *)st->prog);
+  if (r == KIO_FEATOP_NAN) {
+    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", 97,
+          "NaN or infinity in cepstral mean/variance computation");
+  } else {
+    kio_featop_cmvn_apply(m->data, m->rows, dim, st->norm_vars, norm, norm + dim);
+    s->num_done++;
+  }
+  if (norm != stackbuf) free(norm);
+  return r ? DIE : PASS;
+}
+
+static int ensure(kio_matrix *m, int32_t rows, int32_t cols) {
+  size_t need = (size_t)rows * (size_t)cols;
+  if (need > m->cap) {
+    float *d = realloc(m->data, need * sizeof(float));
+    if (!d) return KIO_ERR;
+    m->data = d;
+    m->cap = need;
+  }
+  m->rows = rows;
+  m->cols = cols;
+  return KIO_OK;
+}
+
+static void swap_mat(kio_matrix *a, kio_matrix *b) { kio_matrix t = *a; *a = *b; *b = t; }
+
+struct delta_job { const float *in; int32_t frames, dim; int order; float **sc; int *sd; float *out; };
+static void delta_part(void *arg, int32_t t0, int32_t t1) {
+  struct delta_job *j = arg;
+  kio_featop_deltas_range(j->in, j->frames, t0, t1, j->dim, j->order, j->sc, j->sd, j->out);
+}
+
+struct gemm_job {
+  const unsigned char *cls; const float *in, *w, *wt; int32_t k, ws, M; float *out;
+};
+static void gemm_part(void *arg, int32_t t0, int32_t t1) {
+  struct gemm_job *j = arg;
+  kio_featop_gemm_frames(j->cls, j->in, t0, t1, j->k, j->w, j->ws, j->wt, j->M, j->out);
+}
+
+static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
+  kio_feat_stage *st = s->st;
+  if (m->rows == 0) {
+    LOGAT(KIO_LOG_WARNING, st->prog, "main", "add-deltas.cc", 56, "Empty feature matrix for key %s", utt);
+    return DROP;
+  }
+  int32_t dim = m->cols;
+  if (st->truncate) {
+    if (st->truncate > m->cols) {
+      LOGAT(KIO_LOG_ERROR, st->prog, "main", "add-deltas.cc", 61,
+            "Cannot truncate features as dimension %d is smaller than truncation dimension.", m->cols);
+      return DIE;
+    }
+    dim = st->truncate;
+    for (int32_t t = 1; t < m->rows; t++)  /* compact the kept columns */
+      memmove(m->data + (size_t)t * dim, m->data + (size_t)t * m->cols, sizeof(float) * (size_t)dim);
+    m->cols = dim;
+  }
+  if (ensure(tmp, m->rows, dim * (st->delta_order + 1)) != KIO_OK) return DIE;
+  struct delta_job j = {m->data, m->rows, dim, st->delta_order, s->scales, s->sdims, tmp->data};
+  kio_fpool_run(s->pool, m->rows, 8, delta_part, &j);
+  swap_mat(m, tmp);
+  s->num_done++;
+  return PASS;
+}
+
+static int do_splice(stage_rt *s, kio_matrix *m, kio_matrix *tmp) {
+  kio_feat_stage *st = s->st;
+  if (m->rows == 0) {
+    LOGAT(KIO_LOG_ERROR, st->prog, "SpliceFrames", "feature-functions.cc", 211,
+          "SpliceFrames: empty input");
+    return DIE;
+  }
+  if (ensure(tmp, m->rows, m->cols * (st->left + st->right + 1)) != KIO_OK) return DIE;
+  kio_featop_splice(m->data, m->rows, m->cols, st->left, st->right, tmp->data);
+  swap_mat(m, tmp);
+  s->num_done++;
+  return PASS;
+}
+
+/* Prepares W^T and the offset for a transform matrix (cached per key). */
+static int prepare_transform(stage_rt *s, const char *key, const kio_matrix *w, int32_t fdim) {
+  if (s->wkey && !strcmp(s->wkey, key) && s->wrows == w->rows && s->wcols == fdim) return KIO_OK;
+  free(s->wt);
+  free(s->wkey);
+  s->wkey = strdup(key);
+  s->wt = malloc(sizeof(float) * ((size_t)w->rows * (size_t)fdim + (size_t)w->rows + 1));
+  if (!s->wt || !s->wkey) return KIO_ERR;
+  for (int32_t j = 0; j < w->rows; j++)
+    for (int32_t k = 0; k < fdim; k++) s->wt[(size_t)k * w->rows + j] = w->data[(size_t)j * w->cols + k];
+  s->woff = NULL;
+  if (w->cols == fdim + 1) {
+    s->woff = s->wt + (size_t)w->rows * fdim;
+    for (int32_t j = 0; j < w->rows; j++) s->woff[j] = w->data[(size_t)j * w->cols + fdim];
+  }
+  s->wrows = w->rows;
+  s->wcols = fdim;
+  s->have_logdet = 0;
+  return KIO_OK;
+}
+
+static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
+  kio_feat_stage *st = s->st;
+  const kio_matrix *w = &s->gtrans;
+  const char *key = "";
+  if (st->table_is_rspec) {
+    int h = mapped_has_key(s, utt, &key);
+    if (h < 0) return DIE;
+    if (h == 0) {
+      LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 87,
+            "No fMLLR transform available for utterance %s, producing no output for "
+            "this utterance", utt);
+      s->num_err++;
+      return DROP;
+    }
+    if (!(w = kio_ra_value(s->tab, key))) return DIE;
+  }
+  int32_t fdim = m->cols;
+  if (w->cols != fdim && w->cols != fdim + 1) {
+    LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 110,
+          "Transform matrix for utterance %s has bad dimension %dx%d versus feat dim %d",
+          utt, w->rows, w->cols, fdim);
+    if (w->cols == fdim + 2)
+      LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 114,
+            "[perhaps the transform was created by compose-transforms, and you forgot "
+            "the --b-is-affine option?]");
+    s->num_err++;
+    return DROP;
+  }
+  if (prepare_transform(s, key, w, fdim) != KIO_OK || ensure(tmp, m->rows, w->rows) != KIO_OK)
+    return DIE;
+  unsigned char *cls = kio_featop_gemm_plan(m->rows, fdim, w->rows, kio_featop_blas_threads());
+  if (cls) {
+    struct gemm_job j = {cls, m->data, w->data, s->wt, fdim, w->cols, w->rows, tmp->data};
+    kio_fpool_run(s->pool, m->rows, 8, gemm_part, &j);
+    free(cls);
+    if (s->woff)
+      for (int32_t t = 0; t < m->rows; t++)
+        for (int32_t j = 0; j < w->rows; j++) tmp->data[(size_t)t * w->rows + j] += s->woff[j];
+  } else {
+    kio_featop_transform(m->data, m->rows, fdim, s->wt, w->rows, s->woff, tmp->data);
+  }
+  s->num_done++;
+  if (s->logdet_type == LD_UNKNOWN)
+    s->logdet_type = w->rows == fdim ? LD_LOGDET : w->rows < fdim ? LD_PSEUDO : LD_DIMINC;
+  if (s->logdet_type != LD_DIMINC) {
+    if (!s->have_logdet) {
+      s->wlogdet = (float)kio_featop_half_logdet(w->data, w->rows, w->cols, fdim);
+      s->have_logdet = 1;
+    }
+    float ld = s->wlogdet;
+    if (ld != ld || ld - ld != 0.0f) {
+      char a[32];
+      LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 147,
+            "Matrix has bad logdet %s", kio_fmt_g(a, ld));
+    } else {
+      s->tot_t += m->rows;
+      s->tot_logdet += (float)((float)m->rows * ld);  /* int32 * float: float */
+    }
+  }
+  swap_mat(m, tmp);
+  return PASS;
+}
+
+/* select-feats: the selection is checked against the first utterance. */
+static int select_init(stage_rt *s, int32_t dim_in) {
+  const char *p = s->st->selection;
+  s->sel_ready = 1;
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    const char *dash = memchr(p, '-', n);
+    long a, b;
+    if (dash) {
+      size_t dpos = (size_t)(dash - p);
+      a = strtol(p, NULL, 10);  /* Kaldi reads token.substr(0, len - p - 1) */
+      char tmpb[32];
+      size_t l = n - dpos - 1 < 31 ? n - dpos - 1 : 31;
+      if (n - dpos - 1 < dpos) {
+        memcpy(tmpb, p, n - dpos - 1);
+        tmpb[n - dpos - 1] = '\0';
+        a = strtol(tmpb, NULL, 10);
+      }
+      (void)l;
+      b = strtol(dash + 1, NULL, 10);
+      if (a < 0 || a > dim_in - 1) {
+        LOGAT(KIO_LOG_ERROR, s->st->prog, "main", "select-feats.cc", 79, "Invalid range start: %ld", a);
+        return DIE;
+      }
+      if (b < 0 || b > dim_in - 1) {
+        LOGAT(KIO_LOG_ERROR, s->st->prog, "main", "select-feats.cc", 82, "Invalid range end: %ld", b);
+        return DIE;
+      }
+    } else {
+      a = b = strtol(p, NULL, 10);
+      if (a < 0 || a > dim_in - 1) {
+        LOGAT(KIO_LOG_ERROR, s->st->prog, "main", "select-feats.cc", 103, "Invalid selection index: %ld", a);
+        return DIE;
+      }
+    }
+    long step = a > b ? -1 : 1;
+    for (long i = a;; i += step) {
+      int32_t *ns = realloc(s->sel, sizeof(int32_t) * (size_t)(s->nsel + 1));
+      if (!ns) return DIE;
+      s->sel = ns;
+      s->sel[s->nsel++] = (int32_t)i;
+      if (i == b) break;
+    }
+    p += n;
+    if (*p == ',') p++;
+  }
+  return PASS;
+}
+
+static int do_select(stage_rt *s, kio_matrix *m, kio_matrix *tmp) {
+  if (!s->sel_ready && select_init(s, m->cols) != PASS) return DIE;
+  if (ensure(tmp, m->rows, s->nsel) != KIO_OK) return DIE;
+  for (int32_t t = 0; t < m->rows; t++)
+    for (int32_t j = 0; j < s->nsel; j++)
+      tmp->data[(size_t)t * s->nsel + j] = m->data[(size_t)t * m->cols + s->sel[j]];
+  swap_mat(m, tmp);
+  s->num_done++;
+  return PASS;
+}
+
+static int run_stage(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
+  switch (s->st->op) {
+    case KIO_FEAT_CMVN: return do_cmvn(s, utt, m);
+    case KIO_FEAT_DELTAS: return do_deltas(s, utt, m, tmp);
+    case KIO_FEAT_SPLICE: return do_splice(s, m, tmp);
+    case KIO_FEAT_TRANSFORM: return do_transform(s, utt, m, tmp);
+    case KIO_FEAT_SELECT: return do_select(s, m, tmp);
+    default: s->num_done++; return PASS;
+  }
+}
+
+/* Opens what a stage opens at its start. KIO_ERR after its ERROR line. */
+static int stage_open(stage_rt *s) {
+  kio_feat_stage *st = s->st;
+  kio_log_set_thread_program(st->prog);
+  switch (st->op) {
+    case KIO_FEAT_CMVN:
+    case KIO_FEAT_TRANSFORM: {
+      const kio_holder *h = st->op == KIO_FEAT_CMVN ? &dmat_holder : &kio_matrix_holder;
+      if (!st->table_is_rspec) {
+        kio_input *in = NULL;
+        int binary;
+        if (kio_input_reopen_q(&in, st->table, &binary, 1) != KIO_OK) {
+          KIO_LOG_AT(KIO_LOG_ERROR, "Input", "kaldi-io.cc", 756, "Error opening input stream %s",
+                     st->table);
+          return KIO_ERR;
+        }
+        int r = st->op == KIO_FEAT_CMVN
+                    ? kio_dmatrix_read(kio_input_stream(in), binary, &s->gstats)
+                    : kio_matrix_read(kio_input_stream(in), binary, &s->gtrans);
+        kio_input_close(in);
+        if (r != KIO_OK) {
+          KIO_ERROR("Failed to read %s from %s: %s", st->op == KIO_FEAT_CMVN ? "Matrix<double>"
+                    : "Matrix<float>", st->table, kio_last_error());
+          return KIO_ERR;
+        }
+      } else if (kio_ra_open(&s->tab, st->table, h) != KIO_OK) {
+        return KIO_ERR;
+      }
+      if (st->utt2spk && st->table_is_rspec && kio_ra_open(&s->u2s, st->utt2spk, &tok_holder) != KIO_OK)
+        return KIO_ERR;
+      return KIO_OK;
+    }
+    case KIO_FEAT_DELTAS:
+      return kio_featop_delta_scales(st->delta_order, st->delta_window, &s->scales, &s->sdims) == 0
+                 ? KIO_OK : KIO_ERR;
+    default:
+      return KIO_OK;
+  }
+}
+
+static void stage_finish(stage_rt *s) {
+  kio_feat_stage *st = s->st;
+  const char *p = st->prog;
+  if (s->dead || s->killed) return;
+  switch (st->op) {
+    case KIO_FEAT_CMVN:
+      LOGAT(KIO_LOG_INFO, p, "main", "apply-cmvn.cc", st->norm_vars ? 159 : 162,
+            "Applied cepstral mean %snormalization to "
+            "%ld utterances, errors on %ld", st->norm_vars ? "and variance " : "", s->num_done, s->num_err);
+      s->status = s->num_done ? 0 : 1;
+      break;
+    case KIO_FEAT_TRANSFORM:
+      if (s->logdet_type != LD_UNKNOWN && s->logdet_type != LD_DIMINC) {
+        char a[32], b[32];
+        LOGAT(KIO_LOG_INFO, p, "main", "transform-feats.cc", 158, "Overall average %slogdet is %s over %s frames.",
+              s->logdet_type == LD_PSEUDO ? "[pseudo-]" : "", kio_fmt_g(a, s->tot_logdet / s->tot_t),
+              kio_fmt_g(b, s->tot_t));
+      }
+      LOGAT(KIO_LOG_INFO, p, "main", "transform-feats.cc", 161, "Applied transform to %ld utterances; "
+            "%ld had errors.", s->num_done, s->num_err);
+      s->status = s->num_done ? 0 : 1;
+      break;
+    case KIO_FEAT_COPY:
+      LOGAT(KIO_LOG_INFO, p, "main", "copy-feats.cc", 143, "Copied %ld feature matrices.", s->num_done);
+      s->status = s->num_done ? 0 : 1;
+      break;
+    case KIO_FEAT_SELECT:
+      if (!s->sel_ready)
+        LOGAT(KIO_LOG_WARNING, p, "main", "select-feats.cc", 59, "Empty archive provided.");
+      s->status = 0;
+      break;
+    default:
+      s->status = 0;
+  }
+}
+
+static void stage_free(stage_rt *s) {
+  kio_ra_close(s->tab);
+  kio_ra_close(s->u2s);
+  kio_dmatrix_free(&s->gstats);
+  kio_matrix_free(&s->gtrans);
+  if (s->scales)
+    for (int i = 0; i <= s->st->delta_order; i++) free(s->scales[i]);
+  free(s->scales);
+  free(s->sdims);
+  free(s->wt);
+  free(s->wkey);
+  free(s->sel);
+}
+
+/* The binary archive entry the last stage writes. */
+static int write_entry(kio_ring *ring, const char *key, const kio_matrix *m) {
+  size_t kl = strlen(key);
+  int32_t rows = m->rows, cols = m->cols;
+  if (rows == 0 || cols == 0) rows = cols = 0;
+  unsigned char hdr[16];
+  memcpy(hdr, "\0BFM \4", 6);
+  memcpy(hdr + 6, &rows, 4);
+  hdr[10] = 4;
+  memcpy(hdr + 11, &cols, 4);
+  if (kio_ring_write(ring, key, kl) || kio_ring_write(ring, " ", 1) || kio_ring_write(ring, hdr, 15))
+    return -1;
+  return kio_ring_write(ring, m->data, sizeof(float) * (size_t)rows * (size_t)cols);
+}
+
+static void *chain_thread(kio_ring *ring, void *arg) {
+  kio_feat *h = arg;
+  int n = h->plan.nstages;
+  stage_rt *rt = h->rt;
+  kio_fpool *pool = kio_fpool_new(kio_fpool_threads());
+  for (int k = 0; k < n; k++) rt[k].pool = pool;
+  /* Stage k opens its tables at its start; a failure kills it at once. */
+  for (int k = 0; k < n; k++)
+    if (stage_open(&rt[k]) != KIO_OK) { rt[k].dead = 1; rt[k].status = 255 << 8; }
+  kio_seq_reader *rd = NULL;
+  kio_matrix m = {0}, tmp = {0};
+  int first_alive = !rt[0].dead;
+  if (first_alive) {
+    kio_log_set_thread_program(rt[0].st->prog);
+    if (kio_seq_open(&rd, h->plan.input, &kio_matrix_holder) != KIO_OK) {
+      rt[0].dead = 1;
+      rt[0].status = 255 << 8;
+    }
+  }
+  int dead_from = n;  /* the first dead stage: stages from it on get no input */
+  for (int k = 0; k < n; k++) if (rt[k].dead) { dead_from = k; break; }
+  while (rd && dead_from > 0 && !kio_seq_done(rd)) {
+    kio_log_set_thread_program(rt[0].st->prog);
+    const char *key = kio_seq_key(rd);
+    if (kio_seq_take(rd, &m) != KIO_OK) {
+      rt[0].dead = 1;
+      rt[0].status = 255 << 8;
+      dead_from = 0;
+      break;
+    }
+    int k = 0;
+    for (; k < n; k++) {
+      if (k >= dead_from) { /* writing to a dead stage: killed */
+        for (int j = 0; j < k; j++) if (!rt[j].dead) rt[j].killed = 1;
+        break;
+      }
+      int r = run_stage(&rt[k], key, &m, &tmp);
+      if (r == DROP) break;
+      if (r == DIE) {
+        rt[k].dead = 1;
+        rt[k].status = 255 << 8;
+        dead_from = k;
+        break;
+      }
+    }
+    if (k == n && write_entry(ring, key, &m) != 0) {
+      /* The reader left: the last stage is killed by SIGPIPE, so are the
+       * others when they next write. */
+      for (int j = 0; j < n; j++) if (!rt[j].dead) { rt[j].killed = 1; rt[j].status = (128 + SIGPIPE) << 8; }
+      break;
+    }
+    kio_seq_next(rd);
+    if (dead_from == 0 || rt[0].killed) break;
+  }
+  if (rd) {
+    kio_log_set_thread_program(rt[0].st->prog);
+    if (kio_seq_close(rd) != KIO_OK && !rt[0].dead && !rt[0].killed) {
+      rt[0].dead = 1;
+      rt[0].status = 255 << 8;
+    }
+  }
+  for (int k = 0; k < n; k++) {
+    if (rt[k].killed && !rt[k].status) rt[k].status = (128 + SIGPIPE) << 8;
+    stage_finish(&rt[k]);
+    if (!rt[k].dead && !rt[k].killed) rt[k].status <<= 8;
+  }
+  kio_log_set_thread_program(NULL);
+  kio_fpool_free(pool);
+  h->status = rt[n - 1].status;
+  kio_matrix_free(&m);
+  kio_matrix_free(&tmp);
+  return NULL;
+}
+
+FILE *kio_feat_open(const char *cmd, kio_feat **out) {
+  *out = NULL;
+  const char *env = getenv("KIO_FEATS_PIPE");
+  if (env && !strcmp(env, "0")) {
+    KIO_VLOG(1, "Feature pipeline run as a pipe (KIO_FEATS_PIPE=0): %s", cmd);
+    return NULL;
+  }
+  kio_feat *h = calloc(1, sizeof *h);
+  if (!h) return NULL;
+  if (kio_feat_parse(cmd, &h->plan) != KIO_OK) {
+    KIO_VLOG(1, "Feature pipeline run as a pipe (%s): %s", kio_last_error(), cmd);
+    free(h);
+    return NULL;
+  }
+  h->rt = calloc((size_t)h->plan.nstages, sizeof *h->rt);
+  if (!h->rt) {
+    kio_feat_plan_free(&h->plan);
+    free(h);
+    return NULL;
+  }
+  for (int k = 0; k < h->plan.nstages; k++) h->rt[k].st = &h->plan.stages[k];
+  KIO_VLOG(1, "Feature pipeline computed in-process (%d stages): %s", h->plan.nstages, cmd);
+  print_command_lines(&h->plan);
+  FILE *f = kio_ring_start(chain_thread, h);
+  if (!f) {
+    free(h->rt);
+    kio_feat_plan_free(&h->plan);
+    free(h);
+    return NULL;
+  }
+  *out = h;
+  return f;
+}
+
+int kio_feat_close(kio_feat *h, FILE *f) {
+  fclose(f);  /* stops and joins the producer */
+  int status = h->status;
+  for (int k = 0; k < h->plan.nstages; k++) stage_free(&h->rt[k]);
+  free(h->rt);
+  kio_feat_plan_free(&h->plan);
+  free(h);
+  return status;
+}

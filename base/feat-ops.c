@@ -1,0 +1,392 @@
+/* The feature programs' arithmetic, in Kaldi's float operation order (see
+ * feat-ops.h). Built with -ffp-contract=off: every fused multiply-add here is
+ * an explicit fmaf (or _mm256_fmadd_ps), where OpenBLAS's kernels use one. */
+#include "feat-ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define FEAT_X86 1
+#else
+#define FEAT_X86 0
+#endif
+
+int kio_featop_simd(void) {
+#if FEAT_X86
+  static int cached = -1;
+  if (cached < 0) {
+    const char *e = getenv("KIO_NO_SIMD");
+    cached = (!e || !*e || !strcmp(e, "0")) && __builtin_cpu_supports("avx2") &&
+             __builtin_cpu_supports("fma");
+  }
+  return cached;
+#else
+  return 0;
+#endif
+}
+
+/* Which OpenBLAS build's rounding to reproduce, as gpu-acc does
+ * (KIO_BLAS_PROFILE=plain|hsw|skx, default skx on every host: our output must
+ * not depend on the machine). skx: AVX-512 hosts (the fixtures' machine, the
+ * H200 host): every BLAS loop fused, sgemm one FMA chain per output; hsw:
+ * AVX2 hosts without AVX-512 (this 2-core machine): feat-gemm.c's model,
+ * saxpy tails unfused; plain: no FMA (unverified). */
+int kio_featop_profile(void) {
+  static int cached = -1;
+  if (cached < 0) {
+    const char *e = getenv("KIO_BLAS_PROFILE");
+    cached = !e ? KIO_FEATOP_SKX : !strcmp(e, "hsw") ? KIO_FEATOP_HSW
+             : !strcmp(e, "plain") ? KIO_FEATOP_PLAIN : KIO_FEATOP_SKX;
+  }
+  return cached;
+}
+
+/* ---- apply-cmvn (transform/cmvn.cc: ApplyCmvn, ApplyCmvnReverse) ---- */
+int kio_featop_cmvn_norm(const double *stats, int32_t rows, int32_t dim, int var_norm,
+                         int reverse, float *offset, float *scale,
+                         kio_featop_warn warn, void *user) {
+  double count = stats[dim];
+  for (int32_t d = 0; d < dim; d++) {
+    double mean = stats[d] / count, off, sc;
+    if (!var_norm && !reverse) {
+      /* offset.AddVec(-1.0 / count, mean_stats): a float alpha times the
+       * double sum, rounded to float. */
+      float alpha = (float)(-1.0 / count);
+      offset[d] = (float)((double)alpha * stats[d]);
+      scale[d] = 1.0f;
+      continue;
+    }
+    if (!var_norm) {
+      sc = 1.0;
+      off = mean;
+    } else {
+      double var = stats[(dim + 1) + d] / count - mean * mean, floor = 1.0e-20;
+      if (var < floor) {
+        if (warn) warn(user, var);
+        var = floor;
+      }
+      if (reverse) {
+        sc = sqrt(var);
+        off = mean;
+      } else {
+        sc = 1.0 / sqrt(var);
+        if (sc != sc || 1 / sc == 0.0) return KIO_FEATOP_NAN;
+        off = -(mean * sc);
+      }
+    }
+    offset[d] = (float)off;
+    scale[d] = (float)sc;
+  }
+  (void)rows;
+  return 0;
+}
+
+void kio_featop_cmvn_apply(float *x, int32_t frames, int32_t dim, int var_norm,
+                           const float *offset, const float *scale) {
+  for (int32_t t = 0; t < frames; t++) {
+    float *r = x + (size_t)t * dim;
+    if (var_norm)
+      for (int32_t d = 0; d < dim; d++) r[d] = r[d] * scale[d];
+    for (int32_t d = 0; d < dim; d++) r[d] = r[d] + offset[d];
+  }
+}
+
+/* ---- add-deltas (feat/feature-functions.cc: DeltaFeatures) ---- */
+int kio_featop_delta_scales(int order, int window, float ***scales_out, int **dims_out) {
+  float **sc = calloc((size_t)order + 1, sizeof *sc);
+  int *dims = calloc((size_t)order + 1, sizeof *dims);
+  if (!sc || !dims) { free(sc); free(dims); return -1; }
+  dims[0] = 1;
+  sc[0] = calloc(1, sizeof(float));
+  if (!sc[0]) goto fail;
+  sc[0][0] = 1.0f;
+  for (int i = 1; i <= order; i++) {
+    int prev_dim = dims[i - 1], prev_off = (prev_dim - 1) / 2, cur_off = prev_off + window;
+    dims[i] = prev_dim + 2 * window;
+    sc[i] = calloc((size_t)dims[i], sizeof(float));
+    if (!sc[i]) goto fail;
+    float normalizer = 0.0f;
+    for (int j = -window; j <= window; j++) {
+      normalizer += (float)(j * j);
+      for (int k = -prev_off; k <= prev_off; k++)
+        sc[i][j + k + cur_off] += (float)j * sc[i - 1][k + prev_off];
+    }
+    float alpha = (float)(1.0 / normalizer);  /* Scale(1.0 / normalizer) */
+    for (int m = 0; m < dims[i]; m++) sc[i][m] = sc[i][m] * alpha;
+  }
+  *scales_out = sc;
+  *dims_out = dims;
+  return 0;
+fail:
+  for (int i = 0; i <= order; i++) free(sc[i]);
+  free(sc);
+  free(dims);
+  return -1;
+}
+
+/* y += a * x as OpenBLAS saxpy (Haswell/Zen): the first n & -16 elements
+ * by the FMA micro-kernel, the rest by a C loop compiled without FMA. */
+static inline void saxpy(float *y, float a, const float *x, int32_t n) {
+  int prof = kio_featop_profile();
+  int32_t n1 = prof == KIO_FEATOP_SKX ? n : prof == KIO_FEATOP_HSW ? n & -16 : 0, i = 0;
+  for (; i < n1; i++) y[i] = fmaf(a, x[i], y[i]);
+  for (; i < n; i++) y[i] = y[i] + a * x[i];
+}
+
+#if FEAT_X86
+/* saxpy above, 8 lanes at a time (n & -16 is a multiple of 8: no chunk
+ * mixes FMA and mul+add lanes); the last dim % 8 scalar. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void saxpy_avx2(float *y, float a, const float *x, int32_t n, int prof) {
+  int32_t n1 = prof == KIO_FEATOP_SKX ? n : prof == KIO_FEATOP_HSW ? n & -16 : 0, i = 0;
+  __m256 av = _mm256_set1_ps(a);
+  for (; i + 8 <= n1; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  if (prof == KIO_FEATOP_SKX) {  /* fused to the end */
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+    return;
+  }
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(av, _mm256_loadu_ps(x + i))));
+  if (i + 4 <= n) {
+    __m128 a4 = _mm_set1_ps(a);
+    _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(y + i), _mm_mul_ps(a4, _mm_loadu_ps(x + i))));
+    i += 4;
+  }
+  for (; i < n; i++) y[i] = y[i] + a * x[i];
+}
+#endif
+
+#if FEAT_X86
+static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
+                        int order, float *const *scales, const int *sdims, float *out);
+#endif
+static void kio_featop_deltas_scalar(const float *in, int32_t frames, int32_t t0, int32_t t1,
+                                     int32_t dim, int order, float *const *scales,
+                                     const int *sdims, float *out);
+
+void kio_featop_deltas_range(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
+                             int order, float *const *scales, const int *sdims, float *out) {
+#if FEAT_X86
+  if (kio_featop_simd()) {
+    deltas_avx2(in, frames, t0, t1, dim, order, scales, sdims, out);
+    return;
+  }
+#endif
+  kio_featop_deltas_scalar(in, frames, t0, t1, dim, order, scales, sdims, out);
+}
+
+void kio_featop_deltas(const float *in, int32_t frames, int32_t dim, int order,
+                       float *const *scales, const int *sdims, float *out) {
+  kio_featop_deltas_range(in, frames, 0, frames, dim, order, scales, sdims, out);
+}
+
+#if FEAT_X86
+__attribute__((target("avx2,fma")))
+static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
+                        int order, float *const *scales, const int *sdims, float *out) {
+  int32_t odim = dim * (order + 1);
+  int prof = kio_featop_profile();
+  {
+    for (int32_t t = t0; t < t1; t++) {
+      float *o = out + (size_t)t * odim;
+      memset(o, 0, sizeof(float) * (size_t)odim);
+      for (int i = 0; i <= order; i++) {
+        int maxo = (sdims[i] - 1) / 2;
+        for (int j = -maxo; j <= maxo; j++) {
+          int32_t f = t + j;
+          if (f < 0) f = 0;
+          else if (f >= frames) f = frames - 1;
+          float sc = scales[i][j + maxo];
+          if (sc != 0.0f) saxpy_avx2(o + (size_t)i * dim, sc, in + (size_t)f * dim, dim, prof);
+        }
+      }
+    }
+  }
+}
+#endif
+
+static void kio_featop_deltas_scalar(const float *in, int32_t frames, int32_t t0, int32_t t1,
+                                     int32_t dim, int order, float *const *scales,
+                                     const int *sdims, float *out) {
+  int32_t odim = dim * (order + 1);
+  for (int32_t t = t0; t < t1; t++) {
+    float *o = out + (size_t)t * odim;
+    memset(o, 0, sizeof(float) * (size_t)odim);
+    for (int i = 0; i <= order; i++) {
+      int maxo = (sdims[i] - 1) / 2;
+      for (int j = -maxo; j <= maxo; j++) {
+        int32_t f = t + j;
+        if (f < 0) f = 0;
+        else if (f >= frames) f = frames - 1;
+        float s = scales[i][j + maxo];
+        if (s != 0.0f) saxpy(o + (size_t)i * dim, s, in + (size_t)f * dim, dim);
+      }
+    }
+  }
+}
+
+/* ---- splice-feats (SpliceFrames) ---- */
+void kio_featop_splice(const float *in, int32_t frames, int32_t dim, int left, int right,
+                       float *out) {
+  int32_t ctx = left + right + 1;
+  for (int32_t t = 0; t < frames; t++) {
+    float *o = out + (size_t)t * dim * ctx;
+    for (int32_t j = -left; j <= right; j++) {
+      int32_t f = t + j;
+      if (f < 0) f = 0;
+      if (f >= frames) f = frames - 1;
+      memcpy(o + (size_t)(j + left) * dim, in + (size_t)f * dim, sizeof(float) * (size_t)dim);
+    }
+  }
+}
+
+/* ---- transform-feats: out = in * W^T (+ offset), W rows x cols (stride ws).
+ * OpenBLAS sgemm (Haswell/Zen kernels, K not blocked for K <= 256): each
+ * output is one FMA chain over k = 0..K-1 from 0, then C = 0 + alpha * acc.
+ * wt: W's first K columns transposed (K x rows) for the vector path. ---- */
+#if FEAT_X86
+__attribute__((target("avx2,fma")))
+static void gemm_avx2(const float *in, int32_t frames, int32_t k, const float *wt,
+                      int32_t rows, float *out) {
+  int32_t r8 = rows & ~7;
+  for (int32_t t = 0; t < frames; t++) {
+    const float *x = in + (size_t)t * k;
+    float *o = out + (size_t)t * rows;
+    int32_t j = 0;
+    for (; j + 32 <= r8; j += 32) {
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int32_t q = 0; q < k; q++) {
+        __m256 xv = _mm256_set1_ps(x[q]);
+        const float *w = wt + (size_t)q * rows + j;
+        a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w), a0);
+        a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w + 8), a1);
+        a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w + 16), a2);
+        a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w + 24), a3);
+      }
+      __m256 z = _mm256_setzero_ps();
+      _mm256_storeu_ps(o + j, _mm256_add_ps(z, a0));
+      _mm256_storeu_ps(o + j + 8, _mm256_add_ps(z, a1));
+      _mm256_storeu_ps(o + j + 16, _mm256_add_ps(z, a2));
+      _mm256_storeu_ps(o + j + 24, _mm256_add_ps(z, a3));
+    }
+    for (; j < r8; j += 8) {
+      __m256 a0 = _mm256_setzero_ps();
+      for (int32_t q = 0; q < k; q++)
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(x[q]), _mm256_loadu_ps(wt + (size_t)q * rows + j), a0);
+      _mm256_storeu_ps(o + j, _mm256_add_ps(_mm256_setzero_ps(), a0));
+    }
+    for (; j < rows; j++) {
+      float acc = 0.0f;
+      for (int32_t q = 0; q < k; q++) acc = fmaf(x[q], wt[(size_t)q * rows + j], acc);
+      o[j] = 0.0f + acc;
+    }
+  }
+}
+#endif
+
+void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,
+                          int32_t rows, const float *offset, float *out) {
+#if FEAT_X86
+  if (kio_featop_simd()) {
+    gemm_avx2(in, frames, k, wt, rows, out);
+  } else
+#endif
+  {
+    for (int32_t t = 0; t < frames; t++) {
+      const float *x = in + (size_t)t * k;
+      for (int32_t j = 0; j < rows; j++) {
+        float acc = 0.0f;
+        for (int32_t q = 0; q < k; q++) acc = fmaf(x[q], wt[(size_t)q * rows + j], acc);
+        out[(size_t)t * rows + j] = 0.0f + acc;
+      }
+    }
+  }
+  if (offset)
+    for (int32_t t = 0; t < frames; t++)
+      for (int32_t j = 0; j < rows; j++) out[(size_t)t * rows + j] += offset[j];
+}
+
+/* 0.5 * log det(L L^T), L = the first k columns of W (rows x ?, stride ws),
+ * as Kaldi computes it in float: TT = L L^T (ssyrk, here one FMA chain per
+ * entry), LAPACK ssptrf on the packed upper triangle (Bunch-Kaufman; 1x1
+ * pivots without interchanges, the case of well-conditioned TT; a 2x2 pivot
+ * sends us to a double Cholesky), each rank-1 update by OpenBLAS sspr
+ * (saxpy per column), then SpMatrix::LogDet's float product of the pivots
+ * and logf. Not bit-exact in every case: the printed 6 digits agree. */
+static double half_logdet_double(const float *w, int32_t rows, int32_t ws, int32_t k) {
+  double *a = calloc((size_t)rows * rows, sizeof *a);
+  if (!a) return NAN;
+  for (int32_t i = 0; i < rows; i++)
+    for (int32_t j = 0; j <= i; j++) {
+      double s = 0;
+      for (int32_t q = 0; q < k; q++) s += (double)w[(size_t)i * ws + q] * w[(size_t)j * ws + q];
+      a[(size_t)i * rows + j] = s;
+    }
+  double ld = 0;
+  for (int32_t j = 0; j < rows; j++) {
+    double d = a[(size_t)j * rows + j];
+    for (int32_t q = 0; q < j; q++) d -= a[(size_t)j * rows + q] * a[(size_t)j * rows + q];
+    if (!(d > 0)) { free(a); return NAN; }
+    double l = sqrt(d);
+    a[(size_t)j * rows + j] = l;
+    ld += log(l);
+    for (int32_t i = j + 1; i < rows; i++) {
+      double s = a[(size_t)i * rows + j];
+      for (int32_t q = 0; q < j; q++) s -= a[(size_t)i * rows + q] * a[(size_t)j * rows + q];
+      a[(size_t)i * rows + j] = s / l;
+    }
+  }
+  free(a);
+  return ld;
+}
+
+double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t k) {
+  int32_t n = rows;
+  /* a[c][r] = TT(r, c) for r <= c (upper, column c) */
+  float *a = malloc(sizeof(float) * (size_t)n * n);
+  if (!a) return NAN;
+  for (int32_t c = 0; c < n; c++)
+    for (int32_t r = 0; r <= c; r++) {
+      float acc = 0.0f;
+      for (int32_t q = 0; q < k; q++) acc = fmaf(w[(size_t)r * ws + q], w[(size_t)c * ws + q], acc);
+      a[(size_t)c * n + r] = acc;
+    }
+  const float alpha = (float)((1.0 + sqrt(17.0)) / 8.0);
+  for (int32_t c = n - 1; c >= 0; c--) {
+    float akk = fabsf(a[(size_t)c * n + c]), colmax = 0.0f;
+    for (int32_t r = 0; r < c; r++) colmax = fmaxf(colmax, fabsf(a[(size_t)c * n + r]));
+    if (!(akk >= alpha * colmax) || akk == 0.0f) {
+      free(a);
+      return half_logdet_double(w, rows, ws, k);
+    }
+    float r1 = 1.0f / a[(size_t)c * n + c];
+    float *x = a + (size_t)c * n;  /* column c, rows 0..c-1 */
+    /* sspr: A(0..j, j) += (-r1 * x_j) * x(0..j), j = 0..c-1 */
+    for (int32_t j = 0; j < c; j++) {
+      if (x[j] == 0.0f) continue;
+      float t = -r1 * x[j];
+      float *col = a + (size_t)j * n;
+      int prof = kio_featop_profile();
+      int32_t len = j + 1, i = 0;
+      int32_t n1 = prof == KIO_FEATOP_SKX ? len : prof == KIO_FEATOP_HSW ? len & -16 : 0;
+      for (; i < n1; i++) col[i] = fmaf(t, x[i], col[i]);
+      for (; i < len; i++) col[i] = col[i] + t * x[i];
+    }
+    for (int32_t r = 0; r < c; r++) x[r] = x[r] * r1;
+  }
+  float prod = 1.0f, log_prod = 0.0f;
+  for (int32_t i = 0; i < n; i++) {
+    prod *= a[(size_t)i * n + i];
+    if (i == n - 1 || fabsf(prod) < 1.0e-10f || fabsf(prod) > 1.0e+10f) {
+      if (prod < 0) prod = -prod;
+      log_prod += logf(fabsf(prod));
+      prod = 1.0f;
+    }
+  }
+  free(a);
+  return (float)(0.5 * (double)log_prod);
+}

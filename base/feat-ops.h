@@ -1,0 +1,62 @@
+/* Internal to base/: the arithmetic of the feature programs, on row-major
+ * float matrices, in Kaldi's (and its OpenBLAS build's) operation order, so
+ * results are bit-identical. Used by feat-chain.c; the GPU path would port
+ * these loops as they are (same order). */
+#ifndef KIO_FEAT_OPS_H
+#define KIO_FEAT_OPS_H
+
+#include <stdint.h>
+
+#define KIO_FEATOP_NAN 1
+
+/* KIO_BLAS_PROFILE (see feat-ops.c): the rounding of which OpenBLAS build. */
+enum { KIO_FEATOP_PLAIN = 0, KIO_FEATOP_HSW = 1, KIO_FEATOP_SKX = 2 };
+int kio_featop_profile(void);
+/* 1 when the AVX2+FMA code may be used (not with KIO_NO_SIMD=1). */
+int kio_featop_simd(void);
+
+typedef void (*kio_featop_warn)(void *user, double var);
+/* Per-dimension offset and scale from CMVN stats (rows x (dim+1) doubles,
+ * row 0 sums and count, row 1 sums of squares). warn: "Flooring" lines.
+ * 0, or KIO_FEATOP_NAN ("NaN or infinity" error). The caller checks the
+ * dims and count first. */
+int kio_featop_cmvn_norm(const double *stats, int32_t rows, int32_t dim, int var_norm,
+                         int reverse, float *offset, float *scale,
+                         kio_featop_warn warn, void *user);
+void kio_featop_cmvn_apply(float *x, int32_t frames, int32_t dim, int var_norm,
+                           const float *offset, const float *scale);
+
+/* DeltaFeatures' windows: (*scales)[i] of (*dims)[i] taps, i = 0..order. */
+int kio_featop_delta_scales(int order, int window, float ***scales, int **dims);
+/* out: frames x dim*(order+1); kio_featop_deltas_range: output frames
+ * [t0, t1) only (all of in is read). */
+void kio_featop_deltas(const float *in, int32_t frames, int32_t dim, int order,
+                       float *const *scales, const int *sdims, float *out);
+void kio_featop_deltas_range(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
+                             int order, float *const *scales, const int *sdims, float *out);
+/* out: frames x dim*(left+1+right). */
+void kio_featop_splice(const float *in, int32_t frames, int32_t dim, int left, int right,
+                       float *out);
+/* out = in (frames x k) * W^T with wt = W's linear part transposed (k x rows),
+ * then + offset (rows) if not NULL. */
+void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,
+                          int32_t rows, const float *offset, float *out);
+/* The thread count the bundle's OpenBLAS would use (KIO_FEATS_BLAS_THREADS,
+ * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS, else the CPUs). */
+int kio_featop_blas_threads(void);
+/* out = in * W^T in OpenBLAS sgemm's exact order (feat-gemm.c); W rows x k
+ * (row stride ws), wt its transpose (k x M) or NULL. -1 when the case is not
+ * modelled (more than 2 threads, k > 256): use kio_featop_transform. */
+int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w, int32_t ws,
+                          const float *wt, int32_t M, int threads, float *out);
+/* The same in two steps, for splitting frames over threads: the chain
+ * choice of every (frame, row) (malloc'd; NULL as -1 above), then frames
+ * [t0, t1) of out. */
+unsigned char *kio_featop_gemm_plan(int32_t T, int32_t k, int32_t M, int threads);
+void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t t0, int32_t t1,
+                            int32_t k, const float *w, int32_t ws, const float *wt, int32_t M,
+                            float *out);
+/* 0.5 * log det(L L^T), L = first k columns of W (row stride ws). */
+double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t k);
+
+#endif

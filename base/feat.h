@@ -1,0 +1,83 @@
+/* The recipes' feature pipelines read in-process (issue 8).
+ *
+ * A features rspecifier such as
+ *   ark,s,cs:apply-cmvn --utt2spk=ark:U scp:CMVN scp:FEATS ark:- | add-deltas ark:- ark:- |
+ * names a chain of Kaldi programs. When every stage is one we implement
+ * (apply-cmvn, add-deltas, splice-feats, transform-feats, select-feats,
+ * copy-feats) with options we implement, io.c's input_open_raw reads the
+ * chain's output from kio_feat_open instead of popen: the same archive bytes
+ * (Kaldi's arithmetic, bit for bit), the same stderr lines (each stage's
+ * command line, warnings, LOG lines, ERROR lines) and the wait status the
+ * shell pipeline would have had (its last stage's exit status). Anything
+ * else runs as the real pipe. KIO_FEATS_PIPE=0 forces the real pipe
+ * (KIO_FEATS_PIPE=1 is the default: in-process when recognised).
+ *
+ * Threads: one producer thread per chain (it overlaps with the reading
+ * program, as the pipe's processes did). KIO_FEATS_THREADS=N adds N - 1
+ * workers that share each utterance's deltas and transform by frames
+ * (feat-pool.c; same results for any N). Default 1: recipes run --nj jobs
+ * at once, one per core, and more threads per job would only oversubscribe
+ * the cores; set it for a program that runs alone.
+ * Rounding: KIO_BLAS_PROFILE=skx (default: an AVX-512 host's OpenBLAS, as
+ * gpu-acc) or hsw (an AVX2 host's: transform-feats' product follows the
+ * Zen/Haswell sgemm tiling with as many threads as OpenBLAS would use,
+ * KIO_FEATS_BLAS_THREADS overrides; see feat-gemm.c). KIO_NO_SIMD=1: scalar
+ * code only (same results). */
+#ifndef KIO_FEAT_H
+#define KIO_FEAT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  KIO_FEAT_CMVN = 1, KIO_FEAT_DELTAS, KIO_FEAT_SPLICE, KIO_FEAT_TRANSFORM,
+  KIO_FEAT_SELECT, KIO_FEAT_COPY
+} kio_feat_op;
+
+typedef struct {
+  kio_feat_op op;
+  const char *prog;    /* "apply-cmvn", ... (static) */
+  int argc;            /* the stage's words (argv[0] = program) */
+  char **argv;
+  int print_args;      /* --print-args (default true) */
+  char *utt2spk;       /* --utt2spk rspecifier or NULL (cmvn, transform) */
+  char *table;         /* cmvn stats / transform: rspecifier or rxfilename */
+  int table_is_rspec;  /* 1: per utterance/speaker table; 0: one matrix */
+  int norm_means, norm_vars, reverse;          /* apply-cmvn */
+  int delta_order, delta_window, truncate;     /* add-deltas */
+  int left, right;                             /* splice-feats */
+  char *selection;                             /* select-feats */
+} kio_feat_stage;
+
+/* A recognised chain: the first stage reads `input` (an rspecifier of files
+ * or scp), each stage feeds the next, the last writes a binary archive. The
+ * GPU path can run the same plan on the raw matrices (see docs/notes/feats.md). */
+typedef struct {
+  char *input;
+  int nstages;
+  kio_feat_stage *stages;
+} kio_feat_plan;
+
+/* cmd: an rxfilename without its trailing '|'. KIO_OK and *plan filled when
+ * recognised; KIO_ERR (nothing to free) otherwise, with the reason in
+ * kio_last_error(). Never logs. */
+int kio_feat_parse(const char *cmd, kio_feat_plan *plan);
+void kio_feat_plan_free(kio_feat_plan *plan);
+
+typedef struct kio_feat kio_feat;
+/* Recognises cmd and starts the chain in a producer thread: a FILE* giving
+ * the chain's output, *h set. NULL when not recognised or KIO_FEATS_PIPE=0
+ * (the caller popens cmd). A VLOG[1] line says which happened. */
+FILE *kio_feat_open(const char *cmd, kio_feat **h);
+/* Closes f, stops the chain (a reader that left early: the stages are
+ * killed as by SIGPIPE), returns the wait status pclose would have given. */
+int kio_feat_close(kio_feat *h, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,152 @@
+/* The feature pipelines (base/feat*.c): which commands are recognised (and
+ * with what plan), which are left to the real pipe; Kaldi's delta windows;
+ * the sgemm emulation against a plain FMA chain on the shapes where the
+ * kernels use one; reading a chain through io.c as a table. Archives equal
+ * to Kaldi's are checked by tests/cli/featpipe.sh. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/feat.h"
+#include "../base/feat-ops.h"
+#include "../base/log.h"
+#include "../base/matrix.h"
+#include "../base/table.h"
+#include "test-util.h"
+
+#define CMVNQ "apply-cmvn --print-args=false --utt2spk=ark:featpipe/utt2spk scp:featpipe/cmvn.scp scp:featpipe/feats.scp ark:-"
+#define CMVN "apply-cmvn --utt2spk=ark:featpipe/utt2spk scp:featpipe/cmvn.scp scp:featpipe/feats.scp ark:-"
+
+START_TEST(parse_recognised) {
+  struct { const char *cmd; int n; kio_feat_op last; } t[] = {
+    {CMVN " | add-deltas ark:- ark:- ", 2, KIO_FEAT_DELTAS},
+    {CMVN " | splice-feats --left-context=3 --right-context=3 ark:- ark:- | "
+          "transform-feats exp/final.mat ark:- ark:-", 3, KIO_FEAT_TRANSFORM},
+    {CMVN " | transform-feats --utt2spk=ark:u ark,s,cs:exp/trans.1 ark:- ark:-", 2, KIO_FEAT_TRANSFORM},
+    {"apply-cmvn --norm-vars=true --norm-means=true scp:c.scp scp:f.scp ark:-", 1, KIO_FEAT_CMVN},
+    {"copy-feats --compress=false scp:f.scp ark:- | select-feats 0-12,20 ark:- ark:-", 2, KIO_FEAT_SELECT},
+    {"add-deltas --delta-order=3 --delta-window=1 --print-args=false ark,s,cs:f.ark ark:-", 1, KIO_FEAT_DELTAS},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    kio_feat_plan p;
+    ck_assert_msg(kio_feat_parse(t[i].cmd, &p) == KIO_OK, "%s: %s", t[i].cmd, kio_last_error());
+    ck_assert_int_eq(p.nstages, t[i].n);
+    ck_assert_int_eq(p.stages[p.nstages - 1].op, t[i].last);
+    kio_feat_plan_free(&p);
+  }
+  kio_feat_plan p;
+  ck_assert(kio_feat_parse("apply-cmvn --norm-vars=true --utt2spk=ark:u scp:c.scp scp:f.scp ark:- | "
+                           "add-deltas --delta-order=1 ark:- ark:-", &p) == KIO_OK);
+  ck_assert_str_eq(p.input, "scp:f.scp");
+  ck_assert(p.stages[0].norm_vars && p.stages[0].table_is_rspec);
+  ck_assert_str_eq(p.stages[0].utt2spk, "ark:u");
+  ck_assert_int_eq(p.stages[1].delta_order, 1);
+  ck_assert_int_eq(p.stages[1].delta_window, 2);
+  kio_feat_plan_free(&p);
+}
+END_TEST
+
+START_TEST(parse_left_to_the_pipe) {
+  const char *t[] = {
+    CMVN " | add-deltas --foo=1 ark:- ark:-",           /* unknown option */
+    CMVN " | add-deltas ark:- ark,t:-",                 /* text output */
+    CMVN " | add-deltas ark:- ark:out.ark",             /* not to stdout */
+    CMVN " | compute-cmvn-stats ark:- ark:-",           /* not ours */
+    "apply-cmvn scp:c.scp ark:- ark:-",                 /* first stage reads stdin */
+    "apply-cmvn scp:c.scp 'scp:f.scp' ark:-",           /* quoting */
+    "apply-cmvn scp:c.scp scp:$F ark:-",                /* expansion */
+    "apply-cmvn scp:c.scp scp:f.scp ark:- > x",         /* redirection */
+    "apply-cmvn --config=c scp:c.scp scp:f.scp ark:-",  /* config files */
+    "apply-cmvn --skip-dims=1:2 scp:c.scp scp:f.scp ark:-",
+    "apply-cmvn --norm-vars=true --norm-means=false scp:c.scp scp:f.scp ark:-",
+    "apply-cmvn --norm-vars=maybe scp:c.scp scp:f.scp ark:-",
+    "apply-cmvn scp:c.scp scp:f.scp",                   /* missing argument */
+    "apply-cmvn scp:c.scp scp:f.scp ark:- | ",          /* empty stage */
+    "add-deltas --delta-window=0 scp:f.scp ark:-",
+    "add-deltas --delta-order=x scp:f.scp ark:-",
+    "select-feats 3-x scp:f.scp ark:-",
+    "select-feats -3 scp:f.scp ark:-",
+    "copy-feats --compress=true scp:f.scp ark:-",
+    "gunzip -c x.gz", "",
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    kio_feat_plan p;
+    ck_assert_msg(kio_feat_parse(t[i], &p) == KIO_ERR, "recognised: %s", t[i]);
+  }
+}
+END_TEST
+
+/* DeltaFeatures' windows for order 2, window 2: [-2..2]/10 and its
+ * self-convolution /100, rounded as Kaldi's float code does. */
+START_TEST(delta_scales) {
+  float **sc;
+  int *dims;
+  ck_assert_int_eq(kio_featop_delta_scales(2, 2, &sc, &dims), 0);
+  ck_assert_int_eq(dims[0], 1);
+  ck_assert_int_eq(dims[1], 5);
+  ck_assert_int_eq(dims[2], 9);
+  ck_assert(sc[1][0] == -2.0f * 0.1f && sc[1][2] == 0.0f && sc[1][4] == 2.0f * 0.1f);
+  ck_assert(fabsf(sc[2][4] + 0.1f) < 1e-7f && fabsf(sc[2][0] - 0.04f) < 1e-7f);
+  for (int i = 0; i < 3; i++) free(sc[i]);
+  free(sc);
+  free(dims);
+}
+END_TEST
+
+/* With fewer than 16 output rows and 8 frames or more per call, every
+ * output is one plain FMA chain: the emulation must give exactly that. */
+START_TEST(gemm_small_rows_is_one_chain) {
+  setenv("KIO_BLAS_PROFILE", "hsw", 1);  /* the tiled model (forked test: cache fresh) */
+  ck_assert_int_eq(kio_featop_profile(), KIO_FEATOP_HSW);
+  int32_t T = 20, K = 13, M = 5;
+  float in[20 * 13], w[5 * 13], wt[13 * 5], out[20 * 5];
+  for (int i = 0; i < T * K; i++) in[i] = sinf((float)i) * 3.0f;
+  for (int i = 0; i < M * K; i++) w[i] = cosf((float)i * 0.7f);
+  for (int j = 0; j < M; j++)
+    for (int k = 0; k < K; k++) wt[k * M + j] = w[j * K + k];
+  ck_assert_int_eq(kio_featop_gemm_exact(in, T, K, w, K, wt, M, 1, out), 0);
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < M; j++) {
+      float acc = 0.0f;
+      for (int k = 0; k < K; k++) acc = fmaf(in[t * K + k], w[j * K + k], acc);
+      ck_assert_msg(out[t * M + j] == acc, "t %d j %d", t, j);
+    }
+}
+END_TEST
+
+/* A chain read as a table through io.c: the keys and the deltas' shape;
+ * the pipe's last stage status comes back as the close status. */
+START_TEST(table_reads_chain) {
+  tu_logcap_start();
+  kio_seq_reader *r;
+  ck_assert_int_eq(kio_seq_open(&r, "ark,s,cs:" CMVNQ " | add-deltas "
+                                    "--print-args=false ark:- ark:- |", &kio_matrix_holder), KIO_OK);
+  int n = 0;
+  for (; !kio_seq_done(r); kio_seq_next(r), n++) {
+    kio_matrix *m = kio_seq_value(r);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(m->cols, 39);
+    ck_assert_int_gt(m->rows, 0);
+  }
+  ck_assert_int_eq(n, 12);
+  ck_assert_int_eq(kio_seq_close(r), KIO_OK);
+  /* A missing transform: the last stage dies (255), the table read fails. */
+  ck_assert_int_eq(kio_seq_open(&r, "ark:" CMVNQ " | transform-feats "
+                                    "--print-args=false featpipe/none.mat ark:- ark:- |",
+                                &kio_matrix_holder), KIO_OK);
+  for (; !kio_seq_done(r); kio_seq_next(r)) {}
+  ck_assert_int_eq(kio_seq_close(r), KIO_ERR);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("featpipe");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, parse_recognised);
+  tcase_add_test(tc, parse_left_to_the_pipe);
+  tcase_add_test(tc, delta_scales);
+  tcase_add_test(tc, gemm_small_rows_is_one_chain);
+  tcase_add_test(tc, table_reads_chain);
+  suite_add_tcase(s, tc);
+  return tu_run_suite(s);
+}
