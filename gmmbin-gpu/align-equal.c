@@ -41,6 +41,7 @@ typedef struct {
 } utt;
 
 int main(int argc, char **argv) {
+  tgraph_tune_malloc(argv);
   kio_opts *po = kio_opts_new(kUsage);
   char *disambig_rx = NULL;
   int32_t num_threads = 0;
@@ -49,11 +50,12 @@ int main(int argc, char **argv) {
   kio_opts_int(po, "num-threads", &num_threads,
                "Threads compiling graphs (0: one per online core) [not in Kaldi]");
   int st = kio_opts_parse(po, argc, argv);
-  if (st == KIO_OPTS_HELP) { kio_opts_free(po); return 0; }
+  if (st == KIO_OPTS_HELP) { kio_opts_free(po); free(disambig_rx); return 0; }
   if (st != KIO_OPTS_OK) kio_fatal_exit();
   if (kio_opts_num_args(po) != 6) {
     kio_opts_print_usage(po);
     kio_opts_free(po);
+    free(disambig_rx);
     return 1;
   }
 
@@ -172,6 +174,7 @@ int main(int argc, char **argv) {
   kio_tmodel_free(&tm);
   kio_ctx_dep_free(&tree);
   kio_opts_free(po);
+  free(disambig_rx);
   return ret;
 
 fatal_exit:

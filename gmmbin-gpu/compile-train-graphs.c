@@ -95,6 +95,7 @@ static int batch_join(batch *b) {
 }
 
 int main(int argc, char **argv) {
+  tgraph_tune_malloc(argv);
   kio_opts *po = kio_opts_new(kUsage);
   tgraph_opts gopts;
   tgraph_opts_default(&gopts);
@@ -120,11 +121,12 @@ int main(int argc, char **argv) {
   kio_opts_int(po, "num-threads", &num_threads,
                "Threads compiling graphs (0: one per online core) [not in Kaldi]");
   int st = kio_opts_parse(po, argc, argv);
-  if (st == KIO_OPTS_HELP) { kio_opts_free(po); return 0; }
+  if (st == KIO_OPTS_HELP) { kio_opts_free(po); free(disambig_rx); return 0; }
   if (st != KIO_OPTS_OK) kio_fatal_exit();
   if (kio_opts_num_args(po) != 5) {
     kio_opts_print_usage(po);
     kio_opts_free(po);
+    free(disambig_rx);
     return 1;
   }
   if (batch_size < 1) batch_size = 1;
@@ -213,6 +215,7 @@ int main(int argc, char **argv) {
   kio_tmodel_free(&tm);
   kio_ctx_dep_free(&tree);
   kio_opts_free(po);
+  free(disambig_rx);
   return num_succeed != 0 ? 0 : 1;
 
 fatal_exit:

@@ -34,6 +34,7 @@ static int compile_cb(void *user, const kio_int_vec *words, kio_fst *out) {
 }
 
 int main(int argc, char *argv[]) {
+  tgraph_tune_malloc(argv);
   const char *usage =
       "Align features given [GMM-based] models.\n"
       "Usage:   gmm-align [options] tree-in model-in lexicon-fst-in feature-rspecifier "
@@ -61,7 +62,7 @@ int main(int argc, char *argv[]) {
                 "Remove [most] epsilons before minimization (only applicable if disambig "
                 "symbols present)");
 #define RETURN(rc) \
-  do { kio_opts_free(po); galign_pipeline_cli_free(&cli); return (rc); } while (0)
+  do { kio_opts_free(po); galign_pipeline_cli_free(&cli); free(disambig_rx); return (rc); } while (0)
   int prc = kio_opts_parse(po, argc, argv);
   if (prc == KIO_OPTS_HELP) RETURN(0);
   if (prc != KIO_OPTS_OK) kio_fatal_exit();

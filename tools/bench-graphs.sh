@@ -5,7 +5,7 @@
 # rNNNN-...), for the mono, tri1 and tri2 fixture models. Both write their
 # archive into md5sum, so the check that the outputs are byte-identical costs
 # both sides the same.
-# Env: KALDI_ROOT (a Kaldi tree with src/bin/, or a bundle with bin/ and lib/;
+# Env: KALDI_ROOT or KALDI_BUNDLE (a Kaldi tree with src/bin/, or a bundle with bin/ and lib/;
 # without it only our figures), BIN (our programs), BENCH_GRAPH_COPIES
 # (default 50 = 2,000 graphs per model), BENCH_GRAPH_MODELS (default
 # "mono tri1 tri2"), BENCH_GRAPH_THREADS (our --num-threads, default 0 = all
@@ -23,12 +23,13 @@ mkdir -p "$out"
 [ -x "$bin/compile-train-graphs" ] || { echo "bench-graphs: $bin/compile-train-graphs not built"; exit 1; }
 
 kaldi=""
-if [ -n "${KALDI_ROOT:-}" ]; then
-  for p in "$KALDI_ROOT/src/bin/compile-train-graphs" "$KALDI_ROOT/bin/compile-train-graphs"; do
+root=${KALDI_ROOT:-${KALDI_BUNDLE:-}}
+if [ -n "$root" ]; then
+  for p in "$root/src/bin/compile-train-graphs" "$root/bin/compile-train-graphs"; do
     [ -x "$p" ] && { kaldi=$p; break; }
   done
-  [ -d "$KALDI_ROOT/lib" ] && export LD_LIBRARY_PATH="$KALDI_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  [ -n "$kaldi" ] || echo "bench-graphs: no compile-train-graphs under KALDI_ROOT=$KALDI_ROOT"
+  [ -d "$root/lib" ] && export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [ -n "$kaldi" ] || echo "bench-graphs: no compile-train-graphs under $root"
 fi
 
 text=$out/text.$copies.int

@@ -80,6 +80,11 @@ extern const kio_holder tgraph_graph_holder;
 int tgraph_read_disambig(const char *rx, const char *prog_file, int line, int32_t **v,
                          int32_t *n);
 
+/* Call first thing in main: re-executes the program once with glibc malloc
+ * tunables that suit graph compilation (unless GLIBC_TUNABLES or
+ * TGRAPH_NO_TUNE is set). Returns only if nothing was done. */
+void tgraph_tune_malloc(char **argv);
+
 /* Number of online cores. */
 int tgraph_num_cores(void);
 
