@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../base/fst.h"
+#include "../base/cpu-share.h"
 #include "../base/io.h"
 #include "../base/log.h"
 #include "../base/matrix.h"
@@ -48,7 +49,8 @@ int main(int argc, char **argv) {
   kio_opts_string(po, "read-disambig-syms", &disambig_rx,
                   "File containing list of disambiguation symbols in phone symbol table");
   kio_opts_int(po, "num-threads", &num_threads,
-               "Threads compiling graphs (0: one per online core) [not in Kaldi]");
+               "Threads compiling graphs (0: this job's share of the online cores, i.e. "
+               "the cores divided by the running copies of this program) [not in Kaldi]");
   int st = kio_opts_parse(po, argc, argv);
   if (st == KIO_OPTS_HELP) { kio_opts_free(po); free(disambig_rx); return 0; }
   if (st != KIO_OPTS_OK) kio_fatal_exit();
@@ -115,7 +117,8 @@ int main(int argc, char **argv) {
       w->v = v;
       w->n = t->n;
     }
-    if (tgraph_compile(gc, njobs, words, TGRAPH_CSR, num_threads, graphs) != KIO_OK)
+    if (tgraph_compile(gc, njobs, words, TGRAPH_CSR,
+                       num_threads > 0 ? num_threads : kio_cpu_share(0), graphs) != KIO_OK)
       goto fatal_exit;
     for (int i = 0; i < n; i++) {
       const char *key = u[i].key;

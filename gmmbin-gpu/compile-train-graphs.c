@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/cpu-share.h"
 #include "../base/io.h"
 #include "../base/log.h"
 #include "../base/model.h"
@@ -42,7 +43,10 @@ typedef struct {
 static void *compile_batch(void *arg) {
   batch *b = arg;
   kio_log_defer(&b->log);
-  b->rc = tgraph_compile(b->gc, b->n, b->words, b->what, b->threads, b->graphs);
+  /* Default: this process's share of the cores, counted again per batch
+   * (the recipe's other jobs may start after us or finish before us). */
+  int nt = b->threads > 0 ? b->threads : kio_cpu_share(0);
+  b->rc = tgraph_compile(b->gc, b->n, b->words, b->what, nt, b->graphs);
   kio_log_defer(NULL);
   return NULL;
 }
@@ -119,7 +123,8 @@ int main(int argc, char **argv) {
   kio_opts_string(po, "read-disambig-syms", &disambig_rx,
                   "File containing list of disambiguation symbols in phone symbol table");
   kio_opts_int(po, "num-threads", &num_threads,
-               "Threads compiling graphs (0: one per online core) [not in Kaldi]");
+               "Threads compiling graphs (0: this job's share of the online cores, i.e. "
+               "the cores divided by the running copies of this program) [not in Kaldi]");
   int st = kio_opts_parse(po, argc, argv);
   if (st == KIO_OPTS_HELP) { kio_opts_free(po); free(disambig_rx); return 0; }
   if (st != KIO_OPTS_OK) kio_fatal_exit();
@@ -130,13 +135,6 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (batch_size < 1) batch_size = 1;
-  /* Graphs do not depend on the batches (each utterance is compiled on its
-   * own, as Kaldi does), so a batch is at least 32 per thread: the threads'
-   * tails at the end of each batch stay small. */
-  {
-    int nt = num_threads > 0 ? num_threads : tgraph_num_cores();
-    if (batch_size < 32 * nt) batch_size = 32 * nt < 8192 ? 32 * nt : 8192;
-  }
 
   kio_ctx_dep tree;
   memset(&tree, 0, sizeof tree);
@@ -164,6 +162,14 @@ int main(int argc, char **argv) {
       kio_writer_open(&writer, kio_opts_arg(po, 5), &tgraph_graph_holder) != KIO_OK)
     goto fatal_exit;
 
+  /* Graphs do not depend on the batches (each utterance is compiled on its
+   * own, as Kaldi does), so a batch is at least 32 per thread: the threads'
+   * tails at the end of each batch stay small. Counted after the model and
+   * lexicon are read, when a recipe's other jobs have started too. */
+  {
+    int nt = num_threads > 0 ? num_threads : kio_cpu_share(0);
+    if (batch_size < 32 * nt) batch_size = 32 * nt < 8192 ? 32 * nt : 8192;
+  }
   if (batch_alloc(&bt[0], batch_size) != KIO_OK || batch_alloc(&bt[1], batch_size) != KIO_OK) {
     KIO_ERROR("out of memory for a batch of %d transcripts", (int)batch_size);
     goto fatal_exit;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../base/cpu-share.h"
 #include "../base/cuda-util.h"
 #include "../base/fst.h"
 #include "../base/log.h"
@@ -612,8 +613,7 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
   const galign_opts *o = &p->cfg.opts;
   p->want_per_frame = p->cfg.per_frame_wspecifier[0] != '\0';
   p->beams_ok = !((o->retry_beam != 0 && o->retry_beam <= o->beam) || o->beam <= 0);
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  p->prep_threads = ncpu > 1 ? (int)ncpu : 1;
+  p->prep_threads = kio_cpu_share(0);  /* this job's share of the cores */
   /* From here on log lines are routed by capture_handler: lines of other
    * threads are kept and printed where Kaldi would print them. */
   t_is_main = 1;

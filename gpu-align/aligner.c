@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include "../base/cpu-share.h"
 #include "../base/cuda-util.h"
 #include "../base/log.h"
 #include "../base/svc-link.h"
@@ -36,15 +37,12 @@ int galign_parse_use_gpu(const char *s, galign_use_gpu *out) {
   return KIO_OK;
 }
 
-/* Threads for CPU alignment: $GALIGN_CPU_THREADS, else the online CPUs
- * (at most 16). */
+/* Threads for CPU alignment: $GALIGN_CPU_THREADS, else this job's share of
+ * the online CPUs (base/cpu-share.h; at most 16). */
 static int cpu_threads(void) {
   const char *e = getenv("GALIGN_CPU_THREADS");
   long n = e && *e ? strtol(e, NULL, 10) : 0;
-  if (n <= 0) {
-    n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n > 16) n = 16;
-  }
+  if (n <= 0) n = kio_cpu_share(16);
   if (n < 1) n = 1;
   if (n > GALIGN_MAX_THREADS) n = GALIGN_MAX_THREADS;
   return (int)n;
