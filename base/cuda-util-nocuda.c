@@ -6,6 +6,7 @@
 int kio_cuda_device_count(void) { return 0; }
 int kio_cuda_debug_sync(void) { return 0; }
 void kio_cuda_warm_up(void) {}
+void kio_cuda_prefer_blocking_sync(void) {}
 void kio_cuda_use_device(int dev) { (void)dev; }
 int kio_cuda_select(int wait, char *desc, int desc_len) {
   (void)wait; (void)desc; (void)desc_len;

@@ -1,3 +1,5 @@
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -37,10 +39,19 @@ extern "C" void kio_cuda_warm_up(void) {
   cudaGetLastError();
 }
 
+static int blocking_sync;
+extern "C" void kio_cuda_prefer_blocking_sync(void) { blocking_sync = 1; }
+
 /* Creates the primary context of dev and makes it current; 0 when that fails
  * (e.g. a device in exclusive-process mode that another process holds). */
 static int try_context(int dev) {
-  if (cudaSetDevice(dev) == cudaSuccess && cudaFree(0) == cudaSuccess) return 1;
+  if (cudaSetDevice(dev) == cudaSuccess) {
+    if (blocking_sync) {
+      cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync);  /* before the context exists */
+      cudaGetLastError();
+    }
+    if (cudaFree(0) == cudaSuccess) return 1;
+  }
   cudaGetLastError();
   return 0;
 }
@@ -112,4 +123,113 @@ extern "C" int kio_cuda_select(int wait, char *desc, int desc_len) {
     snprintf(desc, desc_len, "%s, %d SMs, %.1f GiB", p.name, p.multiProcessorCount,
              p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
   return KIO_OK;
+}
+
+/* ---- memory without device-wide synchronisation (cuda-util.h) ---- */
+
+static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static signed char pool_state[64]; /* per device: 0 unknown, 1 pool, 2 no pool */
+
+/* 1 if the current device allocates from its stream-ordered pool (set up on
+ * first use: freed memory is kept for reuse). */
+static int use_pool(void) {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return 0;
+  }
+  pthread_mutex_lock(&mem_mu);
+  if (!pool_state[dev]) {
+    int sup = 0;
+    cudaMemPool_t mp;
+    if (cudaDeviceGetAttribute(&sup, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess && sup &&
+        cudaDeviceGetDefaultMemPool(&mp, dev) == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &keep);
+    } else {
+      sup = 0;
+    }
+    cudaGetLastError();
+    pool_state[dev] = sup ? 1 : 2;
+  }
+  int r = pool_state[dev] == 1;
+  pthread_mutex_unlock(&mem_mu);
+  return r;
+}
+
+extern "C" int kio_cuda_dev_alloc(void **p, size_t bytes, cudaStream_t stream) {
+  *p = NULL;
+  if (bytes == 0) bytes = 1;
+  cudaError_t e = use_pool() ? cudaMallocAsync(p, bytes, stream) : cudaMalloc(p, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    *p = NULL;
+    KIO_ERROR("CUDA error %s: allocating %zu bytes of device memory", cudaGetErrorString(e), bytes);
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}
+
+extern "C" void kio_cuda_dev_free(void *p, cudaStream_t stream) {
+  if (!p) return;
+  if (use_pool()) cudaFreeAsync(p, stream);
+  else cudaFree(p);
+  cudaGetLastError();
+}
+
+/* Page-locked blocks: a header before the caller's bytes holds the block's
+ * capacity; freed blocks wait in a small cache (at most HOST_CACHE_N blocks,
+ * HOST_CACHE_BYTES in all), the smallest that fits is reused. */
+enum { HOST_HDR = 64, HOST_CACHE_N = 64 };
+#define HOST_CACHE_BYTES ((size_t)2 << 30)
+static struct { char *base; size_t cap; } host_cache[HOST_CACHE_N];
+static int host_cache_n;
+static size_t host_cache_bytes;
+
+extern "C" int kio_cuda_host_alloc(void **p, size_t bytes) {
+  *p = NULL;
+  pthread_mutex_lock(&mem_mu);
+  int best = -1;
+  for (int i = 0; i < host_cache_n; i++)
+    if (host_cache[i].cap >= bytes && host_cache[i].cap <= 2 * bytes + ((size_t)1 << 20) &&
+        (best < 0 || host_cache[i].cap < host_cache[best].cap))
+      best = i;
+  if (best >= 0) {
+    char *b = host_cache[best].base;
+    host_cache_bytes -= host_cache[best].cap;
+    host_cache[best] = host_cache[--host_cache_n];
+    pthread_mutex_unlock(&mem_mu);
+    *p = b + HOST_HDR;
+    return KIO_OK;
+  }
+  pthread_mutex_unlock(&mem_mu);
+  void *b = NULL;
+  cudaError_t e = cudaMallocHost(&b, bytes + HOST_HDR);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    KIO_ERROR("CUDA error %s: allocating %zu bytes of page-locked memory", cudaGetErrorString(e),
+              bytes);
+    return KIO_ERR;
+  }
+  *(size_t *)b = bytes;
+  *p = (char *)b + HOST_HDR;
+  return KIO_OK;
+}
+
+extern "C" void kio_cuda_host_free(void *p, cudaStream_t stream) {
+  if (!p) return;
+  char *b = (char *)p - HOST_HDR;
+  size_t cap = *(size_t *)b;
+  if (stream) cudaStreamSynchronize(stream);
+  cudaGetLastError();
+  pthread_mutex_lock(&mem_mu);
+  if (host_cache_n < HOST_CACHE_N && host_cache_bytes + cap <= HOST_CACHE_BYTES) {
+    host_cache[host_cache_n].base = b;
+    host_cache[host_cache_n].cap = cap;
+    host_cache_n++;
+    host_cache_bytes += cap;
+    b = NULL;
+  }
+  pthread_mutex_unlock(&mem_mu);
+  if (b) cudaFreeHost(b);
 }

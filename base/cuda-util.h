@@ -27,6 +27,12 @@ void kio_cuda_use_device(int dev);
  * a program can do it in a thread while it reads its inputs). Silent: logs
  * nothing, and failures are left for kio_cuda_select to report. */
 void kio_cuda_warm_up(void);
+/* Contexts this process creates from now on wait for the device by
+ * sleeping (cudaDeviceScheduleBlockingSync) instead of spinning a core. The
+ * GPU service calls it first: its 16 connection threads would otherwise
+ * spin while their batches run, taking the cores the recipe's jobs (graph
+ * compilation, feature pipelines) need. */
+void kio_cuda_prefer_blocking_sync(void);
 /* 1 when KIO_CUDA_SYNC=1: synchronise and check after every launch. */
 int kio_cuda_debug_sync(void);
 
@@ -45,6 +51,22 @@ int kio_cuda_debug_sync(void);
       return KIO_ERR;                                                        \
     }                                                                        \
   } while (0)
+extern "C" {
+/* Device and page-locked memory without the implicit synchronisation of
+ * cudaMalloc / cudaFree / cudaMallocHost / cudaFreeHost, which wait for, or
+ * stall, every stream of the process: in the GPU service, every other job's
+ * work. Device memory comes from the device's stream-ordered pool, which
+ * keeps freed memory for the next allocation instead of returning it to the
+ * driver; it is allocated and freed in the order of `stream`: free it on the
+ * stream whose work used it last (or after that stream is synchronised).
+ * Page-locked host blocks are kept in a process-wide cache for reuse;
+ * kio_cuda_host_free waits for `stream` (the block's last user) first.
+ * KIO_OK, or KIO_ERR with an ERROR logged. NULL frees nothing. */
+int kio_cuda_dev_alloc(void **p, size_t bytes, cudaStream_t stream);
+void kio_cuda_dev_free(void *p, cudaStream_t stream);
+int kio_cuda_host_alloc(void **p, size_t bytes);
+void kio_cuda_host_free(void *p, cudaStream_t stream);
+}
 /* After a kernel launch: checks the launch, and synchronises when debugging. */
 #define KIO_CUDA_LAUNCHED()                                                  \
   do {                                                                       \

@@ -50,6 +50,8 @@ int main(int argc, char *argv[]) {
   const char *verbose = getenv("KALDI_GPU_SERVICE_VERBOSE");
   gsvc_config cfg = {sock, idle > 0 ? idle : 1, cpu && *cpu ? atoi(cpu) : 0,
                      drop && *drop ? atoi(drop) : 0, verbose && atoi(verbose) > 0};
+  /* KALDI_GPU_SERVICE_VERBOSE=2: also the backends' time split (VLOG[2]). */
+  if (verbose && atoi(verbose) >= 2 && kio_log_verbose() < 2) kio_log_set_verbose(2);
   int rc = gsvc_serve(&cfg);
   kio_opts_free(po);
   free(sock);

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../base/log.h"
 #include "../base/cuda-util.h"
@@ -46,15 +47,18 @@ static float *gacc_emu_shared;
     gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
     GALIGN_LAUNCH(gacc_chunk_kernel, (grid), 1, (stream), __VA_ARGS__);      \
   } while (0)
-#define GACC_LAUNCH_STATS(grid, stream, ...)                                   \
-  GALIGN_LAUNCH(gacc_stats_kernel, (grid), 1, (stream), __VA_ARGS__)
+#define GACC_LAUNCH_STATS(grid, shmem, stream, ...)                            \
+  do {                                                                       \
+    gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
+    GALIGN_LAUNCH(gacc_stats_kernel, (grid), 1, (stream), __VA_ARGS__);      \
+  } while (0)
 static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }
 #else
 #define GACC_DYN_SHARED(name) extern __shared__ float name[]
 #define GACC_LAUNCH_CHUNKS(grid, shmem, stream, ...)                           \
   gacc_chunk_kernel<<<(grid), GACC_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
-#define GACC_LAUNCH_STATS(grid, stream, ...)                                   \
-  gacc_stats_kernel<<<(grid), GACC_STATS_THREADS, 0, (stream)>>>(__VA_ARGS__)
+#define GACC_LAUNCH_STATS(grid, shmem, stream, ...)                            \
+  gacc_stats_kernel<<<(grid), GACC_STATS_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
 #endif
 
 enum { GACC_THREADS = 256, GACC_MAX_CHUNK = 64, GACC_SHMEM = 44 * 1024 };
@@ -72,6 +76,8 @@ struct gacc_cuda {
   int has_stream;
   int32_t chunk_frames;   /* frames per chunk, so that shared memory fits */
   size_t shmem;           /* dynamic shared memory per block */
+  int32_t stats_tile;     /* frames per tile of the stats kernel */
+  size_t stats_shmem;     /* its dynamic shared memory */
   int32_t *h_pdf_offset;  /* num_pdfs + 1 */
   /* device model */
   int32_t *d_pdf_offset;
@@ -94,7 +100,17 @@ struct gacc_cuda {
   cudaEvent_t ring_ev[GACC_RING_N];
   int ring_used[GACC_RING_N];
   unsigned ring_next;
+  /* time split, logged at VLOG[2] when freed (the service's
+   * KALDI_GPU_SERVICE_VERBOSE=2) */
+  double t_new, t_sort, t_stage, t_wait, t_fetch;
+  long n_batches, n_frames;
 };
+
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
                                   const int32_t *__restrict__ order,
@@ -157,78 +173,100 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
  * frames). Each thread owns cells of that pdf and adds frame after frame
  * as the CPU path does (acc-cpu-fast.c stats_scalar): post 0 skipped,
  * mean = fma(post, x, mean) (exact product), var fused where the profile
- * (prof: 0 plain, 1 hsw, 2 skx) fuses it. */
+ * (prof: 0 plain, 1 hsw, 2 skx) fuses it.
+ * The pdf's frames go through shared memory in tiles of `tile` frames
+ * (features and posteriors, loaded by the whole block with coalesced
+ * reads): each add then waits only for a shared-memory read, not for the
+ * two dependent global loads (order, then the feature row) it needed
+ * before; a cell's sums stay in frame order, tile after tile. */
 __global__ void gacc_stats_kernel(const int4 *__restrict__ ranges,
                                   const int32_t *__restrict__ order,
                                   const float *__restrict__ feats,
                                   const float *__restrict__ gam, int maxc,
                                   const int32_t *__restrict__ pdf_offset, int D, int prof,
-                                  double *occ, double *mean, double *var) {
+                                  int tile, double *occ, double *mean, double *var) {
+  GACC_DYN_SHARED(sh);
   const int4 r = ranges[blockIdx.x];
   const int pdf = r.x, start = r.y, len = r.z;
   const int g0 = pdf_offset[pdf], M = pdf_offset[pdf + 1] - g0, MD = M * D;
   const int fuse_to = prof == 2 ? D : prof == 1 ? (D & ~15) : 0;
-  for (int i = threadIdx.x; i < MD + M; i += blockDim.x) {
-    if (i < MD) {
-      int m = i / D, d = i - m * D;
-      size_t cell = (size_t)g0 * D + i;
-      double sm = mean[cell], sv = var[cell];
-      /* the loads do not depend on the sums: unrolled, they are issued
-       * ahead while the chain of adds runs */
-#pragma unroll 4
-      for (int f = 0; f < len; f++) {
-        double gm = (double)gam[(size_t)(start + f) * maxc + m];
-        double xd = (double)feats[(size_t)order[start + f] * D + d];
-        if (gm != 0.0) {
-          double q = xd * xd;
-          sm = fma(gm, xd, sm);
-          if (d < fuse_to) {
-            sv = fma(gm, q, sv);
-          } else {
-            double p = gm * q;
-            sv = sv + p;
+  float *xs = sh;                          /* tile x D features */
+  float *gs = sh + (size_t)tile * D;       /* tile x M posteriors */
+  for (int f0 = 0; f0 < len; f0 += tile) {
+    const int n = len - f0 < tile ? len - f0 : tile;
+    __syncthreads();  /* the previous tile is no longer read */
+    for (int i = threadIdx.x; i < n * D; i += blockDim.x) {
+      int f = i / D, d = i - f * D;
+      xs[i] = feats[(size_t)order[start + f0 + f] * D + d];
+    }
+    for (int i = threadIdx.x; i < n * M; i += blockDim.x) {
+      int f = i / M, m = i - f * M;
+      gs[i] = gam[(size_t)(start + f0 + f) * maxc + m];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < MD + M; i += blockDim.x) {
+      if (i < MD) {
+        int m = i / D, d = i - m * D;
+        size_t cell = (size_t)g0 * D + i;
+        double sm = mean[cell], sv = var[cell];
+        for (int f = 0; f < n; f++) {
+          double gm = (double)gs[f * M + m];
+          double xd = (double)xs[f * D + d];
+          if (gm != 0.0) {
+            double q = xd * xd;
+            sm = fma(gm, xd, sm);
+            if (d < fuse_to) {
+              sv = fma(gm, q, sv);
+            } else {
+              double p = gm * q;
+              sv = sv + p;
+            }
           }
         }
+        mean[cell] = sm;
+        var[cell] = sv;
+      } else {
+        int m = i - MD;
+        double so = occ[g0 + m];
+        for (int f = 0; f < n; f++) {
+          double gm = (double)gs[f * M + m];
+          if (gm != 0.0) so = so + gm;
+        }
+        occ[g0 + m] = so;
       }
-      mean[cell] = sm;
-      var[cell] = sv;
-    } else {
-      int m = i - MD;
-      double so = occ[g0 + m];
-      for (int f = 0; f < len; f++) {
-        double gm = (double)gam[(size_t)(start + f) * maxc + m];
-        if (gm != 0.0) so = so + gm;
-      }
-      occ[g0 + m] = so;
     }
   }
 }
 
 template <typename T>
-static int dev_alloc(T **p, size_t n) {
+static int dev_alloc(cudaStream_t st, T **p, size_t n) {
   *p = NULL;
-  KIO_CUDA_TRY(cudaMalloc((void **)p, (n ? n : 1) * sizeof(T)));
-  return KIO_OK;
+  return kio_cuda_dev_alloc((void **)p, (n ? n : 1) * sizeof(T), st);
 }
 
 extern "C" void gacc_cuda_free(gacc_cuda *c) {
   if (!c) return;
+  if (c->n_batches)
+    KIO_VLOG(2, "GPU accumulator: %ld batches, %ld frames; set-up %.4f s, host sort %.4f s, "
+             "staging %.4f s, waiting for the device %.4f s, fetching statistics %.4f s",
+             c->n_batches, c->n_frames, c->t_new, c->t_sort, c->t_stage, c->t_wait, c->t_fetch);
   void *dev[] = { c->d_pdf_offset, c->d_gconst, c->d_mi, c->d_iv, c->d_tacc,
                   c->d_occ, c->d_mean, c->d_var, c->d_feats, c->d_mx, c->d_sum,
                   c->d_tid, c->d_order, c->d_chunks, c->d_ranges, c->d_gam };
   if (c->has_stream) cudaStreamSynchronize(c->stream);
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-    if (dev[i]) cudaFree(dev[i]);
-  if (c->has_stream) cudaStreamDestroy(c->stream);
+    kio_cuda_dev_free(dev[i], c->stream);
   for (int i = 0; i < GACC_RING_N; i++) {
-    if (c->h_ring[i]) cudaFreeHost(c->h_ring[i]);
+    kio_cuda_host_free(c->h_ring[i], c->stream);
     if (c->ring_ev[i]) cudaEventDestroy(c->ring_ev[i]);
   }
   free(c->h_pdf_offset);
-  if (c->h_order) cudaFreeHost(c->h_order);
+  kio_cuda_host_free(c->h_order, c->stream);
   free(c->h_count);
-  if (c->h_chunks) cudaFreeHost(c->h_chunks);
-  if (c->h_ranges) cudaFreeHost(c->h_ranges);
+  kio_cuda_host_free(c->h_chunks, c->stream);
+  kio_cuda_host_free(c->h_ranges, c->stream);
+  if (c->has_stream) cudaStreamDestroy(c->stream);  /* last: the frees above use it */
+  cudaGetLastError();
   free(c);
 }
 
@@ -249,8 +287,8 @@ static int upload_model(gacc_cuda *c, const kio_am_gmm *am) {
     memcpy(mi + g0 * D, g->means_invvars, sizeof(float) * (size_t)g->num_comp * D);
     memcpy(iv + g0 * D, g->inv_vars, sizeof(float) * (size_t)g->num_comp * D);
   }
-  if (dev_alloc(&c->d_gconst, G) || dev_alloc(&c->d_mi, G * D) ||
-      dev_alloc(&c->d_iv, G * D) || dev_alloc(&c->d_pdf_offset, (size_t)c->num_pdfs + 1))
+  if (dev_alloc(c->stream, &c->d_gconst, G) || dev_alloc(c->stream, &c->d_mi, G * D) ||
+      dev_alloc(c->stream, &c->d_iv, G * D) || dev_alloc(c->stream, &c->d_pdf_offset, (size_t)c->num_pdfs + 1))
     goto done;
   /* synchronised before the host buffers are freed */
   if (cudaMemcpyAsync(c->d_gconst, gc, sizeof(float) * G, cudaMemcpyHostToDevice,
@@ -276,8 +314,8 @@ done:
 
 static int alloc_stats(gacc_cuda *c) {
   size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim, T = (size_t)c->num_tids + 1;
-  if (dev_alloc(&c->d_tacc, T) || dev_alloc(&c->d_occ, G) ||
-      dev_alloc(&c->d_mean, GD) || dev_alloc(&c->d_var, GD))
+  if (dev_alloc(c->stream, &c->d_tacc, T) || dev_alloc(c->stream, &c->d_occ, G) ||
+      dev_alloc(c->stream, &c->d_mean, GD) || dev_alloc(c->stream, &c->d_var, GD))
     return KIO_ERR;
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_tacc, 0, sizeof(double) * T, c->stream));
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_occ, 0, sizeof(double) * (G ? G : 1), c->stream));
@@ -290,6 +328,7 @@ static int alloc_stats(gacc_cuda *c) {
 extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
                              const kio_am_gmm *am) {
   *out = NULL;
+  double t0 = wall_now();
   gacc_cuda *c = (gacc_cuda *)calloc(1, sizeof *c);
   if (!c) { KIO_ERROR("Out of memory"); return KIO_ERR; }
   c->num_tids = shape->num_tids;
@@ -318,6 +357,11 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
   }
   c->chunk_frames = (int32_t)(cf > (size_t)GACC_MAX_CHUNK ? (size_t)GACC_MAX_CHUNK : cf);
   c->shmem = per_frame * (size_t)c->chunk_frames;
+  /* stats tiles: features and posteriors of up to GACC_MAX_CHUNK frames */
+  size_t per_frame_stats = sizeof(float) * ((size_t)c->dim + (size_t)c->max_comp);
+  size_t tf = GACC_SHMEM / (per_frame_stats ? per_frame_stats : 1);
+  c->stats_tile = (int32_t)(tf > (size_t)GACC_MAX_CHUNK ? (size_t)GACC_MAX_CHUNK : tf);
+  c->stats_shmem = per_frame_stats * (size_t)c->stats_tile;
   cudaError_t e = cudaGetDevice(&c->device);
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
   for (int i = 0; i < GACC_RING_N && e == cudaSuccess; i++)
@@ -330,18 +374,19 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
   c->has_stream = 1;
   c->prof = gacc_blas_profile();
   size_t np = (size_t)(c->num_pdfs > 0 ? c->num_pdfs : 1);
-  if (cudaMallocHost((void **)&c->h_ranges, sizeof(int4) * np) != cudaSuccess) {
+  if (kio_cuda_host_alloc((void **)&c->h_ranges, sizeof(int4) * np) != KIO_OK) {
     cudaGetLastError();
     c->h_ranges = NULL;
     KIO_ERROR("CUDA error allocating page-locked memory");
     gacc_cuda_free(c);
     return KIO_ERR;
   }
-  if (dev_alloc(&c->d_ranges, np) != KIO_OK || upload_model(c, am) != KIO_OK ||
+  if (dev_alloc(c->stream, &c->d_ranges, np) != KIO_OK || upload_model(c, am) != KIO_OK ||
       alloc_stats(c) != KIO_OK) {
     gacc_cuda_free(c);
     return KIO_ERR;
   }
+  c->t_new = wall_now() - t0;
   *out = c;
   return KIO_OK;
 }
@@ -350,31 +395,31 @@ static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
   if (frames > c->cap_frames) {
     size_t cap = c->cap_frames ? c->cap_frames : 8192;
     while (cap < frames) cap *= 2;
-    cudaFree(c->d_feats); cudaFree(c->d_mx); cudaFree(c->d_sum);
-    cudaFree(c->d_tid); cudaFree(c->d_order); cudaFree(c->d_gam);
+    void *old[] = {c->d_feats, c->d_mx, c->d_sum, c->d_tid, c->d_order, c->d_gam};
+    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) kio_cuda_dev_free(old[i], c->stream);
     c->d_feats = c->d_mx = c->d_sum = c->d_gam = NULL;
     c->d_tid = c->d_order = NULL;
     c->cap_frames = 0;
-    if (c->h_order) cudaFreeHost(c->h_order);
+    kio_cuda_host_free(c->h_order, c->stream);
     c->h_order = NULL;
-    KIO_CUDA_TRY(cudaMallocHost((void **)&c->h_order, sizeof(int32_t) * cap));
-    if (dev_alloc(&c->d_feats, cap * (size_t)c->dim) || dev_alloc(&c->d_mx, cap) ||
-        dev_alloc(&c->d_sum, cap) || dev_alloc(&c->d_tid, cap) ||
-        dev_alloc(&c->d_order, cap) ||
-        dev_alloc(&c->d_gam, cap * (size_t)(c->max_comp > 0 ? c->max_comp : 1)))
+    if (kio_cuda_host_alloc((void **)&c->h_order, sizeof(int32_t) * cap) != KIO_OK) return KIO_ERR;
+    if (dev_alloc(c->stream, &c->d_feats, cap * (size_t)c->dim) || dev_alloc(c->stream, &c->d_mx, cap) ||
+        dev_alloc(c->stream, &c->d_sum, cap) || dev_alloc(c->stream, &c->d_tid, cap) ||
+        dev_alloc(c->stream, &c->d_order, cap) ||
+        dev_alloc(c->stream, &c->d_gam, cap * (size_t)(c->max_comp > 0 ? c->max_comp : 1)))
       return KIO_ERR;
     c->cap_frames = cap;
   }
   if (chunks > c->cap_chunks) {
     size_t cap = c->cap_chunks ? c->cap_chunks : 1024;
     while (cap < chunks) cap *= 2;
-    cudaFree(c->d_chunks);
+    kio_cuda_dev_free(c->d_chunks, c->stream);
     c->d_chunks = NULL;
     c->cap_chunks = 0;
-    if (c->h_chunks) cudaFreeHost(c->h_chunks);
+    kio_cuda_host_free(c->h_chunks, c->stream);
     c->h_chunks = NULL;
-    KIO_CUDA_TRY(cudaMallocHost((void **)&c->h_chunks, sizeof(int4) * cap));
-    if (dev_alloc(&c->d_chunks, cap)) return KIO_ERR;
+    if (kio_cuda_host_alloc((void **)&c->h_chunks, sizeof(int4) * cap) != KIO_OK) return KIO_ERR;
+    if (dev_alloc(c->stream, &c->d_chunks, cap)) return KIO_ERR;
     c->cap_chunks = cap;
   }
   return KIO_OK;
@@ -396,10 +441,10 @@ static int upload_mats(gacc_cuda *c, const kio_matrix *mats, int n) {
     if (c->ring_used[r]) KIO_CUDA_TRY(cudaEventSynchronize(c->ring_ev[r]));
     if (bytes > c->ring_cap[r]) {  /* GACC_RING_BYTES, or one long utterance */
       size_t want = bytes > GACC_RING_BYTES ? bytes : GACC_RING_BYTES;
-      if (c->h_ring[r]) KIO_CUDA_TRY(cudaFreeHost(c->h_ring[r]));
+      kio_cuda_host_free(c->h_ring[r], c->stream);
       c->h_ring[r] = NULL;
       c->ring_cap[r] = 0;
-      KIO_CUDA_TRY(cudaMallocHost(&c->h_ring[r], want));
+      if (kio_cuda_host_alloc(&c->h_ring[r], want) != KIO_OK) return KIO_ERR;
       c->ring_cap[r] = want;
     }
     char *h = (char *)c->h_ring[r];
@@ -422,6 +467,9 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                       const kio_matrix *mats, int n_mats, const int32_t *tid,
                       const int32_t *pdf, float *mx, float *sum) {
   if (n_frames <= 0) return KIO_OK;
+  double t0 = wall_now();
+  c->n_batches++;
+  c->n_frames += n_frames;
   /* counting sort of frames by pdf; chunk count known after counting */
   memset(c->h_count, 0, sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
   for (int32_t t = 0; t < n_frames; t++) c->h_count[pdf[t] + 1]++;
@@ -447,6 +495,8 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
 
   size_t D = (size_t)c->dim;
   cudaStream_t st = c->stream;
+  double t1 = wall_now();
+  c->t_sort += t1 - t0;
   if (feats)
     KIO_CUDA_TRY(cudaMemcpyAsync(c->d_feats, feats, sizeof(float) * (size_t)n_frames * D,
                                  cudaMemcpyHostToDevice, st));
@@ -465,15 +515,18 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
       c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->prof != 2, c->max_comp, c->d_tacc,
       c->d_gam, c->d_mx, c->d_sum);
   KIO_CUDA_LAUNCHED();
-  GACC_LAUNCH_STATS(n_ranges, st, c->d_ranges, c->d_order, c->d_feats, c->d_gam,
-                    c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->d_occ, c->d_mean,
-                    c->d_var);
+  GACC_LAUNCH_STATS(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,
+                    c->d_gam, c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->stats_tile,
+                    c->d_occ, c->d_mean, c->d_var);
   KIO_CUDA_LAUNCHED();
   KIO_CUDA_TRY(cudaMemcpyAsync(mx, c->d_mx, sizeof(float) * (size_t)n_frames,
                                cudaMemcpyDeviceToHost, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(sum, c->d_sum, sizeof(float) * (size_t)n_frames,
                                cudaMemcpyDeviceToHost, st));
+  double t2 = wall_now();
+  c->t_stage += t2 - t1;
   KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  c->t_wait += wall_now() - t2;
   return KIO_OK;
 }
 
@@ -491,6 +544,7 @@ extern "C" int gacc_cuda_accumulate_mats(gacc_cuda *c, int32_t n_frames,
 }
 
 extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
+  double t0 = wall_now();
   size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
   cudaStream_t st = c->stream;
   KIO_CUDA_TRY(cudaMemcpyAsync(out->tacc, c->d_tacc,
@@ -503,6 +557,7 @@ extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   KIO_CUDA_TRY(cudaMemcpyAsync(out->var_acc, c->d_var, sizeof(double) * GD,
                                cudaMemcpyDeviceToHost, st));
   KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  c->t_fetch += wall_now() - t0;
   return KIO_OK;
 }
 
@@ -512,15 +567,9 @@ extern "C" int gacc_cuda_bind_thread(gacc_cuda *c) {
 }
 
 extern "C" int gacc_cuda_host_alloc(void **p, size_t bytes) {
-  *p = NULL;
-  if (cudaMallocHost(p, bytes ? bytes : 1) != cudaSuccess) {
-    cudaGetLastError(); /* not sticky, but keep later checks clean */
-    *p = NULL;
-    return KIO_ERR;
-  }
-  return KIO_OK;
+  return kio_cuda_host_alloc(p, bytes);  /* from the cache: no device-wide stall */
 }
 
 extern "C" void gacc_cuda_host_free(void *p) {
-  if (p) cudaFreeHost(p);
+  kio_cuda_host_free(p, 0);  /* callers free only after their work completed */
 }

@@ -61,6 +61,8 @@ int galign_cu_dev_reserve(galign_cu_buf *b, size_t bytes);
 int galign_cu_host_reserve(galign_cu_buf *b, size_t bytes);
 void galign_cu_dev_release(galign_cu_buf *b);
 void galign_cu_host_release(galign_cu_buf *b);
+/* The aligner stream the calling thread's buffer calls are ordered on. */
+void galign_cu_set_stream(cudaStream_t st);
 double galign_cu_now(void); /* monotonic seconds */
 #define GALIGN_RING_N 4     /* pinned staging buffers for features */
 #define GALIGN_CU_RESERVE(kind, buf, type, count) \

@@ -36,13 +36,17 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
       row[1 + D + d] = -0.5f * g->inv_vars[(size_t)m * D + d]; /* exact: power of 2 */
     }
   }
-  cudaError_t e = cudaMalloc(&c->d_w, sizeof(float) * wn);
-  if (e == cudaSuccess) e = cudaMemcpy(c->d_w, w, sizeof(float) * wn, cudaMemcpyHostToDevice);
+  /* On the aligner's stream, from the stream-ordered pool: in the GPU
+   * service other jobs' streams keep running meanwhile. */
+  cudaStream_t st = c->stream;
+  if (kio_cuda_dev_alloc((void **)&c->d_w, sizeof(float) * wn, st) != KIO_OK) { free(w); return KIO_ERR; }
+  cudaError_t e = cudaMemcpyAsync(c->d_w, w, sizeof(float) * wn, cudaMemcpyHostToDevice, st);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
   free(w);
   KIO_CUDA_TRY(e);
-  KIO_CUDA_TRY(cudaMalloc(&c->d_pdf_offset, sizeof(int32_t) * np1));
-  KIO_CUDA_TRY(cudaMemcpy(c->d_pdf_offset, c->h_pdf_offset, sizeof(int32_t) * np1,
-                          cudaMemcpyHostToDevice));
+  if (kio_cuda_dev_alloc((void **)&c->d_pdf_offset, sizeof(int32_t) * np1, st) != KIO_OK) return KIO_ERR;
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_pdf_offset, c->h_pdf_offset, sizeof(int32_t) * np1,
+                               cudaMemcpyHostToDevice, st));
   /* the flat model as is, for the exact kernel */
   size_t ng = (size_t)(g->num_gauss > 0 ? g->num_gauss : 1), nd = ng * (size_t)D;
   c->dgmm.dim = g->dim;
@@ -50,16 +54,19 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   c->dgmm.num_gauss = g->num_gauss;
   c->dgmm.blas_hsw = g->blas_hsw;
   c->dgmm.pdf_offset = c->d_pdf_offset;
-  KIO_CUDA_TRY(cudaMalloc(&c->dgmm.gconst, sizeof(float) * ng));
-  KIO_CUDA_TRY(cudaMalloc(&c->dgmm.means_invvars, sizeof(float) * nd));
-  KIO_CUDA_TRY(cudaMalloc(&c->dgmm.inv_vars, sizeof(float) * nd));
+  if (kio_cuda_dev_alloc((void **)&c->dgmm.gconst, sizeof(float) * ng, st) != KIO_OK ||
+      kio_cuda_dev_alloc((void **)&c->dgmm.means_invvars, sizeof(float) * nd, st) != KIO_OK ||
+      kio_cuda_dev_alloc((void **)&c->dgmm.inv_vars, sizeof(float) * nd, st) != KIO_OK)
+    return KIO_ERR;
   if (g->num_gauss > 0) {
-    KIO_CUDA_TRY(cudaMemcpy(c->dgmm.gconst, g->gconst, sizeof(float) * ng, cudaMemcpyHostToDevice));
-    KIO_CUDA_TRY(cudaMemcpy(c->dgmm.means_invvars, g->means_invvars, sizeof(float) * nd,
-                            cudaMemcpyHostToDevice));
-    KIO_CUDA_TRY(cudaMemcpy(c->dgmm.inv_vars, g->inv_vars, sizeof(float) * nd,
-                            cudaMemcpyHostToDevice));
+    KIO_CUDA_TRY(cudaMemcpyAsync(c->dgmm.gconst, g->gconst, sizeof(float) * ng,
+                                 cudaMemcpyHostToDevice, st));
+    KIO_CUDA_TRY(cudaMemcpyAsync(c->dgmm.means_invvars, g->means_invvars, sizeof(float) * nd,
+                                 cudaMemcpyHostToDevice, st));
+    KIO_CUDA_TRY(cudaMemcpyAsync(c->dgmm.inv_vars, g->inv_vars, sizeof(float) * nd,
+                                 cudaMemcpyHostToDevice, st));
   }
+  KIO_CUDA_TRY(cudaStreamSynchronize(st));
   int32_t maxc = 0;
   for (int32_t p = 0; p < g->num_pdfs; p++)
     if (g->pdf_offset[p + 1] - g->pdf_offset[p] > maxc) maxc = g->pdf_offset[p + 1] - g->pdf_offset[p];
@@ -80,6 +87,7 @@ static int galign_cuda_init(galign_cuda *c, int wait, const galign_gmm *gmm) {
   KIO_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
   c->mem_total = total_b;
   KIO_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  galign_cu_set_stream(c->stream);
   for (int i = 0; i < 4; i++) KIO_CUDA_TRY(cudaEventCreate(&c->ev[i]));
   for (int i = 0; i < GALIGN_RING_N; i++)
     KIO_CUDA_TRY(cudaEventCreateWithFlags(&c->ring_ev[i], cudaEventDisableTiming));
@@ -130,6 +138,7 @@ extern "C" int galign_cuda_new(galign_cuda **out, int wait, const galign_gmm *gm
 extern "C" void galign_cuda_free(galign_cuda *c) {
   if (!c) return;
   if (c->stream) cudaStreamSynchronize(c->stream);
+  galign_cu_set_stream(c->stream);
   galign_cu_dec_free(c);
   galign_cu_buf *dev[] = {&c->d_feats, &c->d_utt, &c->d_sel, &c->d_ucol, &c->d_wsel,
                           &c->d_xexp, &c->d_lg, &c->d_ll, &c->d_flags, &c->d_uflags,
@@ -138,13 +147,9 @@ extern "C" void galign_cuda_free(galign_cuda *c) {
                            &c->h_uflags, &c->h_tiles};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) galign_cu_dev_release(dev[i]);
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) galign_cu_host_release(host[i]);
-  if (c->d_w) cudaFree(c->d_w);
-  if (c->d_pdf_offset) cudaFree(c->d_pdf_offset);
-  if (c->dgmm.gconst) cudaFree(c->dgmm.gconst);
-  if (c->dgmm.means_invvars) cudaFree(c->dgmm.means_invvars);
-  if (c->dgmm.inv_vars) cudaFree(c->dgmm.inv_vars);
-  if (c->d_groups) cudaFree(c->d_groups);
-  if (c->d_grp_start) cudaFree(c->d_grp_start);
+  void *model[] = {c->d_w, c->d_pdf_offset, c->dgmm.gconst, c->dgmm.means_invvars,
+                   c->dgmm.inv_vars, c->d_groups, c->d_grp_start};
+  for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) kio_cuda_dev_free(model[i], c->stream);
   if (c->blas) galign_cublas()->destroy(c->blas);
   for (int i = 0; i < 4; i++)
     if (c->ev[i]) cudaEventDestroy(c->ev[i]);
@@ -255,12 +260,14 @@ static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *gra
 extern "C" int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph *const *graphs,
                                        const kio_matrix *const *feats, int want_per_frame,
                                        galign_result *results, uint8_t *redo, int *num_redo) {
+  galign_cu_set_stream(c->stream);
   return galign_cuda_run(c, n, graphs, feats, NULL, want_per_frame, results, redo, num_redo);
 }
 
 extern "C" int galign_cuda_decode(galign_cuda *c, int n, const galign_graph *const *graphs,
                                   const kio_matrix *const *loglikes, int want_per_frame,
                                   galign_result *results, uint8_t *redo, int *num_redo) {
+  galign_cu_set_stream(c->stream);
   return galign_cuda_run(c, n, graphs, NULL, loglikes, want_per_frame, results, redo, num_redo);
 }
 
@@ -268,6 +275,7 @@ extern "C" int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g,
                                     const kio_matrix *feats, kio_matrix *out) {
   const galign_graph *gs[1] = {g};
   const kio_matrix *fs[1] = {feats};
+  galign_cu_set_stream(c->stream);
   if (galign_cu_loglikes_launch(c, 1, gs, fs, NULL) != KIO_OK) {
     cudaStreamSynchronize(c->stream);
     return KIO_ERR;
@@ -281,6 +289,8 @@ extern "C" int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g,
   }
   size_t cnt = (size_t)feats->rows * g->num_pdfs_used;
   if (cnt > 0)
-    KIO_CUDA_TRY(cudaMemcpy(out->data, c->d_ll.p, sizeof(float) * cnt, cudaMemcpyDeviceToHost));
+    KIO_CUDA_TRY(cudaMemcpyAsync(out->data, c->d_ll.p, sizeof(float) * cnt,
+                                 cudaMemcpyDeviceToHost, c->stream));
+  KIO_CUDA_TRY(cudaStreamSynchronize(c->stream));
   return KIO_OK;
 }

@@ -15,19 +15,19 @@
 
 /* ---- buffers ---- */
 
+/* The stream of the aligner the calling thread works for (set by its entry
+ * points): buffers are allocated and freed in its order (cuda-util.h), so
+ * growing one never stalls the other jobs' streams in the GPU service. */
+static __thread cudaStream_t t_buf_stream;
+void galign_cu_set_stream(cudaStream_t st) { t_buf_stream = st; }
+
 int galign_cu_dev_reserve(galign_cu_buf *b, size_t bytes) {
   if (bytes <= b->cap) return KIO_OK;
   size_t want = bytes + bytes / 4; /* some slack: batches vary a little */
-  if (b->p) KIO_CUDA_TRY(cudaFree(b->p));
+  kio_cuda_dev_free(b->p, t_buf_stream);
   b->p = NULL;
   b->cap = 0;
-  cudaError_t e = cudaMalloc(&b->p, want);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    b->p = NULL;
-    KIO_ERROR("CUDA error %s: cudaMalloc of %zu bytes", cudaGetErrorString(e), want);
-    return KIO_ERR;
-  }
+  if (kio_cuda_dev_alloc(&b->p, want, t_buf_stream) != KIO_OK) return KIO_ERR;
   b->cap = want;
   return KIO_OK;
 }
@@ -35,22 +35,16 @@ int galign_cu_dev_reserve(galign_cu_buf *b, size_t bytes) {
 int galign_cu_host_reserve(galign_cu_buf *b, size_t bytes) {
   if (bytes <= b->cap) return KIO_OK;
   size_t want = bytes + bytes / 4;
-  if (b->p) KIO_CUDA_TRY(cudaFreeHost(b->p));
+  kio_cuda_host_free(b->p, t_buf_stream);
   b->p = NULL;
   b->cap = 0;
-  cudaError_t e = cudaMallocHost(&b->p, want);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    b->p = NULL;
-    KIO_ERROR("CUDA error %s: cudaMallocHost of %zu bytes", cudaGetErrorString(e), want);
-    return KIO_ERR;
-  }
+  if (kio_cuda_host_alloc(&b->p, want) != KIO_OK) return KIO_ERR;
   b->cap = want;
   return KIO_OK;
 }
 
 void galign_cu_dev_release(galign_cu_buf *b) {
-  if (b->p) cudaFree(b->p);
+  kio_cuda_dev_free(b->p, t_buf_stream);
   b->p = NULL;
   b->cap = 0;
 }
@@ -62,7 +56,7 @@ double galign_cu_now(void) {
 }
 
 void galign_cu_host_release(galign_cu_buf *b) {
-  if (b->p) cudaFreeHost(b->p);
+  kio_cuda_host_free(b->p, t_buf_stream);
   b->p = NULL;
   b->cap = 0;
 }

@@ -334,13 +334,19 @@ int galign_cu_ll_exact_upload(galign_cuda *c, const galign_gmm *g) {
       }
     }
   }
-  cudaError_t e = cudaMalloc(&c->d_groups, sizeof(float) * (size_t)(ngroups > 0 ? ngroups : 1) * gf);
-  if (e == cudaSuccess)
-    e = cudaMemcpy(c->d_groups, h, sizeof(float) * (size_t)ngroups * gf, cudaMemcpyHostToDevice);
-  if (e == cudaSuccess) e = cudaMalloc(&c->d_grp_start, sizeof(int32_t) * ((size_t)g->num_pdfs + 1));
-  if (e == cudaSuccess)
-    e = cudaMemcpy(c->d_grp_start, start, sizeof(int32_t) * ((size_t)g->num_pdfs + 1),
-                   cudaMemcpyHostToDevice);
+  cudaError_t e = cudaErrorMemoryAllocation;
+  if (kio_cuda_dev_alloc((void **)&c->d_groups,
+                         sizeof(float) * (size_t)(ngroups > 0 ? ngroups : 1) * gf,
+                         c->stream) == KIO_OK &&
+      kio_cuda_dev_alloc((void **)&c->d_grp_start,
+                         sizeof(int32_t) * ((size_t)g->num_pdfs + 1), c->stream) == KIO_OK) {
+    e = cudaMemcpyAsync(c->d_groups, h, sizeof(float) * (size_t)ngroups * gf,
+                        cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(c->d_grp_start, start, sizeof(int32_t) * ((size_t)g->num_pdfs + 1),
+                          cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+  }
   free(h);
   free(start);
   KIO_CUDA_TRY(e);

@@ -239,8 +239,10 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e, int d) {
   gacc_acc *a = NULL;
   kio_log_deferred *lines = NULL;
   char why[200] = "";
+  double t_new = now();
   kio_log_defer(&lines);
   int rc = gacc_new(&a, g.use_cpu ? "cpu" : "gpu", &e->tm, &e->am);
+  t_new = now() - t_new;
   kio_log_defer(NULL);
   if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, why);
   kio_log_discard(&lines);
@@ -271,11 +273,13 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e, int d) {
       if (kio_svc_send(s, reply, m) != KIO_OK) break;
     }
     if (g.verbose)
-      KIO_LOG("acc connection: %d requests, %.3f s accumulating, %.3f s connected", served,
-              busy, now() - t0);
+      KIO_LOG("acc connection: %d requests, %.3f s setting up, %.3f s accumulating, %.3f s "
+              "connected", served, t_new, busy, now() - t0);
   }
   gacc_serve_free(sv);
+  double t_free = now();
   gacc_free(a);
+  if (g.verbose) KIO_LOG("acc connection: %.3f s freeing the accumulator", now() - t_free);
 }
 
 static void *conn_main(void *arg) {
@@ -407,6 +411,7 @@ int gsvc_serve(const gsvc_config *cfg) {
       snprintf(g.dev_desc[d], sizeof g.dev_desc[d], "%s", g.desc);
     }
   } else {
+    kio_cuda_prefer_blocking_sync();  /* leave the cores to the jobs */
     start_devices();
   }
   for (int d = 0; d < g.ndev && g.ndev > 1; d++) {

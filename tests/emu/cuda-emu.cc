@@ -267,9 +267,19 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
   return CUBLAS_STATUS_SUCCESS;
 }
 
+int kio_cuda_dev_alloc(void **p, size_t bytes, cudaStream_t stream) {
+  (void)stream;
+  return cudaMalloc(p, bytes) == cudaSuccess ? KIO_OK : KIO_ERR;
+}
+void kio_cuda_dev_free(void *p, cudaStream_t stream) { (void)stream; free(p); }
+int kio_cuda_host_alloc(void **p, size_t bytes) {
+  return cudaMalloc(p, bytes) == cudaSuccess ? KIO_OK : KIO_ERR;
+}
+void kio_cuda_host_free(void *p, cudaStream_t stream) { (void)stream; free(p); }
 int kio_cuda_device_count(void) { return 1; }
 int kio_cuda_debug_sync(void) { return 0; }
 void kio_cuda_warm_up(void) {}
+void kio_cuda_prefer_blocking_sync(void) {}
 int kio_cuda_select(int wait, char *desc, int desc_len) {
   (void)wait;
   if (desc) snprintf(desc, desc_len, "host emulation of a CUDA device");
