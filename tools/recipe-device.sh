@@ -25,6 +25,7 @@
 #            runs `INPUT_DIR=/tmp/recipe-device/in, OUT_DIR=/tmp/recipe-device/out` under
 #            setsid nohup and returns at once)
 #   device:  tools/recipe-device.sh poll         (prints progress; copies OUT_DIR's files to $OUT)
+#   device:  tools/recipe-device.sh wait SECONDS (until finished or SECONDS pass, then poll)
 #   device:  tools/recipe-device.sh models       (both sides' tri2/tri3 models into $OUT, in parts)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,6 +70,12 @@ case ${1:-} in
        \( -name 'final.*' -o -name tree -o -name '*_opts' -o -name 'phones.txt' -o -name num_jobs \
           -o -name 'final.mat' -o -name 'full.mat' \) -print0 | tar --null -h -cJf - -T -) | split -b 15M -d - "$OUT/models.part."
     ls -l "$OUT"/models.part.*; exit 0 ;;
+  wait)
+    # wait SECONDS: until the run finishes or SECONDS pass, then poll.
+    [ $# -eq 2 ] || { echo "usage: $0 wait SECONDS" >&2; exit 1; }
+    end=$((SECONDS + $2))
+    while [ $SECONDS -lt $end ] && [ ! -f "$base/out/status" ]; do sleep 5; done
+    exec "$0" poll ;;
   poll)
     o=$base/out
     tail -n 30 "$o/progress.log" 2>/dev/null; tail -n 5 "$base/nohup.log" 2>/dev/null
@@ -117,7 +124,9 @@ for side in $sides; do
   r=${PIPESTATUS[0]}
   say "side $side: exit $r"
   e=$work/synth-s5/exp_$side
-  for f in stage_times run_info results; do [ -f "$e/$f" ] && cp "$e/$f" "$out/$f.$side"; done
+  for f in stage_times stage_spans run_info results prog_times prog_times.md; do
+    [ -f "$e/$f" ] && cp "$e/$f" "$out/$f.$side"
+  done
   [ "$r" = 0 ] || { rc=1; tail -n 20 "$out/run.$side.log" | tee -a "$p"; break; }
 done
 if [ -d "$work/synth-s5/exp_kaldi" ] && [ -d "$work/synth-s5/exp_ours" ]; then

@@ -30,6 +30,9 @@
 # Two runs (e.g. Kaldi side, then ours) may share one corpus copy with
 # different --exp dirs, one after the other: data/ (its split dirs, the mono
 # subset) is shared and written on first use, so never run them at once.
+# RECIPE_TIME_PROGRAMS=1 (environment): time every program call
+# (tools/time-shim.sh) and write EXP/prog_times.md, per stage and program;
+# our programs also get --verbose=1 (their "Time: ..." split in the job logs).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
@@ -125,6 +128,21 @@ done
   done
 } >"$exp/run_info"
 sed 's/^/run.sh: /' "$exp/run_info"
+# Profiling (tools/time-shim.sh): every program of every stage timed into
+# EXP/prog_times; the report is EXP/prog_times.md. Costs a bash start per call.
+if [ "${RECIPE_TIME_PROGRAMS:-0}" = 1 ]; then
+  shim_dirs="${KALDI_BUNDLE:+$KALDI_BUNDLE/bin}"
+  [ -n "${KALDI_BUNDLE:-}" ] || shim_dirs="$KALDI_ROOT/src/bin $KALDI_ROOT/src/fstbin $KALDI_ROOT/src/gmmbin $KALDI_ROOT/src/featbin $KALDI_ROOT/src/latbin"
+  [ $kaldi_only = true ] || shim_dirs="$shim_dirs $GPU_BIN"
+  rm -rf "$exp/time-shim"
+  # shellcheck disable=SC2086  # a list of dirs
+  TIME_SHIM_VERBOSE_DIR=${GPU_BIN:-} "$top/tools/time-shim.sh" make "$exp/time-shim" "$exp/prog_times" $shim_dirs
+  # The steps scripts source path.sh again, which puts GPU_BIN first: so
+  # the shims go there (they run the real programs by absolute path).
+  GPU_BIN=$exp/time-shim; export GPU_BIN
+  export PATH=$exp/time-shim:$PATH
+  echo "run.sh: timing every program into $exp/prog_times"
+fi
 
 # ---- stages ----
 log=$exp/run.log
@@ -142,6 +160,8 @@ run_stage() {  # name command...  (runs if its number is in [stage, stop_stage])
   fi
   t1=$(now)
   s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
+  { grep -v "^$name " "$exp/stage_spans" 2>/dev/null || true; echo "$name $t0 $t1"; } >"$exp/stage_spans.new"
+  mv "$exp/stage_spans.new" "$exp/stage_spans"
   { grep -v "^$name " "$exp/stage_times" 2>/dev/null || true; echo "$name $s"; } >"$exp/stage_times.new"
   mv "$exp/stage_times.new" "$exp/stage_times"
   echo "run.sh: stage $n $name done in $s s" | tee -a "$log"
@@ -181,5 +201,9 @@ run_stage tri3_graph utils/mkgraph.sh data/lang_test "$exp/tri3" "$exp/tri3/grap
 run_stage tri3_decode steps/decode_fmllr.sh --nj "$njd" --cmd run.pl "$exp/tri3/graph" data/test "$exp/tri3/decode"
 run_stage results results
 [ $stop_stage -lt 12 ] || sed 's/^/run.sh: WER /' "$exp/results"
+if [ "${RECIPE_TIME_PROGRAMS:-0}" = 1 ] && [ -f "$exp/prog_times" ]; then
+  "$top/tools/time-shim.sh" report "$exp/prog_times" "$exp/stage_spans" >"$exp/prog_times.md" || true
+  echo "run.sh: where the time went: $exp/prog_times.md"
+fi
 echo "run.sh: done; $exp/stage_times:"
 sed 's/^/  /' "$exp/stage_times" 2>/dev/null || true
