@@ -34,7 +34,8 @@ for s in $steps; do
         printf '#!/bin/sh\nexec compute-sanitizer --tool memcheck --log-file %s/memcheck.log %s "$@"\n' \
           "$svcdir" "$PWD/../../gmmbin-gpu/kaldi-gpu-service" > "$svcdir/wrap.sh"; chmod +x "$svcdir/wrap.sh"
         export KALDI_GPU_SERVICE_DIR=$svcdir/run KALDI_GPU_SERVICE_BIN=$svcdir/wrap.sh KALDI_GPU_SERVICE_IDLE=3
-        ../../gmmbin-gpu/gmm-align-compiled --use-gpu=yes --beam=10 --retry-beam=40 models/mono/final.mdl \
+        ../../gmmbin-gpu/gmm-align-compiled --use-gpu=yes \
+          --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40 models/mono/final.mdl \
           'ark:gunzip -c graphs/mono.fsts.gz|' ark:noisy/delta.ark ark:/tmp/san2.ali 2>&1 | grep -E 'Using GPU|not usable|Done'
         ../../gmmbin-gpu/gmm-acc-stats-ali --use-gpu=yes models/tri2/final.mdl ark:feats/lda.ark \
           ark:kaldi/tri2/ali.ark /tmp/san2.acc 2>&1 | grep -E 'Accumulating on|not usable|Done'
