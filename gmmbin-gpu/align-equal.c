@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "../base/fst.h"
-#include "../base/cpu-share.h"
 #include "../base/io.h"
 #include "../base/log.h"
 #include "../base/matrix.h"
@@ -117,8 +116,7 @@ int main(int argc, char **argv) {
       w->v = v;
       w->n = t->n;
     }
-    if (tgraph_compile(gc, njobs, words, TGRAPH_CSR,
-                       num_threads > 0 ? num_threads : kio_cpu_share(0), graphs) != KIO_OK)
+    if (tgraph_compile(gc, njobs, words, TGRAPH_CSR, num_threads, graphs) != KIO_OK)
       goto fatal_exit;
     for (int i = 0; i < n; i++) {
       const char *key = u[i].key;

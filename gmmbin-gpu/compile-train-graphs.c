@@ -43,10 +43,9 @@ typedef struct {
 static void *compile_batch(void *arg) {
   batch *b = arg;
   kio_log_defer(&b->log);
-  /* Default: this process's share of the cores, counted again per batch
-   * (the recipe's other jobs may start after us or finish before us). */
-  int nt = b->threads > 0 ? b->threads : kio_cpu_share(0);
-  b->rc = tgraph_compile(b->gc, b->n, b->words, b->what, nt, b->graphs);
+  /* threads <= 0: tgraph_compile takes this process's share of the cores,
+   * counted per batch (the recipe's other jobs start and finish around us). */
+  b->rc = tgraph_compile(b->gc, b->n, b->words, b->what, b->threads, b->graphs);
   kio_log_defer(NULL);
   return NULL;
 }

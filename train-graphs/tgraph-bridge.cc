@@ -24,6 +24,7 @@
 
 #include <fst/fstlib.h>
 
+#include "../base/cpu-share.h"
 #include "../base/fst-bridge.h"
 #include "../base/io.h"
 #include "../base/log.h"
@@ -214,11 +215,6 @@ void tgraph_opts_default(tgraph_opts *o) {
   o->max_states = 0;
 }
 
-int tgraph_num_cores(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
-}
-
 int tgraph_create(tgraph_compiler **out, const kio_tmodel *tm, const kio_ctx_dep *tree,
                   const char *lex_rx, const int32_t *disambig, int32_t num_disambig,
                   const tgraph_opts *opts) {
@@ -297,7 +293,7 @@ void tgraph_graph_free(tgraph_graph *g) {
 int tgraph_compile(tgraph_compiler *c, int n, const kio_int_vec *words, int what,
                    int num_threads, tgraph_graph *out) {
   if (n <= 0) return KIO_OK;
-  if (num_threads <= 0) num_threads = tgraph_num_cores();
+  if (num_threads <= 0) num_threads = kio_cpu_share(0);
   if (num_threads > n) num_threads = n;
   std::vector<Failure> fails(n);
   std::vector<char> ok(n, 1);

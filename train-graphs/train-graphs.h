@@ -58,8 +58,8 @@ void tgraph_graph_free(tgraph_graph *g);
 enum { TGRAPH_BYTES = 1, TGRAPH_CSR = 2 };
 
 /* Compiles n transcripts (word-id vectors) on num_threads threads (<= 0:
- * all online cores), out[0..n-1] in input order. On a failure (what Kaldi
- * dies of: a word the lexicon lacks, a non-determinizable graph, a tree that
+ * this process's share of the online cores, base/cpu-share.h), out[0..n-1]
+ * in input order. On a failure (what Kaldi dies of: a word the lexicon lacks, a non-determinizable graph, a tree that
  * cannot answer) logs Kaldi's ERROR / ASSERTION_FAILED line for the first
  * failing utterance in input order and returns KIO_ERR. */
 int tgraph_compile(tgraph_compiler *c, int n, const kio_int_vec *words, int what,
@@ -84,9 +84,6 @@ int tgraph_read_disambig(const char *rx, const char *prog_file, int line, int32_
  * tunables that suit graph compilation (unless GLIBC_TUNABLES or
  * TGRAPH_NO_TUNE is set). Returns only if nothing was done. */
 void tgraph_tune_malloc(char **argv);
-
-/* Number of online cores. */
-int tgraph_num_cores(void);
 
 #ifdef __cplusplus
 }
