@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static char g_program[256];
 static atomic_int g_verbose;
@@ -224,4 +225,10 @@ const char *kio_fmt_g(char *buf, double v) {
   else if (isinf(v)) strcpy(buf, v < 0 ? "-inf" : "inf");
   else snprintf(buf, 32, "%g", v);
   return buf;
+}
+
+double kio_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

@@ -86,6 +86,9 @@ void kio_clear_error(void);
  * digits; "inf", "-inf", "nan", "-nan"), into buf (>= 32 bytes). */
 const char *kio_fmt_g(char *buf, double v);
 
+/* Monotonic clock in seconds, for the timing lines (VLOG) and time splits. */
+double kio_now_s(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,12 +56,6 @@ typedef struct {
 /* Kaldi's fatal error: the ERROR line is out; outputs abandoned, exit 255. */
 static int fatal(void) { kio_fatal_exit(); }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static item *batch_add(batch *b, const char *key) {
   if (b->n == b->cap) {
     int cap = b->cap ? 2 * b->cap : 64;
@@ -115,17 +109,17 @@ static int batch_start(state *st, batch *b) {
     b->utt_item[i] = nu++;
   }
   b->nu = nu;
-  double t0 = now_s();
+  double t0 = kio_now_s();
   int rc = nu > 0 ? gacc_accumulate_batch_start(st->acc, nu, b->utts, b->res) : KIO_OK;
-  st->t_acc += now_s() - t0;
+  st->t_acc += kio_now_s() - t0;
   return rc;
 }
 
 /* Waits for the batch's results, then prints its messages in order. */
 static int batch_finish(state *st, batch *b) {
-  double t0 = now_s();
+  double t0 = kio_now_s();
   int rc = b->nu > 0 ? gacc_wait(st->acc) : KIO_OK;
-  st->t_acc += now_s() - t0;
+  st->t_acc += kio_now_s() - t0;
   if (rc != KIO_OK) return KIO_ERR;
   char buf[32];
   for (int i = 0; i < b->n; i++) {
@@ -286,7 +280,7 @@ int main(int argc, char *argv[]) {
   const char *model_in = kio_opts_arg(po, 1), *feature_rspecifier = kio_opts_arg(po, 2),
              *ali_rspecifier = kio_opts_arg(po, 3), *accs_wxfilename = kio_opts_arg(po, 4);
 
-  double t_start = now_s();
+  double t_start = kio_now_s();
   kio_tmodel tm;
   kio_am_gmm am;
   memset(&tm, 0, sizeof tm);
@@ -309,10 +303,10 @@ int main(int argc, char *argv[]) {
   double t_setup = 0;
 #define CHOOSE(ended)                                                       \
   do {                                                                      \
-    double t_c = now_s();                                                   \
+    double t_c = kio_now_s();                                                   \
     if (choose_acc(&st, mode, &tm, &am, b, (ended)) != KIO_OK) return fatal(); \
     gpu = gacc_is_gpu(st.acc);                                              \
-    t_setup = now_s() - t_c;                                                \
+    t_setup = kio_now_s() - t_c;                                                \
   } while (0)
   batch bufs[2];
   memset(bufs, 0, sizeof bufs);
@@ -369,7 +363,7 @@ int main(int argc, char *argv[]) {
     return fatal();
 
   KIO_VLOG(1, "Time: setup (model, accumulator) %.3f s, %.3f s in the accumulator (waiting "
-           "for it, on the GPU), %.3f s in all", t_setup, st.t_acc, now_s() - t_start);
+           "for it, on the GPU), %.3f s in all", t_setup, st.t_acc, kio_now_s() - t_start);
   char buf[32];
   KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, LINE_DONE, "Done %d files, %d with errors.",
              (int)st.num_done, (int)st.num_err);

@@ -106,12 +106,6 @@ struct gacc_cuda {
   long n_batches, n_frames;
 };
 
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
                                   const int32_t *__restrict__ order,
                                   const float *__restrict__ feats,
@@ -328,7 +322,7 @@ static int alloc_stats(gacc_cuda *c) {
 extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
                              const kio_am_gmm *am) {
   *out = NULL;
-  double t0 = wall_now();
+  double t0 = kio_now_s();
   gacc_cuda *c = (gacc_cuda *)calloc(1, sizeof *c);
   if (!c) { KIO_ERROR("Out of memory"); return KIO_ERR; }
   c->num_tids = shape->num_tids;
@@ -374,19 +368,13 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
   c->has_stream = 1;
   c->prof = gacc_blas_profile();
   size_t np = (size_t)(c->num_pdfs > 0 ? c->num_pdfs : 1);
-  if (kio_cuda_host_alloc((void **)&c->h_ranges, sizeof(int4) * np) != KIO_OK) {
-    cudaGetLastError();
-    c->h_ranges = NULL;
-    KIO_ERROR("CUDA error allocating page-locked memory");
-    gacc_cuda_free(c);
-    return KIO_ERR;
-  }
-  if (dev_alloc(c->stream, &c->d_ranges, np) != KIO_OK || upload_model(c, am) != KIO_OK ||
+  if (kio_cuda_host_alloc((void **)&c->h_ranges, sizeof(int4) * np) != KIO_OK ||  /* logs */
+      dev_alloc(c->stream, &c->d_ranges, np) != KIO_OK || upload_model(c, am) != KIO_OK ||
       alloc_stats(c) != KIO_OK) {
     gacc_cuda_free(c);
     return KIO_ERR;
   }
-  c->t_new = wall_now() - t0;
+  c->t_new = kio_now_s() - t0;
   *out = c;
   return KIO_OK;
 }
@@ -467,7 +455,7 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                       const kio_matrix *mats, int n_mats, const int32_t *tid,
                       const int32_t *pdf, float *mx, float *sum) {
   if (n_frames <= 0) return KIO_OK;
-  double t0 = wall_now();
+  double t0 = kio_now_s();
   c->n_batches++;
   c->n_frames += n_frames;
   /* counting sort of frames by pdf; chunk count known after counting */
@@ -495,7 +483,7 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
 
   size_t D = (size_t)c->dim;
   cudaStream_t st = c->stream;
-  double t1 = wall_now();
+  double t1 = kio_now_s();
   c->t_sort += t1 - t0;
   if (feats)
     KIO_CUDA_TRY(cudaMemcpyAsync(c->d_feats, feats, sizeof(float) * (size_t)n_frames * D,
@@ -523,10 +511,10 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                                cudaMemcpyDeviceToHost, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(sum, c->d_sum, sizeof(float) * (size_t)n_frames,
                                cudaMemcpyDeviceToHost, st));
-  double t2 = wall_now();
+  double t2 = kio_now_s();
   c->t_stage += t2 - t1;
   KIO_CUDA_TRY(cudaStreamSynchronize(st));
-  c->t_wait += wall_now() - t2;
+  c->t_wait += kio_now_s() - t2;
   return KIO_OK;
 }
 
@@ -544,7 +532,7 @@ extern "C" int gacc_cuda_accumulate_mats(gacc_cuda *c, int32_t n_frames,
 }
 
 extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
-  double t0 = wall_now();
+  double t0 = kio_now_s();
   size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
   cudaStream_t st = c->stream;
   KIO_CUDA_TRY(cudaMemcpyAsync(out->tacc, c->d_tacc,
@@ -557,7 +545,7 @@ extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   KIO_CUDA_TRY(cudaMemcpyAsync(out->var_acc, c->d_var, sizeof(double) * GD,
                                cudaMemcpyDeviceToHost, st));
   KIO_CUDA_TRY(cudaStreamSynchronize(st));
-  c->t_fetch += wall_now() - t0;
+  c->t_fetch += kio_now_s() - t0;
   return KIO_OK;
 }
 

@@ -63,7 +63,6 @@ void galign_cu_dev_release(galign_cu_buf *b);
 void galign_cu_host_release(galign_cu_buf *b);
 /* The aligner stream the calling thread's buffer calls are ordered on. */
 void galign_cu_set_stream(cudaStream_t st);
-double galign_cu_now(void); /* monotonic seconds */
 #define GALIGN_RING_N 4     /* pinned staging buffers for features */
 #define GALIGN_CU_RESERVE(kind, buf, type, count) \
   do { if (galign_cu_##kind##_reserve(&(buf), sizeof(type) * (size_t)(count)) != KIO_OK) return KIO_ERR; } while (0)

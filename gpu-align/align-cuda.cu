@@ -201,12 +201,6 @@ int galign_cu_accum_times(galign_cuda *c, int dec_pass) {
   return KIO_OK;
 }
 
-static double galign_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Frames per device batch: bounds the likelihood and workspace memory.
  * $KIO_GALIGN_BATCH_FRAMES overrides (debugging, memory-tight devices). */
 static int64_t galign_max_batch_frames(const galign_cuda *c) {
@@ -229,7 +223,7 @@ static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *gra
     return KIO_ERR;
   }
   const int64_t max_frames = galign_max_batch_frames(c);
-  const double t0 = galign_now();
+  const double t0 = kio_now_s();
   const int max_utts = 1 << 20;
   int done = 0;
   while (done < n) {
@@ -253,7 +247,7 @@ static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *gra
     if (num_redo) *num_redo += nr;
     done += m;
   }
-  c->t_wall += galign_now() - t0;
+  c->t_wall += kio_now_s() - t0;
   return KIO_OK;
 }
 

@@ -113,12 +113,6 @@ typedef struct gitem {
   event_list lines;
 } gitem;
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---------------- graph queue ---------------- */
 
 /* Produces item number p->gq_tail (the caller has room for it): advances the
@@ -285,7 +279,7 @@ static void read_batch(galign_pipeline *p, batch *b) {
   b->fatal = 0;
   b->prepped = 0;
   t_capture = &b->events;
-  double t0 = now(), t1;
+  double t0 = kio_now_s(), t1;
   int min_n = p->cfg.batch_size < DYN_MIN ? p->cfg.batch_size : DYN_MIN;
   while (!b->fatal && b->nslots < p->cfg.batch_size &&
          !(b->nslots >= min_n && worker_idle(p)) && !gs_done(p)) {
@@ -300,9 +294,9 @@ static void read_batch(galign_pipeline *p, batch *b) {
     }
     const char *key = gs_key(p);
     if (!s) { KIO_ERROR("Out of memory reading utterance %s", key); b->fatal = 1; break; }
-    t1 = now();
+    t1 = kio_now_s();
     int same = gs_next_same(p, key);  /* waits for the graph thread */
-    double t2 = now();
+    double t2 = kio_now_s();
     p->t_graphs += t2 - t1;
     int has = kio_ra_has_key(p->feats, key), got = 0;
     if (has == 1) {
@@ -315,7 +309,7 @@ static void read_batch(galign_pipeline *p, batch *b) {
       }
       got = rc == KIO_OK;
     }
-    p->t_feats += now() - t2;
+    p->t_feats += kio_now_s() - t2;
     if (!has) {
       p->n.num_err++;
       KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 103, "No features for utterance %s", key);
@@ -336,11 +330,11 @@ static void read_batch(galign_pipeline *p, batch *b) {
         if (galign_ev_push(&b->events, e) != 0) { KIO_ERROR("Out of memory"); b->fatal = 1; break; }
       }
     }
-    t1 = now();
+    t1 = kio_now_s();
     gs_next(p);
-    p->t_graphs += now() - t1;
+    p->t_graphs += kio_now_s() - t1;
   }
-  p->t_read += now() - t0;
+  p->t_read += kio_now_s() - t0;
   t_capture = NULL;
 }
 
@@ -391,9 +385,9 @@ static void prep_batch(galign_pipeline *p, batch *b) {
 static void *align_main(void *arg) {
   galign_pipeline *p = arg;
   batch *b = p->wb;
-  double t0 = now();
+  double t0 = kio_now_s();
   if (!b->prepped) prep_batch(p, b);
-  double t1 = now();
+  double t1 = kio_now_s();
   p->t_prep += t1 - t0;
   /* Utterances after a failed preparation are never reached (Kaldi dies
    * there); with beams that make no sense nothing is aligned. */
@@ -414,7 +408,7 @@ static void *align_main(void *arg) {
                                      p->want_per_frame, b->res);
   g_align_capture = NULL;
   t_capture = NULL;
-  p->t_align += now() - t1;
+  p->t_align += kio_now_s() - t1;
   atomic_store(&p->wb_done, 1);
   return NULL;
 }
@@ -564,7 +558,7 @@ static int emit_batch(galign_pipeline *p, batch *b) {
     p->n.num_done++;
     p->n.tot_like += r->like;
     p->n.frame_count += s->feats.rows;
-    double t0 = now();
+    double t0 = kio_now_s();
     kio_int_vec ali = {s->feats.rows, r->ali};
     kio_vector v = {s->feats.rows, r->per_frame, (size_t)s->feats.rows};
     if ((p->ali && kio_writer_write(p->ali, s->key, &ali) != KIO_OK) ||
@@ -573,13 +567,13 @@ static int emit_batch(galign_pipeline *p, batch *b) {
       rc = KIO_ERR;
       goto done;
     }
-    p->t_write += now() - t0;
+    p->t_write += kio_now_s() - t0;
     b->utts[nutt++] = (galign_pipeline_utt){s->key, &s->feats, r};
   }
   if (p->hook && nutt > 0) {
-    double t0 = now();
+    double t0 = kio_now_s();
     rc = p->hook(p->user, nutt, b->utts);
-    p->t_hook += now() - t0;
+    p->t_hook += kio_now_s() - t0;
   }
   if (b->fatal) rc = KIO_ERR;  /* reading failed after these utterances */
 done:
@@ -594,7 +588,7 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
   galign_pipeline *p = calloc(1, sizeof *p);
   *out = p;
   if (!p) { KIO_ERROR("Out of memory"); return KIO_ERR; }
-  p->t_start = now();
+  p->t_start = kio_now_s();
   p->cfg = *cfg;
   if (!p->cfg.scores_wspecifier) p->cfg.scores_wspecifier = "";
   if (!p->cfg.per_frame_wspecifier) p->cfg.per_frame_wspecifier = "";
@@ -643,7 +637,7 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
   galign_ev_replay(&open_lines);
   galign_ev_free(&open_lines);
   if (init_rc != KIO_OK || !open_ok) { stop(p); return KIO_ERR; }
-  p->t_setup = now() - p->t_start - p->t_read;  /* the first batch overlapped it */
+  p->t_setup = kio_now_s() - p->t_start - p->t_read;  /* the first batch overlapped it */
   return KIO_OK;
 }
 
@@ -665,10 +659,10 @@ int galign_pipeline_run(galign_pipeline *p, galign_pipeline_hook hook, void *use
     if (more && !next->fatal && p->running && !atomic_load(&p->wb_done)) {
       /* The worker is still busy: prepare next's graphs here, so that the
        * worker goes from cur's alignment straight to next's. */
-      double t0 = now();
+      double t0 = kio_now_s();
       prep_batch(p, next);
       next->prepped = 1;
-      p->t_prep_main += now() - t0;
+      p->t_prep_main += kio_now_s() - t0;
     }
     align_wait(p);
     if (more && cur->align_rc == KIO_OK && !next->fatal) {
@@ -706,7 +700,7 @@ void galign_pipeline_log_summary(const galign_pipeline *p) {
              gpu ? ", GPU" : "", p->t_setup, p->t_read, p->t_graphs, p->t_feats,
              p->t_prep + p->t_prep_main,
              p->t_align, gpu ? "GPU" : "CPU", st.loglike_s, st.viterbi_s, st.backtrace_s,
-             st.copy_s, p->t_write, hook, now() - p->t_start);
+             st.copy_s, p->t_write, hook, kio_now_s() - p->t_start);
   }
   if (p->cfg.margin_mode) galign_margin_log(p->cfg.margin, &p->mc);
   char buf[32];

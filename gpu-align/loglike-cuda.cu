@@ -49,12 +49,6 @@ void galign_cu_dev_release(galign_cu_buf *b) {
   b->cap = 0;
 }
 
-double galign_cu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void galign_cu_host_release(galign_cu_buf *b) {
   kio_cuda_host_free(b->p, t_buf_stream);
   b->p = NULL;
@@ -354,9 +348,9 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
     const int r = c->ring_next++ % GALIGN_RING_N;
     if (c->ring_used[r]) KIO_CUDA_TRY(cudaEventSynchronize(c->ring_ev[r]));
     GALIGN_CU_RESERVE(host, c->h_ring[r], char, bytes);
-    const double t0 = galign_cu_now();
+    const double t0 = kio_now_s();
     galign_stage_copy(c, utt, feats, g0, g1, (char *)c->h_ring[r].p);
-    c->t_stage += galign_cu_now() - t0;
+    c->t_stage += kio_now_s() - t0;
     KIO_CUDA_TRY(cudaMemcpyAsync((float *)c->d_feats.p + (size_t)utt[g0].frame_off * c->dim,
                                  c->h_ring[r].p, bytes, cudaMemcpyHostToDevice, st));
     KIO_CUDA_TRY(cudaEventRecord(c->ring_ev[r], st));

@@ -22,12 +22,6 @@ struct galign_cpu_ws {
   double t_ll, t_vit, t_bt;        /* seconds in each phase (galign_cpu_ws_times) */
 };
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 galign_cpu_ws *galign_cpu_ws_new(void) {
   galign_cpu_ws *w = calloc(1, sizeof *w);
   return w;
@@ -156,7 +150,7 @@ static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_cor
     GALIGN_CORE_FOR_NEEDED(c, cg, k, {
       if (!dn[k]) {
         if (!have_x2) {
-          tl = now();
+          tl = kio_now_s();
           for (int32_t d = 0; d < D; d++) w->x2[d] = x[d] * x[d];
           have_x2 = 1;
         }
@@ -166,7 +160,7 @@ static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_cor
         dn[k] = 1;
       }
     });
-    if (have_x2) w->t_ll += now() - tl;
+    if (have_x2) w->t_ll += kio_now_s() - tl;
     if (bad) {
       snprintf(err, errlen, "Invalid answer (overflow or invalid variances/features?)");
       galign_core_clear_list(c);
@@ -248,13 +242,13 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
     c->hash_size = 1000;
     r->retried = 0;
     /* Viterbi time: the passes less the likelihoods computed inside them. */
-    double tp = now(), ll0 = w->t_ll;
+    double tp = kio_now_s(), ll0 = w->t_ll;
     int st = decode_pass(w, gmm, &cg, g, feats, o->beam, o->acoustic_scale, err, errlen);
     if (st == GALIGN_CORE_OK && !galign_core_reached_final(c, &cg) && o->retry_beam != 0.0f) {
       r->retried = 1;
       st = decode_pass(w, gmm, &cg, g, feats, o->retry_beam, o->acoustic_scale, err, errlen);
     }
-    double tf = now();
+    double tf = kio_now_s();
     w->t_vit += tf - tp - (w->t_ll - ll0);
     if (st < 0) return KIO_ERR;
     if (st == GALIGN_CORE_OK && banded && !galign_core_reached_final(c, &cg)) {
@@ -274,7 +268,7 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
       galign_core_out out;
       st = galign_core_finish(c, &cg, T, o->acoustic_scale, r->ali,
                               want_per_frame ? r->per_frame : NULL, &out);
-      w->t_bt += now() - tf;
+      w->t_bt += kio_now_s() - tf;
       if (st == GALIGN_CORE_BADPATH) {
         snprintf(err, errlen, "Best path does not have %d emitting arcs (bug)", T);
         return KIO_ERR;

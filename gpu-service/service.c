@@ -61,12 +61,6 @@ static struct {
   volatile sig_atomic_t stop;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void on_signal(int sig) {
   (void)sig;
   g.stop = 1;
@@ -120,14 +114,14 @@ static model_entry *model_get(const void *bytes, size_t len) {
 static void model_put(model_entry *e) {
   pthread_mutex_lock(&g.mu);
   e->refs--;
-  e->last_used = now();
+  e->last_used = kio_now_s();
   pthread_mutex_unlock(&g.mu);
 }
 
 /* Frees models no connection has used for idle_s (with their pools). */
 static void evict(double idle_s) {
   pthread_mutex_lock(&g.mu);
-  double t = now();
+  double t = kio_now_s();
   for (model_entry **pp = &g.models; *pp;) {
     model_entry *e = *pp;
     if (e->refs == 0 && t - e->last_used > idle_s) {
@@ -216,20 +210,20 @@ static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opt
   }
   kio_msg_reader rd;
   int served = 0;
-  double t0 = now(), busy = 0;
+  double t0 = kio_now_s(), busy = 0;
   while ((!g.drop_after || served++ < g.drop_after) &&
          kio_svc_recv(s, KIO_SVC_ALIGN, NULL, &rd) == KIO_OK) {
-    double t1 = now();
+    double t1 = kio_now_s();
     if (galign_serve_align(sv, a, &rd, m) != KIO_OK) {
       KIO_WARN("Malformed alignment request; closing the connection");
       break;
     }
-    busy += now() - t1;
+    busy += kio_now_s() - t1;
     if (kio_svc_send(s, KIO_SVC_ALIGNED, m) != KIO_OK) break;
   }
   if (g.verbose)
     KIO_LOG("align connection: %d batches, %.3f s aligning, %.3f s connected", served,
-            busy, now() - t0);
+            busy, kio_now_s() - t0);
   galign_serve_free(sv);
   pool_put(e, o, d, a);  /* an aligner keeps no state between batches */
 }
@@ -239,10 +233,10 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e, int d) {
   gacc_acc *a = NULL;
   kio_log_deferred *lines = NULL;
   char why[200] = "";
-  double t_new = now();
+  double t_new = kio_now_s();
   kio_log_defer(&lines);
   int rc = gacc_new(&a, g.use_cpu ? "cpu" : "gpu", &e->tm, &e->am);
-  t_new = now() - t_new;
+  t_new = kio_now_s() - t_new;
   kio_log_defer(NULL);
   if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, why);
   kio_log_discard(&lines);
@@ -255,11 +249,11 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e, int d) {
     kio_msg_reader rd;
     uint32_t type;
     int served = 0;
-    double t0 = now(), busy = 0;
+    double t0 = kio_now_s(), busy = 0;
     while ((!g.drop_after || served++ < g.drop_after) &&
            kio_svc_recv(s, 0, &type, &rd) == KIO_OK) {
       uint32_t reply;
-      double t1 = now();
+      double t1 = kio_now_s();
       if (type == KIO_SVC_ACC) {
         if (gacc_serve_acc(sv, a, &rd, m) != KIO_OK) break;
         reply = KIO_SVC_ACCUMULATED;
@@ -269,17 +263,17 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e, int d) {
       } else {
         break;
       }
-      busy += now() - t1;
+      busy += kio_now_s() - t1;
       if (kio_svc_send(s, reply, m) != KIO_OK) break;
     }
     if (g.verbose)
       KIO_LOG("acc connection: %d requests, %.3f s setting up, %.3f s accumulating, %.3f s "
-              "connected", served, t_new, busy, now() - t0);
+              "connected", served, t_new, busy, kio_now_s() - t0);
   }
   gacc_serve_free(sv);
-  double t_free = now();
+  double t_free = kio_now_s();
   gacc_free(a);
-  if (g.verbose) KIO_LOG("acc connection: %.3f s freeing the accumulator", now() - t_free);
+  if (g.verbose) KIO_LOG("acc connection: %.3f s freeing the accumulator", kio_now_s() - t_free);
 }
 
 static void *conn_main(void *arg) {
@@ -336,7 +330,7 @@ out:
   kio_svc_close(s);
   pthread_mutex_lock(&g.mu);
   g.active--;
-  g.last_activity = now();
+  g.last_activity = kio_now_s();
   pthread_mutex_unlock(&g.mu);
   return NULL;
 }
@@ -348,7 +342,7 @@ static void start_connection(kio_svc *s) {
   pthread_t th;
   pthread_mutex_lock(&g.mu);
   g.active++;
-  g.last_activity = now();
+  g.last_activity = kio_now_s();
   pthread_mutex_unlock(&g.mu);
   if (pthread_create(&th, &at, conn_main, s) != 0) conn_main(s);
   pthread_attr_destroy(&at);
@@ -422,7 +416,7 @@ int gsvc_serve(const gsvc_config *cfg) {
   }
   KIO_LOG("Serving %s on %s (pid %d); %d device(s): %s", g.device_ok ? "jobs" : "refusals",
           cfg->socket, (int)getpid(), g.ndev, g.desc);
-  g.last_activity = now();
+  g.last_activity = kio_now_s();
   /* Without a device there is nothing to keep: refuse for a moment, then go. */
   double idle_s = g.device_ok ? (double)cfg->idle_s : 2.0;
   for (;;) {
@@ -435,7 +429,7 @@ int gsvc_serve(const gsvc_config *cfg) {
     }
     evict(idle_s);
     pthread_mutex_lock(&g.mu);
-    int idle = g.active == 0 && now() - g.last_activity > idle_s;
+    int idle = g.active == 0 && kio_now_s() - g.last_activity > idle_s;
     pthread_mutex_unlock(&g.mu);
     if (idle || g.stop) break;
   }
