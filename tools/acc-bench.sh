@@ -30,16 +30,8 @@ elif [ -n "${KALDI_ROOT:-}" ] && [ -x "$KALDI_ROOT/src/gmmbin/gmm-acc-stats-ali"
   kaldi=$KALDI_ROOT/src/gmmbin/gmm-acc-stats-ali
 fi
 
-mkdir -p "$data/out"
-if [ "$(cat "$data/stamp" 2>/dev/null)" != "$copies" ]; then
-  rm -f "$data/stamp"
-  "$tools/replicate-archive" --print-args=false --type=matrix --copies="$copies" \
-    "ark:$fix/feats/delta.ark" "ark:$data/feats.ark" 2>"$data/out/rep.log" &&
-  "$tools/replicate-archive" --print-args=false --type=ali --copies="$copies" \
-    "ark:$fix/kaldi/tri1/ali.ark" "ark:$data/ali.ark" 2>>"$data/out/rep.log" ||
-    { cat "$data/out/rep.log"; exit 1; }
-  echo "$copies" >"$data/stamp"
-fi
+. "$top/tools/acc-bench-data.sh"
+acc_bench_data || exit 1
 feats="ark:$data/feats.ark"
 [ "${ACC_BENCH_PIPE:-0}" = 1 ] && feats="ark,s,cs:cat $data/feats.ark |"
 mdl=$fix/models/tri1/final.mdl

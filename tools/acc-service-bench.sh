@@ -21,16 +21,8 @@ reps=${ACC_BENCH_REPS:-3}
 data=$top/bench-data/acc
 fix=${ACC_BENCH_FIX:-$top/tests/data}
 [ -e /dev/nvidiactl ] || { echo "acc-service-bench: SKIP (no GPU)"; exit 0; }
-mkdir -p "$data/out"
-if [ "$(cat "$data/stamp" 2>/dev/null)" != "$copies" ]; then
-  rm -f "$data/stamp"
-  "$tools/replicate-archive" --print-args=false --type=matrix --copies="$copies" \
-    "ark:$fix/feats/delta.ark" "ark:$data/feats.ark" 2>"$data/out/rep.log" &&
-  "$tools/replicate-archive" --print-args=false --type=ali --copies="$copies" \
-    "ark:$fix/kaldi/tri1/ali.ark" "ark:$data/ali.ark" 2>>"$data/out/rep.log" ||
-    { cat "$data/out/rep.log"; exit 1; }
-  echo "$copies" >"$data/stamp"
-fi
+. "$top/tools/acc-bench-data.sh"
+acc_bench_data || exit 1
 mdl=$fix/models/tri1/final.mdl
 svc=$(mktemp -d /tmp/acc-service-bench.XXXXXX)
 chmod 700 "$svc"
