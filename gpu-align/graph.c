@@ -152,30 +152,31 @@ int galign_graph_prepare(const kio_fst *in, const kio_tmodel *tm, const galign_o
     for (int32_t a = 0; a < k; a++) out->arc_pdf[a] = -1;
     return KIO_OK;
   }
-  int32_t *tmp = malloc((size_t)(k ? k : 1) * sizeof(int32_t));
-  if (!tmp) { KIO_ERROR("Out of memory"); return KIO_ERR; }
-  int32_t m = 0;
-  for (int32_t a = 0; a < k; a++)
-    if (f->arcs[a].ilabel != 0) tmp[m++] = tm->tid2pdf[f->arcs[a].ilabel];
-  qsort(tmp, (size_t)m, sizeof *tmp, cmp_i32);
+  /* Distinct pdfs through a per-pdf slot table (O(arcs + pdfs)); only the
+   * few distinct ones are sorted. */
+  const int32_t P = tm->num_pdfs > 0 ? tm->num_pdfs : 1;
+  int32_t *slot = malloc((size_t)P * sizeof(int32_t));
+  int32_t *tmp = malloc((size_t)(P < k ? P : (k ? k : 1)) * sizeof(int32_t));
+  if (!slot || !tmp) { free(slot); free(tmp); KIO_ERROR("Out of memory"); return KIO_ERR; }
+  for (int32_t p = 0; p < P; p++) slot[p] = -1;
   int32_t u = 0;
-  for (int32_t i = 0; i < m; i++)
-    if (u == 0 || tmp[i] != tmp[u - 1]) tmp[u++] = tmp[i];
+  for (int32_t a = 0; a < k; a++) {
+    if (f->arcs[a].ilabel == 0) continue;
+    int32_t pdf = tm->tid2pdf[f->arcs[a].ilabel];
+    if (slot[pdf] < 0) { slot[pdf] = 0; tmp[u++] = pdf; }
+  }
+  qsort(tmp, (size_t)u, sizeof *tmp, cmp_i32);
+  for (int32_t i = 0; i < u; i++) slot[tmp[i]] = i;
   out->pdfs_used = malloc((size_t)(u ? u : 1) * sizeof(int32_t));
-  if (!out->pdfs_used) { free(tmp); KIO_ERROR("Out of memory"); return KIO_ERR; }
+  if (!out->pdfs_used) { free(slot); free(tmp); KIO_ERROR("Out of memory"); return KIO_ERR; }
   memcpy(out->pdfs_used, tmp, (size_t)u * sizeof(int32_t));
   out->num_pdfs_used = u;
   free(tmp);
   for (int32_t a = 0; a < k; a++) {
     int32_t l = f->arcs[a].ilabel;
-    if (l == 0) { out->arc_pdf[a] = -1; continue; }
-    int32_t pdf = tm->tid2pdf[l], lo = 0, hi = u - 1;
-    while (lo < hi) {
-      int32_t mid = (lo + hi) / 2;
-      if (out->pdfs_used[mid] < pdf) lo = mid + 1; else hi = mid;
-    }
-    out->arc_pdf[a] = lo;
+    out->arc_pdf[a] = l == 0 ? -1 : slot[tm->tid2pdf[l]];
   }
+  free(slot);
   return KIO_OK;
 }
 
