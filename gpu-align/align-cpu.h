@@ -31,6 +31,23 @@ float galign_gmm_loglike_scalar(const galign_gmm *g, int32_t pdf, const float *x
 int galign_cpu_loglikes(const galign_gmm *gmm, const kio_matrix *feats,
                         const int32_t *pdfs_used, int32_t n_used, kio_matrix *out);
 
+/* Where the host decoder's likelihoods come from. NULL (galign_cpu_align_one):
+ * the GMM, evaluated lazily, only the pdfs the decoder needs on each frame.
+ * A source instead hands out whole rows (all g->num_pdfs_used compact pdfs,
+ * unscaled) computed elsewhere: the device, in frame chunks, for long
+ * utterances in a GPU run (align-cuda.h, galign_cuda_chunks). The decoder
+ * still checks only the values it reads (an invalid one fails the utterance
+ * with the CPU path's message), so results and errors are the CPU path's. */
+typedef struct galign_ll_source galign_ll_source;
+struct galign_ll_source {
+  /* Once per utterance, before any row. KIO_OK, or KIO_ERR with err set. */
+  int (*begin)(galign_ll_source *s, const galign_graph *g, const kio_matrix *feats, char *err,
+               size_t errlen);
+  /* Row of frame t, valid until the next call. Frames are asked for in
+   * order 0..T-1, then again from 0 for a retry pass. NULL: err set. */
+  const float *(*row)(galign_ll_source *s, int32_t t, char *err, size_t errlen);
+};
+
 /* Decoder workspace and per-utterance buffers of one CPU thread. */
 typedef struct galign_cpu_ws galign_cpu_ws;
 galign_cpu_ws *galign_cpu_ws_new(void);
@@ -43,6 +60,11 @@ void galign_cpu_ws_free(galign_cpu_ws *w);
 int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_graph *g,
                          const kio_matrix *feats, const galign_opts *o, int want_per_frame,
                          galign_result *r, char *err, size_t errlen);
+
+/* The same with the likelihoods from src (NULL: as galign_cpu_align_one). */
+int galign_cpu_align_src(galign_cpu_ws *w, const galign_gmm *gmm, const galign_graph *g,
+                         const kio_matrix *feats, const galign_opts *o, int want_per_frame,
+                         galign_ll_source *src, galign_result *r, char *err, size_t errlen);
 
 /* Tokens alive per frame summed over this workspace's frames (at each
  * GetCutoff, both passes of a retried utterance), and the maximum. */

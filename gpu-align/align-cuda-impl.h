@@ -167,6 +167,13 @@ int galign_cu_check_flags(galign_cuda *c);
 int galign_cu_ll_exact_upload(galign_cuda *c, const galign_gmm *g);
 int galign_cu_ll_exact_prepare(galign_cuda *c, int n, const galign_graph *const *graphs);
 int galign_cu_ll_exact_run(galign_cuda *c);
+/* The kernel over ntiles tiles with explicit buffers (device pointers; utt:
+ * galign_cu_utt[]), on stream st; run and the long-utterance chunks use it.
+ * Only reads the model of c: callable from any thread. */
+int galign_cu_ll_exact_launch(const galign_cuda *c, int64_t ntiles, const int32_t *tiles,
+                              const int32_t *tsel, const void *utt, const float *feats,
+                              const int32_t *upd, float *ll, int *flags, int *uflags,
+                              cudaStream_t st);
 
 /* Creates c->blas on first use (KIO_ERR logged on failure). */
 int galign_cu_blas(galign_cuda *c);

@@ -53,6 +53,19 @@ int galign_cuda_decode(galign_cuda *c, int n, const galign_graph *const *graphs,
   if (num_redo) *num_redo = 0;
   GALIGN_NOCUDA();
 }
+int galign_cuda_chunks_usable(const galign_cuda *c) { (void)c; return 0; }
+int galign_cuda_chunks_new(galign_cuda *c, galign_cuda_chunks **out) {
+  (void)c;
+  *out = NULL;
+  GALIGN_NOCUDA();
+}
+void galign_cuda_chunks_free(galign_cuda_chunks *k) { (void)k; }
+struct galign_ll_source *galign_cuda_chunks_source(galign_cuda_chunks *k) { (void)k; return NULL; }
+void galign_cuda_chunks_stats(const galign_cuda_chunks *k, int64_t *chunks, size_t *dev_peak) {
+  (void)k;
+  *chunks = 0;
+  *dev_peak = 0;
+}
 #else
 typedef int galign_align_cuda_nocuda_unused; /* ISO C: no empty unit */
 #endif

@@ -8,6 +8,7 @@
 #ifndef GALIGN_ALIGN_CUDA_H
 #define GALIGN_ALIGN_CUDA_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "gpu-align.h"
 
@@ -58,6 +59,23 @@ void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t *toks,
  * copying features into pinned staging memory. Any pointer may be NULL. */
 void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s, double *wall_s,
                        double *stage_s);
+
+/* ---- long utterances: device likelihoods in frame chunks for the host
+ * decoder (loglike-chunks-cuda.cu; aligner.c runs them on worker threads) ---- */
+typedef struct galign_cuda_chunks galign_cuda_chunks;
+struct galign_ll_source;
+/* 1 when c computes likelihoods with the exact kernel (the chunks use it;
+ * a model outside its limits keeps long utterances on the CPU path). */
+int galign_cuda_chunks_usable(const galign_cuda *c);
+/* One per host thread, sharing c (its model only is read; own stream and
+ * buffers). Logs ERROR on failure. */
+int galign_cuda_chunks_new(galign_cuda *c, galign_cuda_chunks **out);
+/* Accepts NULL. Call from a thread of c's device. */
+void galign_cuda_chunks_free(galign_cuda_chunks *k);
+/* The likelihood source for galign_cpu_align_src (align-cpu.h). */
+struct galign_ll_source *galign_cuda_chunks_source(galign_cuda_chunks *k);
+/* Chunks computed so far, and the most device memory its buffers held. */
+void galign_cuda_chunks_stats(const galign_cuda_chunks *k, int64_t *chunks, size_t *dev_peak);
 
 /* ---- entry points for tests (and debugging) ---- */
 

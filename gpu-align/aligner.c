@@ -25,6 +25,8 @@ struct galign_aligner {
   galign_cuda *cuda;
   int nthreads;
   galign_cpu_ws *ws[GALIGN_MAX_THREADS];
+  /* per worker thread: device likelihoods in chunks for long utterances */
+  galign_cuda_chunks *chunks[GALIGN_MAX_THREADS];
 };
 
 int galign_parse_use_gpu(const char *s, galign_use_gpu *out) {
@@ -108,6 +110,7 @@ int32_t galign_aligner_num_pdfs(const galign_aligner *a) { return a->gmm.num_pdf
 void galign_aligner_free(galign_aligner *a) {
   if (!a) return;
   galign_remote_free(a->remote);
+  for (int i = 0; i < GALIGN_MAX_THREADS; i++) galign_cuda_chunks_free(a->chunks[i]);
   galign_cuda_free(a->cuda);
   for (int i = 0; i < GALIGN_MAX_THREADS; i++) galign_cpu_ws_free(a->ws[i]);
   galign_gmm_free(&a->gmm);
@@ -121,25 +124,41 @@ void galign_result_free(galign_result *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* ---- CPU batch: a shared counter hands out utterances to the threads ---- */
-typedef struct {
+/* ---- host decoder jobs: a shared counter hands out utterances to the
+ * threads; likelihoods from the GMM (CPU path) or from the device in
+ * chunks (long utterances of a GPU run, dev = 1) ---- */
+typedef struct cpu_job cpu_job;
+typedef struct { cpu_job *job; int t; } cpu_worker;
+
+struct cpu_job {
   galign_aligner *a;
   const int *idx; int m;
   const galign_graph *const *graphs;
   const kio_matrix *const *feats;
-  int want_pf;
+  int want_pf, dev;
   galign_result *results;
   int *rc;                 /* per task */
   char (*err)[GALIGN_ERRLEN];
   int next;                /* next task (under lock) */
   pthread_mutex_t lock;
-} cpu_job;
-
-typedef struct { cpu_job *job; galign_cpu_ws *ws; } cpu_worker;
+  int nt, started, caller; /* threads; started: th[1..started]; caller: the
+                              calling thread is worker 0 (in job_finish) */
+  pthread_t th[GALIGN_MAX_THREADS];
+  cpu_worker wk[GALIGN_MAX_THREADS];
+};
 
 static void *cpu_worker_main(void *arg) {
   cpu_worker *wk = arg;
   cpu_job *j = wk->job;
+  galign_aligner *a = j->a;
+  galign_ll_source *src = NULL;
+  int src_failed = 0;
+  if (j->dev) {
+    if (!a->chunks[wk->t] && galign_cuda_chunks_new(a->cuda, &a->chunks[wk->t]) != KIO_OK)
+      src_failed = 1;
+    else
+      src = galign_cuda_chunks_source(a->chunks[wk->t]);
+  }
   for (;;) {
     pthread_mutex_lock(&j->lock);
     int k = j->next < j->m ? j->next++ : -1;
@@ -147,15 +166,24 @@ static void *cpu_worker_main(void *arg) {
     if (k < 0) break;
     int i = j->idx[k];
     j->err[k][0] = '\0';
-    j->rc[k] = galign_cpu_align_one(wk->ws, &j->a->gmm, j->graphs[i], j->feats[i], &j->a->opts,
-                                    j->want_pf, &j->results[i], j->err[k], GALIGN_ERRLEN);
+    if (src_failed) {
+      snprintf(j->err[k], GALIGN_ERRLEN, "No device likelihoods for a long utterance");
+      j->rc[k] = KIO_ERR;
+      continue;
+    }
+    j->rc[k] = galign_cpu_align_src(a->ws[wk->t], &a->gmm, j->graphs[i], j->feats[i], &a->opts,
+                                    j->want_pf, src, &j->results[i], j->err[k], GALIGN_ERRLEN);
   }
   return NULL;
 }
 
-static int cpu_run(galign_aligner *a, const int *idx, int m, const galign_graph *const *graphs,
-                   const kio_matrix *const *feats, int want_pf, galign_result *results) {
-  if (m <= 0) return KIO_OK;
+/* Starts the threads of a job over utterances idx[0..m) (m > 0). With
+ * caller, the calling thread becomes worker 0 in job_finish; without, all
+ * workers are new threads and the caller is free until job_finish. */
+static int job_start(cpu_job *j, galign_aligner *a, const int *idx, int m,
+                     const galign_graph *const *graphs, const kio_matrix *const *feats,
+                     int want_pf, galign_result *results, int dev, int caller) {
+  memset(j, 0, sizeof *j);
   int nt = a->nthreads < m ? a->nthreads : m;
   for (int t = 0; t < nt; t++) {
     if (!a->ws[t] && !(a->ws[t] = galign_cpu_ws_new())) {
@@ -163,53 +191,73 @@ static int cpu_run(galign_aligner *a, const int *idx, int m, const galign_graph 
       return KIO_ERR;
     }
   }
-  cpu_job j;
-  memset(&j, 0, sizeof j);
-  j.a = a; j.idx = idx; j.m = m; j.graphs = graphs; j.feats = feats;
-  j.want_pf = want_pf; j.results = results;
-  j.rc = malloc((size_t)m * sizeof *j.rc);
-  j.err = malloc((size_t)m * sizeof *j.err);
-  if (!j.rc || !j.err) {
-    free(j.rc); free(j.err);
+  j->a = a; j->idx = idx; j->m = m; j->graphs = graphs; j->feats = feats;
+  j->want_pf = want_pf; j->results = results; j->dev = dev; j->nt = nt; j->caller = caller;
+  j->rc = malloc((size_t)m * sizeof *j->rc);
+  j->err = malloc((size_t)m * sizeof *j->err);
+  if (!j->rc || !j->err) {
+    free(j->rc); free(j->err);
     KIO_ERROR("Out of memory");
     return KIO_ERR;
   }
-  pthread_mutex_init(&j.lock, NULL);
-  cpu_worker wk[GALIGN_MAX_THREADS];
-  pthread_t th[GALIGN_MAX_THREADS];
-  int started = 0;
-  for (int t = 0; t < GALIGN_MAX_THREADS; t++) { wk[t].job = &j; wk[t].ws = a->ws[t]; }
-  /* The calling thread is worker 0. */
-  for (int t = 1; t < nt; t++) {
-    if (pthread_create(&th[t], NULL, cpu_worker_main, &wk[t]) != 0) break;
-    started = t;
+  pthread_mutex_init(&j->lock, NULL);
+  for (int t = 0; t < nt; t++) { j->wk[t].job = j; j->wk[t].t = t; }
+  j->started = -1;
+  for (int t = caller ? 1 : 0; t < nt; t++) {
+    if (pthread_create(&j->th[t], NULL, cpu_worker_main, &j->wk[t]) != 0) break;
+    j->started = t;
   }
-  cpu_worker_main(&wk[0]);
-  for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
-  pthread_mutex_destroy(&j.lock);
-  /* Report the first failure in input order, as a sequential run would. */
-  int rc = KIO_OK;
-  for (int k = 0; k < m; k++) {
-    if (j.rc[k] != KIO_OK) {
-      KIO_ERROR("%s", j.err[k]);
-      rc = KIO_ERR;
-      break;
-    }
-  }
-  free(j.rc);
-  free(j.err);
-  return rc;
+  if (!caller && j->started < 0) cpu_worker_main(&j->wk[0]); /* no thread: do it now */
+  return KIO_OK;
 }
 
-/* Utterances longer than this many frames are aligned by the CPU path in a
- * GPU run (GALIGN_GPU_LONG_FRAMES overrides; default 5 minutes): the device
- * path holds frames x reachable pdfs likelihoods and ~128 tokens per frame
- * for an utterance (an hour: gigabytes), the CPU path's memory follows the
- * tokens alive (viterbi-cpu.c) and it runs long utterances in parallel. */
+/* Waits for the job (working in it first when the caller is worker 0). */
+static void job_finish(cpu_job *j) {
+  if (j->caller) cpu_worker_main(&j->wk[0]);
+  for (int t = j->caller ? 1 : 0; t <= j->started; t++) pthread_join(j->th[t], NULL);
+  pthread_mutex_destroy(&j->lock);
+}
+
+/* Logs the first failure in input order over the finished jobs, as a
+ * sequential run would report it, and frees them. KIO_ERR if any failed. */
+static int jobs_report(cpu_job *const *jobs, int nj) {
+  const char *first = NULL;
+  int first_i = -1;
+  for (int q = 0; q < nj; q++)
+    for (int k = 0; jobs[q] && k < jobs[q]->m; k++)
+      if (jobs[q]->rc[k] != KIO_OK && (first_i < 0 || jobs[q]->idx[k] < first_i)) {
+        first_i = jobs[q]->idx[k];
+        first = jobs[q]->err[k];
+      }
+  if (first) KIO_ERROR("%s", first);
+  for (int q = 0; q < nj; q++)
+    if (jobs[q]) { free(jobs[q]->rc); free(jobs[q]->err); }
+  return first ? KIO_ERR : KIO_OK;
+}
+
+static int cpu_run(galign_aligner *a, const int *idx, int m, const galign_graph *const *graphs,
+                   const kio_matrix *const *feats, int want_pf, galign_result *results) {
+  if (m <= 0) return KIO_OK;
+  cpu_job j;
+  if (job_start(&j, a, idx, m, graphs, feats, want_pf, results, 0, 1) != KIO_OK) return KIO_ERR;
+  job_finish(&j);
+  cpu_job *jobs[1] = {&j};
+  return jobs_report(jobs, 1);
+}
+
+/* Utterances longer than this many frames are decoded on host threads with
+ * likelihoods from the device in frame chunks (loglike-chunks-cuda.cu),
+ * while the rest of the batch runs on the device; GALIGN_GPU_LONG_FRAMES
+ * overrides. Why 6000 (one minute) and not more: the device decoder runs an
+ * utterance on one GPU thread, far slower per frame than a host core, and a
+ * batch lasts as long as its longest utterance; the chunked path decodes at
+ * the CPU decoder's speed, beside the batch, its memory follows the tokens
+ * alive (viterbi-cpu.c) and a chunk's likelihoods (~16 MB), not T x pdfs.
+ * Below a minute the chunk latency and the thread are not worth it. */
 static int32_t gpu_long_frames(void) {
   const char *e = getenv("GALIGN_GPU_LONG_FRAMES");
   long v = e && *e ? strtol(e, NULL, 10) : 0;
-  return v > 0 && v < INT32_MAX ? (int32_t)v : 30000;
+  return v > 0 && v < INT32_MAX ? (int32_t)v : 6000;
 }
 
 /* The GPU part of a batch: the utterances of at most gpu_long_frames();
@@ -253,6 +301,66 @@ static int gpu_run(galign_aligner *a, int n, const galign_graph *const *graphs,
   return rc;
 }
 
+/* A GPU run: the long utterances (over gpu_long_frames()) start on host
+ * threads with device likelihoods in chunks, the others run as device
+ * batches in this thread meanwhile; then those the device handed back
+ * (workspace, invalid likelihood) are redone by the CPU path. Without the
+ * exact likelihood kernel (KIO_GALIGN_LL=gemm, large models) long
+ * utterances take the CPU path. */
+static int gpu_batch(galign_aligner *a, int n, const galign_graph *const *graphs,
+                     const kio_matrix *const *feats, int want_pf, galign_result *results) {
+  const int32_t lim = gpu_long_frames();
+  const int chunked = galign_cuda_chunks_usable(a->cuda);
+  int *lidx = malloc((size_t)n * sizeof *lidx), *ridx = malloc((size_t)n * sizeof *ridx);
+  uint8_t *redo = calloc((size_t)n, 1);
+  if (!lidx || !ridx || !redo) {
+    free(lidx); free(ridx); free(redo);
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
+  }
+  int ml = 0, mr = 0, rc = KIO_OK;
+  int64_t lframes = 0;
+  for (int i = 0; chunked && i < n; i++)
+    if (feats[i]->rows > lim) lidx[ml++] = i, lframes += feats[i]->rows;
+  cpu_job lj, rj;
+  cpu_job *jobs[2] = {NULL, NULL};
+  if (ml > 0) {
+    if (job_start(&lj, a, lidx, ml, graphs, feats, want_pf, results, 1, 0) != KIO_OK) rc = KIO_ERR;
+    else jobs[0] = &lj;
+  }
+  /* redo[i] = 1 for the long ones too: they are not in the device batch */
+  if (rc == KIO_OK) rc = gpu_run(a, n, graphs, feats, want_pf, results, redo);
+  if (jobs[0]) job_finish(&lj);
+  for (int i = 0; rc == KIO_OK && i < n; i++)
+    if (redo[i] && !(chunked && feats[i]->rows > lim)) ridx[mr++] = i;
+  if (rc == KIO_OK && mr > 0) {
+    if (job_start(&rj, a, ridx, mr, graphs, feats, want_pf, results, 0, 1) != KIO_OK) {
+      rc = KIO_ERR;
+    } else {
+      job_finish(&rj);
+      jobs[1] = &rj;
+    }
+  }
+  int rep = jobs_report(jobs, 2);
+  if (rc == KIO_OK) rc = rep;
+  if (ml > 0 && kio_log_verbose() >= 1) {
+    int64_t nch = 0;
+    size_t peak = 0;
+    for (int t = 0; t < GALIGN_MAX_THREADS; t++) {
+      int64_t c1;
+      size_t p1;
+      galign_cuda_chunks_stats(a->chunks[t], &c1, &p1);
+      nch += c1;
+      if (p1 > peak) peak = p1;
+    }
+    KIO_VLOG(1, "Long utterances: %d (%lld frames) decoded with device likelihoods in chunks "
+             "(%lld chunks so far; device buffers of a thread at most %.1f MB)", ml,
+             (long long)lframes, (long long)nch, peak / 1048576.0);
+  }
+  free(lidx); free(ridx); free(redo);
+  return rc;
+}
+
 int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *graphs,
                        const kio_matrix *const *feats, int want_per_frame,
                        galign_result *results) {
@@ -278,25 +386,15 @@ int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *grap
     if (local_backend(a, why, line, sizeof line) != KIO_OK) return KIO_ERR;
     KIO_LOG("%s", line);
   }
+  if (a->is_gpu) return gpu_batch(a, n, graphs, feats, want_per_frame, results);
   int *idx = malloc((size_t)n * sizeof *idx);
-  uint8_t *redo = calloc((size_t)n, 1);
-  if (!idx || !redo) {
-    free(idx); free(redo);
+  if (!idx) {
     KIO_ERROR("Out of memory");
     return KIO_ERR;
   }
-  int m = 0, rc = KIO_OK;
-  if (a->is_gpu) {
-    rc = gpu_run(a, n, graphs, feats, want_per_frame, results, redo);
-    if (rc == KIO_OK)
-      for (int i = 0; i < n; i++)
-        if (redo[i]) idx[m++] = i;
-  } else {
-    for (int i = 0; i < n; i++) idx[m++] = i;
-  }
-  if (rc == KIO_OK) rc = cpu_run(a, idx, m, graphs, feats, want_per_frame, results);
+  for (int i = 0; i < n; i++) idx[i] = i;
+  int rc = cpu_run(a, idx, n, graphs, feats, want_per_frame, results);
   free(idx);
-  free(redo);
   return rc;
 }
 

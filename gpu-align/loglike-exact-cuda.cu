@@ -353,6 +353,14 @@ int galign_cu_ll_exact_upload(galign_cuda *c, const galign_gmm *g) {
   free(start);
   if (!alloc_ok) return KIO_ERR;
   KIO_CUDA_TRY(e);
+  /* Above the default dynamic shared memory: opt in once, here, before any
+   * thread launches the kernel (long utterances launch from worker threads). */
+  const size_t smem = galign_cu_ll_exact_smem(D);
+  if (smem > 48 * 1024) { /* only dims over 48: the generic kernel */
+    KIO_CUDA_TRY(cudaFuncSetAttribute((const void *)galign_k_ll_exact<0>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  }
+  c->ll_smem_set = 1;
   return KIO_OK;
 }
 
@@ -402,12 +410,6 @@ int galign_cu_ll_exact_prepare(galign_cuda *c, int n, const galign_graph *const 
   for (int i = 0; i < n; i++) ntiles += (utt[i].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
   c->ll_ntiles = ntiles;
   if (ntiles == 0) return KIO_OK;
-  const size_t smem = galign_cu_ll_exact_smem(c->dim);
-  if (smem > 48 * 1024 && !c->ll_smem_set) { /* above the default: opt in once */
-    KIO_CUDA_TRY(cudaFuncSetAttribute((const void *)galign_k_ll_exact<0>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    c->ll_smem_set = 1;
-  }
   GALIGN_CU_RESERVE(host, c->h_tiles, int32_t, 4 * ntiles);
   GALIGN_CU_RESERVE(dev, c->d_tiles, int32_t, 4 * ntiles);
   int32_t *tl = (int32_t *)c->h_tiles.p;
@@ -472,25 +474,33 @@ int galign_cu_ll_exact_prepare(galign_cuda *c, int n, const galign_graph *const 
   return KIO_OK;
 }
 
-int galign_cu_ll_exact_run(galign_cuda *c) {
-  const int64_t count = c->ll_ntiles;
-  if (count <= 0) return KIO_OK;
-  if (count > 0x7fffffff) {
-    KIO_ERROR("Batch too large: %lld frame tiles", (long long)count);
+int galign_cu_ll_exact_launch(const galign_cuda *c, int64_t ntiles, const int32_t *tiles,
+                              const int32_t *tsel, const void *utt, const float *feats,
+                              const int32_t *upd, float *ll, int *flags, int *uflags,
+                              cudaStream_t st) {
+  if (ntiles <= 0) return KIO_OK;
+  if (ntiles > 0x7fffffff) {
+    KIO_ERROR("Batch too large: %lld frame tiles", (long long)ntiles);
     return KIO_ERR;
   }
 #define GALIGN_LL_LAUNCH(DT)                                                              \
-  GALIGN_LAUNCH_SMEM(galign_k_ll_exact<DT>, (unsigned)count, 32 * GALIGN_LL_WARPS,        \
-                     galign_cu_ll_exact_smem(c->dim), c->stream, c->dgmm,                 \
-                     (const float4 *)c->d_groups, (const int32_t *)c->d_grp_start,        \
-                     (const int32_t *)c->d_tiles.p, (const int32_t *)c->d_tsel.p,         \
-                     (const galign_cu_utt *)c->d_utt.p,                                   \
-                     (const float *)c->d_feats.p, (const int32_t *)c->d_ucol.p, c->log_eps, \
-                     (float *)c->d_ll.p, (int *)c->d_flags.p, (int *)c->d_uflags.p)
+  GALIGN_LAUNCH_SMEM(galign_k_ll_exact<DT>, (unsigned)ntiles, 32 * GALIGN_LL_WARPS,       \
+                     galign_cu_ll_exact_smem(c->dim), st, c->dgmm,                        \
+                     (const float4 *)c->d_groups, (const int32_t *)c->d_grp_start, tiles, \
+                     tsel, (const galign_cu_utt *)utt, feats, upd, c->log_eps, ll, flags, \
+                     uflags)
   if (c->dim == 39) GALIGN_LL_LAUNCH(39);
   else if (c->dim == 40) GALIGN_LL_LAUNCH(40);
   else GALIGN_LL_LAUNCH(0);
 #undef GALIGN_LL_LAUNCH
   KIO_CUDA_LAUNCHED();
   return KIO_OK;
+}
+
+int galign_cu_ll_exact_run(galign_cuda *c) {
+  return galign_cu_ll_exact_launch(c, c->ll_ntiles, (const int32_t *)c->d_tiles.p,
+                                   (const int32_t *)c->d_tsel.p, c->d_utt.p,
+                                   (const float *)c->d_feats.p, (const int32_t *)c->d_ucol.p,
+                                   (float *)c->d_ll.p, (int *)c->d_flags.p,
+                                   (int *)c->d_uflags.p, c->stream);
 }

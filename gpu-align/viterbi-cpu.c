@@ -128,22 +128,32 @@ static int maybe_gc(galign_cpu_ws *w) {
   return KIO_OK;
 }
 
-/* One decoding pass with lazily computed likelihoods. Returns a core status,
- * or -1 with err set on an invalid likelihood or no memory. */
-static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_core_graph *cg,
-                       const galign_graph *g, const kio_matrix *feats, float beam,
-                       float ac_scale, char *err, size_t errlen) {
+/* The likelihood row of frame t: computed lazily from the GMM (only the
+ * pdfs the decoder needs; cached for the retry while T x pdfs is small), or
+ * taken from src and checked where the decoder reads it. NULL: err set. */
+static const float *frame_row(galign_cpu_ws *w, const galign_gmm *gmm,
+                              const galign_core_graph *cg, const galign_graph *g,
+                              const kio_matrix *feats, galign_ll_source *src, int32_t t,
+                              char *err, size_t errlen) {
   galign_core_ws *c = &w->core;
-  const int32_t T = feats->rows, D = feats->cols, U = cg->n_used;
-  int st = galign_core_begin(c, cg);
-  for (int32_t t = 0; st == GALIGN_CORE_OK && t < T; t++) {
-    galign_core_cutoff(c, beam);
+  int bad = 0;
+  if (src) {
+    const double tl = kio_now_s();
+    const float *row = src->row(src, t, err, errlen);
+    w->t_ll += kio_now_s() - tl;
+    if (!row) return NULL;
+    GALIGN_CORE_FOR_NEEDED(c, cg, k, {
+      if (isnan(row[k]) || isinf(row[k])) bad = 1;
+    });
+    if (!bad) return row;
+  } else {
+    const int32_t D = feats->cols, U = cg->n_used;
     float *row = w->ll;
     uint8_t *dn = w->done;
     if (w->ll_rows) memset(dn, 0, (size_t)U);
     else row += (size_t)t * U, dn += (size_t)t * U;
     const float *x = feats->data + (size_t)t * D;
-    int have_x2 = 0, bad = 0;
+    int have_x2 = 0;
     double tl = 0.0;
     /* The clock is read only on frames that compute likelihoods (a retry
      * pass mostly finds them cached). */
@@ -161,8 +171,24 @@ static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_cor
       }
     });
     if (have_x2) w->t_ll += kio_now_s() - tl;
-    if (bad) {
-      snprintf(err, errlen, "Invalid answer (overflow or invalid variances/features?)");
+    if (!bad) return row;
+  }
+  snprintf(err, errlen, "Invalid answer (overflow or invalid variances/features?)");
+  return NULL;
+}
+
+/* One decoding pass. Returns a core status, or -1 with err set on an
+ * invalid likelihood, a failed source or no memory. */
+static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_core_graph *cg,
+                       const galign_graph *g, const kio_matrix *feats, galign_ll_source *src,
+                       float beam, float ac_scale, char *err, size_t errlen) {
+  galign_core_ws *c = &w->core;
+  const int32_t T = feats->rows;
+  int st = galign_core_begin(c, cg);
+  for (int32_t t = 0; st == GALIGN_CORE_OK && t < T; t++) {
+    galign_core_cutoff(c, beam);
+    const float *row = frame_row(w, gmm, cg, g, feats, src, t, err, errlen);
+    if (!row) {
       galign_core_clear_list(c);
       return -1;
     }
@@ -179,6 +205,12 @@ static int decode_pass(galign_cpu_ws *w, const galign_gmm *gmm, const galign_cor
 int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_graph *g,
                          const kio_matrix *feats, const galign_opts *o, int want_per_frame,
                          galign_result *r, char *err, size_t errlen) {
+  return galign_cpu_align_src(w, gmm, g, feats, o, want_per_frame, NULL, r, err, errlen);
+}
+
+int galign_cpu_align_src(galign_cpu_ws *w, const galign_gmm *gmm, const galign_graph *g,
+                         const kio_matrix *feats, const galign_opts *o, int want_per_frame,
+                         galign_ll_source *src, galign_result *r, char *err, size_t errlen) {
   const int32_t T = feats->rows;
   r->ok = 0;
   r->band_failed = 0;
@@ -211,7 +243,7 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
   }
   size_t need = (size_t)T * (size_t)(U ? U : 1);
   w->ll_rows = (int64_t)need > env_limit("GALIGN_CPU_LL_CACHE", LL_CACHE_MAX);
-  if (w->ll_rows) need = (size_t)U;
+  if (w->ll_rows || src) need = (size_t)U;
   if (need > w->ll_cap) {
     if (grow((void **)&w->ll, need, sizeof(float)) || grow((void **)&w->done, need, 1))
       goto oom;
@@ -230,6 +262,7 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
   if (grow((void **)&r->ali, (size_t)T, sizeof(int32_t))) goto oom;
   if (want_per_frame && grow((void **)&r->per_frame, (size_t)T, sizeof(float))) goto oom;
 
+  if (src && src->begin(src, g, feats, err, errlen) != KIO_OK) return KIO_ERR;
   galign_core_ws *c = &w->core;
   int64_t tok_guess = (int64_t)T * 32 + 1024;
   int64_t tok_max = env_limit("GALIGN_CPU_TOK_START", TOK_START_MAX);
@@ -243,10 +276,10 @@ int galign_cpu_align_one(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
     r->retried = 0;
     /* Viterbi time: the passes less the likelihoods computed inside them. */
     double tp = kio_now_s(), ll0 = w->t_ll;
-    int st = decode_pass(w, gmm, &cg, g, feats, o->beam, o->acoustic_scale, err, errlen);
+    int st = decode_pass(w, gmm, &cg, g, feats, src, o->beam, o->acoustic_scale, err, errlen);
     if (st == GALIGN_CORE_OK && !galign_core_reached_final(c, &cg) && o->retry_beam != 0.0f) {
       r->retried = 1;
-      st = decode_pass(w, gmm, &cg, g, feats, o->retry_beam, o->acoustic_scale, err, errlen);
+      st = decode_pass(w, gmm, &cg, g, feats, src, o->retry_beam, o->acoustic_scale, err, errlen);
     }
     double tf = kio_now_s();
     w->t_vit += tf - tp - (w->t_ll - ll0);

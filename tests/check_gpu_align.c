@@ -560,6 +560,113 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* ---- long utterances: the host decoder on device likelihoods in chunks ---- */
+/* The chunk source against the CPU path on every fixture utterance, with
+ * chunks of `chunk` frames (NULL: the default, one chunk per utterance
+ * here): bit-identical alignments, totals, per-frame values and retry
+ * decisions. 100 frames: many chunks per utterance, a partial 128-frame
+ * tile in each, the retry pass fetching chunks again from frame 0. */
+static void check_chunks(const char *model, const char *feats, const char *chunk) {
+  fixture fx;
+  fx_load(&fx, model, feats, model, 0);
+  galign_result *ref = cpu_align_all(&fx, 1);
+  galign_cuda *c = new_cuda(&fx);
+  ck_assert(galign_cuda_chunks_usable(c));
+  if (chunk) setenv("GALIGN_GPU_CHUNK_FRAMES", chunk, 1);
+  galign_cuda_chunks *k = NULL;
+  ck_assert_int_eq(galign_cuda_chunks_new(c, &k), KIO_OK);
+  galign_cpu_ws *w = galign_cpu_ws_new();
+  galign_result *got = calloc(fx.n, sizeof *got);
+  char err[256];
+  int retried = 0;
+  for (int i = 0; i < fx.n; i++) {
+    ck_assert_msg(galign_cpu_align_src(w, &fx.gmm, fx.gp[i], fx.fp[i], &fx.o, 1,
+                                       galign_cuda_chunks_source(k), &got[i], err,
+                                       sizeof err) == KIO_OK, "%s: %s", fx.keys[i], err);
+    retried += got[i].retried;
+  }
+  unsetenv("GALIGN_GPU_CHUNK_FRAMES");
+  assert_same(&fx, ref, got, 1, "chunks");
+  int64_t nch;
+  size_t peak;
+  galign_cuda_chunks_stats(k, &nch, &peak);
+  printf("%s chunks of %s frames: %d utts (%lld frames, %d retried) identical to the CPU; "
+         "%lld chunks, device buffers %.2f MB\n", model, chunk ? chunk : "default", fx.n,
+         (long long)fx.frames, retried, (long long)nch, peak / 1048576.0);
+  ck_assert_int_ge(nch, fx.n);
+  galign_cpu_ws_free(w);
+  free_results(got, fx.n);
+  free_results(ref, fx.n);
+  galign_cuda_chunks_free(k);
+  galign_cuda_free(c);
+  fx_free(&fx);
+}
+
+START_TEST(chunks_tri1) { check_chunks("tri1", "ark:feats/delta.ark", "100"); }
+END_TEST
+START_TEST(chunks_tri2) { check_chunks("tri2", "ark:feats/lda.ark", NULL); }
+END_TEST
+START_TEST(chunks_noisy_tri1) {
+  /* noisy: retries and failures */
+  check_chunks("tri1", "ark:noisy/delta.ark", "256");
+}
+END_TEST
+
+/* Through the dispatcher (--use-gpu=yes): utterances over
+ * GALIGN_GPU_LONG_FRAMES take the chunked path on worker threads beside the
+ * device batch; they equal the CPU path bit for bit, the others as in
+ * aligner_gpu_vs_cpu. A NaN feature in a long utterance fails the batch with
+ * the CPU path's error, as Kaldi's lazy decodable would. */
+START_TEST(aligner_long) {
+  fixture fx;
+  fx_load(&fx, "tri1", "ark:feats/delta.ark", "tri1", 0);
+  setenv("GALIGN_GPU_LONG_FRAMES", "300", 1);
+  setenv("GALIGN_GPU_CHUNK_FRAMES", "128", 1);
+  setenv("GALIGN_CPU_THREADS", "3", 1);
+  galign_aligner *ag = NULL, *ac = NULL;
+  ck_assert_int_eq(galign_aligner_new(&ag, GALIGN_GPU_YES, &fx.tm, &fx.am, &fx.o), KIO_OK);
+  ck_assert(galign_aligner_is_gpu(ag));
+  ck_assert_int_eq(galign_aligner_new(&ac, GALIGN_GPU_NO, &fx.tm, &fx.am, &fx.o), KIO_OK);
+  galign_result *rg = calloc(fx.n, sizeof *rg), *rc = calloc(fx.n, sizeof *rc);
+  ck_assert_int_eq(galign_align_batch(ag, fx.n, fx.gp, fx.fp, 1, rg), KIO_OK);
+  ck_assert_int_eq(galign_align_batch(ac, fx.n, fx.gp, fx.fp, 1, rc), KIO_OK);
+  int nlong = 0;
+  for (int i = 0; i < fx.n; i++) {
+    ck_assert_int_eq(rg[i].ok, rc[i].ok);
+    ck_assert_int_eq(rg[i].retried, rc[i].retried);
+    if (fx.feats[i].rows <= 300 || !rc[i].ok) continue;
+    nlong++;
+    ck_assert_msg(!memcmp(rg[i].ali, rc[i].ali, sizeof(int32_t) * rc[i].num_frames) &&
+                      !memcmp(&rg[i].like, &rc[i].like, sizeof(float)) &&
+                      !memcmp(rg[i].per_frame, rc[i].per_frame, sizeof(float) * rc[i].num_frames),
+                  "%s: chunked path differs from the CPU", fx.keys[i]);
+  }
+  ck_assert_int_gt(nlong, 5);
+  /* a NaN in a long utterance's features: the CPU path's error */
+  int bad = -1;
+  for (int i = 0; i < fx.n && bad < 0; i++)
+    if (fx.feats[i].rows > 300 && rc[i].ok) bad = i;
+  ck_assert_int_ge(bad, 0);
+  fx.feats[bad].data[5 * fx.feats[bad].cols + 1] = NAN;
+  kio_log_set_handler(quiet, NULL);
+  int e0 = kio_log_num_errors();
+  ck_assert_int_eq(galign_align_batch(ag, fx.n, fx.gp, fx.fp, 0, rg), KIO_ERR);
+  ck_assert_int_eq(kio_log_num_errors(), e0 + 1);
+  ck_assert_int_eq(galign_align_batch(ac, fx.n, fx.gp, fx.fp, 0, rc), KIO_ERR);
+  kio_log_set_handler(NULL, NULL);
+  printf("aligner: %d long utterances of %d on the chunked path identical to the CPU\n", nlong,
+         fx.n);
+  unsetenv("GALIGN_GPU_LONG_FRAMES");
+  unsetenv("GALIGN_GPU_CHUNK_FRAMES");
+  unsetenv("GALIGN_CPU_THREADS");
+  free_results(rg, fx.n);
+  free_results(rc, fx.n);
+  galign_aligner_free(ag);
+  galign_aligner_free(ac);
+  fx_free(&fx);
+}
+END_TEST
+
 /* ---- throughput (only with KIO_GPU_BENCH=R: each fixture's utterances
  * repeated R times in one batch; host I/O not included) ---- */
 static void bench_model(const char *model, const char *feats, int R) {
@@ -637,6 +744,13 @@ static Suite *gpu_align_suite(void) {
   tcase_add_test(t, full_tri2_gemm);
   tcase_add_test(t, aligner_gpu_vs_cpu);
   tcase_add_test(t, bad_input);
+  suite_add_tcase(s, t);
+  t = tcase_create("long");
+  tcase_set_timeout(t, 600);
+  tcase_add_test(t, chunks_tri1);
+  tcase_add_test(t, chunks_tri2);
+  tcase_add_test(t, chunks_noisy_tri1);
+  tcase_add_test(t, aligner_long);
   suite_add_tcase(s, t);
   t = tcase_create("bench");
   tcase_set_timeout(t, 600);

@@ -37,11 +37,13 @@ USE_GPU=yes ALIGN_KEEP="$tmp/gpu" bash "$here/align.sh" || fails=$((fails + 1))
 # fatal errors on the GPU paths: exit 255, ERROR, outputs abandoned
 USE_GPU=yes bash "$here/fatal.sh" || fails=$((fails + 1))
 # margin mode on the device decoder (bands packed with the graphs), and long
-# utterances: on the device (2.4 min) and routed to the CPU path
-# (GALIGN_GPU_LONG_FRAMES below their length)
+# utterances (2.4 min): on the chunked device path (default threshold), in
+# the device batch (threshold above its length), and on the CPU path (the
+# chunks need the exact kernel: KIO_GALIGN_LL=gemm routes them to the CPU)
 USE_GPU=yes bash "$here/margin.sh" || fails=$((fails + 1))
 USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
-GALIGN_GPU_LONG_FRAMES=10000 USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
+GALIGN_GPU_LONG_FRAMES=1000000000 USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
+KIO_GALIGN_LL=gemm USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
 USE_GPU=no ALIGN_KEEP="$tmp/cpu" ALIGN_SKIP_BAD=1 bash "$here/align.sh" >"$tmp/cpu.out" ||
   { echo "FAIL: CPU parity runs failed:"; grep FAIL "$tmp/cpu.out"; fails=$((fails + 1)); }
 

@@ -8,7 +8,12 @@
 #    the likelihood cache off for the 40 fixture utterances too
 #    (GALIGN_CPU_TOK_START=16 GALIGN_CPU_LL_CACHE=1; noisy tri1 includes
 #    retries and failures): outputs byte-identical to the default run;
-#  - in margin mode with Kaldi's alignment as the prior (identical).
+#  - in margin mode with Kaldi's alignment as the prior (identical);
+#  - with USE_GPU=yes, on the chunked device path (host decoder, device
+#    likelihoods in frame chunks): the long utterance identical to Kaldi,
+#    and every noisy fixture utterance forced through it with 100-frame
+#    chunks (retries, failures) identical to --use-gpu=no: alignments,
+#    scores, log lines. Without a GPU (USE_GPU=no) that part prints SKIP.
 # Memory and time are measured by tools/long-utterance.sh and
 # tools/margin-bench.sh, not here. Env: BIN, TOP, USE_GPU (default no).
 set -u
@@ -51,6 +56,33 @@ for m in mono tri1; do
   diff <(grep -v '^gmm-align' "$tmp/$m.log") <(grep -v '^gmm-align' "$tmp/$m-gc.log") >/dev/null ||
     fail "noisy $m: gc changes the log"
 done
+
+# The chunked device path (not with KIO_GALIGN_LL=gemm: it needs the exact
+# likelihood kernel, and long utterances then take the CPU path).
+if [ "$USE_GPU" = yes ] && [ "${KIO_GALIGN_LL:-}" != gemm ]; then
+  GALIGN_GPU_LONG_FRAMES=6000 GALIGN_GPU_CHUNK_FRAMES=1000 gmm-align-compiled --verbose=1 $opts \
+    models/tri1/final.mdl "$lg" ark:long/feats.ark "ark,t:$tmp/long-ch.ali" 2>"$tmp/long-ch.log" ||
+    fail "long chunked: exit $?"
+  cmp -s "$tmp/long-ch.ali" long/kaldi.ali || fail "long chunked: alignment differs from Kaldi's"
+  grep -q 'Long utterances: 1 (14158 frames) decoded with device likelihoods in chunks' \
+    "$tmp/long-ch.log" || fail "long chunked: not on the chunked path"
+  for m in mono tri1; do
+    g="ark:gunzip -c graphs/$m.fsts.gz|"
+    gmm-align-compiled ${opts/--use-gpu=yes/--use-gpu=no} models/$m/final.mdl "$g" \
+      ark:noisy/delta.ark "ark:$tmp/$m-cpu.ark" "ark,t:$tmp/$m-cpu.scores" 2>"$tmp/$m-cpu.log"
+    GALIGN_GPU_LONG_FRAMES=1 GALIGN_GPU_CHUNK_FRAMES=100 gmm-align-compiled $opts \
+      models/$m/final.mdl "$g" ark:noisy/delta.ark "ark:$tmp/$m-ch.ark" \
+      "ark,t:$tmp/$m-ch.scores" 2>"$tmp/$m-ch.log"
+    cmp -s "$tmp/$m-cpu.ark" "$tmp/$m-ch.ark" || fail "noisy $m: chunked path changes the alignments"
+    cmp -s "$tmp/$m-cpu.scores" "$tmp/$m-ch.scores" || fail "noisy $m: chunked path changes the scores"
+    diff <(grep -v '^gmm-align\|galign_aligner_new' "$tmp/$m-cpu.log") \
+      <(grep -v '^gmm-align\|galign_aligner_new' "$tmp/$m-ch.log") >/dev/null ||
+      fail "noisy $m: chunked path changes the log"
+  done
+  echo "chunked device path: long utterance and noisy fixtures identical"
+else
+  echo "SKIP: chunked device path (USE_GPU=$USE_GPU${KIO_GALIGN_LL:+, KIO_GALIGN_LL=$KIO_GALIGN_LL})"
+fi
 
 if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all long-utterance checks passed (use-gpu=$USE_GPU)"
