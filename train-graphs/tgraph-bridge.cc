@@ -109,6 +109,7 @@ struct tgraph_compiler {
   tgraph_opts opts;
   VFst lex;
   std::vector<int32_t> phones, disambig;
+  std::unique_ptr<tgraph::SymbolKinds> syms;
   Label subseq;
 
   // One utterance; throws AssertFail / tgraph::Error / tgraph::DetError.
@@ -126,7 +127,7 @@ struct tgraph_compiler {
     if (p2w.Start() == fst::kNoStateId)
       throw AssertFail{80, "(phone2word_fst.Start() != kNoStateId)"};
     tgraph::LabelTable labels;
-    tgraph::InvContext inv(subseq, phones, disambig, tree->context_width,
+    tgraph::InvContext inv(subseq, *syms, tree->context_width,
                            tree->central_position, &labels);
     VFst clg;
     tgraph::ComposeContext(p2w, &inv, &clg);
@@ -308,6 +309,13 @@ int tgraph_create(tgraph_compiler **out, const kio_tmodel *tm, const kio_ctx_dep
       delete c;
       return KIO_ERR;
     }
+  }
+  try {
+    c->syms.reset(new tgraph::SymbolKinds(c->phones, c->disambig));
+  } catch (...) {
+    KIO_ERROR("out of memory");
+    delete c;
+    return KIO_ERR;
   }
   c->subseq = 1 + c->phones.back();
   if (!c->disambig.empty() && c->subseq <= c->disambig.back()) c->subseq = 1 + c->disambig.back();
