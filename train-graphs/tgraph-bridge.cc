@@ -109,6 +109,7 @@ struct tgraph_compiler {
   tgraph_opts opts;
   VFst lex;
   std::vector<int32_t> phones, disambig;
+  std::unique_ptr<tgraph::SymbolKinds> syms;
   Label subseq;
 
   // One utterance; throws AssertFail / tgraph::Error / tgraph::DetError.
@@ -126,7 +127,7 @@ struct tgraph_compiler {
     if (p2w.Start() == fst::kNoStateId)
       throw AssertFail{80, "(phone2word_fst.Start() != kNoStateId)"};
     tgraph::LabelTable labels;
-    tgraph::InvContext inv(subseq, phones, disambig, tree->context_width,
+    tgraph::InvContext inv(subseq, *syms, tree->context_width,
                            tree->central_position, &labels);
     VFst clg;
     tgraph::ComposeContext(p2w, &inv, &clg);
@@ -168,6 +169,50 @@ bool ToCsr(const VFst &f, kio_fst *g) {
   return true;
 }
 
+// VectorFst::Write's bytes (OpenFst's WriteFst, file version 2) without a
+// stream per field: the header comes from OpenFst itself, the body (per
+// state: final weight, int64 arc count, arcs as ilabel, olabel, weight,
+// nextstate) is copied into one buffer of the exact size.
+void WriteBytes(const VFst &f, tgraph_graph *out) {
+  const StateId ns = f.NumStates();
+  size_t na = 0;
+  for (StateId s = 0; s < ns; s++) na += f.NumArcs(s);
+  std::ostringstream hs;
+  fst::FstHeader hdr;
+  hdr.SetStart(f.Start());
+  hdr.SetNumStates(ns);
+  fst::FstWriteOptions wopts;
+  fst::internal::FstImpl<Arc>::WriteFstHeader(
+      f, hs, wopts, 2, "vector",
+      f.Properties(fst::kCopyProperties, false) | fst::kExpanded | fst::kMutable, &hdr);
+  if (!hs) throw tgraph::Error("Error writing FST");
+  const std::string h = hs.str();
+  static_assert(sizeof(Arc) == 16 && sizeof(Weight) == 4, "packed StdArc expected");
+  const size_t len = h.size() + ns * (sizeof(float) + sizeof(int64_t)) + na * 16;
+  char *b = static_cast<char *>(malloc(len ? len : 1));
+  if (!b) throw std::bad_alloc();
+  char *p = b;
+  memcpy(p, h.data(), h.size());
+  p += h.size();
+  for (StateId s = 0; s < ns; s++) {
+    const float fw = f.Final(s).Value();
+    memcpy(p, &fw, 4);
+    const int64_t n = f.NumArcs(s);
+    memcpy(p + 4, &n, 8);
+    p += 12;
+    for (fst::ArcIterator<VFst> it(f, s); !it.Done(); it.Next(), p += 16) {
+      const Arc &a = it.Value();
+      const float w = a.weight.Value();
+      memcpy(p, &a.ilabel, 4);
+      memcpy(p + 4, &a.olabel, 4);
+      memcpy(p + 8, &w, 4);
+      memcpy(p + 12, &a.nextstate, 4);
+    }
+  }
+  out->bytes = b;
+  out->len = len;
+}
+
 // Compiles utterance i into out[i]; on failure records it in *fail.
 bool CompileInto(const tgraph_compiler *c, const kio_int_vec &w, int what,
                  tgraph::HmmCache *hc, tgraph_graph *out, Failure *fail) {
@@ -175,15 +220,7 @@ bool CompileInto(const tgraph_compiler *c, const kio_int_vec &w, int what,
     VFst g;
     c->Compile(w.v, w.n, hc, &g);
     out->empty = g.Start() == fst::kNoStateId;
-    if (what & TGRAPH_BYTES) {
-      std::ostringstream os;
-      if (!g.Write(os, fst::FstWriteOptions())) throw tgraph::Error("Error writing FST");
-      std::string s = os.str();
-      out->bytes = static_cast<char *>(malloc(s.size() ? s.size() : 1));
-      if (!out->bytes) throw std::bad_alloc();
-      memcpy(out->bytes, s.data(), s.size());
-      out->len = s.size();
-    }
+    if (what & TGRAPH_BYTES) WriteBytes(g, out);
     if ((what & TGRAPH_CSR) && !ToCsr(g, &out->fst)) throw std::bad_alloc();
     return true;
   } catch (const AssertFail &a) {
@@ -272,6 +309,13 @@ int tgraph_create(tgraph_compiler **out, const kio_tmodel *tm, const kio_ctx_dep
       delete c;
       return KIO_ERR;
     }
+  }
+  try {
+    c->syms.reset(new tgraph::SymbolKinds(c->phones, c->disambig));
+  } catch (...) {
+    KIO_ERROR("out of memory");
+    delete c;
+    return KIO_ERR;
   }
   c->subseq = 1 + c->phones.back();
   if (!c->disambig.empty() && c->subseq <= c->disambig.back()) c->subseq = 1 + c->disambig.back();

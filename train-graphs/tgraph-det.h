@@ -177,10 +177,9 @@ class DetStar {
     while (!queue_.empty()) {
       std::pair<Subset *, StateId> cur = queue_.front();
       queue_.pop_front();
-      Subset closed;
-      Closure(*cur.first, &closed);
-      Final(closed, cur.second);
-      Transitions(closed, cur.second);
+      Closure(*cur.first, &closed_);
+      Final(closed_, cur.second);
+      Transitions(closed_, cur.second);
       if (max_states_ > 0 && out_.size() > static_cast<size_t>(max_states_))
         throw DetError("Determinization aborted since passed the maximum number of states");
     }
@@ -261,8 +260,9 @@ class DetStar {
   }
 
   void Transitions(const Subset &closed, StateId state) {
-    std::vector<std::pair<Label, Elem> > all;
-    std::vector<Label> seq;
+    std::vector<std::pair<Label, Elem> > &all = all_;
+    std::vector<Label> &seq = seq_;
+    all.clear();
     for (const Elem &e : closed) {
       for (fst::ArcIterator<fst::Fst<Arc> > it(*ifst_, e.state); !it.Done(); it.Next()) {
         const Arc &arc = it.Value();
@@ -282,7 +282,7 @@ class DetStar {
       }
     }
     std::sort(all.begin(), all.end(), PairLess());
-    Subset sub;
+    Subset &sub = sub_;
     for (size_t i = 0; i < all.size();) {
       Label l = all[i].first;
       sub.clear();
@@ -315,7 +315,8 @@ class DetStar {
       }
       sub->resize(out);
     }
-    std::vector<Label> prefix, tmp;
+    std::vector<Label> &prefix = prefix_, &tmp = tmp_;
+    prefix.clear();
     for (size_t i = 0; i < sub->size(); i++) {
       if (i == 0) {
         seqs_.Get((*sub)[i].string, &prefix);
@@ -452,6 +453,10 @@ class DetStar {
   std::deque<std::pair<Subset *, StateId> > queue_;
   std::vector<std::vector<OutArc> > out_;
   SeqTable<Label> seqs_;
+  // scratch, kept between states (fewer allocations)
+  Subset closed_, sub_;
+  std::vector<std::pair<Label, Elem> > all_;
+  std::vector<Label> seq_, prefix_, tmp_;
   // closure scratch
   std::deque<StateId> queue_eps_;
   std::vector<Elem> queue2_;

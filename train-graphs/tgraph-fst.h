@@ -113,17 +113,38 @@ struct LabelTable {
   }
 };
 
+// Phone and disambiguation-symbol lookup by label, built once per compiler
+// (the context FST asks for every arc of every utterance).
+struct SymbolKinds {
+  enum { kOther = 0, kPhone = 1, kDisambig = 2 };
+  std::vector<char> kind;
+  bool empty_disambig = true;
+  SymbolKinds(const std::vector<int32_t> &phones, const std::vector<int32_t> &disambig) {
+    for (int32_t p : phones) Set(p, kPhone);
+    for (int32_t d : disambig) Set(d, kDisambig);
+    empty_disambig = disambig.empty();
+  }
+  int Of(Label l) const {
+    return l >= 0 && static_cast<size_t>(l) < kind.size() ? kind[l] : static_cast<int>(kOther);
+  }
+
+ private:
+  void Set(int32_t l, char k) {
+    if (l < 0) return;
+    if (kind.size() <= static_cast<size_t>(l)) kind.resize(l + 1, kOther);
+    kind[l] = k;
+  }
+};
+
 // The inverse of the context FST, expanded on demand (Kaldi's
 // InverseContextFst): states are the last N-1 phones seen.
 class InvContext {
  public:
-  InvContext(Label subseq, const std::vector<int32_t> &phones, const std::vector<int32_t> &disambig,
-             int N, int P, LabelTable *labels)
-      : N_(N), P_(P), subseq_(subseq), phones_(phones.begin(), phones.end()),
-        disambig_(disambig.begin(), disambig.end()), labels_(labels) {
+  InvContext(Label subseq, const SymbolKinds &syms, int N, int P, LabelTable *labels)
+      : N_(N), P_(P), subseq_(subseq), syms_(syms), labels_(labels) {
     labels_->Find(std::vector<int32_t>());
     State(std::vector<int32_t>(N_ - 1, 0));
-    if (N_ > P_ + 1 && !disambig_.empty()) {
+    if (N_ > P_ + 1 && !syms_.empty_disambig) {
       pseudo_eps_ = labels_->Find(std::vector<int32_t>(1, 0));
     } else {
       pseudo_eps_ = 0;
@@ -138,12 +159,13 @@ class InvContext {
   // The arc of the (non-inverted) context FST with input ilabel: *olabel is
   // the phone-in-context label.
   bool GetArc(StateId s, Label ilabel, Label *olabel, StateId *next) {
-    if (disambig_.count(ilabel)) {
+    const int kind = syms_.Of(ilabel);
+    if (kind == SymbolKinds::kDisambig) {
       *olabel = labels_->Find(std::vector<int32_t>(1, -ilabel));
       *next = s;
       return true;
     }
-    bool phone = phones_.count(ilabel) != 0;
+    bool phone = kind == SymbolKinds::kPhone;
     if (!phone && ilabel != subseq_) {
       throw Error("ContextFst: CreateArc, invalid ilabel supplied [confusion about phone list "
                   "or disambig symbols?]: " + std::to_string(ilabel));
@@ -178,7 +200,7 @@ class InvContext {
   }
   int N_, P_;
   Label subseq_, pseudo_eps_;
-  std::set<int32_t> phones_, disambig_;
+  const SymbolKinds &syms_;
   LabelTable *labels_;
   std::vector<std::vector<int32_t> > seqs_;
   std::unordered_map<std::vector<int32_t>, StateId, VecHash> states_;
@@ -188,19 +210,24 @@ class InvContext {
 // context FST on the left): breadth-first over state pairs.
 inline void ComposeContext(const VFst &right, InvContext *left, VFst *out) {
   typedef std::pair<StateId, StateId> Pair;
-  std::map<Pair, StateId> ids;
-  std::queue<Pair> q;
+  struct PairHash {
+    size_t operator()(const Pair &p) const {
+      return static_cast<size_t>(p.first) * 7853u + static_cast<size_t>(p.second);
+    }
+  };
+  std::unordered_map<Pair, StateId, PairHash> ids;
+  std::queue<std::pair<Pair, StateId> > q;  // with the output state's id
   out->DeleteStates();
   if (right.Start() == fst::kNoStateId) return;
   Pair start(left->Start(), right.Start());
   StateId s0 = out->AddState();
-  q.push(start);
+  q.push(std::make_pair(start, s0));
   out->SetStart(s0);
   ids[start] = s0;
   while (!q.empty()) {
-    Pair p = q.front();
+    Pair p = q.front().first;
+    StateId cur = q.front().second;
     q.pop();
-    StateId cur = ids[p];
     Weight fw = Times(left->Final(p.first), right.Final(p.second));
     if (fw != Weight::Zero()) out->SetFinal(cur, fw);
     for (fst::ArcIterator<VFst> it(right, p.second); !it.Done(); it.Next()) {
@@ -214,7 +241,7 @@ inline void ComposeContext(const VFst &right, InvContext *left, VFst *out) {
       if (f == ids.end()) {
         next = out->AddState();
         ids[np] = next;
-        q.push(np);
+        q.push(std::make_pair(np, next));
       } else {
         next = f->second;
       }

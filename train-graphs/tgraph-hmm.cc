@@ -142,31 +142,36 @@ void PrecedingSameClass(VFst *f, const TsClass &cls) {
   if (start < 0) return;
   classes.resize(start + 1, none);
   classes[start] = eps;
-  std::set<StateId> bad;
-  for (fst::StateIterator<fst::Fst<Arc> > si(*f); !si.Done(); si.Next()) {
+  std::vector<char> bad;  // by state: entered by arcs of different classes
+  bool any_bad = false;
+  for (fst::StateIterator<VFst> si(*f); !si.Done(); si.Next()) {
     StateId s = si.Value();
-    for (fst::ArcIterator<fst::Fst<Arc> > ai(*f, s); !ai.Done(); ai.Next()) {
+    for (fst::ArcIterator<VFst> ai(*f, s); !ai.Done(); ai.Next()) {
       const Arc &a = ai.Value();
       if (classes.size() <= static_cast<size_t>(a.nextstate)) classes.resize(a.nextstate + 1, none);
-      if (classes[a.nextstate] == none)
+      if (classes[a.nextstate] == none) {
         classes[a.nextstate] = cls(a.ilabel);
-      else if (classes[a.nextstate] != cls(a.ilabel))
-        bad.insert(a.nextstate);
+      } else if (classes[a.nextstate] != cls(a.ilabel)) {
+        if (bad.size() <= static_cast<size_t>(a.nextstate)) bad.resize(a.nextstate + 1, 0);
+        bad[a.nextstate] = 1;
+        any_bad = true;
+      }
     }
   }
-  if (bad.empty()) return;
+  if (!any_bad) return;
   std::vector<std::pair<StateId, size_t> > change;
-  for (fst::StateIterator<fst::Fst<Arc> > si(*f); !si.Done(); si.Next()) {
+  for (fst::StateIterator<VFst> si(*f); !si.Done(); si.Next()) {
     StateId s = si.Value();
-    for (fst::ArcIterator<fst::Fst<Arc> > ai(*f, s); !ai.Done(); ai.Next()) {
+    for (fst::ArcIterator<VFst> ai(*f, s); !ai.Done(); ai.Next()) {
       const Arc &a = ai.Value();
-      if (a.ilabel != 0 && bad.count(a.nextstate)) change.push_back(std::make_pair(s, ai.Position()));
+      if (a.ilabel != 0 && static_cast<size_t>(a.nextstate) < bad.size() && bad[a.nextstate])
+        change.push_back(std::make_pair(s, ai.Position()));
     }
   }
   std::map<std::pair<StateId, int32_t>, StateId> smap;
   for (const auto &c : change) {
     StateId s = c.first;
-    fst::ArcIterator<fst::MutableFst<Arc> > ai(*f, s);
+    fst::ArcIterator<VFst> ai(*f, s);
     ai.Seek(c.second);
     Arc a = ai.Value();
     std::pair<StateId, int32_t> p(a.nextstate, cls(a.ilabel));
@@ -175,7 +180,7 @@ void PrecedingSameClass(VFst *f, const TsClass &cls) {
       f->AddArc(ns, Arc(0, 0, Weight::One(), a.nextstate));
     }
     a.nextstate = smap[p];
-    fst::MutableArcIterator<fst::MutableFst<Arc> > mi(f, s);
+    fst::MutableArcIterator<VFst> mi(f, s);
     mi.Seek(c.second);
     mi.SetValue(a);
   }
@@ -184,11 +189,11 @@ void PrecedingSameClass(VFst *f, const TsClass &cls) {
 void FollowingSameClass(VFst *f, const TsClass &cls) {
   std::vector<StateId> bad;
   const int32_t none = cls(fst::kNoLabel), eps = cls(0);
-  for (fst::StateIterator<fst::Fst<Arc> > si(*f); !si.Done(); si.Next()) {
+  for (fst::StateIterator<VFst> si(*f); !si.Done(); si.Next()) {
     StateId s = si.Value();
     int32_t c = none;
     bool b = false;
-    for (fst::ArcIterator<fst::Fst<Arc> > ai(*f, s); !ai.Done(); ai.Next()) {
+    for (fst::ArcIterator<VFst> ai(*f, s); !ai.Done(); ai.Next()) {
       int32_t k = cls(ai.Value().ilabel);
       if (c == none) c = k;
       else if (c != k) { b = true; break; }
@@ -199,14 +204,14 @@ void FollowingSameClass(VFst *f, const TsClass &cls) {
   std::vector<Arc> arcs;
   for (StateId s : bad) {
     arcs.clear();
-    for (fst::ArcIterator<fst::MutableFst<Arc> > ai(*f, s); !ai.Done(); ai.Next())
+    for (fst::ArcIterator<VFst> ai(*f, s); !ai.Done(); ai.Next())
       arcs.push_back(ai.Value());
     for (size_t j = 0; j < arcs.size(); j++) {
       Arc &a = arcs[j];
       if (a.ilabel != 0) {
         StateId ns = f->AddState();
         f->AddArc(ns, Arc(a.ilabel, 0, Weight::One(), a.nextstate));
-        fst::MutableArcIterator<fst::MutableFst<Arc> > mi(f, s);
+        fst::MutableArcIterator<VFst> mi(f, s);
         mi.Seek(j);
         mi.SetValue(Arc(0, a.olabel, a.weight, ns));
       }
@@ -260,7 +265,7 @@ void AddSelfLoops(const kio_tmodel &tm, float scale, bool reorder, VFst *f) {
     std::vector<int32_t> in(f->NumStates(), -1);
     for (fst::StateIterator<VFst> si(*f); !si.Done(); si.Next()) {
       StateId s = si.Value();
-      for (fst::MutableArcIterator<VFst> ai(f, s); !ai.Done(); ai.Next()) {
+      for (fst::ArcIterator<VFst> ai(*f, s); !ai.Done(); ai.Next()) {
         const Arc &a = ai.Value();
         int32_t t = cls(a.ilabel);
         if (in[a.nextstate] == -1) in[a.nextstate] = t;
@@ -272,7 +277,7 @@ void AddSelfLoops(const kio_tmodel &tm, float scale, bool reorder, VFst *f) {
       int32_t ts = in[s];
       float lp = tm.nonloop_log_prob[ts];
       f->SetFinal(s, Times(f->Final(s), Weight(-lp * scale)));
-      for (fst::MutableArcIterator<fst::MutableFst<Arc> > ai(f, s); !ai.Done(); ai.Next()) {
+      for (fst::MutableArcIterator<VFst> ai(f, s); !ai.Done(); ai.Next()) {
         Arc a = ai.Value();
         a.weight = Times(a.weight, Weight(-lp * scale));
         ai.SetValue(a);
