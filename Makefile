@@ -21,11 +21,13 @@ BASE_C   := $(sort $(wildcard base/*.c))
 BASE_CXX := $(sort $(wildcard base/*.cc))
 TGRAPH_C := $(sort $(wildcard train-graphs/*.c))
 TGRAPH_CXX := $(sort $(wildcard train-graphs/*.cc))
+FEATS_C  := $(sort $(wildcard gpu-feats/*.c))
 ALIGN_C  := $(sort $(wildcard gpu-align/*.c))
 ACC_C    := $(sort $(wildcard gpu-acc/*.c))
 SVC_C    := $(sort $(wildcard gpu-service/*.c))
 ifeq ($(HAVE_CUDA),1)
 BASE_CU  := $(sort $(wildcard base/*.cu))
+FEATS_CU := $(sort $(wildcard gpu-feats/*.cu))
 ALIGN_CU := $(sort $(wildcard gpu-align/*.cu))
 ACC_CU   := $(sort $(wildcard gpu-acc/*.cu))
 endif
@@ -35,10 +37,11 @@ obj = $(patsubst %,$(BUILD)/%.o,$(1))
 
 BASE_LIB  := $(BUILD)/libkbase.a
 TGRAPH_LIB := $(BUILD)/libtgraph.a
+FEATS_LIB := $(BUILD)/libgfeat.a
 ALIGN_LIB := $(BUILD)/libgalign.a
 ACC_LIB   := $(BUILD)/libgacc.a
 SVC_LIB   := $(BUILD)/libgsvc.a
-LIBS      := $(SVC_LIB) $(ACC_LIB) $(ALIGN_LIB) $(TGRAPH_LIB) $(BASE_LIB)
+LIBS      := $(SVC_LIB) $(ACC_LIB) $(ALIGN_LIB) $(FEATS_LIB) $(TGRAPH_LIB) $(BASE_LIB)
 LDLIBS    := $(FST_LIBS) $(CUDA_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 PROGS := $(patsubst %.c,%,$(sort $(wildcard gmmbin-gpu/*.c)))
@@ -62,6 +65,8 @@ $(BUILD)/%.cu.o: %.cu
 $(BASE_LIB): $(call obj,$(BASE_C) $(BASE_CXX) $(BASE_CU))
 	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
 $(TGRAPH_LIB): $(call obj,$(TGRAPH_C) $(TGRAPH_CXX))
+	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
+$(FEATS_LIB): $(call obj,$(FEATS_C) $(FEATS_CU))
 	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
 $(ALIGN_LIB): $(call obj,$(ALIGN_C) $(ALIGN_CU))
 	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
@@ -112,7 +117,7 @@ fuzz:
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-	  --suppress=missingIncludeSystem -I base base train-graphs gpu-align gpu-acc gpu-service gmmbin-gpu tools
+	  --suppress=missingIncludeSystem -I base base train-graphs gpu-feats gpu-align gpu-acc gpu-service gmmbin-gpu tools
 
 PREFIX ?= /usr/local
 install: all

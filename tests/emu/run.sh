@@ -2,7 +2,8 @@
 # Builds tests/check_gpu_align against a host emulation of CUDA (cuda-emu.*)
 # and runs it: exercises the CUDA path's logic (batching, packing, offsets,
 # kernels, regrowth, results) on a machine without a GPU. Not part of
-# `make test`. Usage: tests/emu/run.sh [BUILD_DIR] (default build-emu); EMU_SUITES="align acc".
+# `make test`. Usage: tests/emu/run.sh [BUILD_DIR] (default build-emu);
+# EMU_SUITES="align acc feats" (default: all three).
 set -e
 cd "$(dirname "$0")/../.."
 B=${1:-build-emu}
@@ -18,10 +19,10 @@ for f in base/*.cc; do
   [ -e "$f" ] || continue
   g++ -std=c++17 -O2 -g -c "$f" -o "$B/$(echo "$f" | tr / _).o"
 done
-suites=${EMU_SUITES:-align acc}  # which of the two to build and run
+suites=${EMU_SUITES:-align acc feats}  # which suites to build and run
 case " $suites " in *" align "*)
 objs=""
-for f in base/*.c gpu-align/*.c tests/test-util.c tests/check_gpu_align.c; do
+for f in base/*.c gpu-feats/*.c gpu-align/*.c tests/test-util.c tests/check_gpu_align.c; do
   o="$B/$(echo "$f" | tr / _).o"
   gcc $CF -c "$f" -o "$o"; objs="$objs $o"
 done
@@ -29,7 +30,7 @@ for f in base/*.cc; do
   [ -e "$f" ] || continue
   objs="$objs $B/$(echo "$f" | tr / _).o"
 done
-for f in gpu-align/*.cu; do
+for f in gpu-feats/*.cu gpu-align/*.cu; do
   o="$B/$(echo "$f" | tr / _).o"
   g++ $XF -Wno-unused-parameter -x c++ -include tests/emu/cuda-emu.h -c "$f" -o "$o"; objs="$objs $o"
 done
@@ -42,7 +43,7 @@ g++ -o "$B/check_gpu_align" $objs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -l
 # emulated device (bit-identity of GPU and CPU statistics).
 case " $suites " in *" acc "*)
 aobjs=""
-for f in base/*.c gpu-align/*.c gpu-acc/*.c tests/test-util.c tests/check_gpu_acc.c; do
+for f in base/*.c gpu-feats/*.c gpu-align/*.c gpu-acc/*.c tests/test-util.c tests/check_gpu_acc.c; do
   o="$B/acc_$(echo "$f" | tr / _).o"
   gcc $CF -c "$f" -o "$o"; aobjs="$aobjs $o"
 done
@@ -50,10 +51,31 @@ for f in base/*.cc; do
   [ -e "$f" ] || continue
   aobjs="$aobjs $B/$(echo "$f" | tr / _).o"
 done
-for f in gpu-align/*.cu gpu-acc/*.cu; do
+for f in gpu-feats/*.cu gpu-align/*.cu gpu-acc/*.cu; do
   o="$B/acc_$(echo "$f" | tr / _).o"
   g++ $XF -Wno-unused-parameter -x c++ -include tests/emu/cuda-emu.h -c "$f" -o "$o"; aobjs="$aobjs $o"
 done
 g++ -o "$B/check_gpu_acc" $aobjs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl
 (cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_acc")
+;; esac
+
+
+# The device feature chain: tests/check_gpu_feats (device features byte for
+# byte against the CPU in-process chain and Kaldi's archives).
+case " $suites " in *" feats "*)
+fobjs=""
+for f in base/*.c gpu-feats/*.c tests/test-util.c tests/check_gpu_feats.c; do
+  o="$B/feats_$(echo "$f" | tr / _).o"
+  gcc $CF -c "$f" -o "$o"; fobjs="$fobjs $o"
+done
+for f in base/*.cc; do
+  [ -e "$f" ] || continue
+  fobjs="$fobjs $B/$(echo "$f" | tr / _).o"
+done
+for f in gpu-feats/*.cu; do
+  o="$B/feats_$(echo "$f" | tr / _).o"
+  g++ $XF -Wno-unused-parameter -x c++ -include tests/emu/cuda-emu.h -c "$f" -o "$o"; fobjs="$fobjs $o"
+done
+g++ -o "$B/check_gpu_feats" $fobjs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl
+(cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_feats")
 ;; esac

@@ -1,0 +1,562 @@
+/* gpu-feats, host part: the raw-matrix holder, the chain's tables and
+ * constants, and the batches (raw bytes + per-utterance CMVN parameters,
+ * computed exactly as base/feat-chain.c does, with its warnings and
+ * errors). The kernels are in feats-cuda.cu. */
+#include "feats-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/feat-ops.h"
+#include "../base/io.h"
+#include "../base/log.h"
+
+/* ---- holders: raw matrices, double matrices, tokens ---- */
+static int raw_reserve(gfeat_raw *r, size_t n) {
+  if (n <= r->cap) return KIO_OK;
+  unsigned char *p = realloc(r->bytes, n);
+  if (!p) { kio_set_error("Out of memory reading a %zu-byte matrix", n); return KIO_ERR; }
+  r->bytes = p;
+  r->cap = n;
+  return KIO_OK;
+}
+
+static int raw_read(FILE *f, int binary, void *obj) {
+  gfeat_raw *r = obj;
+  r->rows = r->cols = 0;
+  r->nbytes = 0;
+  r->format = GFEAT_RAW_FLOAT;
+  if (binary && kio_peek(f, 1) == 'C') {
+    char tok[16];
+    if (kio_read_token(f, 1, tok, sizeof tok) != KIO_OK) return KIO_ERR;
+    int format = !strcmp(tok, "CM") ? 1 : !strcmp(tok, "CM2") ? 2 : !strcmp(tok, "CM3") ? 3 : 0;
+    if (!format) {
+      kio_set_error("Unexpected token %s, expecting CM, CM2 or CM3", tok);
+      return KIO_ERR;
+    }
+    unsigned char hb[16];
+    if (fread(hb, 1, 16, f) != 16) {
+      kio_set_error("Failed to read compressed-matrix header (truncated)");
+      return KIO_ERR;
+    }
+    int32_t rows, cols;
+    memcpy(&rows, hb + 8, 4);
+    memcpy(&cols, hb + 12, 4);
+    if (cols == 0) return KIO_OK;  /* empty: nothing follows */
+    if (rows < 0 || cols < 0 || (int64_t)rows * cols > INT32_MAX) {
+      kio_set_error("Bad compressed-matrix size %d x %d", rows, cols);
+      return KIO_ERR;
+    }
+    size_t n = (size_t)rows * (size_t)cols;
+    size_t data = format == 1 ? (size_t)cols * 8 + n : format == 2 ? 2 * n : n;
+    /* A corrupt header claims up to 2 GB: grow as the data arrives. */
+    size_t done = 0;
+    const size_t chunk = (size_t)1 << 24;
+    while (done < data) {
+      size_t k = data - done < chunk ? data - done : chunk;
+      if (raw_reserve(r, 16 + done + k) != KIO_OK) return KIO_ERR;
+      if (fread(r->bytes + 16 + done, 1, k, f) != k) {
+        kio_set_error("Failed to read compressed-matrix data (%d x %d, CM%s): truncated", rows,
+                      cols, format == 1 ? "" : format == 2 ? "2" : "3");
+        return KIO_ERR;
+      }
+      done += k;
+    }
+    if (rows == 0) return KIO_OK;
+    if (raw_reserve(r, 16) != KIO_OK) return KIO_ERR;
+    memcpy(r->bytes, hb, 16);
+    r->format = format;
+    r->rows = rows;
+    r->cols = cols;
+    r->nbytes = 16 + data;
+    return KIO_OK;
+  }
+  kio_matrix m = {0};
+  int rc = kio_matrix_read(f, binary, &m);
+  if (rc == KIO_OK && m.rows > 0) {
+    size_t n = sizeof(float) * (size_t)m.rows * (size_t)m.cols;
+    rc = raw_reserve(r, n);
+    if (rc == KIO_OK) {
+      memcpy(r->bytes, m.data, n);
+      r->rows = m.rows;
+      r->cols = m.cols;
+      r->nbytes = n;
+    }
+  }
+  kio_matrix_free(&m);
+  return rc;
+}
+
+static int raw_write(FILE *f, int binary, const void *obj) {
+  kio_matrix m = {0};
+  int rc = gfeat_raw_to_matrix(obj, &m);
+  if (rc == KIO_OK) rc = kio_matrix_write(f, binary, &m);
+  kio_matrix_free(&m);
+  return rc;
+}
+
+static void raw_free(void *obj) {
+  gfeat_raw *r = obj;
+  free(r->bytes);
+  memset(r, 0, sizeof *r);
+}
+
+const kio_holder gfeat_raw_holder = {"Matrix<float>", sizeof(gfeat_raw), 1,
+                                     raw_read, raw_write, raw_free, NULL};
+
+/* compressed-matrix.c's arithmetic (the device kernel's too). */
+static float u16_to_float(float mn, float range, uint16_t v) {
+  float step = range * 1.52590218966964e-05F;
+  float t = step * (float)v;
+  return mn + t;
+}
+static float char_to_float(float p0, float p25, float p75, float p100, uint8_t b) {
+  if (b <= 64) {
+    float d = (p25 - p0) * (float)b;
+    return (float)((double)p0 + (double)d * (1 / 64.0));
+  } else if (b <= 192) {
+    float d = (p75 - p25) * (float)(b - 64);
+    return (float)((double)p25 + (double)d * (1 / 128.0));
+  }
+  float d = (p100 - p75) * (float)(b - 192);
+  return (float)((double)p75 + (double)d * (1 / 63.0));
+}
+
+int gfeat_raw_to_matrix(const gfeat_raw *r, kio_matrix *m) {
+  if (kio_matrix_resize(m, r->rows, r->cols) != KIO_OK) return KIO_ERR;
+  size_t rows = (size_t)r->rows, cols = (size_t)r->cols, n = rows * cols;
+  if (!n) return KIO_OK;
+  if (r->format == GFEAT_RAW_FLOAT) {
+    memcpy(m->data, r->bytes, sizeof(float) * n);
+    return KIO_OK;
+  }
+  float mn, range;
+  memcpy(&mn, r->bytes, 4);
+  memcpy(&range, r->bytes + 4, 4);
+  const unsigned char *d = r->bytes + 16;
+  if (r->format == GFEAT_RAW_CM) {
+    for (size_t c = 0; c < cols; c++) {
+      uint16_t h[4];
+      memcpy(h, d + 8 * c, 8);
+      float p0 = u16_to_float(mn, range, h[0]), p25 = u16_to_float(mn, range, h[1]),
+            p75 = u16_to_float(mn, range, h[2]), p100 = u16_to_float(mn, range, h[3]);
+      const unsigned char *col = d + 8 * cols + c * rows;
+      for (size_t i = 0; i < rows; i++) m->data[i * cols + c] = char_to_float(p0, p25, p75, p100, col[i]);
+    }
+    return KIO_OK;
+  }
+  float inc = (float)((double)range * (r->format == GFEAT_RAW_CM2 ? 1.0 / 65535.0 : 1.0 / 255.0));
+  for (size_t i = 0; i < n; i++) {
+    uint16_t v;
+    if (r->format == GFEAT_RAW_CM2) memcpy(&v, d + 2 * i, 2);
+    else v = d[i];
+    m->data[i] = mn + (float)v * inc;
+  }
+  return KIO_OK;
+}
+
+static int dmat_read(FILE *f, int binary, void *obj) { return kio_dmatrix_read(f, binary, obj); }
+static int dmat_write(FILE *f, int binary, const void *obj) { return kio_dmatrix_write(f, binary, obj); }
+static void dmat_free(void *obj) { kio_dmatrix_free(obj); }
+static const kio_holder dmat_holder = {"Matrix<double>", sizeof(kio_dmatrix), 1,
+                                       dmat_read, dmat_write, dmat_free, NULL};
+
+/* utt2spk entries: one token per line (as feat-chain.c's holder). */
+typedef struct { char *s; size_t cap; } token_obj;
+static int tok_read(FILE *f, int binary, void *obj) {
+  token_obj *t = obj;
+  (void)binary;
+  int c;
+  while ((c = getc_unlocked(f)) == ' ' || c == '\t') {}
+  size_t n = 0;
+  while (c != EOF && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+    if (n + 1 >= t->cap) {
+      size_t cap = t->cap ? 2 * t->cap : 64;
+      char *s = realloc(t->s, cap);
+      if (!s) return KIO_ERR;
+      t->s = s;
+      t->cap = cap;
+    }
+    t->s[n++] = (char)c;
+    c = getc_unlocked(f);
+  }
+  if (!n) { kio_set_error("empty token"); return KIO_ERR; }
+  t->s[n] = '\0';
+  while (c == ' ' || c == '\t' || c == '\r') c = getc_unlocked(f);
+  if (c != '\n' && c != EOF) { kio_set_error("junk after token"); return KIO_ERR; }
+  return KIO_OK;
+}
+static int tok_write(FILE *f, int binary, const void *obj) {
+  (void)binary;
+  fprintf(f, "%s\n", ((const token_obj *)obj)->s);
+  return KIO_OK;
+}
+static void tok_free(void *obj) { token_obj *t = obj; free(t->s); t->s = NULL; t->cap = 0; }
+static const kio_holder tok_holder = {"Token", sizeof(token_obj), 0, tok_read, tok_write, tok_free, NULL};
+
+/* ---- the chain ---- */
+int32_t gfeat_saxpy_fused(int profile, int32_t dim) {
+  return profile == KIO_FEATOP_SKX ? dim : profile == KIO_FEATOP_HSW ? (dim & -16) : 0;
+}
+
+int gfeat_supported(const kio_feat_plan *plan) {
+  int transforms = 0;
+  if (plan->nstages < 1 || plan->nstages > GFEAT_MAX_STAGES) {
+    kio_set_error("%d stages", plan->nstages);
+    return 0;
+  }
+  for (int k = 0; k < plan->nstages; k++) {
+    const kio_feat_stage *s = &plan->stages[k];
+    switch (s->op) {
+      case KIO_FEAT_CMVN:
+        if (k) { kio_set_error("apply-cmvn after another stage"); return 0; }
+        break;
+      case KIO_FEAT_DELTAS:
+        if (s->truncate) { kio_set_error("add-deltas --truncate"); return 0; }
+        if (s->delta_order < 0 || s->delta_order > GFEAT_MAX_ORDER) {
+          kio_set_error("add-deltas --delta-order=%d", s->delta_order);
+          return 0;
+        }
+        break;
+      case KIO_FEAT_SPLICE:
+      case KIO_FEAT_COPY:
+        break;
+      case KIO_FEAT_TRANSFORM:
+        if (s->table_is_rspec) { kio_set_error("per-utterance or per-speaker transforms"); return 0; }
+        if (++transforms > 1) { kio_set_error("more than one transform-feats"); return 0; }
+        break;
+      default:
+        kio_set_error("%s", s->prog);
+        return 0;
+    }
+  }
+  return 1;
+}
+
+static int read_matrix_rx(const char *rx, int is_double, void *m) {
+  kio_input *in = NULL;
+  int binary;
+  if (kio_input_open(&in, rx, &binary) != KIO_OK) return KIO_ERR;
+  int r = is_double ? kio_dmatrix_read(kio_input_stream(in), binary, m)
+                    : kio_matrix_read(kio_input_stream(in), binary, m);
+  kio_input_close(in);
+  if (r != KIO_OK)
+    KIO_ERROR("Failed to read %s from %s: %s", is_double ? "Matrix<double>" : "Matrix<float>", rx,
+              kio_last_error());
+  return r;
+}
+
+int gfeat_chain_open(const kio_feat_plan *plan, gfeat_chain **out) {
+  *out = NULL;
+  if (!gfeat_supported(plan)) return KIO_ERR;
+  gfeat_chain *c = calloc(1, sizeof *c);
+  if (!c) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  c->plan = plan;
+  c->profile = kio_featop_profile();
+  c->blas_threads = kio_featop_blas_threads();
+  int rc = KIO_OK;
+  for (int k = 0; k < plan->nstages && rc == KIO_OK; k++) {
+    const kio_feat_stage *s = &plan->stages[k];
+    gfeat_stage *g = &c->st[c->nst];
+    switch (s->op) {
+      case KIO_FEAT_CMVN:
+        c->cmvn = s;
+        if (!s->table_is_rspec) rc = read_matrix_rx(s->table, 1, &c->gstats);
+        else if (kio_ra_open(&c->tab, s->table, &dmat_holder) != KIO_OK) rc = KIO_ERR;
+        else if (s->utt2spk && kio_ra_open(&c->u2s, s->utt2spk, &tok_holder) != KIO_OK) rc = KIO_ERR;
+        break;
+      case KIO_FEAT_DELTAS: {
+        float **sc = NULL;
+        int *sd = NULL;
+        g->op = GFEAT_OP_DELTAS;
+        g->order = s->delta_order;
+        g->window = s->delta_window;
+        if (kio_featop_delta_scales(g->order, g->window, &sc, &sd) != 0) {
+          KIO_ERROR("Out of memory");
+          rc = KIO_ERR;
+          break;
+        }
+        for (int i = 0; i <= g->order; i++) {
+          g->soff[i] = g->ntaps;
+          g->sdims[i] = sd[i];
+          g->ntaps += sd[i];
+        }
+        g->scales = malloc(sizeof(float) * (size_t)g->ntaps);
+        for (int i = 0; i <= g->order; i++) {
+          if (g->scales) memcpy(g->scales + g->soff[i], sc[i], sizeof(float) * (size_t)sd[i]);
+          free(sc[i]);
+        }
+        free(sc);
+        free(sd);
+        c->nst++;
+        if (!g->scales) { KIO_ERROR("Out of memory"); rc = KIO_ERR; }
+        break;
+      }
+      case KIO_FEAT_SPLICE:
+        g->op = GFEAT_OP_SPLICE;
+        g->left = s->left;
+        g->right = s->right;
+        c->nst++;
+        break;
+      case KIO_FEAT_TRANSFORM:
+        g->op = GFEAT_OP_TRANSFORM;
+        c->nst++;
+        kio_log_set_thread_program(s->prog);
+        rc = read_matrix_rx(s->table, 0, &g->w);
+        kio_log_set_thread_program(NULL);
+        break;
+      default:
+        break;
+    }
+  }
+  if (rc != KIO_OK) {
+    gfeat_chain_free(c);
+    return KIO_ERR;
+  }
+  *out = c;
+  return KIO_OK;
+}
+
+void gfeat_chain_free(gfeat_chain *c) {
+  if (!c) return;
+  kio_ra_close(c->tab);
+  kio_ra_close(c->u2s);
+  kio_dmatrix_free(&c->gstats);
+  for (int k = 0; k < c->nst; k++) {
+    free(c->st[k].scales);
+    kio_matrix_free(&c->st[k].w);
+  }
+  free(c);
+}
+
+int32_t gfeat_chain_out_dim(const gfeat_chain *c, int32_t dim) {
+  for (int k = 0; k < c->nst; k++) {
+    const gfeat_stage *g = &c->st[k];
+    if (g->op == GFEAT_OP_DELTAS) dim *= g->order + 1;
+    else if (g->op == GFEAT_OP_SPLICE) dim *= g->left + g->right + 1;
+    else if (g->w.cols != dim && g->w.cols != dim + 1) return -1;
+    else dim = g->w.rows;
+  }
+  return dim;
+}
+
+/* ---- batches ---- */
+gfeat_batch *gfeat_batch_new(void) { return calloc(1, sizeof(gfeat_batch)); }
+
+void gfeat_batch_clear(gfeat_batch *b) {
+  b->n = 0;
+  b->nbytes = 0;
+  b->ncls = 0;
+  b->frames = 0;
+  b->in_dim = b->out_dim = 0;
+  b->chain = NULL;
+}
+
+void gfeat_batch_free(gfeat_batch *b) {
+  if (!b) return;
+  free(b->utt);
+  free(b->bytes);
+  free(b->cmvn);
+  free(b->cls);
+  free(b);
+}
+
+int gfeat_batch_count(const gfeat_batch *b) { return b->n; }
+int64_t gfeat_batch_frames(const gfeat_batch *b) { return b->frames; }
+int32_t gfeat_batch_rows(const gfeat_batch *b, int i) { return b->utt[i].rows; }
+int32_t gfeat_batch_dim(const gfeat_batch *b) { return b->out_dim; }
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return KIO_OK;
+  size_t n = *cap ? *cap : 64;
+  while (n < need) n *= 2;
+  void *q = realloc(*p, n * elem);
+  if (!q) { KIO_ERROR("Out of memory for a feature batch"); return KIO_ERR; }
+  *p = q;
+  *cap = n;
+  return KIO_OK;
+}
+
+#define LOGAS(prog, lvl, func, file, line, ...)                      \
+  do {                                                               \
+    const char *old_ = kio_log_thread_program();                     \
+    kio_log_set_thread_program(prog);                                \
+    kio_logf((lvl), (func), (file), (line), __VA_ARGS__);            \
+    kio_log_set_thread_program(old_);                                \
+  } while (0)
+
+static void floor_warn(void *user, double var) {
+  char a[32];
+  LOGAS((const char *)user, KIO_LOG_WARNING, "ApplyCmvn", "cmvn.cc", 88,
+        "Flooring cepstral variance from %s to 1e-20", kio_fmt_g(a, var));
+}
+
+/* apply-cmvn's checks and parameters for one utterance (feat-chain.c's
+ * do_cmvn): GFEAT_ADDED with norm filled, GFEAT_DROPPED, KIO_ERR. */
+static int cmvn_params(gfeat_chain *c, const char *utt, const gfeat_raw *raw, float *norm) {
+  const kio_feat_stage *st = c->cmvn;
+  const kio_dmatrix *stats = &c->gstats;
+  if (st->table_is_rspec) {
+    const char *key = utt;
+    if (c->u2s) {
+      int h = kio_ra_has_key(c->u2s, utt);
+      if (h < 0) return KIO_ERR;
+      if (h == 0) {
+        LOGAS(st->prog, KIO_LOG_ERROR, "HasKey", "util/kaldi-table-inl.h", 2639,
+              "Attempting to read key %s, which is not present in utt2spk map or "
+              "similar map being read from %s", utt, st->utt2spk);
+        return KIO_ERR;
+      }
+      const token_obj *t = kio_ra_value(c->u2s, utt);
+      if (!t) return KIO_ERR;
+      key = t->s;
+    }
+    int h = kio_ra_has_key(c->tab, key);
+    if (h < 0) return KIO_ERR;
+    if (h == 0) {
+      LOGAS(st->prog, KIO_LOG_WARNING, "main", "apply-cmvn.cc", 112,
+            "No normalization statistics available for key %s, producing no "
+            "output for this utterance", utt);
+      c->cmvn_err++;
+      return GFEAT_DROPPED;
+    }
+    if (!(stats = kio_ra_value(c->tab, key))) return KIO_ERR;
+  }
+  int32_t dim = stats->cols - 1;
+  const char *fn = st->reverse ? "ApplyCmvnReverse" : "ApplyCmvn";
+  if (stats->rows > 2 || stats->rows < 1 || raw->cols != dim) {
+    LOGAS(st->prog, KIO_LOG_ERROR, fn, "cmvn.cc", st->reverse ? 125 : 70,
+          "Dim mismatch: cmvn %dx%d, feats %dx%d", stats->rows, stats->cols, raw->rows, raw->cols);
+    return KIO_ERR;
+  }
+  if (stats->rows == 1 && st->norm_vars) {
+    LOGAS(st->prog, KIO_LOG_ERROR, fn, "cmvn.cc", st->reverse ? 130 : 75,
+          "You requested variance normalization but no variance stats are supplied.");
+    return KIO_ERR;
+  }
+  double count = stats->data[dim];
+  if (count < 1.0) {
+    char a[32];
+    LOGAS(st->prog, KIO_LOG_ERROR, fn, "cmvn.cc", st->reverse ? 136 : 81,
+          "Insufficient stats for cepstral mean and variance normalization: count = %s",
+          kio_fmt_g(a, count));
+    return KIO_ERR;
+  }
+  if (kio_featop_cmvn_norm(stats->data, stats->rows, dim, st->norm_vars, st->reverse, norm,
+                           norm + dim, floor_warn, (void *)st->prog) == KIO_FEATOP_NAN) {
+    LOGAS(st->prog, KIO_LOG_ERROR, fn, "cmvn.cc", 97,
+          "NaN or infinity in cepstral mean/variance computation");
+    return KIO_ERR;
+  }
+  c->cmvn_done++;
+  return GFEAT_ADDED;
+}
+
+/* The stages' checks after CMVN (feat-chain.c's do_deltas, do_splice,
+ * do_transform): the output dimension, or -1 (dropped) / -2 (error). */
+static int32_t stage_checks(const gfeat_chain *c, const char *utt, int32_t rows, int32_t dim) {
+  int s = 0;
+  for (int k = 0; k < c->plan->nstages; k++) {
+    const kio_feat_stage *st = &c->plan->stages[k];
+    if (st->op == KIO_FEAT_CMVN || st->op == KIO_FEAT_COPY) continue;
+    const gfeat_stage *g = &c->st[s++];
+    if (g->op == GFEAT_OP_DELTAS) {
+      if (rows == 0) {
+        LOGAS(st->prog, KIO_LOG_WARNING, "main", "add-deltas.cc", 56, "Empty feature matrix for key %s", utt);
+        return -1;
+      }
+      dim *= g->order + 1;
+    } else if (g->op == GFEAT_OP_SPLICE) {
+      if (rows == 0) {
+        LOGAS(st->prog, KIO_LOG_ERROR, "SpliceFrames", "feature-functions.cc", 211,
+              "SpliceFrames: empty input");
+        return -2;
+      }
+      dim *= g->left + g->right + 1;
+    } else {
+      if (g->w.cols != dim && g->w.cols != dim + 1) {
+        LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 110,
+              "Transform matrix for utterance %s has bad dimension %dx%d versus feat dim %d",
+              utt, g->w.rows, g->w.cols, dim);
+        if (g->w.cols == dim + 2)
+          LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 114,
+                "[perhaps the transform was created by compose-transforms, and you forgot "
+                "the --b-is-affine option?]");
+        return -1;
+      }
+      dim = g->w.rows;
+    }
+  }
+  return dim;
+}
+
+/* Input dimension of device stage k for chain input dimension dim. */
+static int32_t stage_in_dim(const gfeat_chain *c, int k, int32_t dim) {
+  for (int j = 0; j < k; j++) {
+    const gfeat_stage *g = &c->st[j];
+    if (g->op == GFEAT_OP_DELTAS) dim *= g->order + 1;
+    else if (g->op == GFEAT_OP_SPLICE) dim *= g->left + g->right + 1;
+    else dim = g->w.rows;
+  }
+  return dim;
+}
+
+int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat_raw *raw) {
+  int32_t in_dim = raw->cols;
+  float norm[2 * 64];
+  int apply = c->cmvn && c->cmvn->norm_means;
+  if (apply) {
+    if (in_dim > 64) {
+      KIO_ERROR("Feature dimension %d: more than the device path's 64", in_dim);
+      return KIO_ERR;
+    }
+    int r = cmvn_params(c, key, raw, norm);
+    if (r != GFEAT_ADDED) return r;
+  }
+  int32_t out_dim = stage_checks(c, key, raw->rows, in_dim);
+  if (out_dim == -1) return GFEAT_DROPPED;
+  if (out_dim < 0) return KIO_ERR;
+  if (b->n == 0 || b->frames == 0) {
+    b->chain = c;
+    b->in_dim = in_dim;
+    b->out_dim = out_dim;
+    b->apply_cmvn = apply;
+    b->var_norm = apply && c->cmvn->norm_vars;
+  } else if (raw->rows > 0 && (b->chain != c || b->in_dim != in_dim)) {
+    KIO_ERROR("Feature dimension changed from %d to %d (utterance %s): not done on the device",
+              b->in_dim, in_dim, key);
+    return KIO_ERR;
+  }
+  size_t boff = (b->nbytes + 15) & ~(size_t)15, n1 = (size_t)b->n + 1, ucap = (size_t)b->cap;
+  if (grow((void **)&b->utt, &ucap, n1, sizeof(gfeat_dutt)) != KIO_OK) return KIO_ERR;
+  b->cap = (int)ucap;
+  if (grow((void **)&b->bytes, &b->bcap, boff + raw->nbytes + 1, 1) != KIO_OK ||
+      grow((void **)&b->cmvn, &b->ccap, n1 * 2 * (size_t)(in_dim > 0 ? in_dim : 1), sizeof(float)) != KIO_OK)
+    return KIO_ERR;
+  if (raw->nbytes) memcpy(b->bytes + boff, raw->bytes, raw->nbytes);
+  b->nbytes = boff + raw->nbytes;
+  if (apply) memcpy(b->cmvn + (size_t)b->n * 2 * in_dim, norm, sizeof(float) * 2 * (size_t)in_dim);
+  /* transform-feats' chain choice per (frame, row) for the hsw profile
+   * (skx's OpenBLAS uses one chain everywhere): feat-gemm.c's plan, a
+   * function of T, K, M and the thread count only. */
+  for (int k = 0; k < c->nst && raw->rows > 0; k++) {
+    const gfeat_stage *g = &c->st[k];
+    if (g->op != GFEAT_OP_TRANSFORM || c->profile != KIO_FEATOP_HSW) continue;
+    int32_t kd = stage_in_dim(c, k, in_dim), m = g->w.rows;
+    size_t cnt = (size_t)raw->rows * (size_t)m;
+    if (grow((void **)&b->cls, &b->clscap, b->ncls + cnt, 1) != KIO_OK) return KIO_ERR;
+    unsigned char *cls = kio_featop_gemm_plan(raw->rows, kd, m, c->blas_threads);
+    if (cls) memcpy(b->cls + b->ncls, cls, cnt);
+    else memset(b->cls + b->ncls, 0, cnt);  /* not modelled: one chain (kio_featop_transform) */
+    free(cls);
+    b->ncls += cnt;
+  }
+  gfeat_dutt *u = &b->utt[b->n];
+  u->frame_off = b->frames;
+  u->byte_off = (int64_t)boff;
+  u->rows = raw->rows;
+  u->format = raw->format;
+  b->n++;
+  b->frames += raw->rows;
+  return GFEAT_ADDED;
+}

@@ -1,0 +1,72 @@
+/* Internals of gpu-feats shared by the host part (feats-host.c) and the
+ * device part (feats-cuda.cu). C and C++. */
+#ifndef GFEAT_FEATS_IMPL_H
+#define GFEAT_FEATS_IMPL_H
+
+#include "gpu-feats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GFEAT_MAX_STAGES 8
+#define GFEAT_MAX_ORDER 8
+
+enum { GFEAT_OP_DELTAS = 1, GFEAT_OP_SPLICE, GFEAT_OP_TRANSFORM };
+
+/* One device stage after the (optional) CMVN, which is fused into the
+ * decompression. */
+typedef struct {
+  int op;
+  /* deltas: order, window; taps of order i: scales[soff[i] .. + sdims[i]) */
+  int order, window;
+  float *scales;
+  int32_t soff[GFEAT_MAX_ORDER + 1], sdims[GFEAT_MAX_ORDER + 1], ntaps;
+  /* splice */
+  int left, right;
+  /* transform: W (rows x cols as read), its linear part w (rows x fdim,
+   * row-major) and offset (rows; NULL when linear) */
+  kio_matrix w;
+} gfeat_stage;
+
+struct gfeat_chain {
+  const kio_feat_plan *plan;
+  const kio_feat_stage *cmvn;  /* NULL: no apply-cmvn stage */
+  kio_ra_reader *tab, *u2s;
+  kio_dmatrix gstats;          /* stats from an rxfilename */
+  int nst;
+  gfeat_stage st[GFEAT_MAX_STAGES];
+  int profile;                 /* KIO_FEATOP_* */
+  int blas_threads;            /* OpenBLAS threads the transform's order follows */
+  long cmvn_done, cmvn_err;
+};
+
+/* Per utterance, as uploaded. */
+typedef struct {
+  int64_t frame_off;   /* first row in the batch */
+  int64_t byte_off;    /* its raw bytes in the batch's byte buffer */
+  int32_t rows, format;
+} gfeat_dutt;
+
+struct gfeat_batch {
+  const gfeat_chain *chain;
+  int n, cap;
+  int32_t in_dim, out_dim;
+  gfeat_dutt *utt;
+  unsigned char *bytes;        /* raw matrices, each at a 16-byte boundary */
+  size_t nbytes, bcap;
+  float *cmvn;                 /* n x 2*in_dim: offset, then scale */
+  size_t ccap;
+  int var_norm, apply_cmvn;
+  unsigned char *cls;          /* transform chains (hsw): frames x rows */
+  size_t ncls, clscap;
+  int64_t frames;
+};
+
+/* n1 of the deltas' saxpy: elements [0, n1) fused (FMA), the rest mul+add. */
+int32_t gfeat_saxpy_fused(int profile, int32_t dim);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,109 @@
+/* The recipes' feature pipelines on the device (issue 8, deliverable 3;
+ * prefix gfeat_). A recognised chain (base/feat.h's kio_feat_plan) such as
+ *   apply-cmvn --utt2spk=ark:U scp:CMVN scp:FEATS ark:- | add-deltas ark:- ark:-
+ *   apply-cmvn ... | splice-feats --left-context=3 --right-context=3 ark:- ark:- |
+ *     transform-feats final.mat ark:- ark:-
+ * is run on a batch of utterances: the raw matrices as stored (the
+ * CompressedMatrix bytes as read, or floats when stored uncompressed) and
+ * the per-utterance CMVN offset/scale (computed on the host from the double
+ * stats by feat-ops.c's code) are uploaded; kernels decompress, apply CMVN,
+ * add deltas, splice and transform, writing the batch's feature matrix in
+ * device memory. Every float operation is explicit and in the CPU chain's
+ * order (feat-ops.c, feat-gemm.c, compressed-matrix.c), so the result is
+ * bit-identical to the CPU chain's (and Kaldi's) for the same
+ * KIO_BLAS_PROFILE and OpenBLAS thread count.
+ *
+ * Supported: an optional apply-cmvn first (table or single stats matrix,
+ * utt2spk, means/vars/reverse), then any of add-deltas (no --truncate),
+ * splice-feats, transform-feats with one matrix (rxfilename; linear or
+ * affine), copy-feats. Anything else: gfeat_supported says why (the caller
+ * runs the CPU chain). Per-speaker transform tables are not done.
+ *
+ * Threading: a gfeat_chain and its batches are used by one thread at a
+ * time; a gfeat_cuda likewise. */
+#ifndef GFEAT_GPU_FEATS_H
+#define GFEAT_GPU_FEATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../base/feat.h"
+#include "../base/matrix.h"
+#include "../base/table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- raw input matrices ---- */
+enum { GFEAT_RAW_FLOAT = 0, GFEAT_RAW_CM = 1, GFEAT_RAW_CM2 = 2, GFEAT_RAW_CM3 = 3 };
+/* One input matrix as stored: format GFEAT_RAW_CM*: bytes = the 16-byte
+ * header (min, range, rows, cols) and the data that follow the token;
+ * GFEAT_RAW_FLOAT: rows x cols floats (an FM/DM or text matrix, read as
+ * kio_matrix_read does). */
+typedef struct {
+  int format;
+  int32_t rows, cols;
+  unsigned char *bytes;
+  size_t nbytes, cap;
+} gfeat_raw;
+/* Table holder of gfeat_raw ("Matrix<float>" entries, no scp ranges). */
+extern const kio_holder gfeat_raw_holder;
+/* Decompresses r on the host (compressed-matrix.c's arithmetic). */
+int gfeat_raw_to_matrix(const gfeat_raw *r, kio_matrix *m);
+
+/* ---- the chain ---- */
+/* 1 when the device path can run plan; 0 with the reason in
+ * kio_last_error(). No I/O, no logging. */
+int gfeat_supported(const kio_feat_plan *plan);
+
+typedef struct gfeat_chain gfeat_chain;
+/* Opens what the stages open (CMVN stats, utt2spk, transform matrix),
+ * checks plan (gfeat_supported), builds the delta windows. KIO_ERR after an
+ * ERROR line (or, unsupported, without one: kio_last_error()). plan must
+ * outlive the chain. */
+int gfeat_chain_open(const kio_feat_plan *plan, gfeat_chain **out);
+void gfeat_chain_free(gfeat_chain *c);
+/* Output dimension for input dimension in_dim (-1 if the chain refuses it). */
+int32_t gfeat_chain_out_dim(const gfeat_chain *c, int32_t in_dim);
+
+/* ---- a batch of utterances (host staging) ---- */
+typedef struct gfeat_batch gfeat_batch;
+gfeat_batch *gfeat_batch_new(void);
+void gfeat_batch_clear(gfeat_batch *b);
+void gfeat_batch_free(gfeat_batch *b);
+enum { GFEAT_ADDED = 0, GFEAT_DROPPED = 1 };
+/* Appends utterance key: its raw matrix (copied) and CMVN parameters (its
+ * speaker's stats through utt2spk). GFEAT_ADDED; GFEAT_DROPPED after the
+ * stage's WARNING (no CMVN stats for it, as apply-cmvn; an empty matrix
+ * before add-deltas); KIO_ERR after an ERROR line (missing utt2spk entry,
+ * dimension mismatch, bad stats, empty input to splice-feats). */
+int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat_raw *raw);
+int gfeat_batch_count(const gfeat_batch *b);
+int64_t gfeat_batch_frames(const gfeat_batch *b);
+/* Output rows of utterance i (its frames) and the output dimension. */
+int32_t gfeat_batch_rows(const gfeat_batch *b, int i);
+int32_t gfeat_batch_dim(const gfeat_batch *b);
+
+/* ---- the device ---- */
+typedef struct gfeat_cuda gfeat_cuda;
+/* On the current device (the caller selected it): uploads the chain's
+ * constants. Logs ERROR on failure. Never call in a Check parent. */
+int gfeat_cuda_new(gfeat_cuda **g, const gfeat_chain *c);
+void gfeat_cuda_free(gfeat_cuda *g);
+/* Runs the pipeline of batch b on stream (a cudaStream_t; NULL: default):
+ * utterance i's features go to rows [off_i, off_i + rows_i) of the
+ * row-major matrix d_out (device memory, gfeat_batch_dim columns), off_i
+ * the sum of the rows before it. Asynchronous: the host staging of b may
+ * be reused only after the stream is synchronised. */
+int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out, void *stream);
+/* The same, then the rows back into host matrices out[0..n) (tests). */
+int gfeat_cuda_run_host(gfeat_cuda *g, const gfeat_batch *b, kio_matrix *out);
+/* Launches so far (tests check the device path ran) and device seconds. */
+void gfeat_cuda_stats(const gfeat_cuda *g, int64_t *batches, int64_t *frames);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
