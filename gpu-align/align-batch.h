@@ -41,6 +41,8 @@ typedef struct {
   event_list prep_lines;  /* logged while preparing (Kaldi: before "LOG KEY") */
   const kio_int_vec *prior;  /* margin mode: the prior alignment (the table's) */
   int band_status;        /* margin mode: galign_band_status of the graph */
+  int32_t gf_index;       /* features computed on the device (align-gfeat.c):
+                             its index in the batch's gfb; -1: read as is */
 } slot;
 
 typedef struct {
@@ -59,6 +61,8 @@ typedef struct {
   int align_rc;
   event_list align_lines;
   galign_pipeline_utt *utts;  /* handed to the hook */
+  struct gfeat_batch *gfb;    /* align-gfeat.c: raw features + CMVN parameters */
+  int gf_rc;                  /* their computation on the device failed: fatal */
 } batch;
 
 /* Copies m into dst, reusing dst's buffer. */

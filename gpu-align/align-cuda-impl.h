@@ -77,6 +77,9 @@ typedef struct {
   int64_t col_off;    /* its npu entries in the selected-pdf map */
 } galign_cu_utt;
 
+/* A host feature matrix whose rows are already on the device. */
+typedef struct { const kio_matrix *m; int64_t row; } galign_cu_devfeat;
+
 /* Flags the kernels raise (atomicOr into one device int). */
 enum { GALIGN_CU_BAD_LIKE = 1 };
 
@@ -140,6 +143,12 @@ struct galign_cuda {
   cudaEvent_t ev[4];
   int ll_timed;                           /* ev[0..1] recorded, not yet read */
   double t_ll, t_dec, t_wall, t_stage;  /* t_stage: host copies into pinned memory */
+  /* registered device features (galign_cuda_set_dev_feats): sorted by
+   * host matrix address */
+  galign_cu_devfeat *df;
+  int ndf, df_cap;
+  const float *df_base;
+  int64_t stat_df_utts;
 };
 
 /* loglike-cuda.cu: computes the likelihoods of a batch into d_ll, all

@@ -15,6 +15,13 @@ int galign_cuda_new(galign_cuda **c, int wait, const galign_gmm *gmm, const gali
 }
 void galign_cuda_free(galign_cuda *c) { (void)c; }
 const char *galign_cuda_device_desc(const galign_cuda *c) { (void)c; return "built without CUDA"; }
+int galign_cuda_set_dev_feats(galign_cuda *c, int n, const kio_matrix *const *feats,
+                              const float *d_base, const int64_t *row_off) {
+  (void)c; (void)n; (void)feats; (void)d_base; (void)row_off;
+  GALIGN_NOCUDA();
+}
+int galign_cuda_device(const galign_cuda *c) { (void)c; return -1; }
+int64_t galign_cuda_dev_feat_utts(const galign_cuda *c) { (void)c; return 0; }
 int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph *const *graphs,
                             const kio_matrix *const *feats, int want_per_frame,
                             galign_result *results, uint8_t *redo, int *num_redo) {

@@ -161,8 +161,34 @@ extern "C" void galign_cuda_free(galign_cuda *c) {
   cudaGetLastError(); /* a failed teardown must not poison a later call */
   free(c->h_pdf_offset);
   free(c->h_sel_of);
+  free(c->df);
   free(c);
 }
+
+static int galign_df_cmp(const void *a, const void *b) {
+  const kio_matrix *x = ((const galign_cu_devfeat *)a)->m, *y = ((const galign_cu_devfeat *)b)->m;
+  return x < y ? -1 : x > y;
+}
+
+extern "C" int galign_cuda_set_dev_feats(galign_cuda *c, int n, const kio_matrix *const *feats,
+                                         const float *d_base, const int64_t *row_off) {
+  c->ndf = 0;
+  c->df_base = n > 0 ? d_base : NULL;
+  if (n <= 0) return KIO_OK;
+  if (n > c->df_cap) {
+    galign_cu_devfeat *d = (galign_cu_devfeat *)realloc(c->df, sizeof *d * (size_t)n);
+    if (!d) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    c->df = d;
+    c->df_cap = n;
+  }
+  for (int i = 0; i < n; i++) c->df[i] = (galign_cu_devfeat){feats[i], row_off[i]};
+  qsort(c->df, (size_t)n, sizeof *c->df, galign_df_cmp);
+  c->ndf = n;
+  return KIO_OK;
+}
+
+extern "C" int galign_cuda_device(const galign_cuda *c) { return c ? c->device : -1; }
+extern "C" int64_t galign_cuda_dev_feat_utts(const galign_cuda *c) { return c ? c->stat_df_utts : 0; }
 
 extern "C" const char *galign_cuda_device_desc(const galign_cuda *c) {
   return c ? c->desc : "";

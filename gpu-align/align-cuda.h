@@ -60,6 +60,20 @@ void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t *toks,
 void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s, double *wall_s,
                        double *stage_s);
 
+/* Device features (gpu-feats, align-gfeat.c): until cleared (n = 0),
+ * the utterance whose host features are *feats[i] (by address) has its
+ * rows at d_base + row_off[i] * dim on c's device (computed there and
+ * complete before the next galign_cuda_align_batch); that call copies
+ * them on the device instead of staging the host copy. The host copies
+ * must still hold the same features (CPU redo, long utterances). KIO_OK
+ * or KIO_ERR (no memory, logged). */
+int galign_cuda_set_dev_feats(galign_cuda *c, int n, const kio_matrix *const *feats,
+                              const float *d_base, const int64_t *row_off);
+/* The CUDA device c runs on. */
+int galign_cuda_device(const galign_cuda *c);
+/* Utterances whose features were taken from registered device rows. */
+int64_t galign_cuda_dev_feat_utts(const galign_cuda *c);
+
 /* ---- long utterances: device likelihoods in frame chunks for the host
  * decoder (loglike-chunks-cuda.cu; aligner.c runs them on worker threads) ---- */
 typedef struct galign_cuda_chunks galign_cuda_chunks;

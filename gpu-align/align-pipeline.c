@@ -6,6 +6,7 @@
  * prints them, and the per-batch hook. */
 #include "align-pipeline.h"
 #include "align-batch.h"
+#include "align-gfeat.h"
 #include "align-margin.h"
 #include "align-source.h"
 
@@ -67,6 +68,7 @@ struct galign_pipeline {
   int beams_ok, want_per_frame, prep_threads;
   kio_seq_reader *graphs;
   kio_ra_reader *feats;
+  galign_gfeat *gf;       /* features computed on the device (align-gfeat.h) */
   /* gmm-align's form (tr): features in order, transcripts by key */
   int tr;
   kio_seq_reader *fseq;
@@ -279,6 +281,7 @@ static void read_batch(galign_pipeline *p, batch *b) {
   b->fatal = 0;
   b->prepped = 0;
   t_capture = &b->events;
+  if (p->gf) galign_gfeat_begin(b->gfb);
   double t0 = kio_now_s(), t1;
   int min_n = p->cfg.batch_size < DYN_MIN ? p->cfg.batch_size : DYN_MIN;
   while (!b->fatal && b->nslots < p->cfg.batch_size &&
@@ -298,8 +301,10 @@ static void read_batch(galign_pipeline *p, batch *b) {
     int same = gs_next_same(p, key);  /* waits for the graph thread */
     double t2 = kio_now_s();
     p->t_graphs += t2 - t1;
-    int has = kio_ra_has_key(p->feats, key), got = 0;
-    if (has == 1) {
+    int has = p->gf ? galign_gfeat_read(p->gf, &b->gfb, key, &s->feats, &s->gf_index)
+                    : kio_ra_has_key(p->feats, key), got = p->gf && has == 1;
+    if (!p->gf) s->gf_index = -1;
+    if (has == 1 && !p->gf) {
       /* The features are moved into the slot, unless the reader keeps them. */
       int rc = same ? 1 : kio_ra_take(p->feats, key, &s->feats);
       if (rc == 1) {
@@ -403,9 +408,11 @@ static void *align_main(void *arg) {
   t_capture = &b->align_lines;
   g_align_capture = &b->align_lines;
   b->align_rc = KIO_OK;
-  if (b->nalign > 0)
+  b->gf_rc = p->gf && b->nalign > 0 ? galign_gfeat_run(p->gf, p->aligner, b) : KIO_OK;
+  if (b->nalign > 0 && b->gf_rc == KIO_OK)
     b->align_rc = galign_align_batch(p->aligner, b->nalign, b->graphs, b->feats,
                                      p->want_per_frame, b->res);
+  if (p->gf) galign_gfeat_done(p->aligner);
   g_align_capture = NULL;
   t_capture = NULL;
   p->t_align += kio_now_s() - t1;
@@ -514,6 +521,10 @@ static int emit_batch(galign_pipeline *p, batch *b) {
   const galign_opts *o = &p->cfg.opts;
   int rc = KIO_OK, nutt = 0;
   t_capture = NULL;
+  if (b->gf_rc != KIO_OK) {  /* no features: fatal (the ERROR is in align_lines) */
+    galign_ev_replay(&b->align_lines);
+    return KIO_ERR;
+  }
   /* Lines of a failed batch are reproduced below, utterance by utterance. */
   if (b->align_rc == KIO_OK) galign_ev_replay(&b->align_lines);
   /* Result of each slot: where it sits in b->res. */
@@ -620,13 +631,23 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
   t_capture = &open_lines;
   p->closed = 0;
   p->tr = p->cfg.transcripts_rspecifier && p->cfg.transcripts_rspecifier[0] && p->cfg.compile;
+  if (!p->tr && p->cfg.gpu_feats && galign_gfeat_wanted() && init_wait(p) == KIO_OK) {
+    /* the backend decides: the aligner first (its lines still come first) */
+    event_list quiet = {0};
+    t_capture = &quiet;  /* errors of the chain's tables: the CPU chain reports them */
+    p->gf = galign_gfeat_open(p->cfg.feats_rspecifier, p->aligner);
+    t_capture = &open_lines;
+    for (int i = 0; i < quiet.n; i++)
+      if (quiet.v[i].level > 0) galign_ev_replay_one(&quiet.v[i]);
+    galign_ev_free(&quiet);
+  }
   int open_ok =
       (p->tr ? kio_seq_open(&p->fseq, p->cfg.feats_rspecifier, &kio_matrix_holder) == KIO_OK &&
                    kio_ra_open(&p->trans, p->cfg.transcripts_rspecifier, &kio_int_vec_holder) ==
                        KIO_OK
              : kio_seq_open(&p->graphs, p->cfg.graphs_rspecifier, &kio_fst_holder) == KIO_OK &&
-                   kio_ra_open(&p->feats, p->cfg.feats_rspecifier, &kio_matrix_holder) ==
-                       KIO_OK) &&
+                   (p->gf || kio_ra_open(&p->feats, p->cfg.feats_rspecifier,
+                                         &kio_matrix_holder) == KIO_OK)) &&
       kio_writer_open(&p->ali, p->cfg.ali_wspecifier, &kio_int_vec_holder) == KIO_OK &&
       kio_writer_open(&p->scores, p->cfg.scores_wspecifier, &kio_float_holder) == KIO_OK &&
       kio_writer_open(&p->per_frame, p->cfg.per_frame_wspecifier, &kio_vector_holder) == KIO_OK;
@@ -702,6 +723,13 @@ void galign_pipeline_log_summary(const galign_pipeline *p) {
              p->t_align, gpu ? "GPU" : "CPU", st.loglike_s, st.viterbi_s, st.backtrace_s,
              st.copy_s, p->t_write, hook, kio_now_s() - p->t_start);
   }
+  if (p->gf) {
+    int64_t u, f;
+    galign_gfeat_stats(p->gf, &u, &f);
+    KIO_VLOG(1, "Features computed on the GPU: %lld utterances, %lld frames; likelihoods "
+             "of %lld utterances read them on the device", (long long)u, (long long)f,
+             (long long)galign_aligner_dev_feat_utts(p->aligner));
+  }
   if (p->cfg.margin_mode) galign_margin_log(p->cfg.margin, &p->mc);
   char buf[32];
   const char *pf = p->tr ? "gmm-align.cc" : PROG_FILE;
@@ -728,6 +756,7 @@ int galign_pipeline_close(galign_pipeline *p) {
   if (p->trans && kio_ra_close(p->trans) != KIO_OK) failed = 1;
   if (p->fseq && kio_seq_close(p->fseq) != KIO_OK) failed = 1;
   if (p->feats && kio_ra_close(p->feats) != KIO_OK) failed = 1;
+  if (p->gf && galign_gfeat_close(p->gf) != KIO_OK) failed = 1;
   if (p->graphs && kio_seq_close(p->graphs) != KIO_OK) failed = 1;
   if (failed) {
     kio_writer_discard(p->per_frame);
@@ -751,8 +780,11 @@ void galign_pipeline_free(galign_pipeline *p) {
   stop(p);
   galign_pipeline_close(p);
   gq_free(p);
-  galign_batch_free(&p->bufs[0]);
-  galign_batch_free(&p->bufs[1]);
+  for (int i = 0; i < 2; i++) {
+    galign_gfeat_batch_free(p->bufs[i].gfb);
+    galign_batch_free(&p->bufs[i]);
+  }
+  galign_gfeat_free(p->gf);
   galign_ev_free(&p->init_lines);
   galign_aligner_free(p->aligner);
   galign_prior_table_free(p->priors);

@@ -58,6 +58,9 @@ typedef struct {
   const char *transcripts_rspecifier;
   int (*compile)(void *user, const kio_int_vec *words, kio_fst *out);
   void *compile_user;
+  /* 1: with KIO_FEATS_GPU=1 and our own CUDA backend, a recognised feature
+   * chain is computed on the device (align-gfeat.h; gmm-align-compiled). */
+  int gpu_feats;
 } galign_pipeline_cfg;
 
 /* One aligned utterance (result ok) handed to the hook. Valid during the

@@ -429,3 +429,18 @@ void galign_aligner_cpu_stats(const galign_aligner *a, int64_t *frames, int64_t 
     if (mx > *max_toks) *max_toks = mx;
   }
 }
+
+/* gpu-feats on our own context (align-gfeat.c). */
+int galign_aligner_cuda_device(const galign_aligner *a) {
+  return a && a->cuda && !a->remote ? galign_cuda_device(a->cuda) : -1;
+}
+
+int galign_aligner_set_dev_feats(galign_aligner *a, int n, const kio_matrix *const *feats,
+                                 const float *d_base, const int64_t *row_off) {
+  if (!a || !a->cuda || a->remote) return KIO_OK;
+  return galign_cuda_set_dev_feats(a->cuda, n, feats, d_base, row_off);
+}
+
+int64_t galign_aligner_dev_feat_utts(const galign_aligner *a) {
+  return a && a->cuda ? galign_cuda_dev_feat_utts(a->cuda) : 0;
+}

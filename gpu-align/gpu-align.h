@@ -113,6 +113,16 @@ int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *grap
                        const kio_matrix *const *feats, int want_per_frame,
                        galign_result *results);
 
+/* Features computed on the device (gpu-feats; the pipeline's
+ * align-gfeat.c): the CUDA device of our own backend, -1 when the aligner
+ * has none (CPU, or the GPU service); rows registered for the next
+ * galign_align_batch calls (see galign_cuda_set_dev_feats; a no-op
+ * without our own backend; n = 0 clears); utterances that used them. */
+int galign_aligner_cuda_device(const galign_aligner *a);
+int galign_aligner_set_dev_feats(galign_aligner *a, int n, const kio_matrix *const *feats,
+                                 const float *d_base, const int64_t *row_off);
+int64_t galign_aligner_dev_feat_utts(const galign_aligner *a);
+
 /* Seconds spent in the phases of alignment, summed over the batches since
  * the aligner was created. The CPU path measures them per worker thread and
  * sums the threads (CPU seconds: with several threads the sum exceeds the

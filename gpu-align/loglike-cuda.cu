@@ -257,6 +257,18 @@ static void galign_stage_copy(const galign_cuda *c, const galign_cu_utt *utt,
   for (int t = started; t < nt; t++) galign_stage_main(&jobs[t]);
 }
 
+/* 1 and *row when m's rows are registered on the device. */
+static int galign_dev_feat(const galign_cuda *c, const kio_matrix *m, int64_t *row) {
+  int lo = 0, hi = c->ndf - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) >> 1;
+    const kio_matrix *x = c->df[mid].m;
+    if (x == m) { *row = c->df[mid].row; return 1; }
+    if (x < m) lo = mid + 1; else hi = mid - 1;
+  }
+  return 0;
+}
+
 static int galign_read_flags(galign_cuda *c, int n) {
   KIO_CUDA_TRY(cudaEventRecord(c->ev[1], c->stream));
   c->ll_timed = 1;
@@ -340,9 +352,25 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
   GALIGN_CU_RESERVE(dev, c->d_feats, float, nfeat);
   const size_t group_bytes = (size_t)8 << 20;
   for (int g0 = 0, g1; g0 < n; g0 = g1) {
+    int64_t src, s1;
+    if (galign_dev_feat(c, feats[g0], &src)) {
+      /* rows already on the device (gpu-feats): one copy per run of
+       * utterances that are contiguous there too */
+      int64_t rows = utt[g0].num_frames;
+      for (g1 = g0 + 1; g1 < n && galign_dev_feat(c, feats[g1], &s1) && s1 == src + rows; g1++)
+        rows += utt[g1].num_frames;
+      c->stat_df_utts += g1 - g0;
+      if (rows > 0)
+        KIO_CUDA_TRY(cudaMemcpyAsync((float *)c->d_feats.p + (size_t)utt[g0].frame_off * c->dim,
+                                     c->df_base + (size_t)src * c->dim,
+                                     sizeof(float) * (size_t)rows * c->dim,
+                                     cudaMemcpyDeviceToDevice, st));
+      continue;
+    }
     size_t bytes = 0;
-    for (g1 = g0; g1 < n && (g1 == g0 || bytes + sizeof(float) * (size_t)utt[g1].num_frames *
-                                                      c->dim <= group_bytes); g1++)
+    for (g1 = g0; g1 < n && (g1 == g0 || (bytes + sizeof(float) * (size_t)utt[g1].num_frames *
+                                                      c->dim <= group_bytes &&
+                                          !galign_dev_feat(c, feats[g1], &s1))); g1++)
       bytes += sizeof(float) * (size_t)utt[g1].num_frames * c->dim;
     if (bytes == 0) continue;
     const int r = c->ring_next++ % GALIGN_RING_N;

@@ -238,6 +238,7 @@ typedef struct { void *p; size_t cap; } gfeat_buf;
 
 struct gfeat_cuda {
   const gfeat_chain *c;
+  int device;                /* -1: the caller's current device */
   cudaStream_t own;          /* for gfeat_cuda_run_host */
   float *d_scales[GFEAT_MAX_STAGES], *d_wt[GFEAT_MAX_STAGES];
   gfeat_buf bytes, utt, cmvn, cls, work[2], out;
@@ -263,11 +264,13 @@ static int gfeat_upload(void **d, const void *h, size_t bytes, cudaStream_t st) 
   return KIO_OK;
 }
 
-extern "C" int gfeat_cuda_new(gfeat_cuda **out, const gfeat_chain *c) {
+extern "C" int gfeat_cuda_new(gfeat_cuda **out, const gfeat_chain *c, int device) {
   *out = NULL;
+  if (device >= 0) KIO_CUDA_TRY(cudaSetDevice(device));
   gfeat_cuda *g = (gfeat_cuda *)calloc(1, sizeof *g);
   if (!g) { KIO_ERROR("Out of memory"); return KIO_ERR; }
   g->c = c;
+  g->device = device;
   int rc = KIO_OK;
   if (cudaStreamCreateWithFlags(&g->own, cudaStreamNonBlocking) != cudaSuccess) {
     KIO_ERROR("CUDA error creating a stream");
@@ -303,6 +306,7 @@ extern "C" int gfeat_cuda_new(gfeat_cuda **out, const gfeat_chain *c) {
 
 extern "C" void gfeat_cuda_free(gfeat_cuda *g) {
   if (!g) return;
+  if (g->device >= 0) cudaSetDevice(g->device);
   cudaStreamSynchronize(g->own);
   for (int k = 0; k < GFEAT_MAX_STAGES; k++) {
     kio_cuda_dev_free(g->d_scales[k], g->own);
@@ -311,14 +315,15 @@ extern "C" void gfeat_cuda_free(gfeat_cuda *g) {
   gfeat_buf *bufs[] = {&g->bytes, &g->utt, &g->cmvn, &g->cls, &g->work[0], &g->work[1], &g->out};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) kio_cuda_dev_free(bufs[i]->p, g->own);
   cudaStreamSynchronize(g->own);
+  kio_cuda_host_free(g->h_out, g->own);
   cudaStreamDestroy(g->own);
-  free(g->h_out);
   free(g);
 }
 
 static unsigned gfeat_grid(int64_t work, int block) { return (unsigned)((work + block - 1) / block); }
 
 extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out, void *stream) {
+  if (g->device >= 0) KIO_CUDA_TRY(cudaSetDevice(g->device));
   cudaStream_t st = stream ? (cudaStream_t)stream : g->own;
   const gfeat_chain *c = g->c;
   if (b->n == 0 || b->frames == 0) return KIO_OK;
@@ -395,27 +400,48 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
   return KIO_OK;
 }
 
-extern "C" int gfeat_cuda_run_host(gfeat_cuda *g, const gfeat_batch *b, kio_matrix *out) {
+extern "C" int gfeat_cuda_compute(gfeat_cuda *g, const gfeat_batch *b, const float **d_feats,
+                                  float *const *host_rows) {
+  if (g->device >= 0) KIO_CUDA_TRY(cudaSetDevice(g->device));
   int64_t T = b->frames;
   size_t n = (size_t)T * (size_t)b->out_dim;
+  *d_feats = NULL;
   if (gfeat_reserve(&g->out, sizeof(float) * n + 4, g->own) != KIO_OK) return KIO_ERR;
   if (gfeat_cuda_run(g, b, (float *)g->out.p, g->own) != KIO_OK) return KIO_ERR;
-  if (n > g->h_out_cap) {
-    free(g->h_out);
-    g->h_out = (float *)malloc(sizeof(float) * n);
-    if (!g->h_out) { g->h_out_cap = 0; KIO_ERROR("Out of memory"); return KIO_ERR; }
-    g->h_out_cap = n;
+  *d_feats = (const float *)g->out.p;
+  if (host_rows && n) {
+    if (n > g->h_out_cap) {
+      kio_cuda_host_free(g->h_out, g->own);
+      g->h_out = NULL;
+      g->h_out_cap = 0;
+      size_t want = n + n / 4;
+      if (kio_cuda_host_alloc((void **)&g->h_out, sizeof(float) * want) != KIO_OK) return KIO_ERR;
+      g->h_out_cap = want;
+    }
+    KIO_CUDA_TRY(cudaMemcpyAsync(g->h_out, g->out.p, sizeof(float) * n, cudaMemcpyDeviceToHost,
+                                 g->own));
   }
-  if (n) KIO_CUDA_TRY(cudaMemcpyAsync(g->h_out, g->out.p, sizeof(float) * n, cudaMemcpyDeviceToHost, g->own));
   KIO_CUDA_TRY(cudaStreamSynchronize(g->own));
-  for (int i = 0; i < b->n; i++) {
-    const gfeat_dutt *u = &b->utt[i];
-    int32_t rows = u->rows, cols = rows ? b->out_dim : 0;
-    if (kio_matrix_resize(&out[i], rows, cols) != KIO_OK) return KIO_ERR;
-    memcpy(out[i].data, g->h_out + (size_t)u->frame_off * b->out_dim,
-           sizeof(float) * (size_t)rows * (size_t)cols);
-  }
+  for (int i = 0; host_rows && n && i < b->n; i++)
+    if (host_rows[i] && b->utt[i].rows)
+      memcpy(host_rows[i], g->h_out + (size_t)b->utt[i].frame_off * b->out_dim,
+             sizeof(float) * (size_t)b->utt[i].rows * (size_t)b->out_dim);
   return KIO_OK;
+}
+
+extern "C" int gfeat_cuda_run_host(gfeat_cuda *g, const gfeat_batch *b, kio_matrix *out) {
+  float **rows = (float **)calloc((size_t)b->n + 1, sizeof(float *));
+  if (!rows) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  int rc = KIO_OK;
+  for (int i = 0; i < b->n && rc == KIO_OK; i++) {
+    int32_t r = b->utt[i].rows;
+    rc = kio_matrix_resize(&out[i], r, r ? b->out_dim : 0);
+    rows[i] = out[i].data;
+  }
+  const float *d = NULL;
+  if (rc == KIO_OK) rc = gfeat_cuda_compute(g, b, &d, rows);
+  free(rows);
+  return rc;
 }
 
 extern "C" void gfeat_cuda_stats(const gfeat_cuda *g, int64_t *batches, int64_t *frames) {

@@ -364,6 +364,7 @@ void gfeat_batch_free(gfeat_batch *b) {
 int gfeat_batch_count(const gfeat_batch *b) { return b->n; }
 int64_t gfeat_batch_frames(const gfeat_batch *b) { return b->frames; }
 int32_t gfeat_batch_rows(const gfeat_batch *b, int i) { return b->utt[i].rows; }
+int64_t gfeat_batch_row_off(const gfeat_batch *b, int i) { return b->utt[i].frame_off; }
 int32_t gfeat_batch_dim(const gfeat_batch *b) { return b->out_dim; }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {

@@ -8,14 +8,20 @@
 #define GFEAT_NOCUDA() \
   do { KIO_ERROR("This program was built without CUDA (./configure --use-cuda=no)"); return KIO_ERR; } while (0)
 
-int gfeat_cuda_new(gfeat_cuda **g, const gfeat_chain *c) {
-  (void)c;
+int gfeat_cuda_new(gfeat_cuda **g, const gfeat_chain *c, int device) {
+  (void)c; (void)device;
   *g = NULL;
   GFEAT_NOCUDA();
 }
 void gfeat_cuda_free(gfeat_cuda *g) { (void)g; }
 int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out, void *stream) {
   (void)g; (void)b; (void)d_out; (void)stream;
+  GFEAT_NOCUDA();
+}
+int gfeat_cuda_compute(gfeat_cuda *g, const gfeat_batch *b, const float **d_feats,
+                       float *const *host_rows) {
+  (void)g; (void)b; (void)host_rows;
+  *d_feats = NULL;
   GFEAT_NOCUDA();
 }
 int gfeat_cuda_run_host(gfeat_cuda *g, const gfeat_batch *b, kio_matrix *out) {

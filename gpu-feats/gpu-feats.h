@@ -82,15 +82,18 @@ enum { GFEAT_ADDED = 0, GFEAT_DROPPED = 1 };
 int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat_raw *raw);
 int gfeat_batch_count(const gfeat_batch *b);
 int64_t gfeat_batch_frames(const gfeat_batch *b);
-/* Output rows of utterance i (its frames) and the output dimension. */
+/* Output rows of utterance i (its frames), its first row in the batch's
+ * matrix, and the output dimension. */
 int32_t gfeat_batch_rows(const gfeat_batch *b, int i);
+int64_t gfeat_batch_row_off(const gfeat_batch *b, int i);
 int32_t gfeat_batch_dim(const gfeat_batch *b);
 
 /* ---- the device ---- */
 typedef struct gfeat_cuda gfeat_cuda;
-/* On the current device (the caller selected it): uploads the chain's
- * constants. Logs ERROR on failure. Never call in a Check parent. */
-int gfeat_cuda_new(gfeat_cuda **g, const gfeat_chain *c);
+/* On device (-1: the calling thread's current one; every call sets it):
+ * uploads the chain's constants. Logs ERROR on failure. Never call in a
+ * Check parent. */
+int gfeat_cuda_new(gfeat_cuda **g, const gfeat_chain *c, int device);
 void gfeat_cuda_free(gfeat_cuda *g);
 /* Runs the pipeline of batch b on stream (a cudaStream_t; NULL: default):
  * utterance i's features go to rows [off_i, off_i + rows_i) of the
@@ -98,7 +101,13 @@ void gfeat_cuda_free(gfeat_cuda *g);
  * the sum of the rows before it. Asynchronous: the host staging of b may
  * be reused only after the stream is synchronised. */
 int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out, void *stream);
-/* The same, then the rows back into host matrices out[0..n) (tests). */
+/* Runs b into the object's own device matrix (*d_feats, valid until the
+ * next call or free) and copies utterance i's rows to host_rows[i] (rows x
+ * gfeat_batch_dim floats; host_rows or an entry NULL: not copied).
+ * Synchronous. */
+int gfeat_cuda_compute(gfeat_cuda *g, const gfeat_batch *b, const float **d_feats,
+                       float *const *host_rows);
+/* The same into host matrices out[0..n) (resized; tests). */
 int gfeat_cuda_run_host(gfeat_cuda *g, const gfeat_batch *b, kio_matrix *out);
 /* Launches so far (tests check the device path ran) and device seconds. */
 void gfeat_cuda_stats(const gfeat_cuda *g, int64_t *batches, int64_t *frames);

@@ -99,7 +99,7 @@ static int run_case(const char *pipe, int bs, const char *ref) {
   gfeat_chain *c = NULL;
   ck_assert_int_eq(gfeat_chain_open(&plan, &c), KIO_OK);
   gfeat_cuda *dev = NULL;
-  ck_assert_int_eq(gfeat_cuda_new(&dev, c), KIO_OK);
+  ck_assert_int_eq(gfeat_cuda_new(&dev, c, -1), KIO_OK);
   gfeat_batch *b = gfeat_batch_new();
   kio_seq_reader *r = NULL;
   ck_assert_int_eq(kio_seq_open(&r, plan.input, &gfeat_raw_holder), KIO_OK);

@@ -3,7 +3,7 @@
 # and runs it: exercises the CUDA path's logic (batching, packing, offsets,
 # kernels, regrowth, results) on a machine without a GPU. Not part of
 # `make test`. Usage: tests/emu/run.sh [BUILD_DIR] (default build-emu);
-# EMU_SUITES="align acc feats" (default: all three).
+# EMU_SUITES="align acc feats featalign" (default: all four).
 set -e
 cd "$(dirname "$0")/../.."
 B=${1:-build-emu}
@@ -19,10 +19,10 @@ for f in base/*.cc; do
   [ -e "$f" ] || continue
   g++ -std=c++17 -O2 -g -c "$f" -o "$B/$(echo "$f" | tr / _).o"
 done
-suites=${EMU_SUITES:-align acc feats}  # which suites to build and run
-case " $suites " in *" align "*)
+suites=${EMU_SUITES:-align acc feats featalign}  # which suites to build and run
+case " $suites " in *" align "*|*" featalign "*)
 objs=""
-for f in base/*.c gpu-feats/*.c gpu-align/*.c tests/test-util.c tests/check_gpu_align.c; do
+for f in base/*.c gpu-feats/*.c gpu-align/*.c; do
   o="$B/$(echo "$f" | tr / _).o"
   gcc $CF -c "$f" -o "$o"; objs="$objs $o"
 done
@@ -34,8 +34,26 @@ for f in gpu-feats/*.cu gpu-align/*.cu; do
   o="$B/$(echo "$f" | tr / _).o"
   g++ $XF -Wno-unused-parameter -x c++ -include tests/emu/cuda-emu.h -c "$f" -o "$o"; objs="$objs $o"
 done
-g++ -o "$B/check_gpu_align" $objs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl
+EMU_LIBS="-lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl"
+;; esac
+case " $suites " in *" align "*)
+for f in tests/test-util.c tests/check_gpu_align.c; do
+  gcc $CF -c "$f" -o "$B/$(echo "$f" | tr / _).o"
+done
+g++ -o "$B/check_gpu_align" $objs "$B/tests_test-util.c.o" "$B/tests_check_gpu_align.c.o" \
+  "$B/cuda-emu.o" $EMU_LIBS
 (cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_align")
+;; esac
+
+# gmm-align-compiled on the emulated device with the feature chain on the
+# device (KIO_FEATS_GPU=1) against the CPU chain: tests/cli/gpu-feats.sh.
+case " $suites " in *" featalign "*)
+mkdir -p "$B/bin" "$B/tools"
+gcc $CF -c gmmbin-gpu/gmm-align-compiled.c -o "$B/gmm-align-compiled.o"
+g++ -o "$B/bin/gmm-align-compiled" "$B/gmm-align-compiled.o" $objs "$B/cuda-emu.o" $EMU_LIBS
+gcc $CF -c tools/gfeat-testdata.c -o "$B/gfeat-testdata.o"
+g++ -o "$B/tools/gfeat-testdata" "$B/gfeat-testdata.o" $objs "$B/cuda-emu.o" $EMU_LIBS
+GFEAT_EMU=1 BIN="$B/bin" TOOLS="$B/tools" TOP="$PWD" bash tests/cli/gpu-feats.sh
 ;; esac
 
 
