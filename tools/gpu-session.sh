@@ -3,14 +3,17 @@
 # compute-sanitizer run, kernel timings, the demo and the benchmark; logs
 # under $OUT. Prepare here with `make all && tools/device-pack.sh`, then run
 # with carry [".carry"]. Usage: tools/gpu-session.sh [step...]
-#   steps: gpu-tests all-tests sanitize kernels demo bench (default: all)
+#   steps: gpu-tests all-tests sanitize feats kernels demo bench (default: all)
+#   feats: the feature chains on the device (issue 8, gpu-feats): its suite,
+#   gmm-align-compiled KIO_FEATS_GPU=1 vs 0 (cli/gpu-feats.sh), the device
+#   chain under compute-sanitizer, timings (tools/gfeat-bench.sh, FEATS_COPIES)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH="$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export BUILD=.carry/build
 cp .carry/gmmbin-gpu/* gmmbin-gpu/
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-steps=${*:-gpu-tests all-tests sanitize kernels demo bench}
+steps=${*:-gpu-tests all-tests sanitize feats kernels demo bench}
 { date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; } 2>&1 | tee "$OUT/env.txt"
 for s in $steps; do
   echo "=== $s ($(date -u +%T)) ==="
@@ -49,6 +52,28 @@ for s in $steps; do
         cmp /tmp/san.ali /tmp/san2.ali && cmp /tmp/san.acc /tmp/san2.acc && echo "service outputs = own-context outputs"
         for _ in $(seq 1 60); do pgrep -f "$svcdir/wrap.sh|kaldi-gpu-service" >/dev/null || break; sleep 1; done
         echo "kaldi-gpu-service under compute-sanitizer: $(grep -h 'ERROR SUMMARY' "$svcdir"/memcheck.log)" ) | tee "$OUT/sanitize.log" ;;
+    feats)
+      top=$PWD
+      ( cd tests/data &&
+        KIO_REQUIRE_GPU=1 "$top/$BUILD/tests/check_gpu_feats" 2>&1 | tail -n 5
+        echo "check_gpu_feats: exit ${PIPESTATUS[0]}"
+        KIO_REQUIRE_GPU=1 BIN="$top/gmmbin-gpu" TOP="$top" TOOLS="$top/$BUILD/tools" bash "$top/tests/cli/gpu-feats.sh"
+        echo "cli/gpu-feats.sh (KIO_FEATS_GPU=1 vs 0): exit $?"
+        d=$(mktemp -d /tmp/san-feats.XXXXXX)
+        "$top/$BUILD/tools/gfeat-testdata" ark:feats/delta.ark "$d" 2>/dev/null
+        for m in tri1 tri2; do
+          if [ $m = tri1 ]; then rest="add-deltas ark:- ark:- |"
+          else rest="splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |"; fi
+          KALDI_GPU_SERVICE=no KIO_FEATS_GPU=1 GALIGN_GPU_LONG_FRAMES=300 \
+          compute-sanitizer --tool memcheck --error-exitcode 9 ../../gmmbin-gpu/gmm-align-compiled --verbose=1 \
+            --use-gpu=yes --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 \
+            --retry-beam=40 --batch-size=9 models/$m/final.mdl "ark:gunzip -c graphs/$m.fsts.gz|" \
+            "ark,s,cs:apply-cmvn --utt2spk=ark:$d/utt2spk scp:$d/cmvn.scp scp:$d/feats.scp ark:- | $rest" \
+            ark:/tmp/san-feats.ali 2>&1 | grep -E 'Features computed|ERROR|SUMMARY|Done' | tail -n 8
+          echo "gmm-align-compiled $m, KIO_FEATS_GPU=1, under compute-sanitizer: exit ${PIPESTATUS[0]}"
+        done
+        rm -rf "$d" ) 2>&1 | tee "$OUT/feats.log"
+      COPIES=${FEATS_COPIES:-255} WORK=/tmp/gfeat-bench tools/gfeat-bench.sh "$BUILD" 2>&1 | tee "$OUT/feats-bench.log" ;;
     kernels) ( cd tests/data && KIO_GPU_BENCH=500 CK_RUN_CASE=bench "../../$BUILD/tests/check_gpu_align" ) 2>&1 | tail -n 30 | tee "$OUT/kernels.log" ;;
     demo) tools/demo.sh 2>&1 | tee "$OUT/demo.log" ;;
     bench) tools/bench.sh 2>&1 | tee "$OUT/bench.log" ;;
