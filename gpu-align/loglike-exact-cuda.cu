@@ -20,6 +20,8 @@
  * we go, so only a few partial sums per output are live. The last n % 4
  * components of a pdf use the SSE kernels' order (gmm-core.h). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "align-cuda-impl.h"
 
@@ -404,8 +406,22 @@ static int galign_tile_sel(galign_i32vec *sel, const galign_graph *g, const int6
   return KIO_OK;
 }
 
+/* KIO_GALIGN_MARGIN_LL=full: margin mode computes every reachable pdf's
+ * likelihood (the plain tiled kernel) and bands only the decoder; the same
+ * numbers for the pdfs the band uses, so the same output. For measuring
+ * which is faster on a device (docs/benchmarks.md, 2026-11-26). */
+static int margin_ll_full(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *e = getenv("KIO_GALIGN_MARGIN_LL");
+    v = e && !strcmp(e, "full");
+  }
+  return v;
+}
+
 int galign_cu_ll_exact_prepare(galign_cuda *c, int n, const galign_graph *const *graphs) {
   const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
+  const int band_ll = !margin_ll_full();
   int64_t ntiles = 0;
   for (int i = 0; i < n; i++) ntiles += (utt[i].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
   c->ll_ntiles = ntiles;
@@ -420,7 +436,7 @@ int galign_cu_ll_exact_prepare(galign_cuda *c, int n, const galign_graph *const 
   int rc = KIO_OK;
   for (int i = 0; i < n && rc == KIO_OK; i++) {
     const galign_graph *g = graphs ? graphs[i] : NULL;
-    const int banded = g && g->band_T > 0 && g->band_T == utt[i].num_frames && g->band_lo &&
+    const int banded = band_ll && g && g->band_T > 0 && g->band_T == utt[i].num_frames && g->band_lo &&
                        g->topo_pos && g->fst.num_states > 0;
     int64_t nkey = 0;
     if (banded) {
