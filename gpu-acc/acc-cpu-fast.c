@@ -22,7 +22,8 @@
  *    of sgemv and daxpy unfused;
  *  - "skx": AVX-512 kernels (built with -march=skylake-avx512): tails fused
  *    (sgemv tail as in acc-math.h, the fixtures' machine; daxpy fully
- *    fused);
+ *    fused); rows of at most 8 floats with lda == D (Kaldi: D = 4, 8) in
+ *    the small-m kernel's order (base/sgemv-skx-small.h);
  *  - "plain": no FMA anywhere (older CPUs).
  * The default is "skx" on every machine: our output must not depend on the
  * host (Kaldi's does), and skx is the reference hosts' rounding (the
@@ -297,6 +298,15 @@ static float frame_post(const kio_diag_gmm *g, const float *x, const float *x2, 
   int32_t M = g->num_comp, D = g->dim;
   if (M <= 0) return -INFINITY;
   int32_t m0 = 0;
+  if (prof == PROF_SKX && kio_sgemv_skx_small(D, kio_kaldi_stride(D))) {
+    /* SkylakeX's small-m kernel (D = 4, 8): scalar, in its order */
+    for (int32_t m = 0; m < M; m++) {
+      const float *mi = g->means_invvars + (size_t)m * D, *iv = g->inv_vars + (size_t)m * D;
+      float y = kio_sgemv_skx_small_row(g->gconsts[m], mi, x, 1, D, 1.0f, m, M);
+      ll[m] = kio_sgemv_skx_small_row(y, iv, x2, 1, D, -0.5f, m, M);
+    }
+    m0 = M;
+  }
   if (simd && D <= 4096)
     for (; m0 + 4 <= (M & ~3); m0 += 4) loglike4_avx2(g, m0, x, x2, ll + m0, prof);
   for (int32_t m = m0; m < M; m++) {
@@ -363,9 +373,11 @@ int gacc_accumulate_utt_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r) 
 
 /* ---------------- entry points for checks (tools/acc-blas-check) ---------------- */
 
-float gacc_cpu_gemv_row(float y, const float *a, const float *xv, int D, float alpha,
+float gacc_cpu_gemv_row(float y, const float *a, const float *xv, int D, int lda, float alpha,
                         int j, int M) {
   int kind = gacc_kernel_kind(j, M), prof = gacc_blas_profile();
+  if (prof == PROF_SKX && kio_sgemv_skx_small(D, lda))
+    return kio_sgemv_skx_small_row(y, a, xv, 1, D, alpha, j, M);
   return use_simd() ? row_avx2(y, a, xv, D, alpha, kind, prof)
                     : row_scalar(y, a, xv, D, alpha, kind, prof);
 }

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../base/sgemv-skx-small.h"
+
 #ifdef __CUDACC__
 #define GACC_HD __host__ __device__ __forceinline__
 #else
@@ -96,7 +98,10 @@ GACC_HD float gacc_expf(float x) {
  *    multiply-add kernel), then 1 (two 4-lane multiply-add accumulators);
  *  - each block's dot is added as y + dot*alpha; the tail as
  *    y + fma(a2, x2*alpha, fma(a0, x0*alpha, a1*x1*alpha)) (GCC's FMA
- *    contraction of the C expression). */
+ *    contraction of the C expression).
+ * Except: on SkylakeX, rows of at most 8 floats with lda == D (Kaldi: D = 4
+ * and 8) go to AVX-512 kernels with their own order per D and per block of
+ * rows (base/sgemv-skx-small.h; gacc_gauss_loglike_p takes it). */
 enum { GACC_K4 = 0, GACC_K2 = 1, GACC_K1 = 2 };
 
 /* Which sgemv kernel handles component j of M. */
@@ -216,10 +221,16 @@ GACC_HD float gacc_gemv_row(float y, const float *a, const float *xv, int D, flo
 
 /* Log-likelihood of component j (of M) for frame x: gconst + MI.x
  * - 0.5 IV.x2 rounded as Kaldi/OpenBLAS (above); x2[d] = x[d] * x[d] in
- * float, as Kaldi squares the frame. */
+ * float, as Kaldi squares the frame. In the skx profile (plain_tail 0),
+ * D = 4 and D = 8 (Kaldi's row stride = D <= 8) take OpenBLAS's SkylakeX
+ * small-m kernel instead (base/sgemv-skx-small.h). */
 GACC_HD float gacc_gauss_loglike_p(float gconst, const float *mi, const float *iv,
                                    const float *x, const float *x2, int D, int j, int M,
                                    int plain_tail) {
+  if (!plain_tail && kio_sgemv_skx_small(D, kio_kaldi_stride(D))) {
+    float y = kio_sgemv_skx_small_row(gconst, mi, x, 1, D, 1.0f, j, M);
+    return kio_sgemv_skx_small_row(y, iv, x2, 1, D, -0.5f, j, M);
+  }
   int kind = gacc_kernel_kind(j, M);
   float y = gacc_gemv_row_p(gconst, mi, x, D, 1.0f, kind, plain_tail);
   return gacc_gemv_row_p(y, iv, x2, D, -0.5f, kind, plain_tail);

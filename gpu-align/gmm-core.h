@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gpu-align.h"
+#include "../base/sgemv-skx-small.h"
 
 #ifdef __CUDACC__
 #define GALIGN_GMM_HD __host__ __device__ GALIGN_GMM_CORE_INLINE
@@ -125,6 +126,24 @@ GALIGN_GMM_HD static inline float galign_comp_loglike(const galign_gmm *g, int32
 GALIGN_GMM_HD static inline int galign_comp_kernel(int32_t i, int32_t n) {
   int32_t n4 = n & ~3;
   return i < n4 ? 4 : i < n4 + (n & 2) ? 2 : 1;
+}
+
+/* Except: on SkylakeX (the skx profile: g->blas_small), OpenBLAS sends
+ * rows of at most 8 floats with lda == D to a kernel of its own
+ * (base/sgemv-skx-small.h); Kaldi's row stride is D rounded up to 4, so
+ * that is D = 4 and D = 8. Then every component of a pdf is
+ * galign_small_loglike (x[d] at x[d * xs]). */
+GALIGN_GMM_HD static inline int galign_use_small(const galign_gmm *g) {
+  return g->blas_small && kio_sgemv_skx_small(g->dim, kio_kaldi_stride(g->dim));
+}
+
+GALIGN_GMM_HD static inline float galign_small_loglike(const galign_gmm *g, int32_t m, int32_t i,
+                                                      int32_t n, const float *x, const float *x2,
+                                                      int32_t xs) {
+  const int32_t D = g->dim;
+  const float *mi = g->means_invvars + (size_t)m * D, *iv = g->inv_vars + (size_t)m * D;
+  float y = kio_sgemv_skx_small_row(g->gconst[m], mi, x, xs, D, 1.0f, i, n);
+  return kio_sgemv_skx_small_row(y, iv, x2, xs, D, -0.5f, i, n);
 }
 
 #endif

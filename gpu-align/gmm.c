@@ -25,6 +25,7 @@ int galign_gmm_init(galign_gmm *g, const kio_am_gmm *am) {
   g->num_pdfs = am->num_pdfs;
   const char *prof = getenv("KIO_BLAS_PROFILE");
   g->blas_hsw = prof && !strcmp(prof, "hsw");
+  g->blas_small = !(prof && (!strcmp(prof, "hsw") || !strcmp(prof, "plain")));
   g->num_gauss = (int32_t)ng;
   size_t nd = (size_t)ng * (size_t)am->dim;
   g->pdf_offset = malloc(((size_t)am->num_pdfs + 1) * sizeof(int32_t));
@@ -95,6 +96,10 @@ static float log_sum_exp(const float *l, int32_t n) {
 
 static void comps_generic(const galign_gmm *g, int32_t m0, int32_t n, const float *x,
                           const float *x2, float *out) {
+  if (galign_use_small(g)) {
+    for (int32_t i = 0; i < n; i++) out[i] = galign_small_loglike(g, m0 + i, i, n, x, x2, 1);
+    return;
+  }
   for (int32_t i = 0; i < n; i++)
     out[i] = galign_comp_loglike(g, m0 + i, galign_comp_kernel(i, n), x, x2);
 }
@@ -214,6 +219,10 @@ GALIGN_FMA_TARGET static void comps_fma(const galign_gmm *g, int32_t m0, int32_t
   const int32_t D = g->dim, nb = GALIGN_NB(D), m3 = D - nb;
   const int32_t n4 = n & ~3;
   int32_t i = 0;
+  if (galign_use_small(g)) {  /* D = 4, 8: scalar, SkylakeX's order */
+    for (; i < n; i++) out[i] = galign_small_loglike(g, m0 + i, i, n, x, x2, 1);
+    return;
+  }
   if (nb > 0) {
     for (; i < n4; i += 4) {
       const int32_t m = m0 + i;

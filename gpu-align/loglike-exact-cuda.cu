@@ -20,6 +20,8 @@
  * we go, so only a few partial sums per output are live. The last n % 4
  * components of a pdf use the SSE kernels' order (gmm-core.h). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "align-cuda-impl.h"
 
@@ -177,12 +179,20 @@ __device__ static __forceinline__ void galign_sse_dot4(const float *__restrict__
   }
 }
 
-/* galign_comp_loglike (kern 2 or 1) of component m, 4 frames. */
+/* galign_comp_loglike (kern 2 or 1) of component m, 4 frames; small:
+ * galign_small_loglike of component i of n (SkylakeX's small-m kernel). */
 __device__ static __forceinline__ void galign_tail_ll(const galign_gmm &g, int32_t m, int kern,
                                              const float *xs, const float *x2s, int lane,
-                                             float y[GALIGN_LL_FPL]) {
+                                             float y[GALIGN_LL_FPL], int small, int32_t i,
+                                             int32_t n) {
   const int32_t D = g.dim, nb = GALIGN_NB(D), m3 = D - nb;
   const float *x = xs + GALIGN_LL_FPL * lane, *x2 = x2s + GALIGN_LL_FPL * lane;
+  if (small) {
+#pragma unroll
+    for (int f = 0; f < GALIGN_LL_FPL; f++)
+      y[f] = galign_small_loglike(&g, m, i, n, x + f, x2 + f, GALIGN_LL_TILE);
+    return;
+  }
   float d[GALIGN_LL_FPL];
 #pragma unroll
   for (int f = 0; f < GALIGN_LL_FPL; f++) y[f] = g.gconst[m];
@@ -248,7 +258,10 @@ galign_k_ll_exact(galign_gmm g, const float4 *__restrict__ groups,
     const int32_t k = sel_n < 0 ? j : sel[j];
     const int32_t p = upd[u.col_off + k];
     const int32_t m0 = g.pdf_offset[p], n = g.pdf_offset[p + 1] - m0;
-    const int32_t n4 = n & ~3, n2 = n4 + (n & 2);
+    /* D = 4, 8 on SkylakeX: every component through galign_tail_ll's
+     * small-m path, none in groups */
+    const int small = galign_use_small(&g);
+    const int32_t n4 = small ? 0 : n & ~3, n2 = (n & ~3) + (n & 2);
     float mx[GALIGN_LL_FPL];
     int any_nan[GALIGN_LL_FPL];
 #pragma unroll
@@ -270,7 +283,7 @@ galign_k_ll_exact(galign_gmm g, const float4 *__restrict__ groups,
     }
     for (int32_t i = n4; i < n; i++) {
       float y[GALIGN_LL_FPL];
-      galign_tail_ll(g, m0 + i, i < n2 ? 2 : 1, xs, x2s, lane, y);
+      galign_tail_ll(g, m0 + i, i < n2 ? 2 : 1, xs, x2s, lane, y, small, i, n);
       s[i] = make_float4(y[0], y[1], y[2], y[3]);
 #pragma unroll
       for (int f = 0; f < GALIGN_LL_FPL; f++) {
@@ -404,8 +417,22 @@ static int galign_tile_sel(galign_i32vec *sel, const galign_graph *g, const int6
   return KIO_OK;
 }
 
+/* KIO_GALIGN_MARGIN_LL=full: margin mode computes every reachable pdf's
+ * likelihood (the plain tiled kernel) and bands only the decoder; the same
+ * numbers for the pdfs the band uses, so the same output. For measuring
+ * which is faster on a device (docs/benchmarks.md, 2026-11-26). */
+static int margin_ll_full(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *e = getenv("KIO_GALIGN_MARGIN_LL");
+    v = e && !strcmp(e, "full");
+  }
+  return v;
+}
+
 int galign_cu_ll_exact_prepare(galign_cuda *c, int n, const galign_graph *const *graphs) {
   const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
+  const int band_ll = !margin_ll_full();
   int64_t ntiles = 0;
   for (int i = 0; i < n; i++) ntiles += (utt[i].num_frames + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
   c->ll_ntiles = ntiles;
@@ -420,7 +447,7 @@ int galign_cu_ll_exact_prepare(galign_cuda *c, int n, const galign_graph *const 
   int rc = KIO_OK;
   for (int i = 0; i < n && rc == KIO_OK; i++) {
     const galign_graph *g = graphs ? graphs[i] : NULL;
-    const int banded = g && g->band_T > 0 && g->band_T == utt[i].num_frames && g->band_lo &&
+    const int banded = band_ll && g && g->band_T > 0 && g->band_T == utt[i].num_frames && g->band_lo &&
                        g->topo_pos && g->fst.num_states > 0;
     int64_t nkey = 0;
     if (banded) {

@@ -88,6 +88,19 @@ START_TEST(noisy_gpu_equals_cpu) {
 }
 END_TEST
 
+/* dims 4 and 8: SkylakeX's small-m sgemv kernel (base/sgemv-skx-small.h) */
+START_TEST(mono4_gpu_equals_cpu) {
+  gpu_vs_cpu("models/mono4/final.mdl", "ark:feats/delta4.ark", "ark:kaldi/mono/ali.ark", 16,
+             "kaldi/mono4/final.acc");
+}
+END_TEST
+
+START_TEST(mono8_gpu_equals_cpu) {
+  gpu_vs_cpu("models/mono8/final.mdl", "ark:feats/delta8.ark", "ark:kaldi/mono/ali.ark", 16,
+             "kaldi/mono8/final.acc");
+}
+END_TEST
+
 /* Batch boundaries do not matter (one utterance per batch vs all at once). */
 START_TEST(gpu_batches_agree) {
   select_gpu();
@@ -264,6 +277,8 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, mono_gpu_equals_cpu);
   tcase_add_test(t, tri2_gpu_equals_cpu);
   tcase_add_test(t, noisy_gpu_equals_cpu);
+  tcase_add_test(t, mono4_gpu_equals_cpu);
+  tcase_add_test(t, mono8_gpu_equals_cpu);
   tcase_add_test(t, gpu_batches_agree);
   tcase_add_test(t, gpu_bad_tid_is_error);
   tcase_add_test(t, gpu_async_equals_sync);

@@ -181,9 +181,9 @@ static double ll_scale(const galign_gmm *g, int32_t pdf, const float *x) {
   return best;
 }
 
-static void check_loglikes(const char *model, const char *feats) {
+static void check_loglikes_g(const char *model, const char *feats, const char *graphs) {
   fixture fx;
-  fx_load(&fx, model, feats, model, 0);
+  fx_load(&fx, model, feats, graphs, 0);
   galign_cuda *c = new_cuda(&fx);
   kio_matrix cpu = {0}, gpu = {0};
   double maxd = 0, maxratio = 0;
@@ -226,7 +226,16 @@ static void check_loglikes(const char *model, const char *feats) {
   fx_free(&fx);
 }
 
+static void check_loglikes(const char *model, const char *feats) {
+  check_loglikes_g(model, feats, model);
+}
+
 START_TEST(loglikes_mono) { check_loglikes("mono", "ark:feats/delta.ark"); }
+END_TEST
+/* dims 4 and 8: SkylakeX's small-m sgemv kernel (base/sgemv-skx-small.h) */
+START_TEST(loglikes_mono4) { check_loglikes_g("mono4", "ark:feats/delta4.ark", "mono"); }
+END_TEST
+START_TEST(loglikes_mono8) { check_loglikes_g("mono8", "ark:feats/delta8.ark", "mono"); }
 END_TEST
 START_TEST(loglikes_tri2) { check_loglikes("tri2", "ark:feats/lda.ark"); }
 END_TEST
@@ -445,6 +454,14 @@ static void check_full(const char *model, const char *feats, const char *graphs,
 
 START_TEST(full_mono) {
   check_full("mono", "ark:feats/delta.ark", "mono", "ark:kaldi/mono/ali.ark");
+}
+END_TEST
+START_TEST(full_mono4) {
+  check_full("mono4", "ark:feats/delta4.ark", "mono", "ark:kaldi/mono4/ali.ark");
+}
+END_TEST
+START_TEST(full_mono8) {
+  check_full("mono8", "ark:feats/delta8.ark", "mono", "ark:kaldi/mono8/ali.ark");
 }
 END_TEST
 START_TEST(full_tri1) {
@@ -716,6 +733,8 @@ static Suite *gpu_align_suite(void) {
   TCase *t = tcase_create("loglikes");
   tcase_set_timeout(t, 600);
   tcase_add_test(t, loglikes_mono);
+  tcase_add_test(t, loglikes_mono4);
+  tcase_add_test(t, loglikes_mono8);
   tcase_add_test(t, loglikes_tri2);
   tcase_add_test(t, loglikes_tri2_gemm);
   suite_add_tcase(s, t);
@@ -736,6 +755,8 @@ static Suite *gpu_align_suite(void) {
   t = tcase_create("full");
   tcase_set_timeout(t, 600);
   tcase_add_test(t, full_mono);
+  tcase_add_test(t, full_mono4);
+  tcase_add_test(t, full_mono8);
   tcase_add_test(t, full_tri1);
   tcase_add_test(t, full_tri2);
   tcase_add_test(t, full_noisy_mono);

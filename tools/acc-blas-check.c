@@ -6,6 +6,11 @@
  * MI.x - 0.5 IV.x^2, row-major, per pdf) with gacc_cpu_gemv_row and
  * cblas_dger (Kaldi's mean and variance accumulation) with
  * gacc_cpu_stats_row, for dimensions 1..48 and 1..20 components.
+ * The sgemv rows are laid out alternately with Kaldi's row stride (D
+ * rounded up to 4 floats, what Kaldi passes as lda) and with lda = D: on
+ * SkylakeX cores, OpenBLAS takes another kernel for D <= 8 when lda == D
+ * (base/sgemv-skx-small.h), which Kaldi reaches for D = 4 and 8 only; the
+ * second layout checks that kernel's model for every D in 1..8.
  * Prints the profile and the number of differing values; exit 0 if none,
  * 1 if any, 2 if the library cannot be used. */
 #include <dlfcn.h>
@@ -14,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/sgemv-skx-small.h"
 #include "../gpu-acc/gpu-acc.h"
 
 typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const float *, int,
@@ -51,10 +57,11 @@ int main(int argc, char **argv) {
   static float mi[MAXM * MAXD], iv[MAXM * MAXD], x[MAXD], x2[MAXD], y[MAXM], gc[MAXM];
   static double a_m[MAXM * MAXD], a_v[MAXM * MAXD], b_m[MAXM * MAXD], b_v[MAXM * MAXD];
   static double post[MAXM], xd[MAXD], xsq[MAXD];
-  long bad_ll = 0, bad_acc = 0, n_ll = 0, n_acc = 0;
+  long bad_ll = 0, bad_acc = 0, n_ll = 0, n_acc = 0, bad_lay[2] = { 0, 0 };
   for (long t = 0; t < trials; t++) {
     int D = 1 + (int)(t % MAXD), M = 1 + (int)(urand() * MAXM);
-    for (int k = 0; k < M * D; k++) {
+    int lay = (int)((t / MAXD) & 1), lda = lay ? D : kio_kaldi_stride(D);
+    for (int k = 0; k < M * lda; k++) {
       mi[k] = (float)((urand() - 0.5) * 20.0);
       iv[k] = (float)(urand() * 4.0);
     }
@@ -65,13 +72,13 @@ int main(int argc, char **argv) {
       xsq[d] = xd[d] * xd[d];
     }
     for (int m = 0; m < M; m++) y[m] = gc[m] = (float)(-urand() * 200.0);
-    sgemv(ROW_MAJOR, NO_TRANS, M, D, 1.0f, mi, D, x, 1, 1.0f, y, 1);
-    sgemv(ROW_MAJOR, NO_TRANS, M, D, -0.5f, iv, D, x2, 1, 1.0f, y, 1);
+    sgemv(ROW_MAJOR, NO_TRANS, M, D, 1.0f, mi, lda, x, 1, 1.0f, y, 1);
+    sgemv(ROW_MAJOR, NO_TRANS, M, D, -0.5f, iv, lda, x2, 1, 1.0f, y, 1);
     for (int m = 0; m < M; m++) {
-      float o = gacc_cpu_gemv_row(gc[m], mi + (size_t)m * D, x, D, 1.0f, m, M);
-      o = gacc_cpu_gemv_row(o, iv + (size_t)m * D, x2, D, -0.5f, m, M);
+      float o = gacc_cpu_gemv_row(gc[m], mi + (size_t)m * lda, x, D, lda, 1.0f, m, M);
+      o = gacc_cpu_gemv_row(o, iv + (size_t)m * lda, x2, D, lda, -0.5f, m, M);
       n_ll++;
-      if (memcmp(&o, &y[m], sizeof o)) bad_ll++;
+      if (memcmp(&o, &y[m], sizeof o)) bad_ll++, bad_lay[lay]++;
     }
     /* accumulators already holding sums (where rounding differs) */
     for (int k = 0; k < M * D; k++) {
@@ -89,8 +96,9 @@ int main(int argc, char **argv) {
       if (memcmp(&a_v[k], &b_v[k], sizeof a_v[k])) bad_acc++;
     }
   }
-  printf("acc-blas-check: profile %s, BLAS core %s: loglikes %ld/%ld differ, "
-         "accumulators %ld/%ld differ\n", gacc_blas_profile_name(), core ? core() : "?",
-         bad_ll, n_ll, bad_acc, n_acc);
+  printf("acc-blas-check: profile %s, BLAS core %s: loglikes %ld/%ld differ "
+         "(%ld with Kaldi's stride, %ld with lda = D), accumulators %ld/%ld differ\n",
+         gacc_blas_profile_name(), core ? core() : "?", bad_ll, n_ll, bad_lay[0], bad_lay[1],
+         bad_acc, n_acc);
   return bad_ll || bad_acc ? 1 : 0;
 }

@@ -27,17 +27,17 @@ for s in $steps; do
         export KALDI_GPU_SERVICE=no
         compute-sanitizer --tool memcheck --error-exitcode 9 ../../gmmbin-gpu/gmm-align-compiled --use-gpu=yes \
           --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40 \
-          models/mono/final.mdl 'ark:gunzip -c graphs/mono.fsts.gz|' ark:noisy/delta.ark ark:/tmp/san.ali 2>&1 | tail -n 8
+          models/mono/final.mdl 'ark:gunzip -c graphs/mono.fsts.gz|' ark:noisy/delta.ark ark:/tmp/san.ali 2>&1 | tee -a "$OUT/sanitize-full.log" | tail -n 8
         echo "gmm-align-compiled under compute-sanitizer: exit ${PIPESTATUS[0]}"
         compute-sanitizer --tool memcheck --error-exitcode 9 ../../gmmbin-gpu/gmm-acc-stats-ali --use-gpu=yes \
-          models/tri2/final.mdl ark:feats/lda.ark ark:kaldi/tri2/ali.ark /tmp/san.acc 2>&1 | tail -n 8
+          models/tri2/final.mdl ark:feats/lda.ark ark:kaldi/tri2/ali.ark /tmp/san.acc 2>&1 | tee -a "$OUT/sanitize-full.log" | tail -n 8
         echo "gmm-acc-stats-ali under compute-sanitizer: exit ${PIPESTATUS[0]}"
         # Long utterances: the chunked device likelihoods (every utterance
         # over 300 frames, chunks of 256 frames), noisy data (retries).
         GALIGN_GPU_LONG_FRAMES=300 GALIGN_GPU_CHUNK_FRAMES=256 \
         compute-sanitizer --tool memcheck --error-exitcode 9 ../../gmmbin-gpu/gmm-align-compiled --use-gpu=yes \
           --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40 \
-          models/tri1/final.mdl 'ark:gunzip -c graphs/tri1.fsts.gz|' ark:noisy/delta.ark ark:/tmp/san-long.ali 2>&1 | tail -n 8
+          models/tri1/final.mdl 'ark:gunzip -c graphs/tri1.fsts.gz|' ark:noisy/delta.ark ark:/tmp/san-long.ali 2>&1 | tee -a "$OUT/sanitize-full.log" | tail -n 8
         echo "gmm-align-compiled (chunked long-utterance path) under compute-sanitizer: exit ${PIPESTATUS[0]}"
         unset KALDI_GPU_SERVICE
         svcdir=$(mktemp -d /tmp/san-svc.XXXXXX); chmod 700 "$svcdir"

@@ -7,11 +7,14 @@
 # model's alignment, prior.ali) and the reference (Kaldi's full search with
 # the re-estimated model kaldi/mono/est.mdl, est.ali).
 # Runs, each timed by /usr/bin/time (wall, peak RSS) with the recipe options:
-#   ours --use-gpu=yes full search / --margin=64 (MARGIN_SKIP=gpu: left out)
+#   ours --use-gpu=yes full search / --margin=64 / --margin=64 with
+#        KIO_GALIGN_MARGIN_LL=full (MARGIN_SKIP=gpu: left out)
 #   ours --use-gpu=no  full search / --margin=64 (MARGIN_SKIP=cpu: left out)
 #   Kaldi's gmm-align-compiled full search, when $KALDI_BUNDLE is set
 # and prints a markdown table: seconds, x real time, RSS, % of frames equal
-# to Kaldi's full search with the new model. Env: BIN, TOOLS, MARGIN_COPIES,
+# to Kaldi's full search with the new model, and for ours the alignment
+# step alone (--verbose=1's "Time:" line: alignment s = likelihoods +
+# Viterbi + best path, without start-up, reading and writing). Env: BIN, TOOLS, MARGIN_COPIES,
 # MARGIN_SKIP, MARGIN (default 64), MARGIN_DATA (default bench-data/margin).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,8 +41,8 @@ opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=1
 mdl=$fix/kaldi/mono/est.mdl
 g="ark:gunzip -c $data/mono.fsts.gz|"
 f="ark,s,cs:$data/feats.ark"
-echo "| run | seconds | x real time | peak RSS MB | % frames = Kaldi full search (new model) | band |"
-echo "|---|---|---|---|---|---|"
+echo "| run | seconds | x real time | peak RSS MB | % frames = Kaldi full search (new model) | band | alignment s (likelihoods / Viterbi) |"
+echo "|---|---|---|---|---|---|---|"
 run() {  # NAME PROGRAM ARGS...
   local name=$1; shift
   /usr/bin/time -f '%e %M' -o "$data/$name.time" "$@" 2>"$data/$name.log"
@@ -50,17 +53,24 @@ run() {  # NAME PROGRAM ARGS...
         awk '$1 == "percent-equal" {print $2}')
   local band
   band=$(grep -o 'Margin [0-9]*: [0-9]* of [0-9]*' "$data/$name.log" | sed 's/Margin [0-9]*: //')
-  awk -v n="$name" -v s="$s" -v kb="$kb" -v p="$pct" -v fr="$frames" -v rc="$rc" -v b="$band" \
-    'BEGIN {printf "| %s%s | %.2f | %.0f | %.0f | %s | %s |\n", n, rc ? " (exit " rc ")" : "", s,
-            fr / 100 / s, kb / 1024, p, b}'
+  local step
+  step=$(sed -n 's/.* alignment \([0-9.]*\) s (on the [A-Z]*; phases summed over the aligner.s threads: likelihoods \([0-9.]*\) s, Viterbi \([0-9.]*\) s.*/\1 (\2 \/ \3)/p' \
+         "$data/$name.log" | head -n 1)
+  awk -v n="$name" -v s="$s" -v kb="$kb" -v p="$pct" -v fr="$frames" -v rc="$rc" -v b="$band" -v st="${step:--}" \
+    'BEGIN {printf "| %s%s | %.2f | %.0f | %.0f | %s | %s | %s |\n", n, rc ? " (exit " rc ")" : "", s,
+            fr / 100 / s, kb / 1024, p, b, st}'
 }
 for dev in gpu cpu; do
   case " $skip " in *" $dev "*) continue ;; esac
   u=yes; [ $dev = cpu ] && u=no
-  run "$dev-full" "$bin/gmm-align-compiled" --use-gpu=$u $opts "$mdl" "$g" "$f" "ark:$data/$dev-full.ali"
-  run "$dev-margin$margin" "$bin/gmm-align-compiled" --use-gpu=$u $opts \
+  run "$dev-full" "$bin/gmm-align-compiled" --use-gpu=$u --verbose=1 $opts "$mdl" "$g" "$f" "ark:$data/$dev-full.ali"
+  run "$dev-margin$margin" "$bin/gmm-align-compiled" --use-gpu=$u --verbose=1 $opts \
     --prior-alignments=ark:$data/prior.ali --margin=$margin "$mdl" "$g" "$f" \
     "ark:$data/$dev-margin$margin.ali"
+  # margin mode with every pdf's likelihood computed (the band only in the decoder)
+  [ $dev = gpu ] && KIO_GALIGN_MARGIN_LL=full run "$dev-margin$margin-fullll" "$bin/gmm-align-compiled" \
+    --use-gpu=$u --verbose=1 $opts --prior-alignments=ark:$data/prior.ali --margin=$margin "$mdl" "$g" "$f" \
+    "ark:$data/$dev-margin$margin-fullll.ali"
 done
 if [ -n "${KALDI_BUNDLE:-}" ]; then
   (. "$KALDI_BUNDLE/env.sh"

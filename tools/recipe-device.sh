@@ -12,7 +12,9 @@
 # status (the exit status, written last).
 # Options: --stages A-B (or N; default 1-12), --nj N (16), --train DIR
 # (data/train_x4), --gpu-bin DIR (INPUT_DIR/gmmbin-gpu, else .carry/gmmbin-gpu,
-# else gmmbin-gpu), --work DIR, --sides "kaldi ours" (which, in this order),
+# else gmmbin-gpu), --work DIR, --sides "kaldi ours" (which, in this order;
+# "oursN" = ours with CUDA_VISIBLE_DEVICES=0..N-1, e.g. "kaldi ours ours1" on a
+# 2-GPU host: all GPUs, then one; each extra side gets report.oursN.md),
 # --mono-utts N, --mono-opts "OPTS" (passed to run.sh), --cross true (then
 # tools/recipe-cross.sh: our align_si from the Kaldi side's models, cross.md).
 #
@@ -81,8 +83,12 @@ case ${1:-} in
     tail -n 30 "$o/progress.log" 2>/dev/null; tail -n 5 "$base/nohup.log" 2>/dev/null
     [ -f "$o/status" ] && echo "finished, status $(cat "$o/status")" || echo "running"
     if [ -n "${OUT:-}" ]; then
-      for f in report.md cross.md progress.log logs.tgz status; do [ -f "$o/$f" ] && cp "$o/$f" "$OUT/"; done
+      for f in "$o"/report*.md "$o"/cross.md "$o"/progress.log "$o"/logs.tgz "$o"/status; do [ -f "$f" ] && cp "$f" "$OUT/"; done
       tar -C "$o" -czf "$OUT/side-files.tgz" --exclude=report.md --exclude=logs.tgz --exclude=progress.log . 2>/dev/null
+      # the GPU service's own log (what a job waited for inside the service)
+      for d in "${XDG_RUNTIME_DIR:-/nonexistent}/kaldi-gpu" "/tmp/kaldi-gpu-$(id -u)"; do
+        [ -f "$d/service.log" ] && tail -c 4000000 "$d/service.log" | gzip -c >"$OUT/service.log.gz" && break
+      done
     fi
     exit 0 ;;
 esac
@@ -115,8 +121,10 @@ say "host $(uname -n), $(nproc) cores, GPU: $(nvidia-smi -L 2>/dev/null | head -
 rc=0
 for side in $sides; do
   ko=false; [ "$side" = kaldi ] && ko=true
-  say "side $side: start"
-  "$top/egs/synth/s5/run.sh" --work "$work" --corpus "$in" --kaldi-bundle "$in/kaldi-bin.tar.xz" \
+  mask=()
+  case $side in ours[0-9]*) mask=(env CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((${side#ours} - 1)))") ;; esac
+  say "side $side: start${mask:+ (${mask[1]})}"
+  "${mask[@]}" "$top/egs/synth/s5/run.sh" --work "$work" --corpus "$in" --kaldi-bundle "$in/kaldi-bin.tar.xz" \
     --kaldi-only $ko ${gpu_bin:+--gpu-bin "$gpu_bin"} --exp "exp_$side" --nj "$nj" --train "$train" \
     --stage "$a" --stop-stage "$b" "${mono[@]}" 2>&1 |
     while IFS= read -r l; do case $l in "run.sh: stage"*|"run.sh: WER"*|"run.sh: unpacking"*) say "$side: ${l#run.sh: }" ;; esac; echo "$l"; done \
@@ -133,6 +141,12 @@ if [ -d "$work/synth-s5/exp_kaldi" ] && [ -d "$work/synth-s5/exp_ours" ]; then
   "$top/tools/compare-recipe.sh" "$work/synth-s5/exp_kaldi" "$work/synth-s5/exp_ours" >"$out/report.md" 2>>"$p" || rc=1
   say "report: $out/report.md"
 fi
+for side in $sides; do
+  case $side in ours[0-9]*) [ -d "$work/synth-s5/exp_$side" ] || continue
+    "$top/tools/compare-recipe.sh" "$work/synth-s5/exp_kaldi" "$work/synth-s5/exp_$side" >"$out/report.$side.md" 2>>"$p" || rc=1
+    say "report: $out/report.$side.md" ;;
+  esac
+done
 # Our align_si from the Kaldi side's models: single-pass agreement (tools/recipe-cross.sh).
 if [ "$cross" = true ] && [ -d "$work/synth-s5/exp_kaldi" ] && [ -n "$gpu_bin" ]; then
   say "cross: our align_si from exp_kaldi's models"

@@ -62,6 +62,9 @@ if [ -z "$kb" ] && [ -r "$TOP/../shared/kaldi/kaldi-bin.tar.xz" ]; then
 fi
 if [ -n "$kb" ] && [ -x "$kb/bin/gmm-acc-stats-ali" ] && [ -r "$kb/lib/libopenblas.so.0" ]; then
   cases+=("tri1 models/tri1/final.mdl ark:feats/delta.ark ark:kaldi/tri1/ali.ark")
+  # dims 4 and 8: SkylakeX's small-m sgemv kernel (tests/cli/small-dim.sh)
+  cases+=("mono4 models/mono4/final.mdl ark:feats/delta4.ark ark:kaldi/mono/ali.ark")
+  cases+=("mono8 models/mono8/final.mdl ark:feats/delta8.ark ark:kaldi/mono/ali.ark")
   for c in "${cases[@]}"; do
     set -- $c
     LD_LIBRARY_PATH="$kb/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \

@@ -58,9 +58,11 @@ for m in mono tri1; do
 done
 
 # The chunked device path (not with KIO_GALIGN_LL=gemm: it needs the exact
-# likelihood kernel, and long utterances then take the CPU path).
+# likelihood kernel, and long utterances then take the CPU path). On the
+# job's own context: through the GPU service the thresholds below would be
+# the service's (its environment) and its log lines stay in its own log.
 if [ "$USE_GPU" = yes ] && [ "${KIO_GALIGN_LL:-}" != gemm ]; then
-  GALIGN_GPU_LONG_FRAMES=6000 GALIGN_GPU_CHUNK_FRAMES=1000 gmm-align-compiled --verbose=1 $opts \
+  KALDI_GPU_SERVICE=no GALIGN_GPU_LONG_FRAMES=6000 GALIGN_GPU_CHUNK_FRAMES=1000 gmm-align-compiled --verbose=1 $opts \
     models/tri1/final.mdl "$lg" ark:long/feats.ark "ark,t:$tmp/long-ch.ali" 2>"$tmp/long-ch.log" ||
     fail "long chunked: exit $?"
   cmp -s "$tmp/long-ch.ali" long/kaldi.ali || fail "long chunked: alignment differs from Kaldi's"
@@ -70,7 +72,7 @@ if [ "$USE_GPU" = yes ] && [ "${KIO_GALIGN_LL:-}" != gemm ]; then
     g="ark:gunzip -c graphs/$m.fsts.gz|"
     gmm-align-compiled ${opts/--use-gpu=yes/--use-gpu=no} models/$m/final.mdl "$g" \
       ark:noisy/delta.ark "ark:$tmp/$m-cpu.ark" "ark,t:$tmp/$m-cpu.scores" 2>"$tmp/$m-cpu.log"
-    GALIGN_GPU_LONG_FRAMES=1 GALIGN_GPU_CHUNK_FRAMES=100 gmm-align-compiled $opts \
+    KALDI_GPU_SERVICE=no GALIGN_GPU_LONG_FRAMES=1 GALIGN_GPU_CHUNK_FRAMES=100 gmm-align-compiled $opts \
       models/$m/final.mdl "$g" ark:noisy/delta.ark "ark:$tmp/$m-ch.ark" \
       "ark,t:$tmp/$m-ch.scores" 2>"$tmp/$m-ch.log"
     cmp -s "$tmp/$m-cpu.ark" "$tmp/$m-ch.ark" || fail "noisy $m: chunked path changes the alignments"
