@@ -89,7 +89,7 @@ int galign_gfeat_read(galign_gfeat *g, struct gfeat_batch **gfb, const char *key
   int rc = gfeat_batch_add(g->chain, *gfb, key, r);
   if (rc < 0) return KIO_ERR;
   if (rc == GFEAT_DROPPED) return 0;
-  int32_t dim = r->rows ? gfeat_chain_out_dim(g->chain, r->cols) : 0;
+  int32_t dim = r->rows ? gfeat_batch_dim(*gfb) : 0;  /* every utterance's (checked by add) */
   if (kio_matrix_resize(feats, r->rows, dim) != KIO_OK) {
     KIO_ERROR("Out of memory reading utterance %s", key);
     return KIO_ERR;

@@ -198,20 +198,34 @@ __global__ void gfeat_k_splice(const float *__restrict__ in, const gfeat_dutt *_
  * (feat-gemm.c: SEQ from 0; PAIR: even q < K & ~7 into A, odd into B, the
  * rest into A, then B + A), then fma(acc, 1, 0), then + offset(r) if
  * affine. cls (frames x M, hsw) picks the chain; NULL: SEQ everywhere.
- * wt: W transposed (cols x M): wt[q * M + r]; the offset is row K. One
+ * wt: W transposed (cols x M): wt[q * M + r]; the offset is row K. With
+ * refs (a table of transforms: per utterance or speaker), utterance u's
+ * matrix is pool + refs[u].off instead, affine as refs[u].affine. One
  * block per GFEAT_TF frames; the frames' inputs in shared memory. */
 __global__ void gfeat_k_transform(const float *__restrict__ in, int64_t frames, int K,
-                                  const float *__restrict__ wt, int M, int affine,
+                                  const float *__restrict__ wt_global, int M, int affine_global,
                                   const unsigned char *__restrict__ cls,
-                                  float *__restrict__ out) {
+                                  const gfeat_dutt *__restrict__ utt, int n,
+                                  const gfeat_wref *__restrict__ refs,
+                                  const float *__restrict__ pool, float *__restrict__ out) {
   GFEAT_DYN_SMEM(float, xs);
+  __shared__ int su[GFEAT_TF];
   int64_t f0 = (int64_t)blockIdx.x * GFEAT_TF;
   int tf = frames - f0 < GFEAT_TF ? (int)(frames - f0) : GFEAT_TF;
   for (int e = threadIdx.x; e < tf * K; e += blockDim.x) xs[e] = in[f0 * K + e];
+  if (refs)
+    for (int e = threadIdx.x; e < tf; e += blockDim.x) su[e] = gfeat_find_utt(utt, n, f0 + e);
   __syncthreads();
   for (int e = threadIdx.x; e < tf * M; e += blockDim.x) {
     int tt = e / M, r = e - tt * M;
     const float *x = xs + tt * K;
+    const float *wt = wt_global;
+    int affine = affine_global;
+    if (refs) {
+      const gfeat_wref w = refs[su[tt]];
+      wt = pool + w.off;
+      affine = w.affine;
+    }
     int64_t o = (f0 + tt) * M + r;
     float acc;
     if (cls && cls[o]) {
@@ -241,7 +255,8 @@ struct gfeat_cuda {
   int device;                /* -1: the caller's current device */
   cudaStream_t own;          /* for gfeat_cuda_run_host */
   float *d_scales[GFEAT_MAX_STAGES], *d_wt[GFEAT_MAX_STAGES];
-  gfeat_buf bytes, utt, cmvn, cls, work[2], out;
+  gfeat_buf bytes, utt, cmvn, work[2], out;
+  gfeat_buf cls[GFEAT_MAX_STAGES], pool[GFEAT_MAX_STAGES], ref[GFEAT_MAX_STAGES];
   float *h_out;
   size_t h_out_cap;
   int64_t batches, frames;
@@ -281,7 +296,7 @@ extern "C" int gfeat_cuda_new(gfeat_cuda **out, const gfeat_chain *c, int device
     const gfeat_stage *s = &c->st[k];
     if (s->op == GFEAT_OP_DELTAS) {
       rc = gfeat_upload((void **)&g->d_scales[k], s->scales, sizeof(float) * (size_t)s->ntaps, g->own);
-    } else if (s->op == GFEAT_OP_TRANSFORM) {
+    } else if (s->op == GFEAT_OP_TRANSFORM && !s->table) {
       int32_t M = s->w.rows, C = s->w.cols;
       float *wt = (float *)malloc(sizeof(float) * ((size_t)M * C + 1));
       if (!wt) { KIO_ERROR("Out of memory"); rc = KIO_ERR; break; }
@@ -312,8 +327,13 @@ extern "C" void gfeat_cuda_free(gfeat_cuda *g) {
     kio_cuda_dev_free(g->d_scales[k], g->own);
     kio_cuda_dev_free(g->d_wt[k], g->own);
   }
-  gfeat_buf *bufs[] = {&g->bytes, &g->utt, &g->cmvn, &g->cls, &g->work[0], &g->work[1], &g->out};
+  gfeat_buf *bufs[] = {&g->bytes, &g->utt, &g->cmvn, &g->work[0], &g->work[1], &g->out};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) kio_cuda_dev_free(bufs[i]->p, g->own);
+  for (int k = 0; k < GFEAT_MAX_STAGES; k++) {
+    kio_cuda_dev_free(g->cls[k].p, g->own);
+    kio_cuda_dev_free(g->pool[k].p, g->own);
+    kio_cuda_dev_free(g->ref[k].p, g->own);
+  }
   cudaStreamSynchronize(g->own);
   kio_cuda_host_free(g->h_out, g->own);
   cudaStreamDestroy(g->own);
@@ -337,14 +357,14 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
   for (int k = 0; k < c->nst; k++) {
     const gfeat_stage *s = &c->st[k];
     dim = s->op == GFEAT_OP_DELTAS ? dim * (s->order + 1)
-          : s->op == GFEAT_OP_SPLICE ? dim * (s->left + s->right + 1) : s->w.rows;
+          : s->op == GFEAT_OP_SPLICE ? dim * (s->left + s->right + 1)
+          : s->table ? b->st[k].ref[0].rows : s->w.rows;
     if (dim > wmax) wmax = dim;
   }
   size_t nb = sizeof(float) * (size_t)T * (size_t)wmax;
   if (gfeat_reserve(&g->bytes, b->nbytes + 16, st) != KIO_OK ||
       gfeat_reserve(&g->utt, sizeof(gfeat_dutt) * (size_t)b->n, st) != KIO_OK ||
       gfeat_reserve(&g->cmvn, sizeof(float) * 2 * (size_t)b->n * (size_t)b->in_dim + 4, st) != KIO_OK ||
-      gfeat_reserve(&g->cls, b->ncls + 4, st) != KIO_OK ||
       (c->nst > 0 && gfeat_reserve(&g->work[0], nb, st) != KIO_OK) ||
       (c->nst > 1 && gfeat_reserve(&g->work[1], nb, st) != KIO_OK))
     return KIO_ERR;
@@ -354,7 +374,22 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
   if (b->apply_cmvn)
     KIO_CUDA_TRY(cudaMemcpyAsync(g->cmvn.p, b->cmvn, sizeof(float) * 2 * (size_t)b->n * b->in_dim,
                                  cudaMemcpyHostToDevice, st));
-  if (b->ncls) KIO_CUDA_TRY(cudaMemcpyAsync(g->cls.p, b->cls, b->ncls, cudaMemcpyHostToDevice, st));
+  for (int k = 0; k < c->nst; k++) {  /* transforms: chain choices, tables' matrices */
+    const gfeat_bstage *bs = &b->st[k];
+    if (bs->ncls) {
+      if (gfeat_reserve(&g->cls[k], bs->ncls, st) != KIO_OK) return KIO_ERR;
+      KIO_CUDA_TRY(cudaMemcpyAsync(g->cls[k].p, bs->cls, bs->ncls, cudaMemcpyHostToDevice, st));
+    }
+    if (c->st[k].table) {
+      if (gfeat_reserve(&g->pool[k], sizeof(float) * bs->npool + 4, st) != KIO_OK ||
+          gfeat_reserve(&g->ref[k], sizeof(gfeat_wref) * (size_t)b->n, st) != KIO_OK)
+        return KIO_ERR;
+      KIO_CUDA_TRY(cudaMemcpyAsync(g->pool[k].p, bs->pool, sizeof(float) * bs->npool,
+                                   cudaMemcpyHostToDevice, st));
+      KIO_CUDA_TRY(cudaMemcpyAsync(g->ref[k].p, bs->ref, sizeof(gfeat_wref) * (size_t)b->n,
+                                   cudaMemcpyHostToDevice, st));
+    }
+  }
   const gfeat_dutt *utt = (const gfeat_dutt *)g->utt.p;
   float *cur = c->nst ? (float *)g->work[0].p : d_out;
   dim = b->in_dim;
@@ -386,11 +421,14 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
                   48 * 1024 / (int)sizeof(float) / GFEAT_TF);
         return KIO_ERR;
       }
+      const gfeat_bstage *bs = &b->st[k];
+      int32_t M = s->table ? b->st[k].ref[0].rows : s->w.rows;
       GFEAT_LAUNCH_SMEM(gfeat_k_transform, gfeat_grid(T, GFEAT_TF), 128, smem, st, cur, T, dim,
-                        g->d_wt[k], s->w.rows, s->w.cols == dim + 1,
-                        b->ncls ? (const unsigned char *)g->cls.p : (const unsigned char *)NULL,
-                        nxt);
-      dim = s->w.rows;
+                        (const float *)g->d_wt[k], M, s->w.cols == dim + 1,
+                        bs->ncls ? (const unsigned char *)g->cls[k].p : (const unsigned char *)NULL,
+                        utt, b->n, s->table ? (const gfeat_wref *)g->ref[k].p : (const gfeat_wref *)NULL,
+                        (const float *)g->pool[k].p, nxt);
+      dim = M;
     }
     KIO_CUDA_LAUNCHED();
     cur = nxt;

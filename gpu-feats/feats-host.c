@@ -200,7 +200,6 @@ int32_t gfeat_saxpy_fused(int profile, int32_t dim) {
 }
 
 int gfeat_supported(const kio_feat_plan *plan) {
-  int transforms = 0;
   if (plan->nstages < 1 || plan->nstages > GFEAT_MAX_STAGES) {
     kio_set_error("%d stages", plan->nstages);
     return 0;
@@ -221,9 +220,7 @@ int gfeat_supported(const kio_feat_plan *plan) {
       case KIO_FEAT_SPLICE:
       case KIO_FEAT_COPY:
         break;
-      case KIO_FEAT_TRANSFORM:
-        if (s->table_is_rspec) { kio_set_error("per-utterance or per-speaker transforms"); return 0; }
-        if (++transforms > 1) { kio_set_error("more than one transform-feats"); return 0; }
+      case KIO_FEAT_TRANSFORM:  /* global, or per utterance / speaker (fMLLR) */
         break;
       default:
         kio_set_error("%s", s->prog);
@@ -300,9 +297,12 @@ int gfeat_chain_open(const kio_feat_plan *plan, gfeat_chain **out) {
         break;
       case KIO_FEAT_TRANSFORM:
         g->op = GFEAT_OP_TRANSFORM;
+        g->st = s;
         c->nst++;
         kio_log_set_thread_program(s->prog);
-        rc = read_matrix_rx(s->table, 0, &g->w);
+        if (!s->table_is_rspec) rc = read_matrix_rx(s->table, 0, &g->w);
+        else if (kio_ra_open(&g->table, s->table, &kio_matrix_holder) != KIO_OK) rc = KIO_ERR;
+        else if (s->utt2spk && kio_ra_open(&g->u2s, s->utt2spk, &tok_holder) != KIO_OK) rc = KIO_ERR;
         kio_log_set_thread_program(NULL);
         break;
       default:
@@ -325,6 +325,8 @@ void gfeat_chain_free(gfeat_chain *c) {
   for (int k = 0; k < c->nst; k++) {
     free(c->st[k].scales);
     kio_matrix_free(&c->st[k].w);
+    kio_ra_close(c->st[k].table);
+    kio_ra_close(c->st[k].u2s);
   }
   free(c);
 }
@@ -334,6 +336,7 @@ int32_t gfeat_chain_out_dim(const gfeat_chain *c, int32_t dim) {
     const gfeat_stage *g = &c->st[k];
     if (g->op == GFEAT_OP_DELTAS) dim *= g->order + 1;
     else if (g->op == GFEAT_OP_SPLICE) dim *= g->left + g->right + 1;
+    else if (g->table) return -1;  /* the utterance's matrix decides */
     else if (g->w.cols != dim && g->w.cols != dim + 1) return -1;
     else dim = g->w.rows;
   }
@@ -346,7 +349,12 @@ gfeat_batch *gfeat_batch_new(void) { return calloc(1, sizeof(gfeat_batch)); }
 void gfeat_batch_clear(gfeat_batch *b) {
   b->n = 0;
   b->nbytes = 0;
-  b->ncls = 0;
+  for (int k = 0; k < GFEAT_MAX_STAGES; k++) {
+    b->st[k].npool = 0;
+    b->st[k].ncls = 0;
+    free(b->st[k].last_key);
+    b->st[k].last_key = NULL;
+  }
   b->frames = 0;
   b->in_dim = b->out_dim = 0;
   b->chain = NULL;
@@ -357,7 +365,12 @@ void gfeat_batch_free(gfeat_batch *b) {
   free(b->utt);
   free(b->bytes);
   free(b->cmvn);
-  free(b->cls);
+  for (int k = 0; k < GFEAT_MAX_STAGES; k++) {
+    free(b->st[k].pool);
+    free(b->st[k].ref);
+    free(b->st[k].last_key);
+    free(b->st[k].cls);
+  }
   free(b);
 }
 
@@ -454,57 +467,108 @@ static int cmvn_params(gfeat_chain *c, const char *utt, const gfeat_raw *raw, fl
 }
 
 /* The stages' checks after CMVN (feat-chain.c's do_deltas, do_splice,
- * do_transform): the output dimension, or -1 (dropped) / -2 (error). */
-static int32_t stage_checks(const gfeat_chain *c, const char *utt, int32_t rows, int32_t dim) {
+ * do_transform), with each table transform's lookup (its matrix copied
+ * into the batch's pool; refs[k] set, refs[k].rows = its rows for every
+ * transform): the output dimension, or -1 (dropped) / -2 (error). */
+static int32_t stage_checks(gfeat_chain *c, gfeat_batch *b, const char *utt, int32_t rows,
+                            int32_t dim, gfeat_wref *refs) {
   int s = 0;
   for (int k = 0; k < c->plan->nstages; k++) {
     const kio_feat_stage *st = &c->plan->stages[k];
     if (st->op == KIO_FEAT_CMVN || st->op == KIO_FEAT_COPY) continue;
-    const gfeat_stage *g = &c->st[s++];
+    int si = s++;
+    gfeat_stage *g = &c->st[si];
     if (g->op == GFEAT_OP_DELTAS) {
       if (rows == 0) {
         LOGAS(st->prog, KIO_LOG_WARNING, "main", "add-deltas.cc", 56, "Empty feature matrix for key %s", utt);
         return -1;
       }
       dim *= g->order + 1;
-    } else if (g->op == GFEAT_OP_SPLICE) {
+      continue;
+    }
+    if (g->op == GFEAT_OP_SPLICE) {
       if (rows == 0) {
         LOGAS(st->prog, KIO_LOG_ERROR, "SpliceFrames", "feature-functions.cc", 211,
               "SpliceFrames: empty input");
         return -2;
       }
       dim *= g->left + g->right + 1;
-    } else {
-      if (g->w.cols != dim && g->w.cols != dim + 1) {
-        LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 110,
-              "Transform matrix for utterance %s has bad dimension %dx%d versus feat dim %d",
-              utt, g->w.rows, g->w.cols, dim);
-        if (g->w.cols == dim + 2)
-          LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 114,
-                "[perhaps the transform was created by compose-transforms, and you forgot "
-                "the --b-is-affine option?]");
+      continue;
+    }
+    const kio_matrix *w = &g->w;
+    const char *key = utt;
+    if (g->table) {  /* RandomAccessTableReaderMapped, as transform-feats */
+      if (g->u2s) {
+        int h = kio_ra_has_key(g->u2s, utt);
+        if (h < 0) return -2;
+        if (h == 0) {
+          LOGAS(st->prog, KIO_LOG_ERROR, "HasKey", "util/kaldi-table-inl.h", 2639,
+                "Attempting to read key %s, which is not present in utt2spk map or "
+                "similar map being read from standard input", utt);
+          return -2;
+        }
+        const token_obj *t = kio_ra_value(g->u2s, utt);
+        if (!t) return -2;
+        key = t->s;
+      }
+      int h = kio_ra_has_key(g->table, key);
+      if (h < 0) return -2;
+      if (h == 0) {
+        LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 87,
+              "No fMLLR transform available for utterance %s, producing no output for "
+              "this utterance", utt);
         return -1;
       }
-      dim = g->w.rows;
+      if (!(w = kio_ra_value(g->table, key))) return -2;
     }
+    if (w->cols != dim && w->cols != dim + 1) {
+      LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 110,
+            "Transform matrix for utterance %s has bad dimension %dx%d versus feat dim %d",
+            utt, w->rows, w->cols, dim);
+      if (w->cols == dim + 2)
+        LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 114,
+              "[perhaps the transform was created by compose-transforms, and you forgot "
+              "the --b-is-affine option?]");
+      return -1;
+    }
+    refs[si].rows = w->rows;
+    refs[si].affine = w->cols == dim + 1;
+    if (g->table) {
+      gfeat_bstage *bs = &b->st[si];
+      if (bs->last_key && !strcmp(bs->last_key, key)) {
+        refs[si].off = bs->last_off;
+      } else {
+        size_t cnt = (size_t)w->rows * (size_t)w->cols;
+        char *kc = strdup(key);
+        if (!kc || grow((void **)&bs->pool, &bs->pcap, bs->npool + cnt + 1, sizeof(float)) != KIO_OK) {
+          free(kc);
+          return -2;
+        }
+        float *wt = bs->pool + bs->npool;
+        for (int32_t r = 0; r < w->rows; r++)
+          for (int32_t q = 0; q < w->cols; q++) wt[(size_t)q * w->rows + r] = w->data[(size_t)r * w->cols + q];
+        free(bs->last_key);
+        bs->last_key = kc;
+        bs->last_off = refs[si].off = (int64_t)bs->npool;
+        bs->npool += cnt;
+      }
+    }
+    dim = w->rows;
   }
   return dim;
 }
 
-/* Input dimension of device stage k for chain input dimension dim. */
-static int32_t stage_in_dim(const gfeat_chain *c, int k, int32_t dim) {
-  for (int j = 0; j < k; j++) {
-    const gfeat_stage *g = &c->st[j];
-    if (g->op == GFEAT_OP_DELTAS) dim *= g->order + 1;
-    else if (g->op == GFEAT_OP_SPLICE) dim *= g->left + g->right + 1;
-    else dim = g->w.rows;
-  }
-  return dim;
+/* 1 when every table transform's output dimension is the batch's. */
+static int same_rows(const gfeat_chain *c, const gfeat_batch *b, const gfeat_wref *refs) {
+  for (int k = 0; k < c->nst; k++)
+    if (c->st[k].table && b->n > 0 && b->st[k].ref[0].rows != refs[k].rows) return 0;
+  return 1;
 }
 
 int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat_raw *raw) {
   int32_t in_dim = raw->cols;
   float norm[2 * 64];
+  gfeat_wref refs[GFEAT_MAX_STAGES];
   int apply = c->cmvn && c->cmvn->norm_means;
   if (apply) {
     if (in_dim > 64) {
@@ -514,7 +578,8 @@ int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat
     int r = cmvn_params(c, key, raw, norm);
     if (r != GFEAT_ADDED) return r;
   }
-  int32_t out_dim = stage_checks(c, key, raw->rows, in_dim);
+  memset(refs, 0, sizeof refs);
+  int32_t out_dim = stage_checks(c, b, key, raw->rows, in_dim, refs);
   if (out_dim == -1) return GFEAT_DROPPED;
   if (out_dim < 0) return KIO_ERR;
   if (b->n == 0 || b->frames == 0) {
@@ -523,13 +588,20 @@ int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat
     b->out_dim = out_dim;
     b->apply_cmvn = apply;
     b->var_norm = apply && c->cmvn->norm_vars;
-  } else if (raw->rows > 0 && (b->chain != c || b->in_dim != in_dim)) {
-    KIO_ERROR("Feature dimension changed from %d to %d (utterance %s): not done on the device",
-              b->in_dim, in_dim, key);
+  } else if (raw->rows > 0 && (b->chain != c || b->in_dim != in_dim || b->out_dim != out_dim ||
+                               !same_rows(c, b, refs))) {
+    KIO_ERROR("Feature dimension changed from %dx%d to %dx%d (utterance %s): not done on the "
+              "device", b->in_dim, b->out_dim, in_dim, out_dim, key);
     return KIO_ERR;
   }
   size_t boff = (b->nbytes + 15) & ~(size_t)15, n1 = (size_t)b->n + 1, ucap = (size_t)b->cap;
   if (grow((void **)&b->utt, &ucap, n1, sizeof(gfeat_dutt)) != KIO_OK) return KIO_ERR;
+  for (int k = 0; k < c->nst; k++)  /* per-utterance refs: the utterances' capacity */
+    if (c->st[k].table && (!b->st[k].ref || (size_t)b->cap < ucap)) {
+      gfeat_wref *r = realloc(b->st[k].ref, sizeof *r * ucap);
+      if (!r) { KIO_ERROR("Out of memory for a feature batch"); return KIO_ERR; }
+      b->st[k].ref = r;
+    }
   b->cap = (int)ucap;
   if (grow((void **)&b->bytes, &b->bcap, boff + raw->nbytes + 1, 1) != KIO_OK ||
       grow((void **)&b->cmvn, &b->ccap, n1 * 2 * (size_t)(in_dim > 0 ? in_dim : 1), sizeof(float)) != KIO_OK)
@@ -537,20 +609,28 @@ int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat
   if (raw->nbytes) memcpy(b->bytes + boff, raw->bytes, raw->nbytes);
   b->nbytes = boff + raw->nbytes;
   if (apply) memcpy(b->cmvn + (size_t)b->n * 2 * in_dim, norm, sizeof(float) * 2 * (size_t)in_dim);
-  /* transform-feats' chain choice per (frame, row) for the hsw profile
-   * (skx's OpenBLAS uses one chain everywhere): feat-gemm.c's plan, a
-   * function of T, K, M and the thread count only. */
-  for (int k = 0; k < c->nst && raw->rows > 0; k++) {
+  /* Transforms: the utterance's matrix (tables) and, for the hsw profile,
+   * transform-feats' chain choice per (frame, row) (skx's OpenBLAS uses one
+   * chain everywhere): feat-gemm.c's plan, a function of T, K, M and the
+   * thread count only. */
+  int32_t kd = in_dim;
+  for (int k = 0; k < c->nst; k++) {
     const gfeat_stage *g = &c->st[k];
-    if (g->op != GFEAT_OP_TRANSFORM || c->profile != KIO_FEATOP_HSW) continue;
-    int32_t kd = stage_in_dim(c, k, in_dim), m = g->w.rows;
-    size_t cnt = (size_t)raw->rows * (size_t)m;
-    if (grow((void **)&b->cls, &b->clscap, b->ncls + cnt, 1) != KIO_OK) return KIO_ERR;
-    unsigned char *cls = kio_featop_gemm_plan(raw->rows, kd, m, c->blas_threads);
-    if (cls) memcpy(b->cls + b->ncls, cls, cnt);
-    else memset(b->cls + b->ncls, 0, cnt);  /* not modelled: one chain (kio_featop_transform) */
-    free(cls);
-    b->ncls += cnt;
+    gfeat_bstage *bs = &b->st[k];
+    if (g->op == GFEAT_OP_DELTAS) { kd *= g->order + 1; continue; }
+    if (g->op == GFEAT_OP_SPLICE) { kd *= g->left + g->right + 1; continue; }
+    if (g->table) bs->ref[b->n] = refs[k];
+    int32_t m = refs[k].rows;
+    if (c->profile == KIO_FEATOP_HSW && raw->rows > 0) {
+      size_t cnt = (size_t)raw->rows * (size_t)m;
+      if (grow((void **)&bs->cls, &bs->clscap, bs->ncls + cnt, 1) != KIO_OK) return KIO_ERR;
+      unsigned char *cls = kio_featop_gemm_plan(raw->rows, kd, m, c->blas_threads);
+      if (cls) memcpy(bs->cls + bs->ncls, cls, cnt);
+      else memset(bs->cls + bs->ncls, 0, cnt);  /* not modelled: one chain (kio_featop_transform) */
+      free(cls);
+      bs->ncls += cnt;
+    }
+    kd = m;
   }
   gfeat_dutt *u = &b->utt[b->n];
   u->frame_off = b->frames;

@@ -24,10 +24,32 @@ typedef struct {
   int32_t soff[GFEAT_MAX_ORDER + 1], sdims[GFEAT_MAX_ORDER + 1], ntaps;
   /* splice */
   int left, right;
-  /* transform: W (rows x cols as read), its linear part w (rows x fdim,
-   * row-major) and offset (rows; NULL when linear) */
+  /* transform: the global matrix W (rows x cols as read: linear part,
+   * then the offset column if affine); or, table != NULL, one per
+   * utterance or speaker (utt2spk) */
   kio_matrix w;
+  const kio_feat_stage *st;
+  kio_ra_reader *table, *u2s;
 } gfeat_stage;
+
+/* A per-utterance transform of a batch: its W^T (cols x rows, the offset
+ * as row K when affine) at pool[off]. */
+typedef struct {
+  int64_t off;
+  int32_t affine, rows;        /* rows = M, the output dimension */
+} gfeat_wref;
+
+/* Per device stage of a batch: transforms from a table (pool + refs) and
+ * the hsw chain choice (cls: frames x rows, the batch's frames in order). */
+typedef struct {
+  float *pool;
+  size_t npool, pcap;
+  gfeat_wref *ref;             /* per utterance (batch cap) */
+  char *last_key;              /* the pool's last matrix: its table key */
+  int64_t last_off;
+  unsigned char *cls;
+  size_t ncls, clscap;
+} gfeat_bstage;
 
 struct gfeat_chain {
   const kio_feat_plan *plan;
@@ -58,8 +80,7 @@ struct gfeat_batch {
   float *cmvn;                 /* n x 2*in_dim: offset, then scale */
   size_t ccap;
   int var_norm, apply_cmvn;
-  unsigned char *cls;          /* transform chains (hsw): frames x rows */
-  size_t ncls, clscap;
+  gfeat_bstage st[GFEAT_MAX_STAGES];
   int64_t frames;
 };
 

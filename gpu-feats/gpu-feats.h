@@ -6,7 +6,8 @@
  * is run on a batch of utterances: the raw matrices as stored (the
  * CompressedMatrix bytes as read, or floats when stored uncompressed) and
  * the per-utterance CMVN offset/scale (computed on the host from the double
- * stats by feat-ops.c's code) are uploaded; kernels decompress, apply CMVN,
+ * stats by feat-ops.c's code) and the tables' transforms are uploaded;
+ * kernels decompress, apply CMVN,
  * add deltas, splice and transform, writing the batch's feature matrix in
  * device memory. Every float operation is explicit and in the CPU chain's
  * order (feat-ops.c, feat-gemm.c, compressed-matrix.c), so the result is
@@ -15,9 +16,10 @@
  *
  * Supported: an optional apply-cmvn first (table or single stats matrix,
  * utt2spk, means/vars/reverse), then any of add-deltas (no --truncate),
- * splice-feats, transform-feats with one matrix (rxfilename; linear or
+ * splice-feats, transform-feats (one matrix, or a table of them per
+ * utterance or, with --utt2spk, per speaker: SAT's fMLLR; linear or
  * affine), copy-feats. Anything else: gfeat_supported says why (the caller
- * runs the CPU chain). Per-speaker transform tables are not done.
+ * runs the CPU chain).
  *
  * Threading: a gfeat_chain and its batches are used by one thread at a
  * time; a gfeat_cuda likewise. */
@@ -65,7 +67,8 @@ typedef struct gfeat_chain gfeat_chain;
  * outlive the chain. */
 int gfeat_chain_open(const kio_feat_plan *plan, gfeat_chain **out);
 void gfeat_chain_free(gfeat_chain *c);
-/* Output dimension for input dimension in_dim (-1 if the chain refuses it). */
+/* Output dimension for input dimension in_dim (-1 if the chain refuses it,
+ * or a table transform decides: see gfeat_batch_dim). */
 int32_t gfeat_chain_out_dim(const gfeat_chain *c, int32_t in_dim);
 
 /* ---- a batch of utterances (host staging) ---- */

@@ -193,6 +193,24 @@ START_TEST(lda_hsw_2) {
 }
 END_TEST
 
+/* SAT: LDA+MLLT then per-speaker fMLLR (utt2spk); one speaker has no
+ * transform (its utterances dropped, as transform-feats does). */
+#define SAT CMVN " | " SPLICE " | transform-feats featpipe/final.mat ark:- ark:- | " \
+  "transform-feats --utt2spk=ark:featpipe/utt2spk ark:featpipe/trans.ark ark:- ark:-"
+START_TEST(sat_hsw_2) {
+  profile("hsw", "2");
+  ck_assert_int_gt(run_case(SAT, 0, "ark:featpipe/sat.ark"), 0);
+  run_case(SAT, 5, NULL);
+}
+END_TEST
+
+START_TEST(sat_skx) {
+  profile("skx", "1");
+  ck_assert_int_gt(run_case(SAT, 1, NULL), 0);
+  run_case(SAT, 5, NULL);
+}
+END_TEST
+
 START_TEST(skx) {
   profile("skx", "1");
   run_case(CMVN " | add-deltas ark:- ark:-", 0, NULL);
@@ -316,8 +334,6 @@ START_TEST(unsupported) {
   const char *no[] = {
     CMVN " | select-feats 0-5 ark:- ark:-",
     CMVN " | add-deltas --truncate=5 ark:- ark:-",
-    CMVN " | " SPLICE " | transform-feats featpipe/final.mat ark:- ark:- | "
-    "transform-feats --utt2spk=ark:featpipe/utt2spk ark:featpipe/trans.ark ark:- ark:-",
     CMVN " | add-deltas ark:- ark:- | apply-cmvn --utt2spk=ark:featpipe/utt2spk "
     "scp:featpipe/cmvn.scp ark:- ark:-",
   };
@@ -363,6 +379,8 @@ static Suite *gpu_feats_suite(void) {
   tcase_add_test(t, lda_hsw_1);
   tcase_add_test(t, lda_hsw_2);
   tcase_add_test(t, skx);
+  tcase_add_test(t, sat_hsw_2);
+  tcase_add_test(t, sat_skx);
   tcase_add_test(t, dropped);
   tcase_add_test(t, fixtures_skx);
   tcase_add_test(t, odd_sizes);

@@ -4,7 +4,8 @@
 # and on the device (KIO_FEATS_GPU=1: gpu-feats), on the fixtures'
 # utterances replicated COPIES times as a recipe data directory
 # (tools/gfeat-testdata: CM-compressed 13-dim input, feats.scp, per-speaker
-# CMVN stats): deltas with tri1, LDA+MLLT with tri2. Prints wall and CPU
+# CMVN stats, per-speaker fMLLR-like transforms): deltas with tri1,
+# LDA+MLLT and LDA+MLLT+fMLLR (SAT's chain) with tri2. Prints wall and CPU
 # seconds per run and checks that every run's alignments equal the first's.
 # Usage: tools/gfeat-bench.sh [BUILD] (default build); env COPIES (default
 # 100: ~2.3 h of audio), REPS (default 2; the best is printed), WORK
@@ -23,14 +24,14 @@ for p in "$bin/gmm-align-compiled" "$build/tools/gfeat-testdata" "$build/tools/r
   [ -x "$p" ] || { echo "gfeat-bench: $p not built"; exit 1; }
 done
 mkdir -p "$work/d"
-if [ "$(cat "$work/stamp" 2>/dev/null)" != "$copies" ]; then
+if [ "$(cat "$work/stamp" 2>/dev/null)" != "$copies.2" ]; then
   echo "gfeat-bench: building $work ($copies copies) ..."
-  "$build/tools/gfeat-testdata" --copies="$copies" "ark:$fix/feats/delta.ark" "$work/d" || exit 1
+  "$build/tools/gfeat-testdata" --fmllr=40 --copies="$copies" "ark:$fix/feats/delta.ark" "$work/d" || exit 1
   for m in tri1 tri2; do
     "$build/tools/replicate-archive" --print-args=false --type=fst --copies="$copies" \
       "ark:gunzip -c $fix/graphs/$m.fsts.gz|" "ark:$work/$m.fsts" || exit 1
   done
-  echo "$copies" >"$work/stamp"
+  echo "$copies.2" >"$work/stamp"
 fi
 export KALDI_GPU_SERVICE=no
 ncpu=$(nproc)
@@ -38,12 +39,14 @@ d=$work/d
 cmvn="apply-cmvn --utt2spk=ark:$d/utt2spk scp:$d/cmvn.scp scp:$d/feats.scp ark:-"
 fails=0
 printf '%-6s %-22s %8s %8s %8s  %s\n' chain run wall_s user_s sys_s alignments
-for chain in delta lda; do
-  if [ $chain = delta ]; then model=tri1; feats="ark,s,cs:$cmvn | add-deltas ark:- ark:- |"
-  else
-    model=tri2
-    feats="ark,s,cs:$cmvn | splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats $fix/models/tri2/final.mat ark:- ark:- |"
-  fi
+lda="splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats $fix/models/tri2/final.mat ark:- ark:-"
+for chain in delta lda sat; do
+  case $chain in
+    delta) model=tri1; feats="ark,s,cs:$cmvn | add-deltas ark:- ark:- |" ;;
+    lda) model=tri2; feats="ark,s,cs:$cmvn | $lda |" ;;
+    sat) model=tri2
+      feats="ark,s,cs:$cmvn | $lda | transform-feats --utt2spk=ark:$d/utt2spk ark:$d/trans.ark ark:- ark:- |" ;;
+  esac
   first=""
   for run in "cpu KIO_FEATS_GPU=0" "cpu-threads=$ncpu KIO_FEATS_GPU=0 KIO_FEATS_THREADS=$ncpu" \
              "gpu KIO_FEATS_GPU=1"; do
@@ -51,6 +54,7 @@ for chain in delta lda; do
     best=""
     for r in $(seq 1 "$reps"); do
       out=$work/$chain.$name.ali
+      rm -f "$out"
       # shellcheck disable=SC2086
       t=$( { /usr/bin/env $envs bash -c 'time -p "$@" 2>"$0"' "$work/$chain.$name.log" \
                "$bin/gmm-align-compiled" --verbose=1 --use-gpu=yes --transition-scale=1.0 \
@@ -62,7 +66,9 @@ for chain in delta lda; do
       fi
     done
     same="-"
-    if [ -z "$first" ]; then first=$out.first; cp "$out" "$first"; same="(reference)"
+    if ! grep -q -E 'Done [1-9][0-9]*, errors on' "$work/$chain.$name.log" || [ ! -s "$out" ]; then
+      same="FAILED (see $work/$chain.$name.log)"; fails=$((fails + 1))
+    elif [ -z "$first" ]; then first=$out.first; cp "$out" "$first"; same="(reference)"
     elif cmp -s "$first" "$out"; then same="identical"
     else same="DIFFERENT"; fails=$((fails + 1)); fi
     gpu_line=$(grep -m1 -o 'Features computed on the GPU: .*' "$work/$chain.$name.log" || true)
@@ -74,4 +80,4 @@ for chain in delta lda; do
 done
 frames=$(grep -m1 -o 'over [0-9]* frames' "$work/delta.cpu.log" | awk '{print $2}')
 echo "gfeat-bench: $copies copies, $frames frames aligned per run, $ncpu CPUs"
-[ $fails -eq 0 ] || { echo "gfeat-bench: outputs differ"; exit 1; }
+[ $fails -eq 0 ] || { echo "gfeat-bench: $fails runs failed or differ"; exit 1; }

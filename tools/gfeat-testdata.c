@@ -9,7 +9,10 @@
  * that speakers' CMVN offsets differ). The last speaker gets no stats
  * entry when --drop-last-speaker is given (apply-cmvn's warning path).
  * --copies=N: the input N times, keys (and speakers) prefixed "rNNN-" as
- * tools/replicate-archive does (for tools/gfeat-bench.sh). */
+ * tools/replicate-archive does (for tools/gfeat-bench.sh).
+ * --fmllr=D: also OUT/trans.ark, per speaker an affine D x (D+1) transform
+ * near the identity (deterministic), for SAT-style chains
+ * (transform-feats --utt2spk=ark:OUT/utt2spk ark:OUT/trans.ark). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,21 +38,42 @@ static void write_stats(FILE *ark, FILE *scp, const char *ark_name, const spk_st
 
 typedef struct { char *key; kio_matrix m; } utt;
 
+/* Speaker number s's transform: I + small deterministic terms, offsets. */
+static void write_fmllr(FILE *f, const char *spk, int s, int dim) {
+  kio_matrix m = {0};
+  if (kio_matrix_resize(&m, dim, dim + 1) != KIO_OK) exit(1);
+  for (int i = 0; i < dim; i++)
+    for (int j = 0; j <= dim; j++) {
+      float v = j == dim ? 0.05f * (float)((i + s) % 3 - 1)
+                : 0.01f * (float)((i * 7 + j * 3 + s) % 11 - 5) / 5.0f;
+      if (i == j) v += 1.0f + 0.02f * (float)((s + i) % 5 - 2);
+      m.data[(size_t)i * (dim + 1) + j] = v;
+    }
+  fprintf(f, "%s ", spk);
+  fwrite("\0B", 1, 2, f);
+  if (kio_matrix_write(f, 1, &m) != KIO_OK) exit(1);
+  kio_matrix_free(&m);
+}
+
 int main(int argc, char *argv[]) {
   kio_log_set_program(argv[0]);
   int drop_last = 0;
-  long copies = 1;
+  long copies = 1, fdim = 0;
+  int prefix = 0;  /* --copies given: keys prefixed even for 1 copy */
   for (; argc > 1 && !strncmp(argv[1], "--", 2); argv++, argc--) {
     if (!strcmp(argv[1], "--drop-last-speaker")) drop_last = 1;
-    else if (!strncmp(argv[1], "--copies=", 9)) copies = strtol(argv[1] + 9, NULL, 10);
+    else if (!strncmp(argv[1], "--copies=", 9)) copies = strtol(argv[1] + 9, NULL, 10), prefix = 1;
+    else if (!strncmp(argv[1], "--fmllr=", 8)) fdim = strtol(argv[1] + 8, NULL, 10);
     else break;
   }
   if (argc != 3 || copies < 1) {
-    fprintf(stderr, "Usage: gfeat-testdata [--drop-last-speaker] [--copies=N] <features-rspecifier> <out-dir>\n");
+    fprintf(stderr, "Usage: gfeat-testdata [--drop-last-speaker] [--copies=N] [--fmllr=DIM] "
+            "<features-rspecifier> <out-dir>\n");
     return 1;
   }
   const char *dir = argv[2];
-  char p_raw[4096], p_scp[4096], p_cmvn[4096], p_cscp[4096], p_u2s[4096];
+  char p_raw[4096], p_scp[4096], p_cmvn[4096], p_cscp[4096], p_u2s[4096], p_tr[4096];
+  snprintf(p_tr, sizeof p_tr, "%s/trans.ark", dir);
   snprintf(p_raw, sizeof p_raw, "%s/raw.ark", dir);
   snprintf(p_scp, sizeof p_scp, "%s/feats.scp", dir);
   snprintf(p_cmvn, sizeof p_cmvn, "%s/cmvn.ark", dir);
@@ -57,7 +81,9 @@ int main(int argc, char *argv[]) {
   snprintf(p_u2s, sizeof p_u2s, "%s/utt2spk", dir);
   FILE *raw = fopen(p_raw, "wb"), *scp = fopen(p_scp, "w"), *cmvn = fopen(p_cmvn, "wb"),
        *cscp = fopen(p_cscp, "w"), *u2s = fopen(p_u2s, "w");
-  if (!raw || !scp || !cmvn || !cscp || !u2s) { fprintf(stderr, "cannot write in %s\n", dir); return 1; }
+  FILE *tr = fdim > 0 ? fopen(p_tr, "wb") : NULL;
+  int nspk = 0;
+  if (!raw || !scp || !cmvn || !cscp || !u2s || (fdim > 0 && !tr)) { fprintf(stderr, "cannot write in %s\n", dir); return 1; }
   kio_seq_reader *r = NULL;
   if (kio_seq_open(&r, argv[1], &kio_matrix_holder) != KIO_OK) return 1;
   utt *u = NULL;
@@ -85,7 +111,7 @@ int main(int argc, char *argv[]) {
   for (long c = 0; c < copies; c++)
     for (int i = 0; i < n; i++) {
       char key[512], spk[512];
-      if (copies > 1) snprintf(key, sizeof key, "r%0*ld-%s", width, c, u[i].key);
+      if (prefix) snprintf(key, sizeof key, "r%0*ld-%s", width, c, u[i].key);
       else snprintf(key, sizeof key, "%s", u[i].key);
       snprintf(spk, sizeof spk, "%s", key);
       char *dash = strrchr(spk, '-');
@@ -94,6 +120,7 @@ int main(int argc, char *argv[]) {
         write_stats(cmvn, cscp, p_cmvn, &cur);
         memset(&cur, 0, sizeof cur);
       }
+      if (tr && strcmp(spk, cur.spk)) write_fmllr(tr, spk, nspk++, (int)fdim);
       snprintf(cur.spk, sizeof cur.spk, "%s", spk);
       const kio_matrix *x = &u[i].m;
       for (int32_t t = 0; t < x->rows; t++) {
@@ -112,6 +139,7 @@ int main(int argc, char *argv[]) {
     }
   if (!drop_last) write_stats(cmvn, cscp, p_cmvn, &cur);
   fclose(raw); fclose(scp); fclose(cmvn); fclose(cscp); fclose(u2s);
+  if (tr) fclose(tr);
   for (int i = 0; i < n; i++) { free(u[i].key); kio_matrix_free(&u[i].m); }
   free(u);
   fprintf(stderr, "gfeat-testdata: %ld x %d utterances into %s\n", copies, n, dir);

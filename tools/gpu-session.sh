@@ -60,17 +60,21 @@ for s in $steps; do
         KIO_REQUIRE_GPU=1 BIN="$top/gmmbin-gpu" TOP="$top" TOOLS="$top/$BUILD/tools" bash "$top/tests/cli/gpu-feats.sh"
         echo "cli/gpu-feats.sh (KIO_FEATS_GPU=1 vs 0): exit $?"
         d=$(mktemp -d /tmp/san-feats.XXXXXX)
-        "$top/$BUILD/tools/gfeat-testdata" ark:feats/delta.ark "$d" 2>/dev/null
-        for m in tri1 tri2; do
-          if [ $m = tri1 ]; then rest="add-deltas ark:- ark:- |"
-          else rest="splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |"; fi
+        "$top/$BUILD/tools/gfeat-testdata" --fmllr=40 ark:feats/delta.ark "$d" 2>/dev/null
+        lda="splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:-"
+        for c in delta lda sat; do
+          case $c in
+            delta) m=tri1; rest="add-deltas ark:- ark:- |" ;;
+            lda) m=tri2; rest="$lda |" ;;
+            sat) m=tri2; rest="$lda | transform-feats --utt2spk=ark:$d/utt2spk ark:$d/trans.ark ark:- ark:- |" ;;
+          esac
           KALDI_GPU_SERVICE=no KIO_FEATS_GPU=1 GALIGN_GPU_LONG_FRAMES=300 \
           compute-sanitizer --tool memcheck --error-exitcode 9 ../../gmmbin-gpu/gmm-align-compiled --verbose=1 \
             --use-gpu=yes --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 \
             --retry-beam=40 --batch-size=9 models/$m/final.mdl "ark:gunzip -c graphs/$m.fsts.gz|" \
             "ark,s,cs:apply-cmvn --utt2spk=ark:$d/utt2spk scp:$d/cmvn.scp scp:$d/feats.scp ark:- | $rest" \
             ark:/tmp/san-feats.ali 2>&1 | grep -E 'Features computed|ERROR|SUMMARY|Done' | tail -n 8
-          echo "gmm-align-compiled $m, KIO_FEATS_GPU=1, under compute-sanitizer: exit ${PIPESTATUS[0]}"
+          echo "gmm-align-compiled $m, $c chain, KIO_FEATS_GPU=1, under compute-sanitizer: exit ${PIPESTATUS[0]}"
         done
         rm -rf "$d" ) 2>&1 | tee "$OUT/feats.log"
       COPIES=${FEATS_COPIES:-255} WORK=/tmp/gfeat-bench tools/gfeat-bench.sh "$BUILD" 2>&1 | tee "$OUT/feats-bench.log" ;;

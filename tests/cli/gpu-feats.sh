@@ -5,8 +5,9 @@
 # scores and per-frame log-likelihoods byte for byte, the same log lines
 # (the feature programs' own lines aside), on a recipe-like data directory
 # made from the fixtures (tools/gfeat-testdata: compressed 13-dim input,
-# per-speaker CMVN): deltas (tri1), LDA+MLLT (tri2) with the skx profile
-# and with hsw at 2 OpenBLAS threads, a speaker without CMVN stats,
+# per-speaker CMVN, per-speaker fMLLR-like transforms): deltas (tri1),
+# LDA+MLLT (tri2) with the skx profile and with hsw at 2 OpenBLAS threads,
+# LDA+MLLT + per-speaker transforms (SAT's chain), a speaker without CMVN stats,
 # small batches, long utterances on the host decoder (GALIGN_GPU_LONG_FRAMES).
 # Own context only (KALDI_GPU_SERVICE=no). Env: BIN, TOP, TOOLS; GFEAT_EMU=1
 # (tests/emu/run.sh): BIN is the emulator's build, no GPU probe. Exit 0
@@ -43,7 +44,7 @@ fi
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 mkdir -p "$tmp/d" "$tmp/dm"
-"$prep" ark:feats/delta.ark "$tmp/d" 2>/dev/null || { echo "FAIL: gfeat-testdata"; exit 1; }
+"$prep" --fmllr=40 ark:feats/delta.ark "$tmp/d" 2>/dev/null || { echo "FAIL: gfeat-testdata"; exit 1; }
 "$prep" --drop-last-speaker ark:feats/delta.ark "$tmp/dm" 2>/dev/null || { echo "FAIL: gfeat-testdata"; exit 1; }
 
 # Log lines to compare: the program's own in order (not VLOG), and
@@ -92,8 +93,10 @@ lda-b7-long;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:-
 nospk;tri1;dm;; add-deltas ark:- ark:- |;;--batch-size=5
 lda;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |;;
 lda-hsw2;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |;KIO_BLAS_PROFILE=hsw KIO_FEATS_BLAS_THREADS=2;--batch-size=9
+sat;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- | transform-feats --utt2spk=ark:$tmp/d/utt2spk ark:$tmp/d/trans.ark ark:- ark:- |;;--batch-size=10
+sat-hsw2-long;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- | transform-feats --utt2spk=ark:$tmp/d/utt2spk ark:$tmp/d/trans.ark ark:- ark:- |;KIO_BLAS_PROFILE=hsw KIO_FEATS_BLAS_THREADS=2 GALIGN_GPU_LONG_FRAMES=400;
 EOF
-[ $n -eq 6 ] || fail "only $n cases run"
+[ $n -eq 8 ] || fail "only $n cases run"
 grep -q "No normalization statistics" "$tmp/nospk.1.log" || fail "nospk: no apply-cmvn warning on the GPU path"
 if [ $fails -eq 0 ]; then echo "gpu-feats: $n cases identical with KIO_FEATS_GPU=1"; exit 0; fi
 exit 1
