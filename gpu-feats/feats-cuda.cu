@@ -201,8 +201,8 @@ __global__ void gfeat_k_splice(const float *__restrict__ in, const gfeat_dutt *_
  * wt: W transposed (cols x M): wt[q * M + r]; the offset is row K. With
  * refs (a table of transforms: per utterance or speaker), utterance u's
  * matrix is pool + refs[u].off instead, affine as refs[u].affine. One
- * block per GFEAT_TF frames; the frames' inputs in shared memory. */
-__global__ void gfeat_k_transform(const float *__restrict__ in, int64_t frames, int K,
+ * block per tfr (<= GFEAT_TF) frames; the frames' inputs in shared memory. */
+__global__ void gfeat_k_transform(const float *__restrict__ in, int64_t frames, int tfr, int K,
                                   const float *__restrict__ wt_global, int M, int affine_global,
                                   const unsigned char *__restrict__ cls,
                                   const gfeat_dutt *__restrict__ utt, int n,
@@ -210,8 +210,8 @@ __global__ void gfeat_k_transform(const float *__restrict__ in, int64_t frames, 
                                   const float *__restrict__ pool, float *__restrict__ out) {
   GFEAT_DYN_SMEM(float, xs);
   __shared__ int su[GFEAT_TF];
-  int64_t f0 = (int64_t)blockIdx.x * GFEAT_TF;
-  int tf = frames - f0 < GFEAT_TF ? (int)(frames - f0) : GFEAT_TF;
+  int64_t f0 = (int64_t)blockIdx.x * tfr;
+  int tf = frames - f0 < tfr ? (int)(frames - f0) : tfr;
   for (int e = threadIdx.x; e < tf * K; e += blockDim.x) xs[e] = in[f0 * K + e];
   if (refs)
     for (int e = threadIdx.x; e < tf; e += blockDim.x) su[e] = gfeat_find_utt(utt, n, f0 + e);
@@ -415,15 +415,19 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
                    cur, utt, b->n, T, dim, s->left, s->right, nxt);
       dim = odim;
     } else {
-      size_t smem = sizeof(float) * GFEAT_TF * (size_t)dim;
-      if (smem > 48 * 1024) {
+      /* frames per block: their inputs within the 48 KB of shared memory
+       * every device gives without opting in */
+      int tfr = (int)((48 * 1024) / (sizeof(float) * (size_t)dim));
+      if (tfr > GFEAT_TF) tfr = GFEAT_TF;
+      if (tfr < 1) {
         KIO_ERROR("Transform input dimension %d: more than the device path's %d", dim,
-                  48 * 1024 / (int)sizeof(float) / GFEAT_TF);
+                  48 * 1024 / (int)sizeof(float));
         return KIO_ERR;
       }
+      size_t smem = sizeof(float) * (size_t)tfr * (size_t)dim;
       const gfeat_bstage *bs = &b->st[k];
       int32_t M = s->table ? b->st[k].ref[0].rows : s->w.rows;
-      GFEAT_LAUNCH_SMEM(gfeat_k_transform, gfeat_grid(T, GFEAT_TF), 128, smem, st, cur, T, dim,
+      GFEAT_LAUNCH_SMEM(gfeat_k_transform, gfeat_grid(T, tfr), 128, smem, st, cur, T, tfr, dim,
                         (const float *)g->d_wt[k], M, s->w.cols == dim + 1,
                         bs->ncls ? (const unsigned char *)g->cls[k].p : (const unsigned char *)NULL,
                         utt, b->n, s->table ? (const gfeat_wref *)g->ref[k].p : (const gfeat_wref *)NULL,

@@ -306,13 +306,28 @@ START_TEST(odd_sizes) {
       profile(profs[p], "2");
       const char *ark = write_odd();
       const char *u2s = tu_tmp_path("odd.utt2spk");
-      char u2sbuf[512], cmd[4096];
+      char u2sbuf[512], cmd[4096], wide[1024];
       snprintf(u2sbuf, sizeof u2sbuf, "%s", u2s);
+      /* a transform of 13 x 41 = 533 inputs (affine, 24 rows): beyond
+       * feat-gemm.c's model (one chain) and fewer frames per block */
+      const char *wm = tu_tmp_path("wide.mat");
+      kio_matrix w = {0};
+      ck_assert_int_eq(kio_matrix_resize(&w, 24, 534), KIO_OK);
+      for (int i = 0; i < 24 * 534; i++) w.data[i] = (float)((i * 7919) % 1001 - 500) / 4096.0f;
+      FILE *wf = fopen(wm, "wb");
+      ck_assert(wf);
+      fwrite("\0B", 1, 2, wf);
+      ck_assert_int_eq(kio_matrix_write(wf, 1, &w), KIO_OK);
+      fclose(wf);
+      kio_matrix_free(&w);
+      snprintf(wide, sizeof wide, "splice-feats --left-context=20 --right-context=20 ark:- ark:- | "
+               "transform-feats %s ark:- ark:-", wm);
       const char *tails[] = {
         "add-deltas ark:- ark:-",
         "add-deltas --delta-order=3 --delta-window=4 ark:- ark:-",
         SPLICE " | transform-feats featpipe/final.mat ark:- ark:-",
         "splice-feats --left-context=9 --right-context=1 ark:- ark:-",
+        wide,
       };
       for (size_t t = 0; t < sizeof tails / sizeof *tails; t++) {
         snprintf(cmd, sizeof cmd,
