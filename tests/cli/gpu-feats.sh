@@ -8,7 +8,8 @@
 # per-speaker CMVN, per-speaker fMLLR-like transforms): deltas (tri1),
 # LDA+MLLT (tri2) with the skx profile and with hsw at 2 OpenBLAS threads,
 # LDA+MLLT + per-speaker transforms (SAT's chain), a speaker without CMVN stats,
-# small batches, long utterances on the host decoder (GALIGN_GPU_LONG_FRAMES).
+# small batches, long utterances on the host decoder (GALIGN_GPU_LONG_FRAMES);
+# a chain the device does not run (select-feats): the CPU chain, VLOG line.
 # Own context only (KALDI_GPU_SERVICE=no). Env: BIN, TOP, TOOLS; GFEAT_EMU=1
 # (tests/emu/run.sh): BIN is the emulator's build, no GPU probe. Exit 0
 # pass, 1 fail, 77 skip (no GPU, unless KIO_REQUIRE_GPU=1).
@@ -74,11 +75,18 @@ while IFS=';' read -r name model dd cmvnopt rest envs opts; do
   done
   [ "$(cat "$tmp/$name.1.rc")" = "$(cat "$tmp/$name.0.rc")" ] ||
     fail "$name: exit $(cat "$tmp/$name.1.rc") with KIO_FEATS_GPU=1, $(cat "$tmp/$name.0.rc") without"
-  grep -q "Features computed on the GPU" "$tmp/$name.1.log" ||
-    fail "$name: features not computed on the GPU: $(grep -m1 'Features not computed' "$tmp/$name.1.log")"
   grep -q "Features computed on the GPU" "$tmp/$name.0.log" && fail "$name: GPU features with KIO_FEATS_GPU=0"
-  grep -q -E "likelihoods of [1-9][0-9]* utterances read them on the device" "$tmp/$name.1.log" ||
-    fail "$name: the likelihoods did not read the device features"
+  if [ "${name#cpu-}" != "$name" ]; then  # not for the device: the CPU chain, with a VLOG line
+    grep -q "Features not computed on the GPU" "$tmp/$name.1.log" ||
+      fail "$name: no 'Features not computed on the GPU' line"
+    grep -q "Feature pipeline computed in-process" "$tmp/$name.1.log" ||
+      fail "$name: the CPU chain did not run"
+  else
+    grep -q "Features computed on the GPU" "$tmp/$name.1.log" ||
+      fail "$name: features not computed on the GPU: $(grep -m1 'Features not computed' "$tmp/$name.1.log")"
+    grep -q -E "likelihoods of [1-9][0-9]* utterances read them on the device" "$tmp/$name.1.log" ||
+      fail "$name: the likelihoods did not read the device features"
+  fi
   for x in ali scores pf; do
     cmp -s "$tmp/$name.0.$x" "$tmp/$name.1.$x" || fail "$name: $x differs with KIO_FEATS_GPU=1"
   done
@@ -91,12 +99,13 @@ delta;tri1;d;; add-deltas ark:- ark:- |;;
 delta-b7-long;tri1;d;; add-deltas ark:- ark:- |;GALIGN_GPU_LONG_FRAMES=400;--batch-size=7
 lda-b7-long;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |;GALIGN_GPU_LONG_FRAMES=300;--batch-size=7
 nospk;tri1;dm;; add-deltas ark:- ark:- |;;--batch-size=5
+cpu-select;tri1;d;; select-feats 0-12 ark:- ark:- | add-deltas ark:- ark:- |;;
 lda;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |;;
 lda-hsw2;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |;KIO_BLAS_PROFILE=hsw KIO_FEATS_BLAS_THREADS=2;--batch-size=9
 sat;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- | transform-feats --utt2spk=ark:$tmp/d/utt2spk ark:$tmp/d/trans.ark ark:- ark:- |;;--batch-size=10
 sat-hsw2-long;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- | transform-feats --utt2spk=ark:$tmp/d/utt2spk ark:$tmp/d/trans.ark ark:- ark:- |;KIO_BLAS_PROFILE=hsw KIO_FEATS_BLAS_THREADS=2 GALIGN_GPU_LONG_FRAMES=400;
 EOF
-[ $n -eq 8 ] || fail "only $n cases run"
+[ $n -eq 9 ] || fail "only $n cases run"
 grep -q "No normalization statistics" "$tmp/nospk.1.log" || fail "nospk: no apply-cmvn warning on the GPU path"
 if [ $fails -eq 0 ]; then echo "gpu-feats: $n cases identical with KIO_FEATS_GPU=1"; exit 0; fi
 exit 1
