@@ -416,12 +416,13 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
       dim = odim;
     } else {
       /* frames per block: their inputs within the 48 KB of shared memory
-       * every device gives without opting in */
-      int tfr = (int)((48 * 1024) / (sizeof(float) * (size_t)dim));
+       * every device gives without opting in (static + dynamic) */
+      const size_t budget = 48 * 1024 - sizeof(int) * GFEAT_TF;
+      int tfr = (int)(budget / (sizeof(float) * (size_t)dim));
       if (tfr > GFEAT_TF) tfr = GFEAT_TF;
       if (tfr < 1) {
         KIO_ERROR("Transform input dimension %d: more than the device path's %d", dim,
-                  48 * 1024 / (int)sizeof(float));
+                  (int)(budget / sizeof(float)));
         return KIO_ERR;
       }
       size_t smem = sizeof(float) * (size_t)tfr * (size_t)dim;
