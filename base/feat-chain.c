@@ -221,6 +221,12 @@ static void gemm_part(void *arg, int32_t t0, int32_t t1) {
   kio_featop_gemm_frames(j->cls, j->in, t0, t1, j->k, j->w, j->ws, j->wt, j->M, j->out);
 }
 
+struct seq_job { const float *in, *wt, *off; int32_t k, M; float *out; };
+static void seq_part(void *arg, int32_t t0, int32_t t1) {
+  struct seq_job *j = arg;
+  kio_featop_transform_range(j->in, t0, t1, j->k, j->wt, j->M, j->off, j->out);
+}
+
 static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
   kio_feat_stage *st = s->st;
   if (m->rows == 0) {
@@ -312,7 +318,10 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
   }
   if (prepare_transform(s, key, w, fdim) != KIO_OK || ensure(tmp, m->rows, w->rows) != KIO_OK)
     return DIE;
-  unsigned char *cls = kio_featop_gemm_plan(m->rows, fdim, w->rows, kio_featop_blas_threads());
+  /* Only the hsw profile has outputs with another chain than the plain one
+   * (feat-gemm.c's plan); the others take the plain chains directly. */
+  unsigned char *cls = kio_featop_profile() != KIO_FEATOP_HSW ? NULL
+                       : kio_featop_gemm_plan(m->rows, fdim, w->rows, kio_featop_blas_threads());
   if (cls) {
     struct gemm_job j = {cls, m->data, w->data, s->wt, fdim, w->cols, w->rows, tmp->data};
     kio_fpool_run(s->pool, m->rows, 8, gemm_part, &j);
@@ -321,7 +330,8 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
       for (int32_t t = 0; t < m->rows; t++)
         for (int32_t j = 0; j < w->rows; j++) tmp->data[(size_t)t * w->rows + j] += s->woff[j];
   } else {
-    kio_featop_transform(m->data, m->rows, fdim, s->wt, w->rows, s->woff, tmp->data);
+    struct seq_job j = {m->data, s->wt, s->woff, fdim, w->rows, tmp->data};
+    kio_fpool_run(s->pool, m->rows, 8, seq_part, &j);
   }
   s->num_done++;
   if (s->logdet_type == LD_UNKNOWN)

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "simd.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define FEAT_X86 1
@@ -14,19 +16,7 @@
 #define FEAT_X86 0
 #endif
 
-int kio_featop_simd(void) {
-#if FEAT_X86
-  static int cached = -1;
-  if (cached < 0) {
-    const char *e = getenv("KIO_NO_SIMD");
-    cached = (!e || !*e || !strcmp(e, "0")) && __builtin_cpu_supports("avx2") &&
-             __builtin_cpu_supports("fma");
-  }
-  return cached;
-#else
-  return 0;
-#endif
-}
+int kio_featop_simd(void) { return kio_simd_level() >= KIO_SIMD_AVX2; }
 
 /* Which OpenBLAS build's rounding to reproduce, as gpu-acc does
  * (KIO_BLAS_PROFILE=plain|hsw|skx, default skx on every host: our output must
@@ -86,6 +76,12 @@ int kio_featop_cmvn_norm(const double *stats, int32_t rows, int32_t dim, int var
 
 void kio_featop_cmvn_apply(float *x, int32_t frames, int32_t dim, int var_norm,
                            const float *offset, const float *scale) {
+#if FEAT_X86
+  if (kio_simd_level() >= KIO_SIMD_AVX512) {
+    kio_featop_cmvn_apply_avx512(x, frames, dim, var_norm, offset, scale);
+    return;
+  }
+#endif
   for (int32_t t = 0; t < frames; t++) {
     float *r = x + (size_t)t * dim;
     if (var_norm)
@@ -171,6 +167,10 @@ static void kio_featop_deltas_scalar(const float *in, int32_t frames, int32_t t0
 void kio_featop_deltas_range(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
                              int order, float *const *scales, const int *sdims, float *out) {
 #if FEAT_X86
+  if (kio_simd_level() >= KIO_SIMD_AVX512) {
+    kio_featop_deltas_avx512(in, frames, t0, t1, dim, order, scales, sdims, out);
+    return;
+  }
   if (kio_featop_simd()) {
     deltas_avx2(in, frames, t0, t1, dim, order, scales, sdims, out);
     return;
@@ -288,15 +288,19 @@ static void gemm_avx2(const float *in, int32_t frames, int32_t k, const float *w
 }
 #endif
 
-void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,
-                          int32_t rows, const float *offset, float *out) {
+void kio_featop_transform_range(const float *in, int32_t t0, int32_t t1, int32_t k,
+                                const float *wt, int32_t rows, const float *offset, float *out) {
 #if FEAT_X86
+  if (kio_simd_level() >= KIO_SIMD_AVX512) {  /* the offset added in the kernel */
+    kio_featop_transform_avx512(in, t0, t1, k, wt, rows, offset, out);
+    return;
+  }
   if (kio_featop_simd()) {
-    gemm_avx2(in, frames, k, wt, rows, out);
+    gemm_avx2(in + (size_t)t0 * k, t1 - t0, k, wt, rows, out + (size_t)t0 * rows);
   } else
 #endif
   {
-    for (int32_t t = 0; t < frames; t++) {
+    for (int32_t t = t0; t < t1; t++) {
       const float *x = in + (size_t)t * k;
       for (int32_t j = 0; j < rows; j++) {
         float acc = 0.0f;
@@ -306,8 +310,13 @@ void kio_featop_transform(const float *in, int32_t frames, int32_t k, const floa
     }
   }
   if (offset)
-    for (int32_t t = 0; t < frames; t++)
+    for (int32_t t = t0; t < t1; t++)
       for (int32_t j = 0; j < rows; j++) out[(size_t)t * rows + j] += offset[j];
+}
+
+void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,
+                          int32_t rows, const float *offset, float *out) {
+  kio_featop_transform_range(in, 0, frames, k, wt, rows, offset, out);
 }
 
 /* 0.5 * log det(L L^T), L = the first k columns of W (rows x ?, stride ws),
