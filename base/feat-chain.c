@@ -87,6 +87,7 @@ typedef struct {
 
 struct kio_feat {
   kio_feat_plan plan;
+  kio_ring *ring;
   stage_rt *rt;
   int status;  /* wait status */
 };
@@ -221,10 +222,38 @@ static void gemm_part(void *arg, int32_t t0, int32_t t1) {
   kio_featop_gemm_frames(j->cls, j->in, t0, t1, j->k, j->w, j->ws, j->wt, j->M, j->out);
 }
 
-struct seq_job { const float *in, *wt, *off; int32_t k, M; float *out; };
+/* A splice-feats output not made: its transform-feats reads the spliced rows
+ * from the splice's input (see do_splice). */
+typedef struct { int active, left, right; } splice_view;
+
+struct seq_job {
+  const float *in, *wt, *off; int32_t k, M; float *out;
+  const splice_view *sv; int32_t dim, T;  /* sv: in is the unspliced T x dim */
+};
 static void seq_part(void *arg, int32_t t0, int32_t t1) {
   struct seq_job *j = arg;
-  kio_featop_transform_range(j->in, t0, t1, j->k, j->wt, j->M, j->off, j->out);
+  if (!j->sv) {
+    kio_featop_transform_range(j->in, t0, t1, j->k, j->wt, j->M, j->off, j->out);
+    return;
+  }
+  /* Frame t's spliced row is input rows t - left .. t + right, contiguous
+   * in the input when none is clamped: read in place. */
+  int32_t L = j->sv->left, R = j->sv->right, dim = j->dim;
+  int32_t a = t0 > L ? t0 : L, b = t1 < j->T - R ? t1 : j->T - R;
+  if (a < b)
+    kio_featop_transform_rows(j->in + (size_t)(a - L) * dim, dim, b - a, j->k, j->wt, j->M,
+                              j->off, j->out + (size_t)a * j->M);
+  float *row = NULL;
+  for (int32_t t = t0; t < t1; t++) {
+    if (t >= a && t < b) continue;
+    if (!row && !(row = malloc(sizeof(float) * (size_t)j->k))) abort();
+    for (int32_t c = -L; c <= R; c++) {
+      int32_t f = t + c < 0 ? 0 : t + c >= j->T ? j->T - 1 : t + c;
+      memcpy(row + (size_t)(c + L) * dim, j->in + (size_t)f * dim, sizeof(float) * (size_t)dim);
+    }
+    kio_featop_transform_rows(row, j->k, 1, j->k, j->wt, j->M, j->off, j->out + (size_t)t * j->M);
+  }
+  free(row);
 }
 
 static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
@@ -253,12 +282,19 @@ static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tm
   return PASS;
 }
 
-static int do_splice(stage_rt *s, kio_matrix *m, kio_matrix *tmp) {
+/* fuse: the next stage is a live transform-feats with plain chains (not the
+ * hsw plan): it reads the spliced rows in place (sv), nothing is copied. */
+static int do_splice(stage_rt *s, kio_matrix *m, kio_matrix *tmp, int fuse, splice_view *sv) {
   kio_feat_stage *st = s->st;
   if (m->rows == 0) {
     LOGAT(KIO_LOG_ERROR, st->prog, "SpliceFrames", "feature-functions.cc", 211,
           "SpliceFrames: empty input");
     return DIE;
+  }
+  if (fuse) {
+    *sv = (splice_view){1, st->left, st->right};
+    s->num_done++;
+    return PASS;
   }
   if (ensure(tmp, m->rows, m->cols * (st->left + st->right + 1)) != KIO_OK) return DIE;
   kio_featop_splice(m->data, m->rows, m->cols, st->left, st->right, tmp->data);
@@ -288,7 +324,8 @@ static int prepare_transform(stage_rt *s, const char *key, const kio_matrix *w, 
   return KIO_OK;
 }
 
-static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
+static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp,
+                        const splice_view *sv) {
   kio_feat_stage *st = s->st;
   const kio_matrix *w = &s->gtrans;
   const char *key = "";
@@ -304,7 +341,7 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
     }
     if (!(w = kio_ra_value(s->tab, key))) return DIE;
   }
-  int32_t fdim = m->cols;
+  int32_t fdim = sv ? m->cols * (sv->left + 1 + sv->right) : m->cols;
   if (w->cols != fdim && w->cols != fdim + 1) {
     LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 110,
           "Transform matrix for utterance %s has bad dimension %dx%d versus feat dim %d",
@@ -330,7 +367,7 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
       for (int32_t t = 0; t < m->rows; t++)
         for (int32_t j = 0; j < w->rows; j++) tmp->data[(size_t)t * w->rows + j] += s->woff[j];
   } else {
-    struct seq_job j = {m->data, s->wt, s->woff, fdim, w->rows, tmp->data};
+    struct seq_job j = {m->data, s->wt, s->woff, fdim, w->rows, tmp->data, sv, m->cols, m->rows};
     kio_fpool_run(s->pool, m->rows, 8, seq_part, &j);
   }
   s->num_done++;
@@ -416,12 +453,18 @@ static int do_select(stage_rt *s, kio_matrix *m, kio_matrix *tmp) {
   return PASS;
 }
 
-static int run_stage(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
+/* fuse: see do_splice; sv: the view it leaves for the transform after it. */
+static int run_stage(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp, int fuse,
+                     splice_view *sv) {
   switch (s->st->op) {
     case KIO_FEAT_CMVN: return do_cmvn(s, utt, m);
     case KIO_FEAT_DELTAS: return do_deltas(s, utt, m, tmp);
-    case KIO_FEAT_SPLICE: return do_splice(s, m, tmp);
-    case KIO_FEAT_TRANSFORM: return do_transform(s, utt, m, tmp);
+    case KIO_FEAT_SPLICE: return do_splice(s, m, tmp, fuse, sv);
+    case KIO_FEAT_TRANSFORM: {
+      int r = do_transform(s, utt, m, tmp, sv->active ? sv : NULL);
+      sv->active = 0;
+      return r;
+    }
     case KIO_FEAT_SELECT: return do_select(s, m, tmp);
     default: s->num_done++; return PASS;
   }
@@ -517,21 +560,6 @@ static void stage_free(stage_rt *s) {
   free(s->sel);
 }
 
-/* The binary archive entry the last stage writes. */
-static int write_entry(kio_ring *ring, const char *key, const kio_matrix *m) {
-  size_t kl = strlen(key);
-  int32_t rows = m->rows, cols = m->cols;
-  if (rows == 0 || cols == 0) rows = cols = 0;
-  unsigned char hdr[16];
-  memcpy(hdr, "\0BFM \4", 6);
-  memcpy(hdr + 6, &rows, 4);
-  hdr[10] = 4;
-  memcpy(hdr + 11, &cols, 4);
-  if (kio_ring_write(ring, key, kl) || kio_ring_write(ring, " ", 1) || kio_ring_write(ring, hdr, 15))
-    return -1;
-  return kio_ring_write(ring, m->data, sizeof(float) * (size_t)rows * (size_t)cols);
-}
-
 static void *chain_thread(kio_ring *ring, void *arg) {
   kio_feat *h = arg;
   int n = h->plan.nstages;
@@ -543,6 +571,7 @@ static void *chain_thread(kio_ring *ring, void *arg) {
     if (stage_open(&rt[k]) != KIO_OK) { rt[k].dead = 1; rt[k].status = 255 << 8; }
   kio_seq_reader *rd = NULL;
   kio_matrix m = {0}, tmp = {0};
+  splice_view sv = {0, 0, 0};
   int first_alive = !rt[0].dead;
   if (first_alive) {
     kio_log_set_thread_program(rt[0].st->prog);
@@ -563,12 +592,15 @@ static void *chain_thread(kio_ring *ring, void *arg) {
       break;
     }
     int k = 0;
+    sv.active = 0;
     for (; k < n; k++) {
       if (k >= dead_from) { /* writing to a dead stage: killed */
         for (int j = 0; j < k; j++) if (!rt[j].dead) rt[j].killed = 1;
         break;
       }
-      int r = run_stage(&rt[k], key, &m, &tmp);
+      int fuse = k + 1 < dead_from && rt[k + 1].st->op == KIO_FEAT_TRANSFORM &&
+                 kio_featop_profile() != KIO_FEATOP_HSW;
+      int r = run_stage(&rt[k], key, &m, &tmp, fuse, &sv);
       if (r == DROP) break;
       if (r == DIE) {
         rt[k].dead = 1;
@@ -577,7 +609,7 @@ static void *chain_thread(kio_ring *ring, void *arg) {
         break;
       }
     }
-    if (k == n && write_entry(ring, key, &m) != 0) {
+    if (k == n && kio_ring_put(ring, key, &m) != 0) {
       /* The reader left: the last stage is killed by SIGPIPE, so are the
        * others when they next write. */
       for (int j = 0; j < n; j++) if (!rt[j].dead) { rt[j].killed = 1; rt[j].status = (128 + SIGPIPE) << 8; }
@@ -629,7 +661,7 @@ FILE *kio_feat_open(const char *cmd, kio_feat **out) {
   for (int k = 0; k < h->plan.nstages; k++) h->rt[k].st = &h->plan.stages[k];
   KIO_VLOG(1, "Feature pipeline computed in-process (%d stages): %s", h->plan.nstages, cmd);
   print_command_lines(&h->plan);
-  FILE *f = kio_ring_start(chain_thread, h);
+  FILE *f = kio_ring_start(chain_thread, h, &h->ring);
   if (!f) {
     free(h->rt);
     kio_feat_plan_free(&h->plan);
@@ -638,6 +670,10 @@ FILE *kio_feat_open(const char *cmd, kio_feat **out) {
   }
   *out = h;
   return f;
+}
+
+int kio_feat_take(kio_feat *h, char **key, size_t *keycap, kio_matrix *m) {
+  return kio_ring_take(h->ring, key, keycap, m);
 }
 
 int kio_feat_close(kio_feat *h, FILE *f) {

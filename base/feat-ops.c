@@ -250,11 +250,11 @@ void kio_featop_splice(const float *in, int32_t frames, int32_t dim, int left, i
  * wt: W's first K columns transposed (K x rows) for the vector path. ---- */
 #if FEAT_X86
 __attribute__((target("avx2,fma")))
-static void gemm_avx2(const float *in, int32_t frames, int32_t k, const float *wt,
-                      int32_t rows, float *out) {
+static void gemm_avx2(const float *in, int32_t stride, int32_t frames, int32_t k,
+                      const float *wt, int32_t rows, float *out) {
   int32_t r8 = rows & ~7;
   for (int32_t t = 0; t < frames; t++) {
-    const float *x = in + (size_t)t * k;
+    const float *x = in + (size_t)t * stride;
     float *o = out + (size_t)t * rows;
     int32_t j = 0;
     for (; j + 32 <= r8; j += 32) {
@@ -288,20 +288,20 @@ static void gemm_avx2(const float *in, int32_t frames, int32_t k, const float *w
 }
 #endif
 
-void kio_featop_transform_range(const float *in, int32_t t0, int32_t t1, int32_t k,
-                                const float *wt, int32_t rows, const float *offset, float *out) {
+void kio_featop_transform_rows(const float *in, int32_t stride, int32_t T, int32_t k,
+                               const float *wt, int32_t rows, const float *offset, float *out) {
 #if FEAT_X86
   if (kio_simd_level() >= KIO_SIMD_AVX512) {  /* the offset added in the kernel */
-    kio_featop_transform_avx512(in, t0, t1, k, wt, rows, offset, out);
+    kio_featop_transform_avx512(in, stride, T, k, wt, rows, offset, out);
     return;
   }
   if (kio_featop_simd()) {
-    gemm_avx2(in + (size_t)t0 * k, t1 - t0, k, wt, rows, out + (size_t)t0 * rows);
+    gemm_avx2(in, stride, T, k, wt, rows, out);
   } else
 #endif
   {
-    for (int32_t t = t0; t < t1; t++) {
-      const float *x = in + (size_t)t * k;
+    for (int32_t t = 0; t < T; t++) {
+      const float *x = in + (size_t)t * stride;
       for (int32_t j = 0; j < rows; j++) {
         float acc = 0.0f;
         for (int32_t q = 0; q < k; q++) acc = fmaf(x[q], wt[(size_t)q * rows + j], acc);
@@ -310,8 +310,14 @@ void kio_featop_transform_range(const float *in, int32_t t0, int32_t t1, int32_t
     }
   }
   if (offset)
-    for (int32_t t = t0; t < t1; t++)
+    for (int32_t t = 0; t < T; t++)
       for (int32_t j = 0; j < rows; j++) out[(size_t)t * rows + j] += offset[j];
+}
+
+void kio_featop_transform_range(const float *in, int32_t t0, int32_t t1, int32_t k,
+                                const float *wt, int32_t rows, const float *offset, float *out) {
+  kio_featop_transform_rows(in + (size_t)t0 * k, k, t1 - t0, k, wt, rows, offset,
+                            out + (size_t)t0 * rows);
 }
 
 void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,

@@ -44,6 +44,10 @@ void kio_featop_transform(const float *in, int32_t frames, int32_t k, const floa
 /* The same for output frames [t0, t1) only (in and out are whole). */
 void kio_featop_transform_range(const float *in, int32_t t0, int32_t t1, int32_t k,
                                 const float *wt, int32_t rows, const float *offset, float *out);
+/* The same for T frames whose inputs start stride floats apart (stride < k:
+ * overlapping rows, e.g. splice-feats' output read from its input). */
+void kio_featop_transform_rows(const float *in, int32_t stride, int32_t T, int32_t k,
+                               const float *wt, int32_t rows, const float *offset, float *out);
 /* The thread count the bundle's OpenBLAS would use (KIO_FEATS_BLAS_THREADS,
  * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS, else the CPUs). */
 int kio_featop_blas_threads(void);
@@ -64,7 +68,7 @@ double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t 
 
 /* The AVX-512 kernels (feat-simd.c; x86-64 only, called when simd.h says
  * KIO_SIMD_AVX512): the same results as the functions above. */
-void kio_featop_transform_avx512(const float *in, int32_t t0, int32_t t1, int32_t k,
+void kio_featop_transform_avx512(const float *in, int32_t stride, int32_t T, int32_t k,
                                  const float *wt, int32_t M, const float *off, float *out);
 void kio_featop_deltas_avx512(const float *in, int32_t frames, int32_t t0, int32_t t1,
                               int32_t dim, int order, float *const *scales, const int *sdims,

@@ -20,8 +20,8 @@ static inline __mmask16 tail_mask(int32_t n) { return n >= 16 ? (__mmask16)0xfff
  * [+ off[j]]. A tile is F frames x NB blocks of 16 outputs: F * NB
  * accumulators, each W^T row loaded once per tile and used F times. ---- */
 #define TILE(F, NB)                                                                      \
-  T512 static void tile_##F##_##NB(const float *in, int32_t k, const float *wt,         \
-                                  int32_t M, int32_t j, __mmask16 last,                 \
+  T512 static void tile_##F##_##NB(const float *in, int32_t stride, int32_t k,          \
+                                  const float *wt, int32_t M, int32_t j, __mmask16 last, \
                                   const float *off, float *out) {                       \
     __m512 acc[F][NB];                                                                   \
     _Pragma("GCC unroll 8") for (int f = 0; f < F; f++)                                  \
@@ -32,7 +32,7 @@ static inline __mmask16 tail_mask(int32_t n) { return n >= 16 ? (__mmask16)0xfff
       _Pragma("GCC unroll 4") for (int b = 0; b < NB; b++)                               \
         wv[b] = b == NB - 1 ? _mm512_maskz_loadu_ps(last, w + 16 * b) : _mm512_loadu_ps(w + 16 * b); \
       _Pragma("GCC unroll 8") for (int f = 0; f < F; f++) {                              \
-        __m512 x = _mm512_set1_ps(in[(size_t)f * k + q]);                                \
+        __m512 x = _mm512_set1_ps(in[(size_t)f * stride + q]);                           \
         _Pragma("GCC unroll 4") for (int b = 0; b < NB; b++)                             \
           acc[f][b] = _mm512_fmadd_ps(x, wv[b], acc[f][b]);                              \
       }                                                                                  \
@@ -55,25 +55,25 @@ TILE(1, 1)
 TILE(1, 2)
 TILE(1, 3)
 
-T512 void kio_featop_transform_avx512(const float *in, int32_t t0, int32_t t1, int32_t k,
+T512 void kio_featop_transform_avx512(const float *in, int32_t stride, int32_t T, int32_t k,
                                       const float *wt, int32_t M, const float *off, float *out) {
   for (int32_t j = 0; j < M; j += 48) {  /* up to 3 blocks of 16 outputs */
     int32_t w = M - j < 48 ? M - j : 48, nb = (w + 15) / 16;
     __mmask16 last = tail_mask(w - 16 * (nb - 1));
-    int32_t t = t0;
-    for (; t + 8 <= t1; t += 8) {
-      const float *x = in + (size_t)t * k;
+    int32_t t = 0;
+    for (; t + 8 <= T; t += 8) {
+      const float *x = in + (size_t)t * stride;
       float *o = out + (size_t)t * M;
-      if (nb == 3) tile_8_3(x, k, wt, M, j, last, off, o);
-      else if (nb == 2) tile_8_2(x, k, wt, M, j, last, off, o);
-      else tile_8_1(x, k, wt, M, j, last, off, o);
+      if (nb == 3) tile_8_3(x, stride, k, wt, M, j, last, off, o);
+      else if (nb == 2) tile_8_2(x, stride, k, wt, M, j, last, off, o);
+      else tile_8_1(x, stride, k, wt, M, j, last, off, o);
     }
-    for (; t < t1; t++) {
-      const float *x = in + (size_t)t * k;
+    for (; t < T; t++) {
+      const float *x = in + (size_t)t * stride;
       float *o = out + (size_t)t * M;
-      if (nb == 3) tile_1_3(x, k, wt, M, j, last, off, o);
-      else if (nb == 2) tile_1_2(x, k, wt, M, j, last, off, o);
-      else tile_1_1(x, k, wt, M, j, last, off, o);
+      if (nb == 3) tile_1_3(x, stride, k, wt, M, j, last, off, o);
+      else if (nb == 2) tile_1_2(x, stride, k, wt, M, j, last, off, o);
+      else tile_1_1(x, stride, k, wt, M, j, last, off, o);
     }
   }
 }

@@ -132,6 +132,21 @@ START_TEST(transform_levels) {
               if (aff) acc = acc + off[j];
               ck_assert(!memcmp(&acc, &out[(size_t)t * M + j], 4));
             }
+          /* overlapping rows (splice-feats read in place): row t at t * 3 */
+          if (K >= 3) {
+            int32_t S = 3, n = (T - 1) * S + K;
+            float *big = malloc(sizeof(float) * n);
+            fill(big, (size_t)n);
+            AT_LEVELS(out, (size_t)T * M,
+                      kio_featop_transform_rows(big, S, T, K, wt, M, aff ? off : NULL, out));
+            for (int32_t t = 0; t < T; t++) {
+              float *o = malloc(sizeof(float) * M);
+              kio_featop_transform(big + (size_t)t * S, 1, K, wt, M, aff ? off : NULL, o);
+              ck_assert(!memcmp(o, out + (size_t)t * M, sizeof(float) * M));
+              free(o);
+            }
+            free(big);
+          }
           free(in);
           free(wt);
           free(off);
