@@ -81,20 +81,46 @@ T512 void kio_featop_transform_avx512(const float *in, int32_t stride, int32_t T
 /* ---- add-deltas: each output row block i (dim values) is the saxpy
  * sequence of feat-ops.c, 16 dims per vector. Which lanes are fused follows
  * the profile: skx all, hsw the first dim & -16 (whole vectors), plain
- * none; so a vector is either all FMA or all mul+add. ---- */
+ * none; so a vector is either all FMA or all mul+add. Frames whose windows
+ * are not clamped go 4 at a time: 4 independent chains hide the FMA
+ * latency (each output's own chain is unchanged). ---- */
+T512 static inline __m512 tap(int fused, __m512 s, __m512 x, __m512 acc) {
+  return fused ? _mm512_fmadd_ps(s, x, acc) : _mm512_add_ps(acc, _mm512_mul_ps(s, x));
+}
+
 T512 void kio_featop_deltas_avx512(const float *in, int32_t frames, int32_t t0, int32_t t1,
                                    int32_t dim, int order, float *const *scales, const int *sdims,
                                    float *out) {
   int prof = kio_featop_profile();
   int32_t odim = dim * (order + 1);
   int32_t nfused = prof == KIO_FEATOP_SKX ? dim : prof == KIO_FEATOP_HSW ? dim & -16 : 0;
-  for (int32_t t = t0; t < t1; t++) {
-    float *o = out + (size_t)t * odim;
+  int32_t maxw = (sdims[order] - 1) / 2;  /* the widest window */
+  for (int32_t t = t0; t < t1;) {
+    int four = t >= maxw && t + 3 + maxw < frames && t + 4 <= t1;
     for (int i = 0; i <= order; i++) {
       int maxo = (sdims[i] - 1) / 2;
       for (int32_t d = 0; d < dim; d += 16) {
         __mmask16 mk = tail_mask(dim - d);
         int fused = prof == KIO_FEATOP_SKX || d + 16 <= nfused;
+        if (four) {
+          __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+          const float *p = in + (size_t)(t - maxo) * dim + d;
+          for (int j = 0; j < 2 * maxo + 1; j++, p += dim) {
+            float sc = scales[i][j];
+            if (sc == 0.0f) continue;
+            __m512 s = _mm512_set1_ps(sc);
+            a0 = tap(fused, s, _mm512_maskz_loadu_ps(mk, p), a0);
+            a1 = tap(fused, s, _mm512_maskz_loadu_ps(mk, p + dim), a1);
+            a2 = tap(fused, s, _mm512_maskz_loadu_ps(mk, p + 2 * dim), a2);
+            a3 = tap(fused, s, _mm512_maskz_loadu_ps(mk, p + 3 * dim), a3);
+          }
+          float *o = out + (size_t)t * odim + (size_t)i * dim + d;
+          _mm512_mask_storeu_ps(o, mk, a0);
+          _mm512_mask_storeu_ps(o + odim, mk, a1);
+          _mm512_mask_storeu_ps(o + 2 * odim, mk, a2);
+          _mm512_mask_storeu_ps(o + 3 * odim, mk, a3);
+          continue;
+        }
         __m512 acc = _mm512_setzero_ps();
         for (int j = -maxo; j <= maxo; j++) {
           float sc = scales[i][j + maxo];
@@ -102,26 +128,40 @@ T512 void kio_featop_deltas_avx512(const float *in, int32_t frames, int32_t t0, 
           int32_t f = t + j;
           if (f < 0) f = 0;
           else if (f >= frames) f = frames - 1;
-          __m512 x = _mm512_maskz_loadu_ps(mk, in + (size_t)f * dim + d), s = _mm512_set1_ps(sc);
-          acc = fused ? _mm512_fmadd_ps(s, x, acc) : _mm512_add_ps(acc, _mm512_mul_ps(s, x));
+          acc = tap(fused, _mm512_set1_ps(sc), _mm512_maskz_loadu_ps(mk, in + (size_t)f * dim + d), acc);
         }
-        _mm512_mask_storeu_ps(o + (size_t)i * dim + d, mk, acc);
+        _mm512_mask_storeu_ps(out + (size_t)t * odim + (size_t)i * dim + d, mk, acc);
       }
     }
+    t += four ? 4 : 1;
   }
 }
 
-/* ---- apply-cmvn: x = x * scale (variance), then x + offset, per row ---- */
+/* ---- apply-cmvn: x = x * scale (variance), then x + offset. The matrix
+ * as one flat array against offset/scale repeated to lcm(dim, 16) values:
+ * whole vectors, no masked store followed by an overlapping load (a row at
+ * a time, each load waited for the previous row's store). ---- */
 T512 void kio_featop_cmvn_apply_avx512(float *x, int32_t frames, int32_t dim, int var_norm,
                                        const float *offset, const float *scale) {
-  if (dim <= 16) {  /* MFCC's 13 dims: a row is one vector */
-    __mmask16 mk = tail_mask(dim);
-    __m512 off = _mm512_maskz_loadu_ps(mk, offset), sc = _mm512_maskz_loadu_ps(mk, scale);
-    for (int32_t t = 0; t < frames; t++) {
-      float *r = x + (size_t)t * dim;
-      __m512 v = _mm512_maskz_loadu_ps(mk, r);
-      if (var_norm) v = _mm512_mul_ps(v, sc);
-      _mm512_mask_storeu_ps(r, mk, _mm512_add_ps(v, off));
+  int32_t g = dim, b = 16;
+  while (b) { int32_t r = g % b; g = b; b = r; }
+  int32_t L = dim / g * 16;  /* lcm(dim, 16) */
+  if (L <= 1024) {
+    float offp[1024], scp[1024];
+    for (int32_t e = 0; e < L; e++) offp[e] = offset[e % dim], scp[e] = scale[e % dim];
+    size_t n = (size_t)frames * (size_t)dim, e = 0;
+    int32_t p = 0;
+    for (; e + 16 <= n; e += 16) {
+      __m512 v = _mm512_loadu_ps(x + e);
+      if (var_norm) v = _mm512_mul_ps(v, _mm512_loadu_ps(scp + p));
+      _mm512_storeu_ps(x + e, _mm512_add_ps(v, _mm512_loadu_ps(offp + p)));
+      if ((p += 16) == L) p = 0;
+    }
+    if (e < n) {
+      __mmask16 mk = tail_mask((int32_t)(n - e));
+      __m512 v = _mm512_maskz_loadu_ps(mk, x + e);
+      if (var_norm) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(mk, scp + p));
+      _mm512_mask_storeu_ps(x + e, mk, _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, offp + p)));
     }
     return;
   }
