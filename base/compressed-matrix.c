@@ -87,14 +87,18 @@ static void cm1_rows_avx512(const unsigned char *bytes, size_t rows, size_t cols
     __m512i sub = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(c64, m1, _mm512_setzero_si512()), m3, c192);
     __m512 d = _mm512_mul_ps(diff, _mm512_cvtepi32_ps(_mm512_sub_epi32(b, sub)));
     __m256 res[2];
-    for (int h = 0; h < 2; h++) {
-      __mmask8 a1 = (__mmask8)(m1 >> (8 * h)), a3 = (__mmask8)(m3 >> (8 * h));
-      __m256 dh = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), h));
-      __m256 bh = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(base), h));
-      __m512d sc = _mm512_mask_mov_pd(_mm512_mask_mov_pd(s2, a1, s1), a3, s3);
-      __m512d v = _mm512_add_pd(_mm512_cvtps_pd(bh), _mm512_mul_pd(_mm512_cvtps_pd(dh), sc));
-      res[h] = _mm512_cvtpd_ps(v);
-    }
+    /* lanes 0-7, then 8-15 (the extract index must be a constant) */
+#define CM1_HALF(h)                                                                          \
+    do {                                                                                     \
+      __mmask8 a1 = (__mmask8)(m1 >> (8 * h)), a3 = (__mmask8)(m3 >> (8 * h));               \
+      __m256 dh = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), h));          \
+      __m256 bh = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(base), h));       \
+      __m512d sc = _mm512_mask_mov_pd(_mm512_mask_mov_pd(s2, a1, s1), a3, s3);               \
+      res[h] = _mm512_cvtpd_ps(_mm512_add_pd(_mm512_cvtps_pd(bh), _mm512_mul_pd(_mm512_cvtps_pd(dh), sc))); \
+    } while (0)
+    CM1_HALF(0);
+    CM1_HALF(1);
+#undef CM1_HALF
     __m512 rv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(res[0])),
                                                     _mm256_castps_pd(res[1]), 1));
     _mm512_mask_storeu_ps(out + r * cols + c0, mk, rv);
