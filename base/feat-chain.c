@@ -223,7 +223,9 @@ static void gemm_part(void *arg, int32_t t0, int32_t t1) {
 }
 
 /* A splice-feats output not made: its transform-feats reads the spliced rows
- * from the splice's input (see do_splice). */
+ * from the splice's input (see do_splice). Up to SPLICE_FUSE_MAX spliced
+ * dims (the edge rows are built on the stack). */
+#define SPLICE_FUSE_MAX 4096
 typedef struct { int active, left, right; } splice_view;
 
 struct seq_job {
@@ -240,20 +242,31 @@ static void seq_part(void *arg, int32_t t0, int32_t t1) {
    * in the input when none is clamped: read in place. */
   int32_t L = j->sv->left, R = j->sv->right, dim = j->dim;
   int32_t a = t0 > L ? t0 : L, b = t1 < j->T - R ? t1 : j->T - R;
-  if (a < b)
+  /* The edge frames (clamped rows) around the interior [a, b): spliced into
+   * a buffer, each run of them transformed as a block. */
+  int32_t runs[2][2] = {{t0, t1}, {t1, t1}};
+  if (a < b) {
     kio_featop_transform_rows(j->in + (size_t)(a - L) * dim, dim, b - a, j->k, j->wt, j->M,
                               j->off, j->out + (size_t)a * j->M);
-  float *row = NULL;
-  for (int32_t t = t0; t < t1; t++) {
-    if (t >= a && t < b) continue;
-    if (!row && !(row = malloc(sizeof(float) * (size_t)j->k))) abort();
-    for (int32_t c = -L; c <= R; c++) {
-      int32_t f = t + c < 0 ? 0 : t + c >= j->T ? j->T - 1 : t + c;
-      memcpy(row + (size_t)(c + L) * dim, j->in + (size_t)f * dim, sizeof(float) * (size_t)dim);
-    }
-    kio_featop_transform_rows(row, j->k, 1, j->k, j->wt, j->M, j->off, j->out + (size_t)t * j->M);
+    runs[0][1] = a;
+    runs[1][0] = b;
   }
-  free(row);
+  for (int r = 0; r < 2; r++) {
+    int32_t e0 = runs[r][0], e1 = runs[r][1];
+    if (e0 >= e1) continue;
+    float rows[SPLICE_FUSE_MAX];  /* k <= SPLICE_FUSE_MAX (do_splice) */
+    for (int32_t t0r = e0, n; t0r < e1; t0r += n) {
+      n = SPLICE_FUSE_MAX / j->k < e1 - t0r ? SPLICE_FUSE_MAX / j->k : e1 - t0r;
+      for (int32_t t = t0r; t < t0r + n; t++)
+        for (int32_t c = -L; c <= R; c++) {
+          int32_t f = t + c < 0 ? 0 : t + c >= j->T ? j->T - 1 : t + c;
+          memcpy(rows + (size_t)(t - t0r) * j->k + (size_t)(c + L) * dim,
+                 j->in + (size_t)f * dim, sizeof(float) * (size_t)dim);
+        }
+      kio_featop_transform_rows(rows, j->k, n, j->k, j->wt, j->M, j->off,
+                                j->out + (size_t)t0r * j->M);
+    }
+  }
 }
 
 static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
@@ -291,7 +304,7 @@ static int do_splice(stage_rt *s, kio_matrix *m, kio_matrix *tmp, int fuse, spli
           "SpliceFrames: empty input");
     return DIE;
   }
-  if (fuse) {
+  if (fuse && (int64_t)m->cols * (st->left + 1 + st->right) <= SPLICE_FUSE_MAX) {
     *sv = (splice_view){1, st->left, st->right};
     s->num_done++;
     return PASS;

@@ -51,6 +51,9 @@ static inline __mmask16 tail_mask(int32_t n) { return n >= 16 ? (__mmask16)0xfff
 TILE(8, 1)
 TILE(8, 2)
 TILE(8, 3)
+TILE(4, 1)
+TILE(4, 2)
+TILE(4, 3)
 TILE(1, 1)
 TILE(1, 2)
 TILE(1, 3)
@@ -67,6 +70,13 @@ T512 void kio_featop_transform_avx512(const float *in, int32_t stride, int32_t T
       if (nb == 3) tile_8_3(x, stride, k, wt, M, j, last, off, o);
       else if (nb == 2) tile_8_2(x, stride, k, wt, M, j, last, off, o);
       else tile_8_1(x, stride, k, wt, M, j, last, off, o);
+    }
+    for (; t + 4 <= T; t += 4) {  /* tails, splice edges */
+      const float *x = in + (size_t)t * stride;
+      float *o = out + (size_t)t * M;
+      if (nb == 3) tile_4_3(x, stride, k, wt, M, j, last, off, o);
+      else if (nb == 2) tile_4_2(x, stride, k, wt, M, j, last, off, o);
+      else tile_4_1(x, stride, k, wt, M, j, last, off, o);
     }
     for (; t < T; t++) {
       const float *x = in + (size_t)t * stride;
