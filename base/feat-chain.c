@@ -66,6 +66,7 @@ enum { LD_UNKNOWN, LD_LOGDET, LD_PSEUDO, LD_DIMINC };
 typedef struct {
   kio_feat_stage *st;
   int dead, killed, status;
+  int abort_status;           /* a stage that dies by a failed assertion: 134 */
   long num_done, num_err;
   kio_ra_reader *tab, *u2s;
   kio_dmatrix gstats;         /* apply-cmvn with an rxfilename */
@@ -457,6 +458,19 @@ static int select_init(stage_rt *s, int32_t dim_in) {
 
 static int do_select(stage_rt *s, kio_matrix *m, kio_matrix *tmp) {
   if (!s->sel_ready && select_init(s, m->cols) != PASS) return DIE;
+  /* The selection was checked against the first utterance only; a later,
+   * narrower one fails Kaldi's SubMatrix assertion (abort: status 134). */
+  for (int32_t j = 0; j < s->nsel; j++)
+    if (s->sel[j] >= m->cols) {
+      LOGAT(KIO_LOG_ASSERT, s->st->prog, "SubMatrix", "kaldi-matrix.cc", 1644,
+            "Assertion failed: (static_cast<UnsignedMatrixIndexT>(ro) < "
+            "static_cast<UnsignedMatrixIndexT>(M.num_rows_) && "
+            "static_cast<UnsignedMatrixIndexT>(co) < static_cast<UnsignedMatrixIndexT>(M.num_cols_) && "
+            "static_cast<UnsignedMatrixIndexT>(r) <= static_cast<UnsignedMatrixIndexT>(M.num_rows_ - ro) && "
+            "static_cast<UnsignedMatrixIndexT>(c) <= static_cast<UnsignedMatrixIndexT>(M.num_cols_ - co))");
+      s->abort_status = (128 + SIGABRT) << 8;
+      return DIE;
+    }
   if (ensure(tmp, m->rows, s->nsel) != KIO_OK) return DIE;
   for (int32_t t = 0; t < m->rows; t++)
     for (int32_t j = 0; j < s->nsel; j++)
@@ -617,7 +631,7 @@ static void *chain_thread(kio_ring *ring, void *arg) {
       if (r == DROP) break;
       if (r == DIE) {
         rt[k].dead = 1;
-        rt[k].status = 255 << 8;
+        rt[k].status = rt[k].abort_status ? rt[k].abort_status : 255 << 8;
         dead_from = k;
         break;
       }

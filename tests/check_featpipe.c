@@ -236,6 +236,38 @@ START_TEST(splice_into_transform) {
 }
 END_TEST
 
+/* select-feats checks its selection against the first utterance only; a
+ * later narrower one fails Kaldi's assertion: output up to it, the stage
+ * "aborts" (status 134), the table read fails. */
+START_TEST(select_narrower_utterance) {
+  tu_logcap_start();
+  const char *ark = tu_tmp_path("mixed.ark");
+  char spec[600];
+  snprintf(spec, sizeof spec, "ark:%s", ark);
+  kio_writer *w;
+  ck_assert_int_eq(kio_writer_open(&w, spec, &kio_matrix_holder), KIO_OK);
+  int cols[] = {13, 5, 13};
+  for (int i = 0; i < 3; i++) {
+    kio_matrix m = {0};
+    kio_matrix_resize(&m, 2, cols[i]);
+    char key[8];
+    snprintf(key, sizeof key, "u%d", i);
+    ck_assert_int_eq(kio_writer_write(w, key, &m), KIO_OK);
+    kio_matrix_free(&m);
+  }
+  ck_assert_int_eq(kio_writer_close(w), KIO_OK);
+  char rx[700];
+  snprintf(rx, sizeof rx, "ark:select-feats --print-args=false 2,7 %s ark:- |", spec);
+  kio_seq_reader *r;
+  ck_assert_int_eq(kio_seq_open(&r, rx, &kio_matrix_holder), KIO_OK);
+  int n = 0;
+  for (; !kio_seq_done(r); kio_seq_next(r)) n++;
+  ck_assert_int_eq(n, 1);
+  ck_assert_int_eq(kio_seq_close(r), KIO_ERR);
+  ck_assert_int_ge(tu_cap.errors, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("featpipe");
   TCase *tc = tcase_create("core");
@@ -246,6 +278,7 @@ int main(void) {
   tcase_add_test(tc, table_reads_chain);
   tcase_add_test(tc, taken_equals_bytes);
   tcase_add_test(tc, splice_into_transform);
+  tcase_add_test(tc, select_narrower_utterance);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }
