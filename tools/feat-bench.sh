@@ -17,10 +17,9 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 [ -n "${KALDI_BUNDLE:-}" ] && . "$KALDI_BUNDLE/env.sh"
-# Round as this host's OpenBLAS does (AVX-512: skx, else hsw), unless told.
-if [ -z "${KIO_BLAS_PROFILE:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo; then export KIO_BLAS_PROFILE=skx; else export KIO_BLAS_PROFILE=hsw; fi
-fi
+# Round as the Kaldi on PATH does (its OpenBLAS kernels), unless told.
+. "$top/tools/feat-profile.sh"
+feat_profile "$top"
 fc=$top/${BUILD:-build}/tools/feat-copy
 [ -x "$fc" ] || { echo "feat-bench: $fc not built (run make)"; exit 1; }
 command -v apply-cmvn >/dev/null || { echo "feat-bench: Kaldi's apply-cmvn not on PATH (set KALDI_BUNDLE)"; exit 1; }
@@ -56,7 +55,8 @@ declare -A pipes=(
 )
 reps=${BENCH_REPS:-1}
 declare -A cpu
-printf '%s frames (%.2f h) from %s, %s CPUs, profile %s\n\n' "$frames" "$(awk "BEGIN {print $frames / 360000}")" "$d" "$(nproc)" "$KIO_BLAS_PROFILE"
+printf '%s frames (%.2f h) from %s, %s CPUs, profile %s (OpenBLAS core %s)\n\n' "$frames" \
+  "$(awk "BEGIN {print $frames / 360000}")" "$d" "$(nproc)" "$KIO_BLAS_PROFILE" "${FEAT_BLAS_CORE:-not asked}"
 echo "| pipeline | how | wall s | CPU s | frames/s (wall) | frames/s (CPU) |"
 echo "|---|---|---|---|---|---|"
 for name in deltas lda sat; do
