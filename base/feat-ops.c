@@ -252,8 +252,43 @@ void kio_featop_splice(const float *in, int32_t frames, int32_t dim, int left, i
 __attribute__((target("avx2,fma")))
 static void gemm_avx2(const float *in, int32_t stride, int32_t frames, int32_t k,
                       const float *wt, int32_t rows, float *out) {
-  int32_t r8 = rows & ~7;
-  for (int32_t t = 0; t < frames; t++) {
+  int32_t r8 = rows & ~7, t = 0;
+  /* 8 frames x 8 outputs per tile: 8 independent chains share each W^T load
+   * (one frame at a time, below, waits on the FMA latency). */
+  for (; t + 8 <= frames && r8 > 0; t += 8) {
+    const float *x = in + (size_t)t * stride;
+    float *o = out + (size_t)t * rows;
+    for (int32_t j = 0; j < r8; j += 8) {
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+      for (int32_t q = 0; q < k; q++) {
+        __m256 w = _mm256_loadu_ps(wt + (size_t)q * rows + j);
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(x[q]), w, a0);
+        a1 = _mm256_fmadd_ps(_mm256_set1_ps(x[(size_t)stride + q]), w, a1);
+        a2 = _mm256_fmadd_ps(_mm256_set1_ps(x[2 * (size_t)stride + q]), w, a2);
+        a3 = _mm256_fmadd_ps(_mm256_set1_ps(x[3 * (size_t)stride + q]), w, a3);
+        a4 = _mm256_fmadd_ps(_mm256_set1_ps(x[4 * (size_t)stride + q]), w, a4);
+        a5 = _mm256_fmadd_ps(_mm256_set1_ps(x[5 * (size_t)stride + q]), w, a5);
+        a6 = _mm256_fmadd_ps(_mm256_set1_ps(x[6 * (size_t)stride + q]), w, a6);
+        a7 = _mm256_fmadd_ps(_mm256_set1_ps(x[7 * (size_t)stride + q]), w, a7);
+      }
+      __m256 z = _mm256_setzero_ps();
+      _mm256_storeu_ps(o + j, _mm256_add_ps(z, a0));
+      _mm256_storeu_ps(o + (size_t)rows + j, _mm256_add_ps(z, a1));
+      _mm256_storeu_ps(o + 2 * (size_t)rows + j, _mm256_add_ps(z, a2));
+      _mm256_storeu_ps(o + 3 * (size_t)rows + j, _mm256_add_ps(z, a3));
+      _mm256_storeu_ps(o + 4 * (size_t)rows + j, _mm256_add_ps(z, a4));
+      _mm256_storeu_ps(o + 5 * (size_t)rows + j, _mm256_add_ps(z, a5));
+      _mm256_storeu_ps(o + 6 * (size_t)rows + j, _mm256_add_ps(z, a6));
+      _mm256_storeu_ps(o + 7 * (size_t)rows + j, _mm256_add_ps(z, a7));
+    }
+    for (int32_t f = 0; f < 8; f++)
+      for (int32_t j = r8; j < rows; j++) {
+        float acc = 0.0f;
+        for (int32_t q = 0; q < k; q++) acc = fmaf(x[(size_t)f * stride + q], wt[(size_t)q * rows + j], acc);
+        o[(size_t)f * rows + j] = 0.0f + acc;
+      }
+  }
+  for (; t < frames; t++) {
     const float *x = in + (size_t)t * stride;
     float *o = out + (size_t)t * rows;
     int32_t j = 0;

@@ -18,6 +18,8 @@ static int cpu_level(void) {
       l = KIO_SIMD_AVX2;
       if (__builtin_cpu_supports("avx512f")) l = KIO_SIMD_AVX512;
     }
+    const char *m = getenv("KIO_SIMD_MAX");  /* e.g. an AVX2 host's code on this one */
+    if (m && !strcmp(m, "avx2") && l > KIO_SIMD_AVX2) l = KIO_SIMD_AVX2;
   }
 #endif
   __atomic_store_n(&g_cpu, l, __ATOMIC_RELAXED);
