@@ -74,6 +74,35 @@ int kio_featop_cmvn_norm(const double *stats, int32_t rows, int32_t dim, int var
   return 0;
 }
 
+#if FEAT_X86
+/* The AVX-512 version's flat walk (feat-simd.c), 8 lanes: offset/scale
+ * repeated to lcm(dim, 8) values; 0 when dim is too large for that. */
+__attribute__((target("avx2")))
+static int cmvn_apply_avx2(float *x, int32_t frames, int32_t dim, int var_norm,
+                           const float *offset, const float *scale) {
+  int32_t g = dim, b = 8;
+  while (b) { int32_t r = g % b; g = b; b = r; }
+  int32_t L = dim / g * 8;  /* lcm(dim, 8) */
+  if (L > 1024) return 0;
+  float offp[1024], scp[1024];
+  for (int32_t e = 0; e < L; e++) offp[e] = offset[e % dim], scp[e] = scale[e % dim];
+  size_t n = (size_t)frames * (size_t)dim, e = 0;
+  int32_t p = 0;
+  for (; e + 8 <= n; e += 8) {
+    __m256 v = _mm256_loadu_ps(x + e);
+    if (var_norm) v = _mm256_mul_ps(v, _mm256_loadu_ps(scp + p));
+    _mm256_storeu_ps(x + e, _mm256_add_ps(v, _mm256_loadu_ps(offp + p)));
+    if ((p += 8) == L) p = 0;
+  }
+  for (; e < n; e++, p++) {
+    float v = x[e];
+    if (var_norm) v = v * scp[p];
+    x[e] = v + offp[p];
+  }
+  return 1;
+}
+#endif
+
 void kio_featop_cmvn_apply(float *x, int32_t frames, int32_t dim, int var_norm,
                            const float *offset, const float *scale) {
 #if FEAT_X86
@@ -81,6 +110,7 @@ void kio_featop_cmvn_apply(float *x, int32_t frames, int32_t dim, int var_norm,
     kio_featop_cmvn_apply_avx512(x, frames, dim, var_norm, offset, scale);
     return;
   }
+  if (kio_featop_simd() && cmvn_apply_avx2(x, frames, dim, var_norm, offset, scale)) return;
 #endif
   for (int32_t t = 0; t < frames; t++) {
     float *r = x + (size_t)t * dim;
