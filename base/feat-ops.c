@@ -163,30 +163,6 @@ static inline void saxpy(float *y, float a, const float *x, int32_t n) {
 }
 
 #if FEAT_X86
-/* saxpy above, 8 lanes at a time (n & -16 is a multiple of 8: no chunk
- * mixes FMA and mul+add lanes); the last dim % 8 scalar. */
-__attribute__((target("avx2,fma"), always_inline))
-static inline void saxpy_avx2(float *y, float a, const float *x, int32_t n, int prof) {
-  int32_t n1 = prof == KIO_FEATOP_SKX ? n : prof == KIO_FEATOP_HSW ? n & -16 : 0, i = 0;
-  __m256 av = _mm256_set1_ps(a);
-  for (; i + 8 <= n1; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  if (prof == KIO_FEATOP_SKX) {  /* fused to the end */
-    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
-    return;
-  }
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(av, _mm256_loadu_ps(x + i))));
-  if (i + 4 <= n) {
-    __m128 a4 = _mm_set1_ps(a);
-    _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(y + i), _mm_mul_ps(a4, _mm_loadu_ps(x + i))));
-    i += 4;
-  }
-  for (; i < n; i++) y[i] = y[i] + a * x[i];
-}
-#endif
-
-#if FEAT_X86
 static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
                         int order, float *const *scales, const int *sdims, float *out);
 #endif
@@ -215,26 +191,74 @@ void kio_featop_deltas(const float *in, int32_t frames, int32_t dim, int order,
 }
 
 #if FEAT_X86
+/* feat-simd.c's AVX-512 deltas with 8 lanes: a chunk of 8 dims is all FMA
+ * or all mul+add (hsw fuses the first dim & -16); the last dim % 8 dims by
+ * masked loads, stored through a buffer (no masked store: slow on some AMD
+ * cores); unclamped frames 4 at a time. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256 tap8(int fused, __m256 s, __m256 x, __m256 acc) {
+  return fused ? _mm256_fmadd_ps(s, x, acc) : _mm256_add_ps(acc, _mm256_mul_ps(s, x));
+}
+
+__attribute__((target("avx2,fma"), always_inline))
+static inline void store8(float *o, __m256 v, int32_t n) {
+  if (n == 8) {
+    _mm256_storeu_ps(o, v);
+  } else {
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    memcpy(o, tmp, sizeof(float) * (size_t)n);
+  }
+}
+
 __attribute__((target("avx2,fma")))
 static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
                         int order, float *const *scales, const int *sdims, float *out) {
-  int32_t odim = dim * (order + 1);
   int prof = kio_featop_profile();
-  {
-    for (int32_t t = t0; t < t1; t++) {
-      float *o = out + (size_t)t * odim;
-      memset(o, 0, sizeof(float) * (size_t)odim);
-      for (int i = 0; i <= order; i++) {
-        int maxo = (sdims[i] - 1) / 2;
+  int32_t odim = dim * (order + 1);
+  int32_t nfused = prof == KIO_FEATOP_SKX ? dim : prof == KIO_FEATOP_HSW ? dim & -16 : 0;
+  int32_t maxw = (sdims[order] - 1) / 2;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int32_t t = t0; t < t1;) {
+    int four = t >= maxw && t + 3 + maxw < frames && t + 4 <= t1;
+    for (int i = 0; i <= order; i++) {
+      int maxo = (sdims[i] - 1) / 2;
+      for (int32_t d = 0; d < dim; d += 8) {
+        int32_t n = dim - d < 8 ? dim - d : 8;
+        __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
+        int fused = prof == KIO_FEATOP_SKX || d + 8 <= nfused;
+        float *o = out + (size_t)t * odim + (size_t)i * dim + d;
+        if (four) {
+          __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+          const float *p = in + (size_t)(t - maxo) * dim + d;
+          for (int j = 0; j < 2 * maxo + 1; j++, p += dim) {
+            float sc = scales[i][j];
+            if (sc == 0.0f) continue;
+            __m256 sv = _mm256_set1_ps(sc);
+            a0 = tap8(fused, sv, _mm256_maskload_ps(p, mk), a0);
+            a1 = tap8(fused, sv, _mm256_maskload_ps(p + dim, mk), a1);
+            a2 = tap8(fused, sv, _mm256_maskload_ps(p + 2 * dim, mk), a2);
+            a3 = tap8(fused, sv, _mm256_maskload_ps(p + 3 * dim, mk), a3);
+          }
+          store8(o, a0, n);
+          store8(o + odim, a1, n);
+          store8(o + 2 * odim, a2, n);
+          store8(o + 3 * odim, a3, n);
+          continue;
+        }
+        __m256 acc = _mm256_setzero_ps();
         for (int j = -maxo; j <= maxo; j++) {
+          float sc = scales[i][j + maxo];
+          if (sc == 0.0f) continue;
           int32_t f = t + j;
           if (f < 0) f = 0;
           else if (f >= frames) f = frames - 1;
-          float sc = scales[i][j + maxo];
-          if (sc != 0.0f) saxpy_avx2(o + (size_t)i * dim, sc, in + (size_t)f * dim, dim, prof);
+          acc = tap8(fused, _mm256_set1_ps(sc), _mm256_maskload_ps(in + (size_t)f * dim + d, mk), acc);
         }
+        store8(o, acc, n);
       }
     }
+    t += four ? 4 : 1;
   }
 }
 #endif
