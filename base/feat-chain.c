@@ -215,28 +215,38 @@ static void delta_part(void *arg, int32_t t0, int32_t t1) {
   kio_featop_deltas_range(j->in, j->frames, t0, t1, j->dim, j->order, j->sc, j->sd, j->out);
 }
 
-struct gemm_job {
-  const unsigned char *cls; const float *in, *w, *wt; int32_t k, ws, M; float *out;
-};
-static void gemm_part(void *arg, int32_t t0, int32_t t1) {
-  struct gemm_job *j = arg;
-  kio_featop_gemm_frames(j->cls, j->in, t0, t1, j->k, j->w, j->ws, j->wt, j->M, j->out);
-}
-
 /* A splice-feats output not made: its transform-feats reads the spliced rows
  * from the splice's input (see do_splice). Up to SPLICE_FUSE_MAX spliced
  * dims (the edge rows are built on the stack). */
 #define SPLICE_FUSE_MAX 4096
 typedef struct { int active, left, right; } splice_view;
 
-struct seq_job {
-  const float *in, *wt, *off; int32_t k, M; float *out;
+/* transform-feats on frames of one utterance: the hsw plan's chains (cls,
+ * feat-gemm.c) or the plain ones (cls NULL). */
+struct xform_job {
+  const unsigned char *cls;
+  const float *in, *w, *wt, *off; int32_t k, ws, M; float *out;
   const splice_view *sv; int32_t dim, T;  /* sv: in is the unspliced T x dim */
 };
-static void seq_part(void *arg, int32_t t0, int32_t t1) {
-  struct seq_job *j = arg;
+
+/* Frames [t0, t1) of out, frame t's input row at in + (t - base) * stride. */
+static void xform_rows(const struct xform_job *j, const float *in, int32_t base, int32_t stride,
+                       int32_t t0, int32_t t1) {
+  if (!j->cls) {
+    kio_featop_transform_rows(in + (size_t)(t0 - base) * stride, stride, t1 - t0, j->k, j->wt,
+                              j->M, j->off, j->out + (size_t)t0 * j->M);
+    return;
+  }
+  kio_featop_gemm_frames(j->cls, in, base, stride, t0, t1, j->k, j->w, j->ws, j->wt, j->M, j->out);
+  if (j->off)
+    for (int32_t t = t0; t < t1; t++)
+      for (int32_t i = 0; i < j->M; i++) j->out[(size_t)t * j->M + i] += j->off[i];
+}
+
+static void xform_part(void *arg, int32_t t0, int32_t t1) {
+  struct xform_job *j = arg;
   if (!j->sv) {
-    kio_featop_transform_range(j->in, t0, t1, j->k, j->wt, j->M, j->off, j->out);
+    xform_rows(j, j->in, 0, j->k, t0, t1);
     return;
   }
   /* Frame t's spliced row is input rows t - left .. t + right, contiguous
@@ -247,8 +257,7 @@ static void seq_part(void *arg, int32_t t0, int32_t t1) {
    * a buffer, each run of them transformed as a block. */
   int32_t runs[2][2] = {{t0, t1}, {t1, t1}};
   if (a < b) {
-    kio_featop_transform_rows(j->in + (size_t)(a - L) * dim, dim, b - a, j->k, j->wt, j->M,
-                              j->off, j->out + (size_t)a * j->M);
+    xform_rows(j, j->in, L, dim, a, b);
     runs[0][1] = a;
     runs[1][0] = b;
   }
@@ -264,8 +273,7 @@ static void seq_part(void *arg, int32_t t0, int32_t t1) {
           memcpy(rows + (size_t)(t - t0r) * j->k + (size_t)(c + L) * dim,
                  j->in + (size_t)f * dim, sizeof(float) * (size_t)dim);
         }
-      kio_featop_transform_rows(rows, j->k, n, j->k, j->wt, j->M, j->off,
-                                j->out + (size_t)t0r * j->M);
+      xform_rows(j, rows, t0r, j->k, t0r, t0r + n);
     }
   }
 }
@@ -296,8 +304,8 @@ static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tm
   return PASS;
 }
 
-/* fuse: the next stage is a live transform-feats with plain chains (not the
- * hsw plan): it reads the spliced rows in place (sv), nothing is copied. */
+/* fuse: the next stage is a live transform-feats: it reads the spliced rows
+ * in place (sv), nothing is copied. */
 static int do_splice(stage_rt *s, kio_matrix *m, kio_matrix *tmp, int fuse, splice_view *sv) {
   kio_feat_stage *st = s->st;
   if (m->rows == 0) {
@@ -373,17 +381,10 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
    * (feat-gemm.c's plan); the others take the plain chains directly. */
   unsigned char *cls = kio_featop_profile() != KIO_FEATOP_HSW ? NULL
                        : kio_featop_gemm_plan(m->rows, fdim, w->rows, kio_featop_blas_threads());
-  if (cls) {
-    struct gemm_job j = {cls, m->data, w->data, s->wt, fdim, w->cols, w->rows, tmp->data};
-    kio_fpool_run(s->pool, m->rows, 8, gemm_part, &j);
-    free(cls);
-    if (s->woff)
-      for (int32_t t = 0; t < m->rows; t++)
-        for (int32_t j = 0; j < w->rows; j++) tmp->data[(size_t)t * w->rows + j] += s->woff[j];
-  } else {
-    struct seq_job j = {m->data, s->wt, s->woff, fdim, w->rows, tmp->data, sv, m->cols, m->rows};
-    kio_fpool_run(s->pool, m->rows, 8, seq_part, &j);
-  }
+  struct xform_job j = {cls, m->data, w->data, s->wt, s->woff, fdim, w->cols, w->rows, tmp->data,
+                        sv, m->cols, m->rows};
+  kio_fpool_run(s->pool, m->rows, 8, xform_part, &j);
+  free(cls);
   s->num_done++;
   if (s->logdet_type == LD_UNKNOWN)
     s->logdet_type = w->rows == fdim ? LD_LOGDET : w->rows < fdim ? LD_PSEUDO : LD_DIMINC;
@@ -625,8 +626,7 @@ static void *chain_thread(kio_ring *ring, void *arg) {
         for (int j = 0; j < k; j++) if (!rt[j].dead) rt[j].killed = 1;
         break;
       }
-      int fuse = k + 1 < dead_from && rt[k + 1].st->op == KIO_FEAT_TRANSFORM &&
-                 kio_featop_profile() != KIO_FEATOP_HSW;
+      int fuse = k + 1 < dead_from && rt[k + 1].st->op == KIO_FEAT_TRANSFORM;
       int r = run_stage(&rt[k], key, &m, &tmp, fuse, &sv);
       if (r == DROP) break;
       if (r == DIE) {

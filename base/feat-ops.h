@@ -58,11 +58,12 @@ int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w,
                           const float *wt, int32_t M, int threads, float *out);
 /* The same in two steps, for splitting frames over threads: the chain
  * choice of every (frame, row) (malloc'd; NULL as -1 above), then frames
- * [t0, t1) of out. */
+ * [t0, t1) of out, frame t's input at in + (t - base) * stride (base <= t0;
+ * stride < k: overlapping rows, splice-feats read in place). */
 unsigned char *kio_featop_gemm_plan(int32_t T, int32_t k, int32_t M, int threads);
-void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t t0, int32_t t1,
-                            int32_t k, const float *w, int32_t ws, const float *wt, int32_t M,
-                            float *out);
+void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t base,
+                            int32_t stride, int32_t t0, int32_t t1, int32_t k, const float *w,
+                            int32_t ws, const float *wt, int32_t M, float *out);
 /* 0.5 * log det(L L^T), L = first k columns of W (row stride ws). */
 double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t k);
 

@@ -188,12 +188,14 @@ START_TEST(taken_equals_bytes) {
 }
 END_TEST
 
-/* splice-feats straight into transform-feats (skx): the transform reads the
- * spliced rows in place, copies only the clamped edge rows. Against the same
- * chain with a copy-feats between (the spliced matrix made), on utterances
- * shorter than the context too, with 1 and 3 workers. */
+/* splice-feats straight into transform-feats (skx: plain chains; hsw:
+ * feat-gemm.c's plan): the transform reads the spliced rows in place, copies
+ * only the clamped edge rows. Against the same chain with a copy-feats
+ * between (the spliced matrix made), on utterances shorter than the context
+ * too, with 1 and 3 workers. */
 START_TEST(splice_into_transform) {
-  setenv("KIO_BLAS_PROFILE", "skx", 1);
+  setenv("KIO_BLAS_PROFILE", _i ? "hsw" : "skx", 1);
+  setenv("KIO_FEATS_BLAS_THREADS", "2", 1);
   tu_logcap_start();
   const char *ark = tu_tmp_path("short.ark");
   char spec[600];
@@ -277,7 +279,7 @@ int main(void) {
   tcase_add_test(tc, gemm_small_rows_is_one_chain);
   tcase_add_test(tc, table_reads_chain);
   tcase_add_test(tc, taken_equals_bytes);
-  tcase_add_test(tc, splice_into_transform);
+  tcase_add_loop_test(tc, splice_into_transform, 0, 2);
   tcase_add_test(tc, select_narrower_utterance);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
