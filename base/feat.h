@@ -22,7 +22,7 @@
  * gpu-acc) or hsw (an AVX2 host's: transform-feats' product follows the
  * Zen/Haswell sgemm tiling with as many threads as OpenBLAS would use,
  * KIO_FEATS_BLAS_THREADS overrides; see feat-gemm.c). KIO_NO_SIMD=1: scalar
- * code only (same results). */
+ * code only, KIO_SIMD_MAX=avx2 no AVX-512 (same results). */
 #ifndef KIO_FEAT_H
 #define KIO_FEAT_H
 
