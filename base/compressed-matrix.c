@@ -13,6 +13,11 @@
 
 #include "io.h"
 #include "log.h"
+#include "simd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 /* Stored layout after the token (the in-memory 'format' is implied by it). */
 typedef struct { float min_value, range; int32_t num_rows, num_cols; } cm_header;
@@ -46,6 +51,121 @@ static float char_to_float(float p0, float p25, float p75, float p100, uint8_t b
     return (float)((double)p75 + (double)d * (1 / 63.0));
   }
 }
+
+#if defined(__x86_64__)
+/* char_to_float for rows [0, r1) of columns [c0, c0 + nc), nc <= 16: one
+ * vector per row, a column per lane (the bytes gathered from the
+ * column-major data), the branch chosen per lane by blending its constants,
+ * then the scalar code's float product, double scale and double sum, and
+ * rounding to float. The gather reads 4 bytes at each byte: the caller keeps
+ * r1 <= rows - 3 so the last column does not read past the data. */
+__attribute__((target("avx512f")))
+static void cm1_rows_avx512(const unsigned char *bytes, size_t rows, size_t cols, size_t c0,
+                            int nc, const float *p0, const float *p25, const float *p75,
+                            const float *p100, size_t r1, float *out) {
+  __mmask16 mk = (__mmask16)((1u << nc) - 1);
+  __m512 P0 = _mm512_maskz_loadu_ps(mk, p0), P25 = _mm512_maskz_loadu_ps(mk, p25),
+         P75 = _mm512_maskz_loadu_ps(mk, p75), P100 = _mm512_maskz_loadu_ps(mk, p100);
+  __m512 D1 = _mm512_sub_ps(P25, P0), D2 = _mm512_sub_ps(P75, P25), D3 = _mm512_sub_ps(P100, P75);
+  __m512i idx = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32((int)c0),
+                                                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                                                                      10, 11, 12, 13, 14, 15)),
+                                   _mm512_set1_epi32((int)rows));
+  const __m512i lo8 = _mm512_set1_epi32(0xff), c64 = _mm512_set1_epi32(64),
+                c192 = _mm512_set1_epi32(192);
+  const __m512d s1 = _mm512_set1_pd(1 / 64.0), s2 = _mm512_set1_pd(1 / 128.0),
+                s3 = _mm512_set1_pd(1 / 63.0);
+  for (size_t r = 0; r < r1; r++) {
+    __m512i b = _mm512_and_si512(
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk,
+                                    _mm512_add_epi32(idx, _mm512_set1_epi32((int)r)), bytes, 1),
+        lo8);
+    __mmask16 m1 = _mm512_cmple_epi32_mask(b, c64), m3 = _mm512_cmpgt_epi32_mask(b, c192);
+    /* branch 2 by default, then 1 and 3 where they apply */
+    __m512 base = _mm512_mask_mov_ps(_mm512_mask_mov_ps(P25, m1, P0), m3, P75);
+    __m512 diff = _mm512_mask_mov_ps(_mm512_mask_mov_ps(D2, m1, D1), m3, D3);
+    __m512i sub = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(c64, m1, _mm512_setzero_si512()), m3, c192);
+    __m512 d = _mm512_mul_ps(diff, _mm512_cvtepi32_ps(_mm512_sub_epi32(b, sub)));
+    __m256 res[2];
+    /* lanes 0-7, then 8-15 (the extract index must be a constant) */
+#define CM1_HALF(h)                                                                          \
+    do {                                                                                     \
+      __mmask8 a1 = (__mmask8)(m1 >> (8 * h)), a3 = (__mmask8)(m3 >> (8 * h));               \
+      __m256 dh = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), h));          \
+      __m256 bh = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(base), h));       \
+      __m512d sc = _mm512_mask_mov_pd(_mm512_mask_mov_pd(s2, a1, s1), a3, s3);               \
+      res[h] = _mm512_cvtpd_ps(_mm512_add_pd(_mm512_cvtps_pd(bh), _mm512_mul_pd(_mm512_cvtps_pd(dh), sc))); \
+    } while (0)
+    CM1_HALF(0);
+    CM1_HALF(1);
+#undef CM1_HALF
+    __m512 rv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(res[0])),
+                                                    _mm256_castps_pd(res[1]), 1));
+    _mm512_mask_storeu_ps(out + r * cols + c0, mk, rv);
+  }
+}
+
+
+/* The same with AVX2, nc <= 8 columns per call. */
+__attribute__((target("avx2")))
+static void cm1_rows_avx2(const unsigned char *bytes, size_t rows, size_t cols, size_t c0,
+                          int nc, const float *p0, const float *p25, const float *p75,
+                          const float *p100, size_t r1, float *out) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), lane);
+  __m256 P0 = _mm256_maskload_ps(p0, mk), P25 = _mm256_maskload_ps(p25, mk),
+         P75 = _mm256_maskload_ps(p75, mk), P100 = _mm256_maskload_ps(p100, mk);
+  __m256 D1 = _mm256_sub_ps(P25, P0), D2 = _mm256_sub_ps(P75, P25), D3 = _mm256_sub_ps(P100, P75);
+  __m256i idx = _mm256_mullo_epi32(_mm256_add_epi32(_mm256_set1_epi32((int)c0), lane),
+                                   _mm256_set1_epi32((int)rows));
+  const __m256i lo8 = _mm256_set1_epi32(0xff), c64 = _mm256_set1_epi32(64),
+                c65 = _mm256_set1_epi32(65), c192 = _mm256_set1_epi32(192);
+  const __m256d s1 = _mm256_set1_pd(1 / 64.0), s2 = _mm256_set1_pd(1 / 128.0),
+                s3 = _mm256_set1_pd(1 / 63.0);
+  for (size_t r = 0; r < r1; r++) {
+    __m256i b = _mm256_and_si256(
+        _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)bytes,
+                                    _mm256_add_epi32(idx, _mm256_set1_epi32((int)r)), mk, 1),
+        lo8);
+    __m256i m1 = _mm256_cmpgt_epi32(c65, b), m3 = _mm256_cmpgt_epi32(b, c192);
+    __m256 f1 = _mm256_castsi256_ps(m1), f3 = _mm256_castsi256_ps(m3);
+    __m256 base = _mm256_blendv_ps(_mm256_blendv_ps(P25, P0, f1), P75, f3);
+    __m256 diff = _mm256_blendv_ps(_mm256_blendv_ps(D2, D1, f1), D3, f3);
+    __m256i sub = _mm256_blendv_epi8(_mm256_blendv_epi8(c64, _mm256_setzero_si256(), m1), c192, m3);
+    __m256 d = _mm256_mul_ps(diff, _mm256_cvtepi32_ps(_mm256_sub_epi32(b, sub)));
+    __m128 res[2];
+#define CM1_HALF2(h, EXT)                                                                    \
+    do {                                                                                     \
+      __m256d a1 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(EXT(m1))),                      \
+              a3 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(EXT(m3)));                      \
+      __m256d sc = _mm256_blendv_pd(_mm256_blendv_pd(s2, s1, a1), s3, a3);                   \
+      __m256d v = _mm256_add_pd(_mm256_cvtps_pd(EXT##_PS(base)),                             \
+                                _mm256_mul_pd(_mm256_cvtps_pd(EXT##_PS(d)), sc));            \
+      res[h] = _mm256_cvtpd_ps(v);                                                           \
+    } while (0)
+#define LO(x) _mm256_castsi256_si128(x)
+#define LO_PS(x) _mm256_castps256_ps128(x)
+#define HI(x) _mm256_extracti128_si256(x, 1)
+#define HI_PS(x) _mm256_extractf128_ps(x, 1)
+    CM1_HALF2(0, LO);
+    CM1_HALF2(1, HI);
+#undef CM1_HALF2
+#undef LO
+#undef LO_PS
+#undef HI
+#undef HI_PS
+    __m256 rv = _mm256_set_m128(res[1], res[0]);
+    float *o = out + r * cols + c0;
+    if (nc == 8) {
+      _mm256_storeu_ps(o, rv);
+    } else {  /* no masked store: slow on some AMD cores */
+      float tmp[8];
+      _mm256_storeu_ps(tmp, rv);
+      memcpy(o, tmp, sizeof(float) * (size_t)nc);
+    }
+  }
+}
+#endif
 
 static int read_exact(FILE *f, void *buf, size_t n) {
   return n == 0 || fread(buf, 1, n, f) == n;
@@ -134,13 +254,32 @@ int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
   float *out = m->data;
   if (format == 1) {
     const unsigned char *bytes = buf + cols * sizeof(cm_colhdr);
+    size_t r0 = 0;  /* rows [0, r0) done by the vector code */
+#if defined(__x86_64__)
+    int level = kio_simd_level(), width = level >= KIO_SIMD_AVX512 ? 16 : 8;
+    if (level >= KIO_SIMD_AVX2 && rows > 3) {
+      r0 = rows - 3;
+      for (size_t c0 = 0; c0 < cols; c0 += (size_t)width) {
+        float pc[4][16];
+        int nc = cols - c0 < (size_t)width ? (int)(cols - c0) : width;
+        for (int i = 0; i < nc; i++) {
+          cm_colhdr ch;
+          memcpy(&ch, buf + (c0 + i) * sizeof(cm_colhdr), sizeof ch);
+          pc[0][i] = u16_to_float(&h, ch.p0), pc[1][i] = u16_to_float(&h, ch.p25);
+          pc[2][i] = u16_to_float(&h, ch.p75), pc[3][i] = u16_to_float(&h, ch.p100);
+        }
+        if (width == 16) cm1_rows_avx512(bytes, rows, cols, c0, nc, pc[0], pc[1], pc[2], pc[3], r0, out);
+        else cm1_rows_avx2(bytes, rows, cols, c0, nc, pc[0], pc[1], pc[2], pc[3], r0, out);
+      }
+    }
+#endif
     for (size_t c = 0; c < cols; c++) {
       cm_colhdr ch;
       memcpy(&ch, buf + c * sizeof(cm_colhdr), sizeof ch);
       float p0 = u16_to_float(&h, ch.p0), p25 = u16_to_float(&h, ch.p25),
             p75 = u16_to_float(&h, ch.p75), p100 = u16_to_float(&h, ch.p100);
       const unsigned char *col = bytes + c * rows;  /* column-major bytes */
-      for (size_t r = 0; r < rows; r++)
+      for (size_t r = r0; r < rows; r++)
         out[r * cols + c] = char_to_float(p0, p25, p75, p100, col[r]);
     }
   } else {

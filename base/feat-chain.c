@@ -66,6 +66,7 @@ enum { LD_UNKNOWN, LD_LOGDET, LD_PSEUDO, LD_DIMINC };
 typedef struct {
   kio_feat_stage *st;
   int dead, killed, status;
+  int abort_status;           /* a stage that dies by a failed assertion: 134 */
   long num_done, num_err;
   kio_ra_reader *tab, *u2s;
   kio_dmatrix gstats;         /* apply-cmvn with an rxfilename */
@@ -87,6 +88,7 @@ typedef struct {
 
 struct kio_feat {
   kio_feat_plan plan;
+  kio_ring *ring;
   stage_rt *rt;
   int status;  /* wait status */
 };
@@ -213,12 +215,67 @@ static void delta_part(void *arg, int32_t t0, int32_t t1) {
   kio_featop_deltas_range(j->in, j->frames, t0, t1, j->dim, j->order, j->sc, j->sd, j->out);
 }
 
-struct gemm_job {
-  const unsigned char *cls; const float *in, *w, *wt; int32_t k, ws, M; float *out;
+/* A splice-feats output not made: its transform-feats reads the spliced rows
+ * from the splice's input (see do_splice). Up to SPLICE_FUSE_MAX spliced
+ * dims (the edge rows are built on the stack). */
+#define SPLICE_FUSE_MAX 4096
+typedef struct { int active, left, right; } splice_view;
+
+/* transform-feats on frames of one utterance: the hsw plan's chains (cls,
+ * feat-gemm.c) or the plain ones (cls NULL). */
+struct xform_job {
+  const unsigned char *cls;
+  const float *in, *w, *wt, *off; int32_t k, ws, M; float *out;
+  const splice_view *sv; int32_t dim, T;  /* sv: in is the unspliced T x dim */
 };
-static void gemm_part(void *arg, int32_t t0, int32_t t1) {
-  struct gemm_job *j = arg;
-  kio_featop_gemm_frames(j->cls, j->in, t0, t1, j->k, j->w, j->ws, j->wt, j->M, j->out);
+
+/* Frames [t0, t1) of out, frame t's input row at in + (t - base) * stride. */
+static void xform_rows(const struct xform_job *j, const float *in, int32_t base, int32_t stride,
+                       int32_t t0, int32_t t1) {
+  if (!j->cls) {
+    kio_featop_transform_rows(in + (size_t)(t0 - base) * stride, stride, t1 - t0, j->k, j->wt,
+                              j->M, j->off, j->out + (size_t)t0 * j->M);
+    return;
+  }
+  kio_featop_gemm_frames(j->cls, in, base, stride, t0, t1, j->k, j->w, j->ws, j->wt, j->M, j->out);
+  if (j->off)
+    for (int32_t t = t0; t < t1; t++)
+      for (int32_t i = 0; i < j->M; i++) j->out[(size_t)t * j->M + i] += j->off[i];
+}
+
+static void xform_part(void *arg, int32_t t0, int32_t t1) {
+  struct xform_job *j = arg;
+  if (!j->sv) {
+    xform_rows(j, j->in, 0, j->k, t0, t1);
+    return;
+  }
+  /* Frame t's spliced row is input rows t - left .. t + right, contiguous
+   * in the input when none is clamped: read in place. */
+  int32_t L = j->sv->left, R = j->sv->right, dim = j->dim;
+  int32_t a = t0 > L ? t0 : L, b = t1 < j->T - R ? t1 : j->T - R;
+  /* The edge frames (clamped rows) around the interior [a, b): spliced into
+   * a buffer, each run of them transformed as a block. */
+  int32_t runs[2][2] = {{t0, t1}, {t1, t1}};
+  if (a < b) {
+    xform_rows(j, j->in, L, dim, a, b);
+    runs[0][1] = a;
+    runs[1][0] = b;
+  }
+  for (int r = 0; r < 2; r++) {
+    int32_t e0 = runs[r][0], e1 = runs[r][1];
+    if (e0 >= e1) continue;
+    float rows[SPLICE_FUSE_MAX];  /* k <= SPLICE_FUSE_MAX (do_splice) */
+    for (int32_t t0r = e0, n; t0r < e1; t0r += n) {
+      n = SPLICE_FUSE_MAX / j->k < e1 - t0r ? SPLICE_FUSE_MAX / j->k : e1 - t0r;
+      for (int32_t t = t0r; t < t0r + n; t++)
+        for (int32_t c = -L; c <= R; c++) {
+          int32_t f = t + c < 0 ? 0 : t + c >= j->T ? j->T - 1 : t + c;
+          memcpy(rows + (size_t)(t - t0r) * j->k + (size_t)(c + L) * dim,
+                 j->in + (size_t)f * dim, sizeof(float) * (size_t)dim);
+        }
+      xform_rows(j, rows, t0r, j->k, t0r, t0r + n);
+    }
+  }
 }
 
 static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
@@ -247,12 +304,19 @@ static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tm
   return PASS;
 }
 
-static int do_splice(stage_rt *s, kio_matrix *m, kio_matrix *tmp) {
+/* fuse: the next stage is a live transform-feats: it reads the spliced rows
+ * in place (sv), nothing is copied. */
+static int do_splice(stage_rt *s, kio_matrix *m, kio_matrix *tmp, int fuse, splice_view *sv) {
   kio_feat_stage *st = s->st;
   if (m->rows == 0) {
     LOGAT(KIO_LOG_ERROR, st->prog, "SpliceFrames", "feature-functions.cc", 211,
           "SpliceFrames: empty input");
     return DIE;
+  }
+  if (fuse && (int64_t)m->cols * (st->left + 1 + st->right) <= SPLICE_FUSE_MAX) {
+    *sv = (splice_view){1, st->left, st->right};
+    s->num_done++;
+    return PASS;
   }
   if (ensure(tmp, m->rows, m->cols * (st->left + st->right + 1)) != KIO_OK) return DIE;
   kio_featop_splice(m->data, m->rows, m->cols, st->left, st->right, tmp->data);
@@ -282,7 +346,8 @@ static int prepare_transform(stage_rt *s, const char *key, const kio_matrix *w, 
   return KIO_OK;
 }
 
-static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
+static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp,
+                        const splice_view *sv) {
   kio_feat_stage *st = s->st;
   const kio_matrix *w = &s->gtrans;
   const char *key = "";
@@ -298,7 +363,7 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
     }
     if (!(w = kio_ra_value(s->tab, key))) return DIE;
   }
-  int32_t fdim = m->cols;
+  int32_t fdim = sv ? m->cols * (sv->left + 1 + sv->right) : m->cols;
   if (w->cols != fdim && w->cols != fdim + 1) {
     LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 110,
           "Transform matrix for utterance %s has bad dimension %dx%d versus feat dim %d",
@@ -312,17 +377,14 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
   }
   if (prepare_transform(s, key, w, fdim) != KIO_OK || ensure(tmp, m->rows, w->rows) != KIO_OK)
     return DIE;
-  unsigned char *cls = kio_featop_gemm_plan(m->rows, fdim, w->rows, kio_featop_blas_threads());
-  if (cls) {
-    struct gemm_job j = {cls, m->data, w->data, s->wt, fdim, w->cols, w->rows, tmp->data};
-    kio_fpool_run(s->pool, m->rows, 8, gemm_part, &j);
-    free(cls);
-    if (s->woff)
-      for (int32_t t = 0; t < m->rows; t++)
-        for (int32_t j = 0; j < w->rows; j++) tmp->data[(size_t)t * w->rows + j] += s->woff[j];
-  } else {
-    kio_featop_transform(m->data, m->rows, fdim, s->wt, w->rows, s->woff, tmp->data);
-  }
+  /* Only the hsw profile has outputs with another chain than the plain one
+   * (feat-gemm.c's plan); the others take the plain chains directly. */
+  unsigned char *cls = kio_featop_profile() != KIO_FEATOP_HSW ? NULL
+                       : kio_featop_gemm_plan(m->rows, fdim, w->rows, kio_featop_blas_threads());
+  struct xform_job j = {cls, m->data, w->data, s->wt, s->woff, fdim, w->cols, w->rows, tmp->data,
+                        sv, m->cols, m->rows};
+  kio_fpool_run(s->pool, m->rows, 8, xform_part, &j);
+  free(cls);
   s->num_done++;
   if (s->logdet_type == LD_UNKNOWN)
     s->logdet_type = w->rows == fdim ? LD_LOGDET : w->rows < fdim ? LD_PSEUDO : LD_DIMINC;
@@ -397,6 +459,19 @@ static int select_init(stage_rt *s, int32_t dim_in) {
 
 static int do_select(stage_rt *s, kio_matrix *m, kio_matrix *tmp) {
   if (!s->sel_ready && select_init(s, m->cols) != PASS) return DIE;
+  /* The selection was checked against the first utterance only; a later,
+   * narrower one fails Kaldi's SubMatrix assertion (abort: status 134). */
+  for (int32_t j = 0; j < s->nsel; j++)
+    if (s->sel[j] >= m->cols) {
+      LOGAT(KIO_LOG_ASSERT, s->st->prog, "SubMatrix", "kaldi-matrix.cc", 1644,
+            "Assertion failed: (static_cast<UnsignedMatrixIndexT>(ro) < "
+            "static_cast<UnsignedMatrixIndexT>(M.num_rows_) && "
+            "static_cast<UnsignedMatrixIndexT>(co) < static_cast<UnsignedMatrixIndexT>(M.num_cols_) && "
+            "static_cast<UnsignedMatrixIndexT>(r) <= static_cast<UnsignedMatrixIndexT>(M.num_rows_ - ro) && "
+            "static_cast<UnsignedMatrixIndexT>(c) <= static_cast<UnsignedMatrixIndexT>(M.num_cols_ - co))");
+      s->abort_status = (128 + SIGABRT) << 8;
+      return DIE;
+    }
   if (ensure(tmp, m->rows, s->nsel) != KIO_OK) return DIE;
   for (int32_t t = 0; t < m->rows; t++)
     for (int32_t j = 0; j < s->nsel; j++)
@@ -406,12 +481,18 @@ static int do_select(stage_rt *s, kio_matrix *m, kio_matrix *tmp) {
   return PASS;
 }
 
-static int run_stage(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
+/* fuse: see do_splice; sv: the view it leaves for the transform after it. */
+static int run_stage(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp, int fuse,
+                     splice_view *sv) {
   switch (s->st->op) {
     case KIO_FEAT_CMVN: return do_cmvn(s, utt, m);
     case KIO_FEAT_DELTAS: return do_deltas(s, utt, m, tmp);
-    case KIO_FEAT_SPLICE: return do_splice(s, m, tmp);
-    case KIO_FEAT_TRANSFORM: return do_transform(s, utt, m, tmp);
+    case KIO_FEAT_SPLICE: return do_splice(s, m, tmp, fuse, sv);
+    case KIO_FEAT_TRANSFORM: {
+      int r = do_transform(s, utt, m, tmp, sv->active ? sv : NULL);
+      sv->active = 0;
+      return r;
+    }
     case KIO_FEAT_SELECT: return do_select(s, m, tmp);
     default: s->num_done++; return PASS;
   }
@@ -507,21 +588,6 @@ static void stage_free(stage_rt *s) {
   free(s->sel);
 }
 
-/* The binary archive entry the last stage writes. */
-static int write_entry(kio_ring *ring, const char *key, const kio_matrix *m) {
-  size_t kl = strlen(key);
-  int32_t rows = m->rows, cols = m->cols;
-  if (rows == 0 || cols == 0) rows = cols = 0;
-  unsigned char hdr[16];
-  memcpy(hdr, "\0BFM \4", 6);
-  memcpy(hdr + 6, &rows, 4);
-  hdr[10] = 4;
-  memcpy(hdr + 11, &cols, 4);
-  if (kio_ring_write(ring, key, kl) || kio_ring_write(ring, " ", 1) || kio_ring_write(ring, hdr, 15))
-    return -1;
-  return kio_ring_write(ring, m->data, sizeof(float) * (size_t)rows * (size_t)cols);
-}
-
 static void *chain_thread(kio_ring *ring, void *arg) {
   kio_feat *h = arg;
   int n = h->plan.nstages;
@@ -533,6 +599,7 @@ static void *chain_thread(kio_ring *ring, void *arg) {
     if (stage_open(&rt[k]) != KIO_OK) { rt[k].dead = 1; rt[k].status = 255 << 8; }
   kio_seq_reader *rd = NULL;
   kio_matrix m = {0}, tmp = {0};
+  splice_view sv = {0, 0, 0};
   int first_alive = !rt[0].dead;
   if (first_alive) {
     kio_log_set_thread_program(rt[0].st->prog);
@@ -553,21 +620,23 @@ static void *chain_thread(kio_ring *ring, void *arg) {
       break;
     }
     int k = 0;
+    sv.active = 0;
     for (; k < n; k++) {
       if (k >= dead_from) { /* writing to a dead stage: killed */
         for (int j = 0; j < k; j++) if (!rt[j].dead) rt[j].killed = 1;
         break;
       }
-      int r = run_stage(&rt[k], key, &m, &tmp);
+      int fuse = k + 1 < dead_from && rt[k + 1].st->op == KIO_FEAT_TRANSFORM;
+      int r = run_stage(&rt[k], key, &m, &tmp, fuse, &sv);
       if (r == DROP) break;
       if (r == DIE) {
         rt[k].dead = 1;
-        rt[k].status = 255 << 8;
+        rt[k].status = rt[k].abort_status ? rt[k].abort_status : 255 << 8;
         dead_from = k;
         break;
       }
     }
-    if (k == n && write_entry(ring, key, &m) != 0) {
+    if (k == n && kio_ring_put(ring, key, &m) != 0) {
       /* The reader left: the last stage is killed by SIGPIPE, so are the
        * others when they next write. */
       for (int j = 0; j < n; j++) if (!rt[j].dead) { rt[j].killed = 1; rt[j].status = (128 + SIGPIPE) << 8; }
@@ -619,7 +688,7 @@ FILE *kio_feat_open(const char *cmd, kio_feat **out) {
   for (int k = 0; k < h->plan.nstages; k++) h->rt[k].st = &h->plan.stages[k];
   KIO_VLOG(1, "Feature pipeline computed in-process (%d stages): %s", h->plan.nstages, cmd);
   print_command_lines(&h->plan);
-  FILE *f = kio_ring_start(chain_thread, h);
+  FILE *f = kio_ring_start(chain_thread, h, &h->ring);
   if (!f) {
     free(h->rt);
     kio_feat_plan_free(&h->plan);
@@ -628,6 +697,10 @@ FILE *kio_feat_open(const char *cmd, kio_feat **out) {
   }
   *out = h;
   return f;
+}
+
+int kio_feat_take(kio_feat *h, char **key, size_t *keycap, kio_matrix *m) {
+  return kio_ring_take(h->ring, key, keycap, m);
 }
 
 int kio_feat_close(kio_feat *h, FILE *f) {

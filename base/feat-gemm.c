@@ -228,16 +228,16 @@ unsigned char *kio_featop_gemm_plan(int32_t T, int32_t k, int32_t M, int threads
   return cls;
 }
 
-void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t t0, int32_t t1,
-                            int32_t k, const float *w, int32_t ws, const float *wt, int32_t M,
-                            float *out) {
+void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t base,
+                            int32_t stride, int32_t t0, int32_t t1, int32_t k, const float *w,
+                            int32_t ws, const float *wt, int32_t M, float *out) {
   int simd = kio_featop_simd();
   int32_t t = t0;
 #if defined(__x86_64__)
   if (simd && wt)  /* 4 frames at a time, 8 rows at a time */
     for (; t + 8 <= t1; t += 8) {
       const float *xs[8];
-      for (int f = 0; f < 8; f++) xs[f] = in + (size_t)(t + f) * k;
+      for (int f = 0; f < 8; f++) xs[f] = in + (size_t)(t + f - base) * stride;
       int32_t j = 0;
       for (; j + 8 <= M; j += 8) {
         int wp[2] = {0, 0};
@@ -261,7 +261,7 @@ void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t t
     }
 #endif
   for (; t < t1; t++) {
-    const float *x = in + (size_t)t * k;
+    const float *x = in + (size_t)(t - base) * stride;
     const unsigned char *c = cls + (size_t)t * M;
     float *o = out + (size_t)t * M;
     int32_t j = 0;
@@ -285,7 +285,7 @@ int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w,
                           const float *wt, int32_t M, int threads, float *out) {
   unsigned char *cls = kio_featop_gemm_plan(T, k, M, threads);
   if (!cls) return -1;
-  kio_featop_gemm_frames(cls, in, 0, T, k, w, ws, wt, M, out);
+  kio_featop_gemm_frames(cls, in, 0, k, 0, T, k, w, ws, wt, M, out);
   free(cls);
   return 0;
 }

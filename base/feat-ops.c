@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "simd.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define FEAT_X86 1
@@ -14,19 +16,7 @@
 #define FEAT_X86 0
 #endif
 
-int kio_featop_simd(void) {
-#if FEAT_X86
-  static int cached = -1;
-  if (cached < 0) {
-    const char *e = getenv("KIO_NO_SIMD");
-    cached = (!e || !*e || !strcmp(e, "0")) && __builtin_cpu_supports("avx2") &&
-             __builtin_cpu_supports("fma");
-  }
-  return cached;
-#else
-  return 0;
-#endif
-}
+int kio_featop_simd(void) { return kio_simd_level() >= KIO_SIMD_AVX2; }
 
 /* Which OpenBLAS build's rounding to reproduce, as gpu-acc does
  * (KIO_BLAS_PROFILE=plain|hsw|skx, default skx on every host: our output must
@@ -84,8 +74,44 @@ int kio_featop_cmvn_norm(const double *stats, int32_t rows, int32_t dim, int var
   return 0;
 }
 
+#if FEAT_X86
+/* The AVX-512 version's flat walk (feat-simd.c), 8 lanes: offset/scale
+ * repeated to lcm(dim, 8) values; 0 when dim is too large for that. */
+__attribute__((target("avx2")))
+static int cmvn_apply_avx2(float *x, int32_t frames, int32_t dim, int var_norm,
+                           const float *offset, const float *scale) {
+  int32_t g = dim, b = 8;
+  while (b) { int32_t r = g % b; g = b; b = r; }
+  int32_t L = dim / g * 8;  /* lcm(dim, 8) */
+  if (L > 1024) return 0;
+  float offp[1024], scp[1024];
+  for (int32_t e = 0; e < L; e++) offp[e] = offset[e % dim], scp[e] = scale[e % dim];
+  size_t n = (size_t)frames * (size_t)dim, e = 0;
+  int32_t p = 0;
+  for (; e + 8 <= n; e += 8) {
+    __m256 v = _mm256_loadu_ps(x + e);
+    if (var_norm) v = _mm256_mul_ps(v, _mm256_loadu_ps(scp + p));
+    _mm256_storeu_ps(x + e, _mm256_add_ps(v, _mm256_loadu_ps(offp + p)));
+    if ((p += 8) == L) p = 0;
+  }
+  for (; e < n; e++, p++) {
+    float v = x[e];
+    if (var_norm) v = v * scp[p];
+    x[e] = v + offp[p];
+  }
+  return 1;
+}
+#endif
+
 void kio_featop_cmvn_apply(float *x, int32_t frames, int32_t dim, int var_norm,
                            const float *offset, const float *scale) {
+#if FEAT_X86
+  if (kio_simd_level() >= KIO_SIMD_AVX512) {
+    kio_featop_cmvn_apply_avx512(x, frames, dim, var_norm, offset, scale);
+    return;
+  }
+  if (kio_featop_simd() && cmvn_apply_avx2(x, frames, dim, var_norm, offset, scale)) return;
+#endif
   for (int32_t t = 0; t < frames; t++) {
     float *r = x + (size_t)t * dim;
     if (var_norm)
@@ -137,30 +163,6 @@ static inline void saxpy(float *y, float a, const float *x, int32_t n) {
 }
 
 #if FEAT_X86
-/* saxpy above, 8 lanes at a time (n & -16 is a multiple of 8: no chunk
- * mixes FMA and mul+add lanes); the last dim % 8 scalar. */
-__attribute__((target("avx2,fma"), always_inline))
-static inline void saxpy_avx2(float *y, float a, const float *x, int32_t n, int prof) {
-  int32_t n1 = prof == KIO_FEATOP_SKX ? n : prof == KIO_FEATOP_HSW ? n & -16 : 0, i = 0;
-  __m256 av = _mm256_set1_ps(a);
-  for (; i + 8 <= n1; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  if (prof == KIO_FEATOP_SKX) {  /* fused to the end */
-    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
-    return;
-  }
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(av, _mm256_loadu_ps(x + i))));
-  if (i + 4 <= n) {
-    __m128 a4 = _mm_set1_ps(a);
-    _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(y + i), _mm_mul_ps(a4, _mm_loadu_ps(x + i))));
-    i += 4;
-  }
-  for (; i < n; i++) y[i] = y[i] + a * x[i];
-}
-#endif
-
-#if FEAT_X86
 static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
                         int order, float *const *scales, const int *sdims, float *out);
 #endif
@@ -171,6 +173,10 @@ static void kio_featop_deltas_scalar(const float *in, int32_t frames, int32_t t0
 void kio_featop_deltas_range(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
                              int order, float *const *scales, const int *sdims, float *out) {
 #if FEAT_X86
+  if (kio_simd_level() >= KIO_SIMD_AVX512) {
+    kio_featop_deltas_avx512(in, frames, t0, t1, dim, order, scales, sdims, out);
+    return;
+  }
   if (kio_featop_simd()) {
     deltas_avx2(in, frames, t0, t1, dim, order, scales, sdims, out);
     return;
@@ -185,26 +191,74 @@ void kio_featop_deltas(const float *in, int32_t frames, int32_t dim, int order,
 }
 
 #if FEAT_X86
+/* feat-simd.c's AVX-512 deltas with 8 lanes: a chunk of 8 dims is all FMA
+ * or all mul+add (hsw fuses the first dim & -16); the last dim % 8 dims by
+ * masked loads, stored through a buffer (no masked store: slow on some AMD
+ * cores); unclamped frames 4 at a time. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256 tap8(int fused, __m256 s, __m256 x, __m256 acc) {
+  return fused ? _mm256_fmadd_ps(s, x, acc) : _mm256_add_ps(acc, _mm256_mul_ps(s, x));
+}
+
+__attribute__((target("avx2,fma"), always_inline))
+static inline void store8(float *o, __m256 v, int32_t n) {
+  if (n == 8) {
+    _mm256_storeu_ps(o, v);
+  } else {
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    memcpy(o, tmp, sizeof(float) * (size_t)n);
+  }
+}
+
 __attribute__((target("avx2,fma")))
 static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
                         int order, float *const *scales, const int *sdims, float *out) {
-  int32_t odim = dim * (order + 1);
   int prof = kio_featop_profile();
-  {
-    for (int32_t t = t0; t < t1; t++) {
-      float *o = out + (size_t)t * odim;
-      memset(o, 0, sizeof(float) * (size_t)odim);
-      for (int i = 0; i <= order; i++) {
-        int maxo = (sdims[i] - 1) / 2;
+  int32_t odim = dim * (order + 1);
+  int32_t nfused = prof == KIO_FEATOP_SKX ? dim : prof == KIO_FEATOP_HSW ? dim & -16 : 0;
+  int32_t maxw = (sdims[order] - 1) / 2;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int32_t t = t0; t < t1;) {
+    int four = t >= maxw && t + 3 + maxw < frames && t + 4 <= t1;
+    for (int i = 0; i <= order; i++) {
+      int maxo = (sdims[i] - 1) / 2;
+      for (int32_t d = 0; d < dim; d += 8) {
+        int32_t n = dim - d < 8 ? dim - d : 8;
+        __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
+        int fused = prof == KIO_FEATOP_SKX || d + 8 <= nfused;
+        float *o = out + (size_t)t * odim + (size_t)i * dim + d;
+        if (four) {
+          __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+          const float *p = in + (size_t)(t - maxo) * dim + d;
+          for (int j = 0; j < 2 * maxo + 1; j++, p += dim) {
+            float sc = scales[i][j];
+            if (sc == 0.0f) continue;
+            __m256 sv = _mm256_set1_ps(sc);
+            a0 = tap8(fused, sv, _mm256_maskload_ps(p, mk), a0);
+            a1 = tap8(fused, sv, _mm256_maskload_ps(p + dim, mk), a1);
+            a2 = tap8(fused, sv, _mm256_maskload_ps(p + 2 * dim, mk), a2);
+            a3 = tap8(fused, sv, _mm256_maskload_ps(p + 3 * dim, mk), a3);
+          }
+          store8(o, a0, n);
+          store8(o + odim, a1, n);
+          store8(o + 2 * odim, a2, n);
+          store8(o + 3 * odim, a3, n);
+          continue;
+        }
+        __m256 acc = _mm256_setzero_ps();
         for (int j = -maxo; j <= maxo; j++) {
+          float sc = scales[i][j + maxo];
+          if (sc == 0.0f) continue;
           int32_t f = t + j;
           if (f < 0) f = 0;
           else if (f >= frames) f = frames - 1;
-          float sc = scales[i][j + maxo];
-          if (sc != 0.0f) saxpy_avx2(o + (size_t)i * dim, sc, in + (size_t)f * dim, dim, prof);
+          acc = tap8(fused, _mm256_set1_ps(sc), _mm256_maskload_ps(in + (size_t)f * dim + d, mk), acc);
         }
+        store8(o, acc, n);
       }
     }
+    t += four ? 4 : 1;
   }
 }
 #endif
@@ -250,11 +304,46 @@ void kio_featop_splice(const float *in, int32_t frames, int32_t dim, int left, i
  * wt: W's first K columns transposed (K x rows) for the vector path. ---- */
 #if FEAT_X86
 __attribute__((target("avx2,fma")))
-static void gemm_avx2(const float *in, int32_t frames, int32_t k, const float *wt,
-                      int32_t rows, float *out) {
-  int32_t r8 = rows & ~7;
-  for (int32_t t = 0; t < frames; t++) {
-    const float *x = in + (size_t)t * k;
+static void gemm_avx2(const float *in, int32_t stride, int32_t frames, int32_t k,
+                      const float *wt, int32_t rows, float *out) {
+  int32_t r8 = rows & ~7, t = 0;
+  /* 8 frames x 8 outputs per tile: 8 independent chains share each W^T load
+   * (one frame at a time, below, waits on the FMA latency). */
+  for (; t + 8 <= frames && r8 > 0; t += 8) {
+    const float *x = in + (size_t)t * stride;
+    float *o = out + (size_t)t * rows;
+    for (int32_t j = 0; j < r8; j += 8) {
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+      for (int32_t q = 0; q < k; q++) {
+        __m256 w = _mm256_loadu_ps(wt + (size_t)q * rows + j);
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(x[q]), w, a0);
+        a1 = _mm256_fmadd_ps(_mm256_set1_ps(x[(size_t)stride + q]), w, a1);
+        a2 = _mm256_fmadd_ps(_mm256_set1_ps(x[2 * (size_t)stride + q]), w, a2);
+        a3 = _mm256_fmadd_ps(_mm256_set1_ps(x[3 * (size_t)stride + q]), w, a3);
+        a4 = _mm256_fmadd_ps(_mm256_set1_ps(x[4 * (size_t)stride + q]), w, a4);
+        a5 = _mm256_fmadd_ps(_mm256_set1_ps(x[5 * (size_t)stride + q]), w, a5);
+        a6 = _mm256_fmadd_ps(_mm256_set1_ps(x[6 * (size_t)stride + q]), w, a6);
+        a7 = _mm256_fmadd_ps(_mm256_set1_ps(x[7 * (size_t)stride + q]), w, a7);
+      }
+      __m256 z = _mm256_setzero_ps();
+      _mm256_storeu_ps(o + j, _mm256_add_ps(z, a0));
+      _mm256_storeu_ps(o + (size_t)rows + j, _mm256_add_ps(z, a1));
+      _mm256_storeu_ps(o + 2 * (size_t)rows + j, _mm256_add_ps(z, a2));
+      _mm256_storeu_ps(o + 3 * (size_t)rows + j, _mm256_add_ps(z, a3));
+      _mm256_storeu_ps(o + 4 * (size_t)rows + j, _mm256_add_ps(z, a4));
+      _mm256_storeu_ps(o + 5 * (size_t)rows + j, _mm256_add_ps(z, a5));
+      _mm256_storeu_ps(o + 6 * (size_t)rows + j, _mm256_add_ps(z, a6));
+      _mm256_storeu_ps(o + 7 * (size_t)rows + j, _mm256_add_ps(z, a7));
+    }
+    for (int32_t f = 0; f < 8; f++)
+      for (int32_t j = r8; j < rows; j++) {
+        float acc = 0.0f;
+        for (int32_t q = 0; q < k; q++) acc = fmaf(x[(size_t)f * stride + q], wt[(size_t)q * rows + j], acc);
+        o[(size_t)f * rows + j] = 0.0f + acc;
+      }
+  }
+  for (; t < frames; t++) {
+    const float *x = in + (size_t)t * stride;
     float *o = out + (size_t)t * rows;
     int32_t j = 0;
     for (; j + 32 <= r8; j += 32) {
@@ -288,16 +377,20 @@ static void gemm_avx2(const float *in, int32_t frames, int32_t k, const float *w
 }
 #endif
 
-void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,
-                          int32_t rows, const float *offset, float *out) {
+void kio_featop_transform_rows(const float *in, int32_t stride, int32_t T, int32_t k,
+                               const float *wt, int32_t rows, const float *offset, float *out) {
 #if FEAT_X86
+  if (kio_simd_level() >= KIO_SIMD_AVX512) {  /* the offset added in the kernel */
+    kio_featop_transform_avx512(in, stride, T, k, wt, rows, offset, out);
+    return;
+  }
   if (kio_featop_simd()) {
-    gemm_avx2(in, frames, k, wt, rows, out);
+    gemm_avx2(in, stride, T, k, wt, rows, out);
   } else
 #endif
   {
-    for (int32_t t = 0; t < frames; t++) {
-      const float *x = in + (size_t)t * k;
+    for (int32_t t = 0; t < T; t++) {
+      const float *x = in + (size_t)t * stride;
       for (int32_t j = 0; j < rows; j++) {
         float acc = 0.0f;
         for (int32_t q = 0; q < k; q++) acc = fmaf(x[q], wt[(size_t)q * rows + j], acc);
@@ -306,8 +399,19 @@ void kio_featop_transform(const float *in, int32_t frames, int32_t k, const floa
     }
   }
   if (offset)
-    for (int32_t t = 0; t < frames; t++)
+    for (int32_t t = 0; t < T; t++)
       for (int32_t j = 0; j < rows; j++) out[(size_t)t * rows + j] += offset[j];
+}
+
+void kio_featop_transform_range(const float *in, int32_t t0, int32_t t1, int32_t k,
+                                const float *wt, int32_t rows, const float *offset, float *out) {
+  kio_featop_transform_rows(in + (size_t)t0 * k, k, t1 - t0, k, wt, rows, offset,
+                            out + (size_t)t0 * rows);
+}
+
+void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,
+                          int32_t rows, const float *offset, float *out) {
+  kio_featop_transform_range(in, 0, frames, k, wt, rows, offset, out);
 }
 
 /* 0.5 * log det(L L^T), L = the first k columns of W (rows x ?, stride ws),

@@ -12,7 +12,7 @@
 /* KIO_BLAS_PROFILE (see feat-ops.c): the rounding of which OpenBLAS build. */
 enum { KIO_FEATOP_PLAIN = 0, KIO_FEATOP_HSW = 1, KIO_FEATOP_SKX = 2 };
 int kio_featop_profile(void);
-/* 1 when the AVX2+FMA code may be used (not with KIO_NO_SIMD=1). */
+/* 1 when the AVX2+FMA code may be used (not with KIO_NO_SIMD=1; simd.h). */
 int kio_featop_simd(void);
 
 typedef void (*kio_featop_warn)(void *user, double var);
@@ -41,6 +41,13 @@ void kio_featop_splice(const float *in, int32_t frames, int32_t dim, int left, i
  * then + offset (rows) if not NULL. */
 void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,
                           int32_t rows, const float *offset, float *out);
+/* The same for output frames [t0, t1) only (in and out are whole). */
+void kio_featop_transform_range(const float *in, int32_t t0, int32_t t1, int32_t k,
+                                const float *wt, int32_t rows, const float *offset, float *out);
+/* The same for T frames whose inputs start stride floats apart (stride < k:
+ * overlapping rows, e.g. splice-feats' output read from its input). */
+void kio_featop_transform_rows(const float *in, int32_t stride, int32_t T, int32_t k,
+                               const float *wt, int32_t rows, const float *offset, float *out);
 /* The thread count the bundle's OpenBLAS would use (KIO_FEATS_BLAS_THREADS,
  * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS, else the CPUs). */
 int kio_featop_blas_threads(void);
@@ -51,12 +58,23 @@ int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w,
                           const float *wt, int32_t M, int threads, float *out);
 /* The same in two steps, for splitting frames over threads: the chain
  * choice of every (frame, row) (malloc'd; NULL as -1 above), then frames
- * [t0, t1) of out. */
+ * [t0, t1) of out, frame t's input at in + (t - base) * stride (base <= t0;
+ * stride < k: overlapping rows, splice-feats read in place). */
 unsigned char *kio_featop_gemm_plan(int32_t T, int32_t k, int32_t M, int threads);
-void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t t0, int32_t t1,
-                            int32_t k, const float *w, int32_t ws, const float *wt, int32_t M,
-                            float *out);
+void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t base,
+                            int32_t stride, int32_t t0, int32_t t1, int32_t k, const float *w,
+                            int32_t ws, const float *wt, int32_t M, float *out);
 /* 0.5 * log det(L L^T), L = first k columns of W (row stride ws). */
 double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t k);
+
+/* The AVX-512 kernels (feat-simd.c; x86-64 only, called when simd.h says
+ * KIO_SIMD_AVX512): the same results as the functions above. */
+void kio_featop_transform_avx512(const float *in, int32_t stride, int32_t T, int32_t k,
+                                 const float *wt, int32_t M, const float *off, float *out);
+void kio_featop_deltas_avx512(const float *in, int32_t frames, int32_t t0, int32_t t1,
+                              int32_t dim, int order, float *const *scales, const int *sdims,
+                              float *out);
+void kio_featop_cmvn_apply_avx512(float *x, int32_t frames, int32_t dim, int var_norm,
+                                  const float *offset, const float *scale);
 
 #endif

@@ -1,109 +1,211 @@
-/* The byte ring between a producer thread and a FILE* reader (fopencookie),
- * as gzip-input.c's, for the in-process feature chain: the producer writes
- * what the pipe's last process would have written; the reader closing early
- * stops it as SIGPIPE would stop that process. */
+/* The queue between the feature chain's producer thread and its reader
+ * (feat-ring.h). The producer hands over whole archive entries (key +
+ * matrix, buffers swapped, not copied). A sequential Matrix<float> table
+ * reader takes them the same way (kio_ring_take: no copy at all); any other
+ * reader gets the archive's bytes through a FILE* (fopencookie), serialised
+ * here on the reader's side straight from the entry's matrix. The reader
+ * closing early stops the producer as SIGPIPE would stop the pipe's last
+ * process; the queue holds at most RING_NSLOT entries or about
+ * RING_MAXBYTES, about what the byte ring before it buffered. */
 #include "feat-ring.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define RING_NBUF 4
-#define RING_BUFSZ (1 << 20)
+#include "log.h"
+
+#define RING_NSLOT 32
+#define RING_MAXBYTES ((size_t)4 << 20)
+/* A waiting side is woken only once the other has made some room or some
+ * entries (a few per wake-up, not one: a thread switch per utterance cost
+ * more than the copies saved). */
+#define RING_WAKE_N 8
+#define RING_WAKE_BYTES ((size_t)1 << 20)
+
+typedef struct {
+  char *key;
+  size_t keycap, bytes;
+  kio_matrix m;
+} ring_slot;
 
 struct kio_ring {
   pthread_t thread;
   int started;
   pthread_mutex_t mu;
   pthread_cond_t can_read, can_write;
-  unsigned char *buf[RING_NBUF];
-  size_t len[RING_NBUF];
-  int head, count;
-  size_t rpos;
+  ring_slot slot[RING_NSLOT];
+  int head, count;  /* queued entries: slot[head .. head + count) */
+  size_t queued;    /* their bytes */
+  int rwait, wwait; /* the reader / the producer is waiting */
   int done;
   atomic_int stop;
-  int wr;       /* producer: buffer being filled */
-  size_t wlen;
+  /* reader side of the byte stream: the current entry's key and header,
+   * then its matrix's data */
+  char *stage, *key;
+  size_t stagecap, keycap, slen, spos, dlen, dpos;
+  kio_matrix cur;
+  int bytes_read;   /* the FILE* was read: objects can no longer be taken */
   void *(*fn)(kio_ring *, void *);
   void *arg;
 };
 
-/* Publishes the buffer being filled; waits for a free one. -1: reader gone. */
-static int ring_publish(kio_ring *r) {
-  pthread_mutex_lock(&r->mu);
-  r->len[r->wr] = r->wlen;
-  r->count++;
-  r->wr = (r->wr + 1) % RING_NBUF;
-  r->wlen = 0;
-  pthread_cond_signal(&r->can_read);
-  while (r->count == RING_NBUF && !atomic_load(&r->stop))
-    pthread_cond_wait(&r->can_write, &r->mu);
-  int gone = atomic_load(&r->stop);
-  pthread_mutex_unlock(&r->mu);
-  return gone ? -1 : 0;
+static size_t entry_bytes(const char *key, const kio_matrix *m) {
+  return strlen(key) + 16 + sizeof(float) * (size_t)m->rows * (size_t)m->cols;
 }
 
-int kio_ring_write(kio_ring *r, const void *data, size_t n) {
-  const unsigned char *p = data;
+int kio_ring_put(kio_ring *r, const char *key, kio_matrix *m) {
   if (atomic_load(&r->stop)) return -1;
-  while (n > 0) {
-    size_t room = RING_BUFSZ - r->wlen, m = n < room ? n : room;
-    memcpy(r->buf[r->wr] + r->wlen, p, m);
-    r->wlen += m;
-    p += m;
-    n -= m;
-    if (r->wlen == RING_BUFSZ && ring_publish(r) != 0) return -1;
+  size_t kl = strlen(key);
+  pthread_mutex_lock(&r->mu);
+  while ((r->count == RING_NSLOT || (r->count > 0 && r->queued >= RING_MAXBYTES)) &&
+         !atomic_load(&r->stop)) {
+    if (r->rwait) pthread_cond_signal(&r->can_read);
+    r->wwait = 1;
+    pthread_cond_wait(&r->can_write, &r->mu);
+    r->wwait = 0;
   }
+  if (atomic_load(&r->stop)) {
+    pthread_mutex_unlock(&r->mu);
+    return -1;
+  }
+  /* The slot after the queued ones is the producer's until count grows. */
+  ring_slot *s = &r->slot[(r->head + r->count) % RING_NSLOT];
+  pthread_mutex_unlock(&r->mu);
+  if (kl + 1 > s->keycap) {
+    char *k = realloc(s->key, kl + 1);
+    if (!k) return -1;
+    s->key = k;
+    s->keycap = kl + 1;
+  }
+  memcpy(s->key, key, kl + 1);
+  kio_matrix t = s->m;
+  s->m = *m;
+  *m = t;
+  if (s->m.rows == 0 || s->m.cols == 0) s->m.rows = s->m.cols = 0;  /* written as 0 x 0 */
+  s->bytes = entry_bytes(key, &s->m);
+  pthread_mutex_lock(&r->mu);
+  r->count++;
+  r->queued += s->bytes;
+  if (r->rwait && (r->count >= RING_WAKE_N || r->queued >= RING_WAKE_BYTES))
+    pthread_cond_signal(&r->can_read);
+  pthread_mutex_unlock(&r->mu);
   return 0;
 }
 
 int kio_ring_stopped(kio_ring *r) { return atomic_load(&r->stop); }
 
+/* The next entry: key copied into *key, the matrix swapped with *m. */
+static int take(kio_ring *r, char **key, size_t *keycap, kio_matrix *m) {
+  pthread_mutex_lock(&r->mu);
+  while (r->count == 0 && !r->done) {
+    if (r->wwait) pthread_cond_signal(&r->can_write);
+    r->rwait = 1;
+    pthread_cond_wait(&r->can_read, &r->mu);
+    r->rwait = 0;
+  }
+  if (r->count == 0) {
+    pthread_mutex_unlock(&r->mu);
+    return KIO_EOF;
+  }
+  ring_slot *s = &r->slot[r->head];  /* the reader's until head moves */
+  pthread_mutex_unlock(&r->mu);
+  size_t kl = strlen(s->key);
+  if (kl + 1 > *keycap) {
+    char *k = realloc(*key, kl + 1);
+    if (!k) return KIO_ERR;
+    *key = k;
+    *keycap = kl + 1;
+  }
+  memcpy(*key, s->key, kl + 1);
+  kio_matrix t = s->m;
+  s->m = *m;
+  *m = t;
+  pthread_mutex_lock(&r->mu);
+  r->head = (r->head + 1) % RING_NSLOT;
+  r->count--;
+  r->queued -= s->bytes;
+  if (r->wwait && r->count <= RING_NSLOT / 2 && r->queued <= RING_MAXBYTES / 2)
+    pthread_cond_signal(&r->can_write);
+  pthread_mutex_unlock(&r->mu);
+  return KIO_OK;
+}
+
+int kio_ring_take(kio_ring *r, char **key, size_t *keycap, kio_matrix *m) {
+  if (r->bytes_read) {
+    kio_set_error("feature chain: entries taken after bytes were read");
+    return KIO_ERR;
+  }
+  return take(r, key, keycap, m);
+}
+
 static void *ring_thread(void *arg) {
   kio_ring *r = arg;
   r->fn(r, r->arg);
   pthread_mutex_lock(&r->mu);
-  if (r->wlen > 0) { /* a free buffer is always there while one is filled */
-    r->len[r->wr] = r->wlen;
-    r->count++;
-    r->wlen = 0;
-  }
   r->done = 1;
   pthread_cond_broadcast(&r->can_read);
   pthread_mutex_unlock(&r->mu);
   return NULL;
 }
 
+/* The archive bytes of the entries: "KEY \0BFM \4<rows>\4<cols>" + data. */
 static ssize_t ring_read(void *cookie, char *buf, size_t size) {
   kio_ring *r = cookie;
-  pthread_mutex_lock(&r->mu);
-  while (r->count == 0 && !r->done) pthread_cond_wait(&r->can_read, &r->mu);
-  if (r->count == 0) {
-    pthread_mutex_unlock(&r->mu);
-    return 0;
+  r->bytes_read = 1;
+  if (r->spos == r->slen && r->dpos == r->dlen) {
+    int ret = take(r, &r->key, &r->keycap, &r->cur);
+    if (ret == KIO_EOF) return 0;
+    if (ret != KIO_OK) {
+      errno = ENOMEM;
+      return -1;
+    }
+    size_t kl = strlen(r->key);
+    if (kl + 16 > r->stagecap) {
+      char *s = realloc(r->stage, kl + 16);
+      if (!s) {
+        errno = ENOMEM;
+        return -1;
+      }
+      r->stage = s;
+      r->stagecap = kl + 16;
+    }
+    int32_t rows = r->cur.rows, cols = r->cur.cols;
+    memcpy(r->stage, r->key, kl);
+    memcpy(r->stage + kl, " \0BFM \4", 7);
+    memcpy(r->stage + kl + 7, &rows, 4);
+    r->stage[kl + 11] = 4;
+    memcpy(r->stage + kl + 12, &cols, 4);
+    r->slen = kl + 16;
+    r->spos = 0;
+    r->dlen = sizeof(float) * (size_t)rows * (size_t)cols;
+    r->dpos = 0;
   }
-  int slot = r->head;
-  pthread_mutex_unlock(&r->mu);
-  size_t n = r->len[slot] - r->rpos;
-  if (n > size) n = size;
-  memcpy(buf, r->buf[slot] + r->rpos, n);
-  r->rpos += n;
-  if (r->rpos == r->len[slot]) {
-    pthread_mutex_lock(&r->mu);
-    r->head = (r->head + 1) % RING_NBUF;
-    r->count--;
-    r->rpos = 0;
-    pthread_cond_signal(&r->can_write);
-    pthread_mutex_unlock(&r->mu);
+  size_t n;
+  if (r->spos < r->slen) {
+    n = r->slen - r->spos < size ? r->slen - r->spos : size;
+    memcpy(buf, r->stage + r->spos, n);
+    r->spos += n;
+  } else {
+    n = r->dlen - r->dpos < size ? r->dlen - r->dpos : size;
+    memcpy(buf, (const char *)r->cur.data + r->dpos, n);
+    r->dpos += n;
   }
   return (ssize_t)n;
 }
 
 static void ring_free(kio_ring *r) {
-  for (int i = 0; i < RING_NBUF; i++) free(r->buf[i]);
+  for (int i = 0; i < RING_NSLOT; i++) {
+    free(r->slot[i].key);
+    kio_matrix_free(&r->slot[i].m);
+  }
+  free(r->stage);
+  free(r->key);
+  kio_matrix_free(&r->cur);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->can_read);
   pthread_cond_destroy(&r->can_write);
@@ -127,7 +229,7 @@ static int ring_seek(void *cookie, off64_t *off, int whence) {
   return -1;
 }
 
-FILE *kio_ring_start(void *(*fn)(kio_ring *, void *), void *arg) {
+FILE *kio_ring_start(void *(*fn)(kio_ring *, void *), void *arg, kio_ring **out) {
   kio_ring *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   pthread_mutex_init(&r->mu, NULL);
@@ -136,10 +238,8 @@ FILE *kio_ring_start(void *(*fn)(kio_ring *, void *), void *arg) {
   atomic_init(&r->stop, 0);
   r->fn = fn;
   r->arg = arg;
-  int ok = 1;
-  for (int i = 0; ok && i < RING_NBUF; i++) ok = (r->buf[i] = malloc(RING_BUFSZ)) != NULL;
   cookie_io_functions_t io = {ring_read, NULL, ring_seek, ring_close};
-  FILE *f = ok ? fopencookie(r, "r", io) : NULL;
+  FILE *f = fopencookie(r, "r", io);
   if (!f) {
     ring_free(r);
     return NULL;
@@ -155,5 +255,6 @@ FILE *kio_ring_start(void *(*fn)(kio_ring *, void *), void *arg) {
     fclose(f);
     return NULL;
   }
+  *out = r;
   return f;
 }

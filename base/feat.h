@@ -22,12 +22,14 @@
  * gpu-acc) or hsw (an AVX2 host's: transform-feats' product follows the
  * Zen/Haswell sgemm tiling with as many threads as OpenBLAS would use,
  * KIO_FEATS_BLAS_THREADS overrides; see feat-gemm.c). KIO_NO_SIMD=1: scalar
- * code only (same results). */
+ * code only, KIO_SIMD_MAX=avx2 no AVX-512 (same results). */
 #ifndef KIO_FEAT_H
 #define KIO_FEAT_H
 
 #include <stdint.h>
 #include <stdio.h>
+
+#include "matrix.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,6 +75,11 @@ typedef struct kio_feat kio_feat;
  * the chain's output, *h set. NULL when not recognised or KIO_FEATS_PIPE=0
  * (the caller popens cmd). A VLOG[1] line says which happened. */
 FILE *kio_feat_open(const char *cmd, kio_feat **h);
+/* The sequential Matrix<float> table reader's way in (table-read.c), instead
+ * of reading f: the next entry's key into *key (growing buffer) and its
+ * matrix swapped with *m, no bytes made or parsed. KIO_OK, KIO_EOF after the
+ * last entry, KIO_ERR (out of memory, or f was read from). */
+int kio_feat_take(kio_feat *h, char **key, size_t *keycap, kio_matrix *m);
 /* Closes f, stops the chain (a reader that left early: the stages are
  * killed as by SIGPIPE), returns the wait status pclose would have given. */
 int kio_feat_close(kio_feat *h, FILE *f);

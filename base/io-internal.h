@@ -3,6 +3,7 @@
 #ifndef KIO_IO_INTERNAL_H
 #define KIO_IO_INTERNAL_H
 
+#include "feat.h"
 #include "io.h"
 
 /* Like kio_input_reopen but, when quiet, logs nothing on failure (the reason
@@ -13,6 +14,10 @@ int kio_output_open_q(kio_output **out, const char *wx, int binary,
                       int write_header, int quiet);
 /* 1 if the input is a pipe whose close reported a nonzero status. */
 int kio_input_is_pipe(const kio_input *in);
+/* The in-process feature chain behind a pipe input (feat-chain.c), or NULL.
+ * Its entries can be taken (kio_feat_take) only while nothing has been read
+ * from the input's FILE*. */
+kio_feat *kio_input_feat(kio_input *in);
 /* "standard input" for ""/"-", else rx (Kaldi's PrintableRxfilename). */
 const char *kio_printable_rx(const char *rx);
 const char *kio_printable_wx(const char *wx);

@@ -270,6 +270,7 @@ int kio_input_reopen(kio_input **in, const char *rx, int *binary) {
 FILE *kio_input_stream(kio_input *in) { return in ? in->f : NULL; }
 const char *kio_input_name(const kio_input *in) { return in ? in->name : ""; }
 int kio_input_is_pipe(const kio_input *in) { return in && in->kind == KIO_RX_PIPE; }
+kio_feat *kio_input_feat(kio_input *in) { return in ? in->feat : NULL; }
 
 int kio_input_close(kio_input *in) {
   if (!in) return KIO_OK;

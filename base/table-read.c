@@ -15,6 +15,7 @@ struct kio_seq_reader {
   char *rspecifier;
   int state;
   kio_input *in;      /* archive, or the scp file */
+  kio_feat *feat;     /* archive from an in-process feature chain, taken as matrices */
   char *key;          /* current key (archive: growing buffer) */
   size_t keycap;
   void *obj;
@@ -33,8 +34,9 @@ static void set_err_key(kio_seq_reader *r, const char *key) {
 }
 
 static void ark_next(kio_seq_reader *r) {
-  int ret = kio_ark_read_entry(kio_input_stream(r->in), r->spec.filename, r->h,
-                               &r->key, &r->keycap, r->obj);
+  int ret = r->feat ? kio_feat_take(r->feat, &r->key, &r->keycap, r->obj)
+                    : kio_ark_read_entry(kio_input_stream(r->in), r->spec.filename, r->h,
+                                         &r->key, &r->keycap, r->obj);
   if (ret == KIO_OK) {
     r->state = S_HAVE_OBJECT;
   } else if (ret == KIO_EOF) {
@@ -126,6 +128,9 @@ int kio_seq_open(kio_seq_reader **pr, const char *rspecifier, const kio_holder *
     goto fail;
   }
   r->state = S_HAVE_LINE;
+  /* Float matrices from our own feature chain: taken as they are, not
+   * written as archive bytes and parsed back (the same values). */
+  if (r->spec.kind == KIO_SPEC_ARCHIVE && h == &kio_matrix_holder) r->feat = kio_input_feat(r->in);
   if (r->spec.kind == KIO_SPEC_ARCHIVE) ark_next(r);
   else scp_next(r);
   /* As Kaldi: an error on the very first entry makes the open fail. */

@@ -188,7 +188,9 @@ static int send_ready(kio_svc *s, kio_msg *m, int status, const char *desc) {
 
 /* The alignment requests of a connection, until it closes. */
 static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opts *o, int d) {
+  double t_new = kio_now_s();
   galign_aligner *a = pool_take(e, o, d);
+  const int pooled_one = a != NULL;
   if (!a) {
     kio_log_deferred *lines = NULL;
     char why[200] = "";
@@ -202,6 +204,7 @@ static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opt
       return;
     }
   }
+  t_new = kio_now_s() - t_new;
   galign_serve *sv = galign_serve_new();
   if (!sv || send_ready(s, m, KIO_OK, g.dev_desc[d]) != KIO_OK) {
     galign_serve_free(sv);
@@ -222,7 +225,8 @@ static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opt
     if (kio_svc_send(s, KIO_SVC_ALIGNED, m) != KIO_OK) break;
   }
   if (g.verbose)
-    KIO_LOG("align connection: %d batches, %.3f s aligning, %.3f s connected", served,
+    KIO_LOG("align connection (device %d): %.3f s setting up (%s aligner), %d batches, "
+            "%.3f s aligning, %.3f s connected", d, t_new, pooled_one ? "pooled" : "new", served,
             busy, kio_now_s() - t0);
   galign_serve_free(sv);
   pool_put(e, o, d, a);  /* an aligner keeps no state between batches */
@@ -267,8 +271,8 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e, int d) {
       if (kio_svc_send(s, reply, m) != KIO_OK) break;
     }
     if (g.verbose)
-      KIO_LOG("acc connection: %d requests, %.3f s setting up, %.3f s accumulating, %.3f s "
-              "connected", served, t_new, busy, kio_now_s() - t0);
+      KIO_LOG("acc connection (device %d): %d requests, %.3f s setting up, %.3f s "
+              "accumulating, %.3f s connected", d, served, t_new, busy, kio_now_s() - t0);
   }
   gacc_serve_free(sv);
   double t_free = kio_now_s();

@@ -9,6 +9,7 @@
 
 #include "../base/feat.h"
 #include "../base/feat-ops.h"
+#include "../base/io.h"
 #include "../base/log.h"
 #include "../base/matrix.h"
 #include "../base/table.h"
@@ -139,6 +140,136 @@ START_TEST(table_reads_chain) {
 }
 END_TEST
 
+/* The two ways out of a chain: the Matrix<float> table reader takes the
+ * entries as matrices (kio_feat_take), any other reader gets archive bytes
+ * (here the raw stream, saved and read back as an archive): the same keys
+ * and the same bits; a reader leaving early stops the chain. */
+START_TEST(taken_equals_bytes) {
+  tu_logcap_start();
+  const char *rx = CMVNQ " | splice-feats --print-args=false --left-context=1 "
+                   "--right-context=1 ark:- ark:- |";
+  kio_input *in;
+  ck_assert_int_eq(kio_input_open(&in, rx, NULL), KIO_OK);
+  const char *path = tu_tmp_path("bytes.ark");
+  FILE *out = fopen(path, "wb");
+  char buf[1000];  /* small reads: entries cross them */
+  size_t n, total = 0;
+  while ((n = fread(buf, 1, sizeof buf, kio_input_stream(in))) > 0) {
+    fwrite(buf, 1, n, out);
+    total += n;
+  }
+  fclose(out);
+  ck_assert_int_eq(kio_input_close(in), KIO_OK);
+  ck_assert_uint_gt(total, 1000);
+  char spec[600];
+  snprintf(spec, sizeof spec, "ark:%s", path);
+  char chain[600];
+  snprintf(chain, sizeof chain, "ark,s,cs:%s", rx);
+  kio_seq_reader *a, *b;
+  ck_assert_int_eq(kio_seq_open(&a, spec, &kio_matrix_holder), KIO_OK);
+  ck_assert_int_eq(kio_seq_open(&b, chain, &kio_matrix_holder), KIO_OK);
+  int k = 0;
+  for (; !kio_seq_done(a); kio_seq_next(a), kio_seq_next(b), k++) {
+    ck_assert(!kio_seq_done(b));
+    ck_assert_str_eq(kio_seq_key(a), kio_seq_key(b));
+    kio_matrix *x = kio_seq_value(a), *y = kio_seq_value(b);
+    ck_assert(x->rows == y->rows && x->cols == y->cols && x->cols == 39);
+    ck_assert(!memcmp(x->data, y->data, sizeof(float) * (size_t)x->rows * x->cols));
+  }
+  ck_assert(kio_seq_done(b));
+  ck_assert_int_eq(k, 12);
+  ck_assert_int_eq(kio_seq_close(a), KIO_OK);
+  ck_assert_int_eq(kio_seq_close(b), KIO_OK);
+  /* Left after one entry: closes without an error of ours (the chain is
+   * stopped as by SIGPIPE, which the reader does not count). */
+  ck_assert_int_eq(kio_seq_open(&b, chain, &kio_matrix_holder), KIO_OK);
+  ck_assert(!kio_seq_done(b));
+  ck_assert_int_eq(kio_seq_close(b), KIO_OK);
+}
+END_TEST
+
+/* splice-feats straight into transform-feats (skx: plain chains; hsw:
+ * feat-gemm.c's plan): the transform reads the spliced rows in place, copies
+ * only the clamped edge rows. Against the same chain with a copy-feats
+ * between (the spliced matrix made), on utterances shorter than the context
+ * too, with 1 and 3 workers. */
+START_TEST(splice_into_transform) {
+  setenv("KIO_BLAS_PROFILE", _i ? "hsw" : "skx", 1);
+  setenv("KIO_FEATS_BLAS_THREADS", "2", 1);
+  tu_logcap_start();
+  const char *ark = tu_tmp_path("short.ark");
+  char spec[600];
+  snprintf(spec, sizeof spec, "ark:%s", ark);
+  kio_writer *w;
+  ck_assert_int_eq(kio_writer_open(&w, spec, &kio_matrix_holder), KIO_OK);
+  int lens[] = {1, 2, 3, 6, 7, 8, 9, 23, 100};
+  for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+    kio_matrix m = {0};
+    kio_matrix_resize(&m, lens[i], 13);
+    for (int32_t e = 0; e < lens[i] * 13; e++) m.data[e] = sinf((float)(e + 7 * i)) * 4.0f;
+    char key[16];
+    snprintf(key, sizeof key, "u%zu", i);
+    ck_assert_int_eq(kio_writer_write(w, key, &m), KIO_OK);
+    kio_matrix_free(&m);
+  }
+  ck_assert_int_eq(kio_writer_close(w), KIO_OK);
+  for (int workers = 1; workers <= 3; workers += 2) {
+    setenv("KIO_FEATS_THREADS", workers == 1 ? "1" : "3", 1);
+    char a[800], b[800];
+    const char *sp = "splice-feats --print-args=false --left-context=3 --right-context=3";
+    const char *tf = "transform-feats --print-args=false featpipe/final.mat ark:- ark:-";
+    snprintf(a, sizeof a, "ark:%s %s ark:- | %s |", sp, spec, tf);
+    snprintf(b, sizeof b, "ark:%s %s ark:- | copy-feats --print-args=false ark:- ark:- | %s |",
+             sp, spec, tf);
+    kio_seq_reader *ra, *rb;
+    ck_assert_int_eq(kio_seq_open(&ra, a, &kio_matrix_holder), KIO_OK);
+    ck_assert_int_eq(kio_seq_open(&rb, b, &kio_matrix_holder), KIO_OK);
+    int k = 0;
+    for (; !kio_seq_done(ra); kio_seq_next(ra), kio_seq_next(rb), k++) {
+      ck_assert(!kio_seq_done(rb));
+      kio_matrix *x = kio_seq_value(ra), *y = kio_seq_value(rb);
+      ck_assert(x->rows == lens[k] && y->rows == lens[k] && x->cols == 40 && y->cols == 40);
+      ck_assert_msg(!memcmp(x->data, y->data, sizeof(float) * (size_t)x->rows * 40), "utt %d", k);
+    }
+    ck_assert_int_eq(k, 9);
+    ck_assert_int_eq(kio_seq_close(ra), KIO_OK);
+    ck_assert_int_eq(kio_seq_close(rb), KIO_OK);
+  }
+}
+END_TEST
+
+/* select-feats checks its selection against the first utterance only; a
+ * later narrower one fails Kaldi's assertion: output up to it, the stage
+ * "aborts" (status 134), the table read fails. */
+START_TEST(select_narrower_utterance) {
+  tu_logcap_start();
+  const char *ark = tu_tmp_path("mixed.ark");
+  char spec[600];
+  snprintf(spec, sizeof spec, "ark:%s", ark);
+  kio_writer *w;
+  ck_assert_int_eq(kio_writer_open(&w, spec, &kio_matrix_holder), KIO_OK);
+  int cols[] = {13, 5, 13};
+  for (int i = 0; i < 3; i++) {
+    kio_matrix m = {0};
+    kio_matrix_resize(&m, 2, cols[i]);
+    char key[8];
+    snprintf(key, sizeof key, "u%d", i);
+    ck_assert_int_eq(kio_writer_write(w, key, &m), KIO_OK);
+    kio_matrix_free(&m);
+  }
+  ck_assert_int_eq(kio_writer_close(w), KIO_OK);
+  char rx[700];
+  snprintf(rx, sizeof rx, "ark:select-feats --print-args=false 2,7 %s ark:- |", spec);
+  kio_seq_reader *r;
+  ck_assert_int_eq(kio_seq_open(&r, rx, &kio_matrix_holder), KIO_OK);
+  int n = 0;
+  for (; !kio_seq_done(r); kio_seq_next(r)) n++;
+  ck_assert_int_eq(n, 1);
+  ck_assert_int_eq(kio_seq_close(r), KIO_ERR);
+  ck_assert_int_ge(tu_cap.errors, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("featpipe");
   TCase *tc = tcase_create("core");
@@ -147,6 +278,9 @@ int main(void) {
   tcase_add_test(tc, delta_scales);
   tcase_add_test(tc, gemm_small_rows_is_one_chain);
   tcase_add_test(tc, table_reads_chain);
+  tcase_add_test(tc, taken_equals_bytes);
+  tcase_add_loop_test(tc, splice_into_transform, 0, 2);
+  tcase_add_test(tc, select_narrower_utterance);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

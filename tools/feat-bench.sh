@@ -9,17 +9,17 @@
 #   pipe:       KIO_FEATS_PIPE=0 (the real processes, as Kaldi runs them)
 #   in-process: the default
 #   archive:    the finished archive from a file (the reader's own cost)
-# and prints wall seconds, CPU seconds (user+sys, all processes) and
-# frames/s (frames per wall second and per CPU second). The feature cost of
-# a job is a row's CPU minus the archive row's. Env: KIO_FEATS_THREADS
-# is passed through; BENCH_REPS (default 1).
+# and prints wall seconds, CPU seconds (user+sys, all processes; bash's
+# time, ms resolution) and frames/s (frames per wall second and per CPU
+# second), each the best of BENCH_REPS runs (default 1). The feature cost of
+# a job is a row's CPU minus the archive row's; the last lines give it and
+# the pipe / in-process ratio. Env: KIO_FEATS_THREADS is passed through.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 [ -n "${KALDI_BUNDLE:-}" ] && . "$KALDI_BUNDLE/env.sh"
-# Round as this host's OpenBLAS does (AVX-512: skx, else hsw), unless told.
-if [ -z "${KIO_BLAS_PROFILE:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo; then export KIO_BLAS_PROFILE=skx; else export KIO_BLAS_PROFILE=hsw; fi
-fi
+# Round as the Kaldi on PATH does (its OpenBLAS kernels), unless told.
+. "$top/tools/feat-profile.sh"
+feat_profile "$top"
 fc=$top/${BUILD:-build}/tools/feat-copy
 [ -x "$fc" ] || { echo "feat-bench: $fc not built (run make)"; exit 1; }
 command -v apply-cmvn >/dev/null || { echo "feat-bench: Kaldi's apply-cmvn not on PATH (set KALDI_BUNDLE)"; exit 1; }
@@ -54,7 +54,9 @@ declare -A pipes=(
   [sat]="$lda | transform-feats --utt2spk=ark:$d/utt2spk ark:$tmp/trans.ark ark:- ark:-"
 )
 reps=${BENCH_REPS:-1}
-printf '%s frames (%.2f h) from %s, %s CPUs\n\n' "$frames" "$(awk "BEGIN {print $frames / 360000}")" "$d" "$(nproc)"
+declare -A cpu
+printf '%s frames (%.2f h) from %s, %s CPUs, profile %s (OpenBLAS core %s)\n\n' "$frames" \
+  "$(awk "BEGIN {print $frames / 360000}")" "$d" "$(nproc)" "$KIO_BLAS_PROFILE" "${FEAT_BLAS_CORE:-not asked}"
 echo "| pipeline | how | wall s | CPU s | frames/s (wall) | frames/s (CPU) |"
 echo "|---|---|---|---|---|---|"
 for name in deltas lda sat; do
@@ -64,13 +66,22 @@ for name in deltas lda sat; do
     src="ark,s,cs:${pipes[$name]} |"; [ $how = archive ] && src="ark:$tmp/out.ark"
     best_w=""; best_c=""
     for ((r = 0; r < reps; r++)); do
-      /usr/bin/time -f "%e %U %S" -o "$tmp/t" env KIO_FEATS_PIPE=$e "$fc" "$src" ark:/dev/null 2>/dev/null >/dev/null
+      TIMEFORMAT='%3R %3U %3S'
+      { time KIO_FEATS_PIPE=$e "$fc" "$src" ark:/dev/null 2>/dev/null >/dev/null; } 2>"$tmp/t"
       read -r w u s < <(tail -n 1 "$tmp/t")
       c=$(awk "BEGIN {print $u + $s}")
-      if [ -z "$best_w" ] || awk "BEGIN {exit !($w < $best_w)}"; then best_w=$w; best_c=$c; fi
+      if [ -z "$best_w" ] || awk "BEGIN {exit !($w < $best_w)}"; then best_w=$w; fi
+      if [ -z "$best_c" ] || awk "BEGIN {exit !($c < $best_c)}"; then best_c=$c; fi
     done
     [ $how = archive ] && rm -f "$tmp/out.ark"
-    printf '| %s | %s | %.2f | %.2f | %.0f | %.0f |\n' "$name" "$how" "$best_w" "$best_c" \
-      "$(awk "BEGIN {print $frames / ($best_w > 0 ? $best_w : 0.01)}")" "$(awk "BEGIN {print $frames / ($best_c > 0 ? $best_c : 0.01)}")"
+    cpu[$name.$how]=$best_c
+    printf '| %s | %s | %.3f | %.3f | %.0f | %.0f |\n' "$name" "$how" "$best_w" "$best_c" \
+      "$(awk "BEGIN {print $frames / ($best_w > 0 ? $best_w : 0.001)}")" "$(awk "BEGIN {print $frames / ($best_c > 0 ? $best_c : 0.001)}")"
   done
+done
+echo
+for name in deltas lda sat; do
+  awk -v n=$name -v p="${cpu[$name.pipe]}" -v i="${cpu[$name.in-process]}" -v a="${cpu[$name.archive]}" \
+    'BEGIN {kp = p - a; ki = i - a; printf("%s: feature CPU per job, pipe %.3f s, in-process %.3f s: %s\n", n, kp, ki,
+            (ki > 0 ? sprintf("%.1fx lower", kp / ki) : "not measurable"))}'
 done

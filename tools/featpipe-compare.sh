@@ -10,10 +10,10 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 [ -n "${KALDI_BUNDLE:-}" ] && . "$KALDI_BUNDLE/env.sh"
-# Round as this host's OpenBLAS does (AVX-512: skx, else hsw), unless told.
-if [ -z "${KIO_BLAS_PROFILE:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo; then export KIO_BLAS_PROFILE=skx; else export KIO_BLAS_PROFILE=hsw; fi
-fi
+# Round as the Kaldi on PATH does (its OpenBLAS kernels), unless told.
+. "$top/tools/feat-profile.sh"
+feat_profile "$top"
+echo "profile $KIO_BLAS_PROFILE (OpenBLAS core ${FEAT_BLAS_CORE:-not asked})"
 fc=$top/${BUILD:-build}/tools/feat-copy
 d=$(cd "${1:?usage: $0 DATA_DIR}" && pwd)
 tmp=$(mktemp -d /tmp/featpipe-cmp.XXXXXX); trap 'rm -rf "$tmp"' EXIT

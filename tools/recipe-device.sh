@@ -119,6 +119,8 @@ rm -f "$out/status"
 say "recipe-device: stages $a-$b, --nj $nj --train $train, sides: $sides, gpu-bin ${gpu_bin:-none}, work $work"
 say "host $(uname -n), $(nproc) cores, GPU: $(nvidia-smi -L 2>/dev/null | head -1)"
 rc=0
+# The GPU service logs each connection's set-up and busy times (service.log, collected by poll).
+export KALDI_GPU_SERVICE_VERBOSE=1
 for side in $sides; do
   ko=false; [ "$side" = kaldi ] && ko=true
   mask=()
