@@ -138,6 +138,7 @@ extern "C" int galign_cuda_new(galign_cuda **out, int wait, const galign_gmm *gm
 
 extern "C" void galign_cuda_free(galign_cuda *c) {
   if (!c) return;
+  cudaSetDevice(c->device); /* see bind_device */
   if (c->stream) cudaStreamSynchronize(c->stream);
   galign_cu_set_stream(c->stream);
   galign_cu_dec_free(c);
@@ -278,9 +279,19 @@ static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *gra
   return KIO_OK;
 }
 
+/* The calling thread's current device must be the aligner's: the worker and
+ * main threads never chose one, and a new thread starts on device 0, so with
+ * the aligner on another GPU (chosen by free memory) its stream-ordered
+ * allocations and copies would go to the wrong device. */
+static int bind_device(const galign_cuda *c) {
+  KIO_CUDA_TRY(cudaSetDevice(c->device));
+  return KIO_OK;
+}
+
 extern "C" int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph *const *graphs,
                                        const kio_matrix *const *feats, int want_per_frame,
                                        galign_result *results, uint8_t *redo, int *num_redo) {
+  if (bind_device(c) != KIO_OK) return KIO_ERR;
   galign_cu_set_stream(c->stream);
   return galign_cuda_run(c, n, graphs, feats, NULL, want_per_frame, results, redo, num_redo);
 }
@@ -288,6 +299,7 @@ extern "C" int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph
 extern "C" int galign_cuda_decode(galign_cuda *c, int n, const galign_graph *const *graphs,
                                   const kio_matrix *const *loglikes, int want_per_frame,
                                   galign_result *results, uint8_t *redo, int *num_redo) {
+  if (bind_device(c) != KIO_OK) return KIO_ERR;
   galign_cu_set_stream(c->stream);
   return galign_cuda_run(c, n, graphs, NULL, loglikes, want_per_frame, results, redo, num_redo);
 }
@@ -296,6 +308,7 @@ extern "C" int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g,
                                     const kio_matrix *feats, kio_matrix *out) {
   const galign_graph *gs[1] = {g};
   const kio_matrix *fs[1] = {feats};
+  if (bind_device(c) != KIO_OK) return KIO_ERR;
   galign_cu_set_stream(c->stream);
   if (galign_cu_loglikes_launch(c, 1, gs, fs, NULL) != KIO_OK) {
     cudaStreamSynchronize(c->stream);

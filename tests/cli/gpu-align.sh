@@ -68,6 +68,27 @@ for f in "$tmp"/cpu/*.ali; do
     { echo "FAIL: $n: GPU and CPU aligned different utterances"; fails=$((fails + 1)); }
 done
 
+# With several GPUs: a job on its own context on the second device (the
+# device free-memory choice can pick it), aligning and accumulating there;
+# its worker threads must follow the aligner to that device.
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "${ngpu:-0}" -ge 2 ]; then
+  o="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40"
+  g="ark:gunzip -c graphs/tri1.fsts.gz|"
+  "$BIN/gmm-align-acc-compiled" --use-gpu=no $o models/tri1/final.mdl "$g" ark:noisy/delta.ark \
+    "ark:$tmp/d0.ali" "$tmp/d0.acc" 2>"$tmp/d0.log"
+  KALDI_GPU_SERVICE=no KIO_CUDA_DEVICE=1 "$BIN/gmm-align-acc-compiled" --use-gpu=yes $o \
+    models/tri1/final.mdl "$g" ark:noisy/delta.ark "ark:$tmp/d1.ali" "$tmp/d1.acc" 2>"$tmp/d1.log" ||
+    { echo "FAIL: on the second GPU: exit $?"; tail -3 "$tmp/d1.log"; fails=$((fails + 1)); }
+  if cmp -s "$tmp/d0.ali" "$tmp/d1.ali" && cmp -s "$tmp/d0.acc" "$tmp/d1.acc"; then
+    echo "second GPU (own context): alignments and statistics = CPU path"
+  else
+    echo "FAIL: second GPU: output differs from the CPU path"; fails=$((fails + 1))
+  fi
+else
+  echo "SKIP: second-GPU check (${ngpu:-0} GPU)"
+fi
+
 if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all GPU gmm-align-compiled checks passed"
 exit 0
