@@ -242,15 +242,24 @@ int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
                   format == 1 ? "" : format == 2 ? "2" : "3");
     return KIO_ERR;
   }
-  if (rows == 0) {  /* data consumed; an empty matrix as far as we care */
-    free(buf);
+  int rc = kio_cmatrix_decompress(format, hb, buf, m);
+  free(buf);
+  return rc;
+}
+
+int kio_cmatrix_decompress(int format, const unsigned char *hb, const unsigned char *buf,
+                           kio_matrix *m) {
+  cm_header h;
+  memcpy(&h.min_value, hb, 4);
+  memcpy(&h.range, hb + 4, 4);
+  memcpy(&h.num_rows, hb + 8, 4);
+  memcpy(&h.num_cols, hb + 12, 4);
+  if (h.num_rows <= 0 || h.num_cols <= 0) {  /* an empty matrix as far as we care */
     kio_matrix_resize(m, 0, 0);
     return KIO_OK;
   }
-  if (kio_matrix_resize(m, h.num_rows, h.num_cols) != KIO_OK) {
-    free(buf);
-    return KIO_ERR;
-  }
+  size_t rows = (size_t)h.num_rows, cols = (size_t)h.num_cols, n = rows * cols;
+  if (kio_matrix_resize(m, h.num_rows, h.num_cols) != KIO_OK) return KIO_ERR;
   float *out = m->data;
   if (format == 1) {
     const unsigned char *bytes = buf + cols * sizeof(cm_colhdr);
@@ -297,9 +306,9 @@ int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
       for (size_t i = 0; i < n; i++) out[i] = minv + (float)buf[i] * inc;
     }
   }
-  free(buf);
   return KIO_OK;
 }
+
 
 /* ---- compression ---- */
 

@@ -21,6 +21,12 @@ enum {
  * 'C') and decompresses it bit-exactly as Kaldi's CopyToMat<float> into m.
  * KIO_ERR + kio_set_error() on a bad token, truncated data or bad sizes. */
 int kio_cmatrix_read_float(FILE *f, kio_matrix *m);
+/* The decompression alone: format 1 (CM), 2 (CM2) or 3 (CM3), the 16-byte
+ * header (min, range, rows, cols) and the data bytes that follow it, checked
+ * by the caller; rows or cols <= 0 give an empty m. KIO_ERR only when m
+ * cannot be resized. */
+int kio_cmatrix_decompress(int format, const unsigned char *header, const unsigned char *data,
+                           kio_matrix *m);
 
 #ifdef __cplusplus
 }

@@ -22,45 +22,6 @@
 #include "options.h"
 #include "table.h"
 
-/* ---- holders the stages need: double matrices (CMVN stats), tokens ---- */
-static int dmat_read(FILE *f, int binary, void *obj) { return kio_dmatrix_read(f, binary, obj); }
-static int dmat_write(FILE *f, int binary, const void *obj) { return kio_dmatrix_write(f, binary, obj); }
-static void dmat_free(void *obj) { kio_dmatrix_free(obj); }
-static const kio_holder dmat_holder = {"Matrix<double>", sizeof(kio_dmatrix), 1,
-                                       dmat_read, dmat_write, dmat_free, NULL};
-
-typedef struct { char *s; size_t cap; } token_obj;
-static int tok_read(FILE *f, int binary, void *obj) {
-  token_obj *t = obj;
-  (void)binary;
-  int c;
-  while ((c = getc_unlocked(f)) == ' ' || c == '\t') {}
-  size_t n = 0;
-  while (c != EOF && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-    if (n + 1 >= t->cap) {
-      size_t cap = t->cap ? 2 * t->cap : 64;
-      char *s = realloc(t->s, cap);
-      if (!s) return KIO_ERR;
-      t->s = s;
-      t->cap = cap;
-    }
-    t->s[n++] = (char)c;
-    c = getc_unlocked(f);
-  }
-  if (!n) { kio_set_error("empty token"); return KIO_ERR; }
-  t->s[n] = '\0';
-  while (c == ' ' || c == '\t' || c == '\r') c = getc_unlocked(f);
-  if (c != '\n' && c != EOF) { kio_set_error("junk after token"); return KIO_ERR; }
-  return KIO_OK;
-}
-static int tok_write(FILE *f, int binary, const void *obj) {
-  (void)binary;
-  fprintf(f, "%s\n", ((const token_obj *)obj)->s);
-  return KIO_OK;
-}
-static void tok_free(void *obj) { token_obj *t = obj; free(t->s); t->s = NULL; t->cap = 0; }
-static const kio_holder tok_holder = {"Token", sizeof(token_obj), 0, tok_read, tok_write, tok_free, NULL};
-
 /* ---- per-stage run-time state ---- */
 enum { LD_UNKNOWN, LD_LOGDET, LD_PSEUDO, LD_DIMINC };
 typedef struct {
@@ -126,7 +87,7 @@ static int mapped_has_key(stage_rt *s, const char *utt, const char **key) {
             "similar map being read from %s", utt, name);
       return -1;
     }
-    token_obj *t = kio_ra_value(s->u2s, utt);
+    kio_token *t = kio_ra_value(s->u2s, utt);
     if (!t) return -1;
     *key = t->s;
   }
@@ -505,7 +466,7 @@ static int stage_open(stage_rt *s) {
   switch (st->op) {
     case KIO_FEAT_CMVN:
     case KIO_FEAT_TRANSFORM: {
-      const kio_holder *h = st->op == KIO_FEAT_CMVN ? &dmat_holder : &kio_matrix_holder;
+      const kio_holder *h = st->op == KIO_FEAT_CMVN ? &kio_dmatrix_holder : &kio_matrix_holder;
       if (!st->table_is_rspec) {
         kio_input *in = NULL;
         int binary;
@@ -526,7 +487,7 @@ static int stage_open(stage_rt *s) {
       } else if (kio_ra_open(&s->tab, st->table, h) != KIO_OK) {
         return KIO_ERR;
       }
-      if (st->utt2spk && st->table_is_rspec && kio_ra_open(&s->u2s, st->utt2spk, &tok_holder) != KIO_OK)
+      if (st->utt2spk && st->table_is_rspec && kio_ra_open(&s->u2s, st->utt2spk, &kio_token_holder) != KIO_OK)
         return KIO_ERR;
       return KIO_OK;
     }

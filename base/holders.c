@@ -180,3 +180,36 @@ static void fl_free(void *obj) { *(float *)obj = 0; }
 const kio_holder kio_float_holder = {
   "float", sizeof(float), 1, fl_read, fl_write, fl_free, NULL
 };
+
+/* Single-token entries, e.g. utt2spk's speaker: one token per line. */
+static int tok_read(FILE *f, int binary, void *obj) {
+  kio_token *t = obj;
+  (void)binary;
+  int c;
+  while ((c = getc_unlocked(f)) == ' ' || c == '\t') {}
+  size_t n = 0;
+  while (c != EOF && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+    if (n + 1 >= t->cap) {
+      size_t cap = t->cap ? 2 * t->cap : 64;
+      char *s = realloc(t->s, cap);
+      if (!s) return KIO_ERR;
+      t->s = s;
+      t->cap = cap;
+    }
+    t->s[n++] = (char)c;
+    c = getc_unlocked(f);
+  }
+  if (!n) { kio_set_error("empty token"); return KIO_ERR; }
+  t->s[n] = '\0';
+  while (c == ' ' || c == '\t' || c == '\r') c = getc_unlocked(f);
+  if (c != '\n' && c != EOF) { kio_set_error("junk after token"); return KIO_ERR; }
+  return KIO_OK;
+}
+static int tok_write(FILE *f, int binary, const void *obj) {
+  (void)binary;
+  fprintf(f, "%s\n", ((const kio_token *)obj)->s);
+  return KIO_OK;
+}
+static void tok_free(void *obj) { kio_token *t = obj; free(t->s); t->s = NULL; t->cap = 0; }
+const kio_holder kio_token_holder = {"Token", sizeof(kio_token), 0, tok_read, tok_write, tok_free,
+                                     NULL};

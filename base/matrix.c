@@ -672,3 +672,13 @@ static void vh_free(void *obj) { kio_vector_free(obj); }
 const kio_holder kio_vector_holder = {
   "Vector<float>", sizeof(kio_vector), 1, vh_read, vh_write, vh_free, NULL
 };
+
+static int dh_read(FILE *f, int binary, void *obj) { return kio_dmatrix_read(f, binary, obj); }
+static int dh_write(FILE *f, int binary, const void *obj) {
+  return kio_dmatrix_write(f, binary, obj);
+}
+static void dh_free(void *obj) { kio_dmatrix_free(obj); }
+
+const kio_holder kio_dmatrix_holder = {
+  "Matrix<double>", sizeof(kio_dmatrix), 1, dh_read, dh_write, dh_free, NULL
+};

@@ -40,9 +40,11 @@ int kio_dvector_write(FILE *f, int binary, const kio_dvector *v);
 /* Writes m compressed with Kaldi's compression-method (1..7; 1 = auto). */
 int kio_matrix_write_compressed(FILE *f, const kio_matrix *m, int method);
 
-/* Holders: kio_matrix (features), kio_vector (per-frame loglikes). */
+/* Holders: kio_matrix (features), kio_vector (per-frame loglikes),
+ * kio_dmatrix (CMVN statistics). */
 extern const kio_holder kio_matrix_holder;
 extern const kio_holder kio_vector_holder;
+extern const kio_holder kio_dmatrix_holder;
 
 #ifdef __cplusplus
 }

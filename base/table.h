@@ -52,6 +52,9 @@ typedef struct { int32_t n; int32_t *v; } kio_int_vec;
 extern const kio_holder kio_int_vec_holder;
 /* float table entries (scores). */
 extern const kio_holder kio_float_holder;
+/* One token per entry (utt2spk's speakers). Owner: the struct. */
+typedef struct { char *s; size_t cap; } kio_token;
+extern const kio_holder kio_token_holder;
 
 /* ---- sequential reader ---- */
 typedef struct kio_seq_reader kio_seq_reader;

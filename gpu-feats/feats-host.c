@@ -7,11 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/compressed-matrix.h"
 #include "../base/feat-ops.h"
 #include "../base/io.h"
 #include "../base/log.h"
 
-/* ---- holders: raw matrices, double matrices, tokens ---- */
+/* ---- the raw-matrix holder (double matrices and tokens: base's holders) ---- */
 static int raw_reserve(gfeat_raw *r, size_t n) {
   if (n <= r->cap) return KIO_OK;
   unsigned char *p = realloc(r->bytes, n);
@@ -104,95 +105,13 @@ static void raw_free(void *obj) {
 const kio_holder gfeat_raw_holder = {"Matrix<float>", sizeof(gfeat_raw), 1,
                                      raw_read, raw_write, raw_free, NULL};
 
-/* compressed-matrix.c's arithmetic (the device kernel's too). */
-static float u16_to_float(float mn, float range, uint16_t v) {
-  float step = range * 1.52590218966964e-05F;
-  float t = step * (float)v;
-  return mn + t;
-}
-static float char_to_float(float p0, float p25, float p75, float p100, uint8_t b) {
-  if (b <= 64) {
-    float d = (p25 - p0) * (float)b;
-    return (float)((double)p0 + (double)d * (1 / 64.0));
-  } else if (b <= 192) {
-    float d = (p75 - p25) * (float)(b - 64);
-    return (float)((double)p25 + (double)d * (1 / 128.0));
-  }
-  float d = (p100 - p75) * (float)(b - 192);
-  return (float)((double)p75 + (double)d * (1 / 63.0));
-}
-
 int gfeat_raw_to_matrix(const gfeat_raw *r, kio_matrix *m) {
+  if (r->format != GFEAT_RAW_FLOAT) return kio_cmatrix_decompress(r->format, r->bytes, r->bytes + 16, m);
   if (kio_matrix_resize(m, r->rows, r->cols) != KIO_OK) return KIO_ERR;
-  size_t rows = (size_t)r->rows, cols = (size_t)r->cols, n = rows * cols;
-  if (!n) return KIO_OK;
-  if (r->format == GFEAT_RAW_FLOAT) {
-    memcpy(m->data, r->bytes, sizeof(float) * n);
-    return KIO_OK;
-  }
-  float mn, range;
-  memcpy(&mn, r->bytes, 4);
-  memcpy(&range, r->bytes + 4, 4);
-  const unsigned char *d = r->bytes + 16;
-  if (r->format == GFEAT_RAW_CM) {
-    for (size_t c = 0; c < cols; c++) {
-      uint16_t h[4];
-      memcpy(h, d + 8 * c, 8);
-      float p0 = u16_to_float(mn, range, h[0]), p25 = u16_to_float(mn, range, h[1]),
-            p75 = u16_to_float(mn, range, h[2]), p100 = u16_to_float(mn, range, h[3]);
-      const unsigned char *col = d + 8 * cols + c * rows;
-      for (size_t i = 0; i < rows; i++) m->data[i * cols + c] = char_to_float(p0, p25, p75, p100, col[i]);
-    }
-    return KIO_OK;
-  }
-  float inc = (float)((double)range * (r->format == GFEAT_RAW_CM2 ? 1.0 / 65535.0 : 1.0 / 255.0));
-  for (size_t i = 0; i < n; i++) {
-    uint16_t v;
-    if (r->format == GFEAT_RAW_CM2) memcpy(&v, d + 2 * i, 2);
-    else v = d[i];
-    m->data[i] = mn + (float)v * inc;
-  }
+  size_t n = (size_t)r->rows * (size_t)r->cols;
+  if (n) memcpy(m->data, r->bytes, sizeof(float) * n);
   return KIO_OK;
 }
-
-static int dmat_read(FILE *f, int binary, void *obj) { return kio_dmatrix_read(f, binary, obj); }
-static int dmat_write(FILE *f, int binary, const void *obj) { return kio_dmatrix_write(f, binary, obj); }
-static void dmat_free(void *obj) { kio_dmatrix_free(obj); }
-static const kio_holder dmat_holder = {"Matrix<double>", sizeof(kio_dmatrix), 1,
-                                       dmat_read, dmat_write, dmat_free, NULL};
-
-/* utt2spk entries: one token per line (as feat-chain.c's holder). */
-typedef struct { char *s; size_t cap; } token_obj;
-static int tok_read(FILE *f, int binary, void *obj) {
-  token_obj *t = obj;
-  (void)binary;
-  int c;
-  while ((c = getc_unlocked(f)) == ' ' || c == '\t') {}
-  size_t n = 0;
-  while (c != EOF && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-    if (n + 1 >= t->cap) {
-      size_t cap = t->cap ? 2 * t->cap : 64;
-      char *s = realloc(t->s, cap);
-      if (!s) return KIO_ERR;
-      t->s = s;
-      t->cap = cap;
-    }
-    t->s[n++] = (char)c;
-    c = getc_unlocked(f);
-  }
-  if (!n) { kio_set_error("empty token"); return KIO_ERR; }
-  t->s[n] = '\0';
-  while (c == ' ' || c == '\t' || c == '\r') c = getc_unlocked(f);
-  if (c != '\n' && c != EOF) { kio_set_error("junk after token"); return KIO_ERR; }
-  return KIO_OK;
-}
-static int tok_write(FILE *f, int binary, const void *obj) {
-  (void)binary;
-  fprintf(f, "%s\n", ((const token_obj *)obj)->s);
-  return KIO_OK;
-}
-static void tok_free(void *obj) { token_obj *t = obj; free(t->s); t->s = NULL; t->cap = 0; }
-static const kio_holder tok_holder = {"Token", sizeof(token_obj), 0, tok_read, tok_write, tok_free, NULL};
 
 /* ---- the chain ---- */
 int32_t gfeat_saxpy_fused(int profile, int32_t dim) {
@@ -259,8 +178,8 @@ int gfeat_chain_open(const kio_feat_plan *plan, gfeat_chain **out) {
       case KIO_FEAT_CMVN:
         c->cmvn = s;
         if (!s->table_is_rspec) rc = read_matrix_rx(s->table, 1, &c->gstats);
-        else if (kio_ra_open(&c->tab, s->table, &dmat_holder) != KIO_OK) rc = KIO_ERR;
-        else if (s->utt2spk && kio_ra_open(&c->u2s, s->utt2spk, &tok_holder) != KIO_OK) rc = KIO_ERR;
+        else if (kio_ra_open(&c->tab, s->table, &kio_dmatrix_holder) != KIO_OK) rc = KIO_ERR;
+        else if (s->utt2spk && kio_ra_open(&c->u2s, s->utt2spk, &kio_token_holder) != KIO_OK) rc = KIO_ERR;
         break;
       case KIO_FEAT_DELTAS: {
         float **sc = NULL;
@@ -302,7 +221,7 @@ int gfeat_chain_open(const kio_feat_plan *plan, gfeat_chain **out) {
         kio_log_set_thread_program(s->prog);
         if (!s->table_is_rspec) rc = read_matrix_rx(s->table, 0, &g->w);
         else if (kio_ra_open(&g->table, s->table, &kio_matrix_holder) != KIO_OK) rc = KIO_ERR;
-        else if (s->utt2spk && kio_ra_open(&g->u2s, s->utt2spk, &tok_holder) != KIO_OK) rc = KIO_ERR;
+        else if (s->utt2spk && kio_ra_open(&g->u2s, s->utt2spk, &kio_token_holder) != KIO_OK) rc = KIO_ERR;
         kio_log_set_thread_program(NULL);
         break;
       default:
@@ -421,7 +340,7 @@ static int cmvn_params(gfeat_chain *c, const char *utt, const gfeat_raw *raw, fl
               "similar map being read from %s", utt, st->utt2spk);
         return KIO_ERR;
       }
-      const token_obj *t = kio_ra_value(c->u2s, utt);
+      const kio_token *t = kio_ra_value(c->u2s, utt);
       if (!t) return KIO_ERR;
       key = t->s;
     }
@@ -507,7 +426,7 @@ static int32_t stage_checks(gfeat_chain *c, gfeat_batch *b, const char *utt, int
                 "similar map being read from standard input", utt);
           return -2;
         }
-        const token_obj *t = kio_ra_value(g->u2s, utt);
+        const kio_token *t = kio_ra_value(g->u2s, utt);
         if (!t) return -2;
         key = t->s;
       }
