@@ -12,16 +12,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d /tmp/gpu-acc-cli.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cd "$TOP/tests/data" || exit 1
+. "$here/lib/gpu-probe.sh"
 "$prog" --use-gpu=yes models/mono/final.mdl ark:edge/feats.ark ark:edge/ali.ark \
   "$tmp/probe.acc" >"$tmp/probe.log" 2>&1
-rc=$?
-if [ $rc != 0 ]; then
-  if [ "${KIO_REQUIRE_GPU:-0}" = 1 ]; then
-    echo "FAIL: --use-gpu=yes does not work (exit $rc):"; tail -5 "$tmp/probe.log"; exit 1
-  fi
-  echo "SKIP: no usable GPU ($(grep -m1 '^ERROR' "$tmp/probe.log" | sed 's/^ERROR ([^ ]*) //'))"
-  exit 77
-fi
+gpu_probe_verdict $? "$tmp/probe.log"
 grep -q 'Accumulating on the GPU' "$tmp/probe.log" || { echo "FAIL: no GPU backend line"; exit 1; }
 fails=0
 USE_GPU=yes bash "$here/acc.sh" || fails=$((fails + 1))

@@ -18,18 +18,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 # Is a GPU usable? Ask the program itself on one utterance.
 cd "$TOP/tests/data" || exit 1
-"$prog" --use-gpu=yes --acoustic-scale=0.1 --self-loop-scale=0.1 models/mono/final.mdl \
-  "ark:gunzip -c edge/mono.fsts.gz|" ark:edge/feats.ark "ark:$tmp/probe.ark" \
-  >"$tmp/probe.log" 2>&1
-rc=$?
-if [ $rc != 0 ]; then
-  # A GPU was found but aligning on it failed: that is a failure, not a skip.
-  if [ "${KIO_REQUIRE_GPU:-0}" = 1 ] || grep -q 'Using GPU' "$tmp/probe.log"; then
-    echo "FAIL: --use-gpu=yes does not work (exit $rc):"; tail -5 "$tmp/probe.log"; exit 1
-  fi
-  echo "SKIP: no usable GPU ($(grep -m1 '^ERROR' "$tmp/probe.log" | sed 's/^ERROR ([^ ]*) //'))"
-  exit 77
-fi
+. "$here/lib/gpu-probe.sh"
+gpu_probe_align "$prog" "$tmp"
 
 fails=0
 mkdir -p "$tmp/cpu" "$tmp/gpu"

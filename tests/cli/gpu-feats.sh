@@ -22,6 +22,7 @@ prep="$TOOLS/gfeat-testdata"
 for x in "$prog" "$prep"; do
   if [ ! -x "$x" ]; then echo "SKIP: $x not built"; exit 77; fi
 done
+here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d /tmp/gpu-feats-cli.XXXXXX)
 trap '[ -n "${GFEAT_KEEP:-}" ] || rm -rf "$tmp"' EXIT
 cd "$TOP/tests/data" || exit 1
@@ -29,17 +30,8 @@ export KALDI_GPU_SERVICE=no
 unset KIO_FEATS_PIPE
 
 if [ "${GFEAT_EMU:-0}" != 1 ]; then
-  "$prog" --use-gpu=yes --acoustic-scale=0.1 --self-loop-scale=0.1 models/mono/final.mdl \
-    "ark:gunzip -c edge/mono.fsts.gz|" ark:edge/feats.ark "ark:$tmp/probe.ark" \
-    >"$tmp/probe.log" 2>&1
-  rc=$?
-  if [ $rc != 0 ]; then
-    if [ "${KIO_REQUIRE_GPU:-0}" = 1 ] || grep -q 'Using GPU' "$tmp/probe.log"; then
-      echo "FAIL: --use-gpu=yes does not work (exit $rc):"; tail -5 "$tmp/probe.log"; exit 1
-    fi
-    echo "SKIP: no usable GPU ($(grep -m1 '^ERROR' "$tmp/probe.log" | sed 's/^ERROR ([^ ]*) //'))"
-    exit 77
-  fi
+  . "$here/lib/gpu-probe.sh"
+  gpu_probe_align "$prog" "$tmp"
 fi
 
 fails=0
