@@ -29,6 +29,12 @@
 #   device:  tools/recipe-device.sh poll         (prints progress; copies OUT_DIR's files to $OUT)
 #   device:  tools/recipe-device.sh wait SECONDS (until finished or SECONDS pass, then poll)
 #   device:  tools/recipe-device.sh models       (both sides' tri2/tri3 models into $OUT, in parts)
+#   device:  tools/recipe-device.sh prepare      (unpacks the parts, the corpus and Kaldi into the
+#            work dir without running anything, for other benchmarks on the same corpus)
+# Starting from trained models (e.g. stages 6-7 only): `RECIPE_SEED=seed.tgz ... pack` adds a
+# tarball of exp dirs (tri2/final.mdl, tree, final.mat, *_opts, ...; made elsewhere);
+# each side's exp_SIDE gets a copy before its stages run, so both sides start from the
+# same models (the seed is also unpacked in WORK/seed).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 base=/tmp/recipe-device
@@ -39,6 +45,7 @@ case ${1:-} in
     [ -n "$KALDI_BUNDLE_TAR" ] && [ -n "$SYNTH_CORPUS_TAR" ] || { echo "pack: no shared inputs found" >&2; exit 1; }
     s=$(mktemp -d); mkdir -p "$s/in/gmmbin-gpu" "$s/in/tools"
     cp "$KALDI_BUNDLE_TAR" "$SYNTH_CORPUS_TAR" "$SYNTH_CORPUS_DIR/unpack.sh" "$s/in/"
+    [ -z "${RECIPE_SEED:-}" ] || cp "$RECIPE_SEED" "$s/in/seed.tgz" || exit 1
     for f in "$top"/gmmbin-gpu/*; do case $f in *.c|*.h) ;; *) [ -x "$f" ] && strip -o "$s/in/gmmbin-gpu/${f##*/}" "$f" ;; esac; done
     strip -o "$s/in/tools/ali-compare" "$top/build/tools/ali-compare" || exit 1
     chmod +x "$s/in/gmmbin-gpu"/* "$s/in/tools"/*
@@ -61,6 +68,19 @@ case ${1:-} in
     cat "$base/parts"/part.* | tar -C "$base/in" -xf - || exit 1
     setsid nohup "$0" "$@" "$base/in" "$base/out" >"$base/nohup.log" 2>&1 </dev/null &
     echo $! >"$base/pid"; echo "started (pid $!): poll with $0 poll"; sleep 2; cat "$base/out/progress.log" 2>/dev/null; exit 0 ;;
+  prepare)
+    (cd "$base/parts" && sha256sum -c --quiet sha256) || { echo "prepare: parts missing or damaged" >&2; exit 1; }
+    rm -rf "$base/in"; mkdir -p "$base/in" "$base/work"
+    cat "$base/parts"/part.* | tar -C "$base/in" -xf - || exit 1
+    w=$base/work
+    if [ ! -f "$w/synth-s5/.unpacked" ]; then
+      rm -rf "$w/synth-s5"; "$base/in/unpack.sh" "$w" >/dev/null && touch "$w/synth-s5/.unpacked" || exit 1
+    fi
+    if [ ! -x "$w/kaldi/kb/bin/gmm-est" ]; then
+      rm -rf "$w/kaldi"; mkdir -p "$w/kaldi"; tar -C "$w/kaldi" -xJf "$base/in/kaldi-bin.tar.xz" || exit 1
+    fi
+    if [ -f "$base/in/seed.tgz" ]; then rm -rf "$w/seed"; mkdir -p "$w/seed"; tar -C "$w/seed" -xzf "$base/in/seed.tgz" || exit 1; fi
+    ls "$w" "$w/seed" 2>/dev/null; exit 0 ;;
   models)
     # The trained tri2/tri3 models of both sides (what decoding needs), into
     # $OUT as models.part.NN of at most 15 MB (a device call returns files of
@@ -125,6 +145,13 @@ for side in $sides; do
   ko=false; [ "$side" = kaldi ] && ko=true
   mask=()
   case $side in ours[0-9]*) mask=(env CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((${side#ours} - 1)))") ;; esac
+  if [ -f "$in/seed.tgz" ]; then  # both sides start from the same trained models
+    if [ ! -f "$work/synth-s5/.unpacked" ]; then
+      rm -rf "$work/synth-s5"; "$in/unpack.sh" "$work" >/dev/null && touch "$work/synth-s5/.unpacked"
+    fi
+    mkdir -p "$work/synth-s5/exp_$side" && tar -C "$work/synth-s5/exp_$side" -xzf "$in/seed.tgz" &&
+      say "side $side: seeded with $(tar -tzf "$in/seed.tgz" | awk -F/ 'NF > 1 { print $1 }' | sort -u | paste -sd' ')"
+  fi
   say "side $side: start${mask:+ (${mask[1]})}"
   "${mask[@]}" "$top/egs/synth/s5/run.sh" --work "$work" --corpus "$in" --kaldi-bundle "$in/kaldi-bin.tar.xz" \
     --kaldi-only $ko ${gpu_bin:+--gpu-bin "$gpu_bin"} --exp "exp_$side" --nj "$nj" --train "$train" \
