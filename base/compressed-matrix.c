@@ -171,39 +171,35 @@ static int read_exact(FILE *f, void *buf, size_t n) {
   return n == 0 || fread(buf, 1, n, f) == n;
 }
 
-/* Reads n bytes into a malloc'd *out. Past 16 MB the buffer grows only as
- * data really arrives, so a corrupt header (up to 2 GB of data claimed in 16
- * bytes) fails at the end of the stream without a huge allocation. Returns 0
- * on a short read (*out freed) and -1 when out of memory. */
-static int read_growing(FILE *f, size_t n, unsigned char **out) {
+/* Reads n bytes to (*buf)[off..], growing *buf (*cap bytes). Past 16 MB the
+ * buffer grows only as data really arrives, so a corrupt header (up to 2 GB
+ * of data claimed in 16 bytes) fails at the end of the stream without a huge
+ * allocation. Returns 1, 0 on a short read and -1 when out of memory. */
+static int read_growing(FILE *f, size_t off, size_t n, unsigned char **buf, size_t *cap) {
   const size_t chunk = (size_t)1 << 24;
-  size_t cap = n < chunk ? n : chunk, done = 0;
-  unsigned char *buf = malloc(cap ? cap : 1);
-  if (!buf) return -1;
+  size_t done = 0;
   while (done < n) {
     size_t k = n - done < chunk ? n - done : chunk;
-    if (done + k > cap) {
-      size_t nc = 2 * cap < done + k ? done + k : 2 * cap;
-      if (nc > n) nc = n;
-      unsigned char *p = realloc(buf, nc);
-      if (!p) { free(buf); return -1; }
-      buf = p;
-      cap = nc;
+    if (off + done + k > *cap) {
+      size_t nc = 2 * *cap < off + done + k ? off + done + k : 2 * *cap;
+      if (nc > off + n) nc = off + n;
+      unsigned char *p = realloc(*buf, nc);
+      if (!p) return -1;
+      *buf = p;
+      *cap = nc;
     }
-    if (!read_exact(f, buf + done, k)) { free(buf); *out = NULL; return 0; }
+    if (!read_exact(f, *buf + off + done, k)) return 0;
     done += k;
   }
-  *out = buf;
   return 1;
 }
 
-int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
+int kio_cmatrix_read_raw(FILE *f, int *format, unsigned char **buf, size_t *cap) {
   char tok[64];
   if (kio_read_token(f, 1, tok, sizeof tok) != KIO_OK) return KIO_ERR;
-  int format;
-  if (strcmp(tok, "CM") == 0) format = 1;
-  else if (strcmp(tok, "CM2") == 0) format = 2;
-  else if (strcmp(tok, "CM3") == 0) format = 3;
+  if (strcmp(tok, "CM") == 0) *format = 1;
+  else if (strcmp(tok, "CM2") == 0) *format = 2;
+  else if (strcmp(tok, "CM3") == 0) *format = 3;
   else {
     kio_set_error("Unexpected token %s, expecting CM, CM2 or CM3", tok);
     return KIO_ERR;
@@ -214,24 +210,28 @@ int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
     return KIO_ERR;
   }
   cm_header h;
-  memcpy(&h.min_value, hb, 4);
-  memcpy(&h.range, hb + 4, 4);
   memcpy(&h.num_rows, hb + 8, 4);
   memcpy(&h.num_cols, hb + 12, 4);
-  if (h.num_cols == 0) {  /* empty matrix: nothing follows */
-    kio_matrix_resize(m, 0, 0);
-    return KIO_OK;
+  size_t data_bytes = 0;
+  if (h.num_cols != 0) {  /* else an empty matrix: nothing follows */
+    if (h.num_rows < 0 || h.num_cols < 0 || (int64_t)h.num_rows * h.num_cols > INT32_MAX) {
+      kio_set_error("Bad compressed-matrix size %d x %d", h.num_rows, h.num_cols);
+      return KIO_ERR;
+    }
+    size_t rows = (size_t)h.num_rows, cols = (size_t)h.num_cols, n = rows * cols;
+    data_bytes = *format == 1 ? cols * sizeof(cm_colhdr) + n : *format == 2 ? 2 * n : n;
   }
-  if (h.num_rows < 0 || h.num_cols < 0 ||
-      (int64_t)h.num_rows * h.num_cols > INT32_MAX) {
-    kio_set_error("Bad compressed-matrix size %d x %d", h.num_rows, h.num_cols);
-    return KIO_ERR;
+  if (*cap < 16) {
+    unsigned char *p = realloc(*buf, 16);
+    if (!p) {
+      kio_set_error("Out of memory reading a compressed matrix");
+      return KIO_ERR;
+    }
+    *buf = p;
+    *cap = 16;
   }
-  size_t rows = (size_t)h.num_rows, cols = (size_t)h.num_cols, n = rows * cols;
-  size_t data_bytes = format == 1 ? cols * sizeof(cm_colhdr) + n
-                      : format == 2 ? 2 * n : n;
-  unsigned char *buf = NULL;
-  int got = read_growing(f, data_bytes, &buf);
+  memcpy(*buf, hb, 16);
+  int got = read_growing(f, 16, data_bytes, buf, cap);
   if (got < 0) {
     kio_set_error("Out of memory reading %zu-byte compressed matrix", data_bytes);
     return KIO_ERR;
@@ -239,10 +239,18 @@ int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
   if (got == 0) {
     kio_set_error("Failed to read compressed-matrix data (%d x %d, CM%s): "
                   "truncated", h.num_rows, h.num_cols,
-                  format == 1 ? "" : format == 2 ? "2" : "3");
+                  *format == 1 ? "" : *format == 2 ? "2" : "3");
     return KIO_ERR;
   }
-  int rc = kio_cmatrix_decompress(format, hb, buf, m);
+  return KIO_OK;
+}
+
+int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
+  unsigned char *buf = NULL;
+  size_t cap = 0;
+  int format, rc = kio_cmatrix_read_raw(f, &format, &buf, &cap);
+  /* cols == 0: Kaldi's empty matrix, nothing decompressed */
+  if (rc == KIO_OK) rc = kio_cmatrix_decompress(format, buf, buf + 16, m);
   free(buf);
   return rc;
 }

@@ -5,7 +5,13 @@
  * lines, counts and exit statuses of the bundle's programs (checked by
  * tests/cli/featpipe.sh). When a stage dies (ERROR), the stages after it see
  * the end of their input and finish; the stages before it are killed when
- * they next write (as by SIGPIPE; no final LOG line). */
+ * they next write (as by SIGPIPE; no final LOG line).
+ *
+ * Everything that logs, counts or depends on order runs here, on the
+ * producer, utterance after utterance: it needs only the matrices' shapes.
+ * The arithmetic (decompression, CMVN, deltas, splice, transform, select)
+ * is recorded as a job and computed by feat-pool.c's workers; the jobs'
+ * results go to the ring in input order. */
 #include "feat.h"
 
 #include <signal.h>
@@ -34,14 +40,12 @@ typedef struct {
   kio_matrix gtrans;          /* transform-feats with an rxfilename */
   float **scales;             /* add-deltas */
   int *sdims;
-  float *wt, *woff;           /* transform: W^T, offset of the current key */
-  char *wkey;                 /* key (utt/spk) wt was built for; "" global */
-  int32_t wrows, wcols;
+  kio_fxform *x;              /* transform: W prepared for the current key */
+  char *wkey;                 /* key (utt/spk) x was built for; "" global */
   float wlogdet;
   int have_logdet;
   int logdet_type;
   double tot_t, tot_logdet;
-  kio_fpool *pool;            /* the chain's workers (NULL: none) */
   int32_t *sel;               /* select-feats: source column per output */
   int32_t nsel;
   int sel_ready;
@@ -50,6 +54,7 @@ typedef struct {
 struct kio_feat {
   kio_feat_plan plan;
   kio_ring *ring;
+  int profile, blas_threads;  /* transform-feats' rounding (feat-ops.h) */
   stage_rt *rt;
   int status;  /* wait status */
 };
@@ -103,7 +108,26 @@ static void floor_warn(void *user, double var) {
 /* Stage results: pass the matrix on, drop the utterance, or die. */
 enum { PASS = 0, DROP = 1, DIE = -1 };
 
-static int do_cmvn(stage_rt *s, const char *utt, kio_matrix *m) {
+/* One utterance on its way through the stages: its shape after the stages
+ * so far and the job recording their arithmetic. */
+typedef struct {
+  int32_t rows, cols;
+  kio_fjob *j;
+} utt_state;
+
+/* The next step of u's job, output rows x cols (made: written to a new
+ * matrix, whose buffers are reserved here). */
+static kio_fstep *add_step(utt_state *u, kio_feat_op op, int32_t rows, int32_t cols, int made) {
+  if (made && kio_fjob_reserve(u->j, (size_t)rows * (size_t)cols) != KIO_OK) return NULL;
+  kio_fstep *st = &u->j->steps[u->j->nsteps++];
+  memset(st, 0, sizeof *st);
+  st->op = op;
+  u->rows = rows;
+  u->cols = cols;
+  return st;
+}
+
+static int do_cmvn(stage_rt *s, const char *utt, utt_state *u) {
   kio_feat_stage *st = s->st;
   const kio_dmatrix *stats = &s->gstats;
   if (!st->norm_means) { s->num_done++; return PASS; }
@@ -122,9 +146,9 @@ static int do_cmvn(stage_rt *s, const char *utt, kio_matrix *m) {
   }
   int32_t dim = stats->cols - 1;
   const char *fn = st->reverse ? "ApplyCmvnReverse" : "ApplyCmvn";
-  if (stats->rows > 2 || stats->rows < 1 || m->cols != dim) {
+  if (stats->rows > 2 || stats->rows < 1 || u->cols != dim) {
     LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", st->reverse ? 125 : 70,
-          "Dim mismatch: cmvn %dx%d, feats %dx%d", stats->rows, stats->cols, m->rows, m->cols);
+          "Dim mismatch: cmvn %dx%d, feats %dx%d", stats->rows, stats->cols, u->rows, u->cols);
     return DIE;
   }
   if (stats->rows == 1 && st->norm_vars) {
@@ -140,182 +164,94 @@ static int do_cmvn(stage_rt *s, const char *utt, kio_matrix *m) {
           kio_fmt_g(a, count));
     return DIE;
   }
-  float stackbuf[2 * 64], *norm = dim <= 64 ? stackbuf : malloc(sizeof(float) * 2 * (size_t)dim);
+  size_t off;
+  float *norm = kio_fjob_norm(u->j, 2 * (size_t)dim, &off);
   if (!norm) return DIE;
-  int r = kio_featop_cmvn_norm(stats->data, stats->rows, dim, st->norm_vars, st->reverse,
-                               norm, norm + dim, floor_warn, (void *)st->prog);
-  if (r == KIO_FEATOP_NAN) {
+  if (kio_featop_cmvn_norm(stats->data, stats->rows, dim, st->norm_vars, st->reverse, norm,
+                           norm + dim, floor_warn, (void *)st->prog) == KIO_FEATOP_NAN) {
     LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", 97,
           "NaN or infinity in cepstral mean/variance computation");
-  } else {
-    kio_featop_cmvn_apply(m->data, m->rows, dim, st->norm_vars, norm, norm + dim);
-    s->num_done++;
+    return DIE;
   }
-  if (norm != stackbuf) free(norm);
-  return r ? DIE : PASS;
-}
-
-static int ensure(kio_matrix *m, int32_t rows, int32_t cols) {
-  size_t need = (size_t)rows * (size_t)cols;
-  if (need > m->cap) {
-    float *d = realloc(m->data, need * sizeof(float));
-    if (!d) return KIO_ERR;
-    m->data = d;
-    m->cap = need;
-  }
-  m->rows = rows;
-  m->cols = cols;
-  return KIO_OK;
-}
-
-static void swap_mat(kio_matrix *a, kio_matrix *b) { kio_matrix t = *a; *a = *b; *b = t; }
-
-struct delta_job { const float *in; int32_t frames, dim; int order; float **sc; int *sd; float *out; };
-static void delta_part(void *arg, int32_t t0, int32_t t1) {
-  struct delta_job *j = arg;
-  kio_featop_deltas_range(j->in, j->frames, t0, t1, j->dim, j->order, j->sc, j->sd, j->out);
-}
-
-/* A splice-feats output not made: its transform-feats reads the spliced rows
- * from the splice's input (see do_splice). Up to SPLICE_FUSE_MAX spliced
- * dims (the edge rows are built on the stack). */
-#define SPLICE_FUSE_MAX 4096
-typedef struct { int active, left, right; } splice_view;
-
-/* transform-feats on frames of one utterance: the hsw plan's chains (cls,
- * feat-gemm.c) or the plain ones (cls NULL). */
-struct xform_job {
-  const unsigned char *cls;
-  const float *in, *w, *wt, *off; int32_t k, ws, M; float *out;
-  const splice_view *sv; int32_t dim, T;  /* sv: in is the unspliced T x dim */
-};
-
-/* Frames [t0, t1) of out, frame t's input row at in + (t - base) * stride. */
-static void xform_rows(const struct xform_job *j, const float *in, int32_t base, int32_t stride,
-                       int32_t t0, int32_t t1) {
-  if (!j->cls) {
-    kio_featop_transform_rows(in + (size_t)(t0 - base) * stride, stride, t1 - t0, j->k, j->wt,
-                              j->M, j->off, j->out + (size_t)t0 * j->M);
-    return;
-  }
-  kio_featop_gemm_frames(j->cls, in, base, stride, t0, t1, j->k, j->w, j->ws, j->wt, j->M, j->out);
-  if (j->off)
-    for (int32_t t = t0; t < t1; t++)
-      for (int32_t i = 0; i < j->M; i++) j->out[(size_t)t * j->M + i] += j->off[i];
-}
-
-static void xform_part(void *arg, int32_t t0, int32_t t1) {
-  struct xform_job *j = arg;
-  if (!j->sv) {
-    xform_rows(j, j->in, 0, j->k, t0, t1);
-    return;
-  }
-  /* Frame t's spliced row is input rows t - left .. t + right, contiguous
-   * in the input when none is clamped: read in place. */
-  int32_t L = j->sv->left, R = j->sv->right, dim = j->dim;
-  int32_t a = t0 > L ? t0 : L, b = t1 < j->T - R ? t1 : j->T - R;
-  /* The edge frames (clamped rows) around the interior [a, b): spliced into
-   * a buffer, each run of them transformed as a block. */
-  int32_t runs[2][2] = {{t0, t1}, {t1, t1}};
-  if (a < b) {
-    xform_rows(j, j->in, L, dim, a, b);
-    runs[0][1] = a;
-    runs[1][0] = b;
-  }
-  for (int r = 0; r < 2; r++) {
-    int32_t e0 = runs[r][0], e1 = runs[r][1];
-    if (e0 >= e1) continue;
-    float rows[SPLICE_FUSE_MAX];  /* k <= SPLICE_FUSE_MAX (do_splice) */
-    for (int32_t t0r = e0, n; t0r < e1; t0r += n) {
-      n = SPLICE_FUSE_MAX / j->k < e1 - t0r ? SPLICE_FUSE_MAX / j->k : e1 - t0r;
-      for (int32_t t = t0r; t < t0r + n; t++)
-        for (int32_t c = -L; c <= R; c++) {
-          int32_t f = t + c < 0 ? 0 : t + c >= j->T ? j->T - 1 : t + c;
-          memcpy(rows + (size_t)(t - t0r) * j->k + (size_t)(c + L) * dim,
-                 j->in + (size_t)f * dim, sizeof(float) * (size_t)dim);
-        }
-      xform_rows(j, rows, t0r, j->k, t0r, t0r + n);
-    }
-  }
-}
-
-static int do_deltas(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp) {
-  kio_feat_stage *st = s->st;
-  if (m->rows == 0) {
-    LOGAT(KIO_LOG_WARNING, st->prog, "main", "add-deltas.cc", 56, "Empty feature matrix for key %s", utt);
-    return DROP;
-  }
-  int32_t dim = m->cols;
-  if (st->truncate) {
-    if (st->truncate > m->cols) {
-      LOGAT(KIO_LOG_ERROR, st->prog, "main", "add-deltas.cc", 61,
-            "Cannot truncate features as dimension %d is smaller than truncation dimension.", m->cols);
-      return DIE;
-    }
-    dim = st->truncate;
-    for (int32_t t = 1; t < m->rows; t++)  /* compact the kept columns */
-      memmove(m->data + (size_t)t * dim, m->data + (size_t)t * m->cols, sizeof(float) * (size_t)dim);
-    m->cols = dim;
-  }
-  if (ensure(tmp, m->rows, dim * (st->delta_order + 1)) != KIO_OK) return DIE;
-  struct delta_job j = {m->data, m->rows, dim, st->delta_order, s->scales, s->sdims, tmp->data};
-  kio_fpool_run(s->pool, m->rows, 8, delta_part, &j);
-  swap_mat(m, tmp);
+  kio_fstep *step = add_step(u, KIO_FEAT_CMVN, u->rows, u->cols, 0);  /* in place */
+  if (!step) return DIE;
+  step->var_norm = st->norm_vars;
+  step->dim = dim;
+  step->norm = off;
   s->num_done++;
   return PASS;
 }
 
-/* fuse: the next stage is a live transform-feats: it reads the spliced rows
- * in place (sv), nothing is copied. */
-static int do_splice(stage_rt *s, kio_matrix *m, kio_matrix *tmp, int fuse, splice_view *sv) {
+static int do_deltas(stage_rt *s, const char *utt, utt_state *u) {
   kio_feat_stage *st = s->st;
-  if (m->rows == 0) {
+  if (u->rows == 0) {
+    LOGAT(KIO_LOG_WARNING, st->prog, "main", "add-deltas.cc", 56, "Empty feature matrix for key %s", utt);
+    return DROP;
+  }
+  int32_t dim = u->cols;
+  if (st->truncate) {
+    if (st->truncate > u->cols) {
+      LOGAT(KIO_LOG_ERROR, st->prog, "main", "add-deltas.cc", 61,
+            "Cannot truncate features as dimension %d is smaller than truncation dimension.", u->cols);
+      return DIE;
+    }
+    dim = st->truncate;
+  }
+  kio_fstep *step = add_step(u, KIO_FEAT_DELTAS, u->rows, dim * (st->delta_order + 1), 1);
+  if (!step) return DIE;
+  step->dim = dim;
+  step->order = st->delta_order;
+  step->scales = s->scales;
+  step->sdims = s->sdims;
+  s->num_done++;
+  return PASS;
+}
+
+/* A splice-feats output not made: its transform-feats reads the spliced rows
+ * from the splice's input (feat-pool.c). Up to SPLICE_FUSE_MAX spliced dims
+ * (the edge rows are built on the stack). */
+#define SPLICE_FUSE_MAX 4096
+
+/* fuse: the next stage is a live transform-feats (it comes right after). */
+static int do_splice(stage_rt *s, utt_state *u, int fuse) {
+  kio_feat_stage *st = s->st;
+  if (u->rows == 0) {
     LOGAT(KIO_LOG_ERROR, st->prog, "SpliceFrames", "feature-functions.cc", 211,
           "SpliceFrames: empty input");
     return DIE;
   }
-  if (fuse && (int64_t)m->cols * (st->left + 1 + st->right) <= SPLICE_FUSE_MAX) {
-    *sv = (splice_view){1, st->left, st->right};
-    s->num_done++;
-    return PASS;
-  }
-  if (ensure(tmp, m->rows, m->cols * (st->left + st->right + 1)) != KIO_OK) return DIE;
-  kio_featop_splice(m->data, m->rows, m->cols, st->left, st->right, tmp->data);
-  swap_mat(m, tmp);
+  int64_t cols = (int64_t)u->cols * (st->left + 1 + st->right);
+  fuse = fuse && cols <= SPLICE_FUSE_MAX;
+  /* fused: nothing made, but the shape is the spliced one all the same */
+  kio_fstep *step = add_step(u, KIO_FEAT_SPLICE, u->rows, (int32_t)cols, !fuse);
+  if (!step) return DIE;
+  step->left = st->left;
+  step->right = st->right;
+  step->fused = fuse;
   s->num_done++;
   return PASS;
 }
 
-/* Prepares W^T and the offset for a transform matrix (cached per key). */
+/* W prepared for key (cached while the key and shape stay the same). */
 static int prepare_transform(stage_rt *s, const char *key, const kio_matrix *w, int32_t fdim) {
-  if (s->wkey && !strcmp(s->wkey, key) && s->wrows == w->rows && s->wcols == fdim) return KIO_OK;
-  free(s->wt);
+  if (s->wkey && !strcmp(s->wkey, key) && s->x->rows == w->rows && s->x->k == fdim) return KIO_OK;
+  kio_fxform_release(s->x);  /* jobs in flight keep their reference */
   free(s->wkey);
   s->wkey = strdup(key);
-  s->wt = malloc(sizeof(float) * ((size_t)w->rows * (size_t)fdim + (size_t)w->rows + 1));
-  if (!s->wt || !s->wkey) return KIO_ERR;
-  for (int32_t j = 0; j < w->rows; j++)
-    for (int32_t k = 0; k < fdim; k++) s->wt[(size_t)k * w->rows + j] = w->data[(size_t)j * w->cols + k];
-  s->woff = NULL;
-  if (w->cols == fdim + 1) {
-    s->woff = s->wt + (size_t)w->rows * fdim;
-    for (int32_t j = 0; j < w->rows; j++) s->woff[j] = w->data[(size_t)j * w->cols + fdim];
-  }
-  s->wrows = w->rows;
-  s->wcols = fdim;
+  s->x = kio_fxform_new(w, fdim);
+  if (!s->x || !s->wkey) return KIO_ERR;
   s->have_logdet = 0;
   return KIO_OK;
 }
 
-static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp,
-                        const splice_view *sv) {
+static int do_transform(stage_rt *s, const char *utt, utt_state *u, const kio_feat *h) {
   kio_feat_stage *st = s->st;
   const kio_matrix *w = &s->gtrans;
   const char *key = "";
   if (st->table_is_rspec) {
-    int h = mapped_has_key(s, utt, &key);
-    if (h < 0) return DIE;
-    if (h == 0) {
+    int r = mapped_has_key(s, utt, &key);
+    if (r < 0) return DIE;
+    if (r == 0) {
       LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 87,
             "No fMLLR transform available for utterance %s, producing no output for "
             "this utterance", utt);
@@ -324,7 +260,7 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
     }
     if (!(w = kio_ra_value(s->tab, key))) return DIE;
   }
-  int32_t fdim = sv ? m->cols * (sv->left + 1 + sv->right) : m->cols;
+  int32_t fdim = u->cols, T = u->rows;
   if (w->cols != fdim && w->cols != fdim + 1) {
     LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 110,
           "Transform matrix for utterance %s has bad dimension %dx%d versus feat dim %d",
@@ -336,16 +272,13 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
     s->num_err++;
     return DROP;
   }
-  if (prepare_transform(s, key, w, fdim) != KIO_OK || ensure(tmp, m->rows, w->rows) != KIO_OK)
-    return DIE;
-  /* Only the hsw profile has outputs with another chain than the plain one
-   * (feat-gemm.c's plan); the others take the plain chains directly. */
-  unsigned char *cls = kio_featop_profile() != KIO_FEATOP_HSW ? NULL
-                       : kio_featop_gemm_plan(m->rows, fdim, w->rows, kio_featop_blas_threads());
-  struct xform_job j = {cls, m->data, w->data, s->wt, s->woff, fdim, w->cols, w->rows, tmp->data,
-                        sv, m->cols, m->rows};
-  kio_fpool_run(s->pool, m->rows, 8, xform_part, &j);
-  free(cls);
+  if (prepare_transform(s, key, w, fdim) != KIO_OK) return DIE;
+  kio_fstep *step = add_step(u, KIO_FEAT_TRANSFORM, T, w->rows, 1);
+  if (!step) return DIE;
+  step->x = s->x;
+  s->x->refs++;
+  step->profile = h->profile;
+  step->blas_threads = h->blas_threads;
   s->num_done++;
   if (s->logdet_type == LD_UNKNOWN)
     s->logdet_type = w->rows == fdim ? LD_LOGDET : w->rows < fdim ? LD_PSEUDO : LD_DIMINC;
@@ -360,14 +293,12 @@ static int do_transform(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix 
       LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 147,
             "Matrix has bad logdet %s", kio_fmt_g(a, ld));
     } else {
-      s->tot_t += m->rows;
-      s->tot_logdet += (float)((float)m->rows * ld);  /* int32 * float: float */
+      s->tot_t += T;
+      s->tot_logdet += (float)((float)T * ld);  /* int32 * float: float */
     }
   }
-  swap_mat(m, tmp);
   return PASS;
 }
-
 /* select-feats: the selection is checked against the first utterance. */
 static int select_init(stage_rt *s, int32_t dim_in) {
   const char *p = s->st->selection;
@@ -418,12 +349,12 @@ static int select_init(stage_rt *s, int32_t dim_in) {
   return PASS;
 }
 
-static int do_select(stage_rt *s, kio_matrix *m, kio_matrix *tmp) {
-  if (!s->sel_ready && select_init(s, m->cols) != PASS) return DIE;
+static int do_select(stage_rt *s, utt_state *u) {
+  if (!s->sel_ready && select_init(s, u->cols) != PASS) return DIE;
   /* The selection was checked against the first utterance only; a later,
    * narrower one fails Kaldi's SubMatrix assertion (abort: status 134). */
   for (int32_t j = 0; j < s->nsel; j++)
-    if (s->sel[j] >= m->cols) {
+    if (s->sel[j] >= u->cols) {
       LOGAT(KIO_LOG_ASSERT, s->st->prog, "SubMatrix", "kaldi-matrix.cc", 1644,
             "Assertion failed: (static_cast<UnsignedMatrixIndexT>(ro) < "
             "static_cast<UnsignedMatrixIndexT>(M.num_rows_) && "
@@ -433,28 +364,21 @@ static int do_select(stage_rt *s, kio_matrix *m, kio_matrix *tmp) {
       s->abort_status = (128 + SIGABRT) << 8;
       return DIE;
     }
-  if (ensure(tmp, m->rows, s->nsel) != KIO_OK) return DIE;
-  for (int32_t t = 0; t < m->rows; t++)
-    for (int32_t j = 0; j < s->nsel; j++)
-      tmp->data[(size_t)t * s->nsel + j] = m->data[(size_t)t * m->cols + s->sel[j]];
-  swap_mat(m, tmp);
+  kio_fstep *step = add_step(u, KIO_FEAT_SELECT, u->rows, s->nsel, 1);
+  if (!step) return DIE;
+  step->sel = s->sel;  /* fixed from the first utterance on */
+  step->nsel = s->nsel;
   s->num_done++;
   return PASS;
 }
 
-/* fuse: see do_splice; sv: the view it leaves for the transform after it. */
-static int run_stage(stage_rt *s, const char *utt, kio_matrix *m, kio_matrix *tmp, int fuse,
-                     splice_view *sv) {
+static int run_stage(stage_rt *s, const char *utt, utt_state *u, int fuse, const kio_feat *h) {
   switch (s->st->op) {
-    case KIO_FEAT_CMVN: return do_cmvn(s, utt, m);
-    case KIO_FEAT_DELTAS: return do_deltas(s, utt, m, tmp);
-    case KIO_FEAT_SPLICE: return do_splice(s, m, tmp, fuse, sv);
-    case KIO_FEAT_TRANSFORM: {
-      int r = do_transform(s, utt, m, tmp, sv->active ? sv : NULL);
-      sv->active = 0;
-      return r;
-    }
-    case KIO_FEAT_SELECT: return do_select(s, m, tmp);
+    case KIO_FEAT_CMVN: return do_cmvn(s, utt, u);
+    case KIO_FEAT_DELTAS: return do_deltas(s, utt, u);
+    case KIO_FEAT_SPLICE: return do_splice(s, u, fuse);
+    case KIO_FEAT_TRANSFORM: return do_transform(s, utt, u, h);
+    case KIO_FEAT_SELECT: return do_select(s, u);
     default: s->num_done++; return PASS;
   }
 }
@@ -544,27 +468,58 @@ static void stage_free(stage_rt *s) {
     for (int i = 0; i <= s->st->delta_order; i++) free(s->scales[i]);
   free(s->scales);
   free(s->sdims);
-  free(s->wt);
+  kio_fxform_release(s->x);
   free(s->wkey);
   free(s->sel);
+}
+
+/* The pool's commit: the job's result into the ring (input order). */
+static int commit(void *ring, kio_fjob *j) { return kio_ring_put(ring, j->key, &j->a); }
+
+/* The reader left: the last stage is killed by SIGPIPE, so are the others
+ * when they next write. */
+static void reader_left(stage_rt *rt, int n) {
+  for (int j = 0; j < n; j++) if (!rt[j].dead) { rt[j].killed = 1; rt[j].status = (128 + SIGPIPE) << 8; }
+}
+
+/* Reads the next entry into a job: its key, the input as stored, a
+ * reserved for the decompressed matrix. */
+static int read_entry(kio_seq_reader *rd, kio_fjob *j, utt_state *u) {
+  const char *key = kio_seq_key(rd);
+  size_t kl = strlen(key);
+  if (kl + 1 > j->keycap) {
+    char *k = realloc(j->key, kl + 1);
+    if (!k) return KIO_ERR;
+    j->key = k;
+    j->keycap = kl + 1;
+  }
+  memcpy(j->key, key, kl + 1);
+  if (kio_seq_take(rd, &j->in) != KIO_OK) return KIO_ERR;
+  if (!j->in.format) {  /* a plain matrix: it is the job's input as it is */
+    kio_matrix t = j->a;
+    j->a = j->in.m;
+    j->in.m = t;
+  }
+  *u = (utt_state){j->in.rows, j->in.cols, j};
+  return kio_fjob_reserve(j, (size_t)u->rows * (size_t)u->cols);
 }
 
 static void *chain_thread(kio_ring *ring, void *arg) {
   kio_feat *h = arg;
   int n = h->plan.nstages;
   stage_rt *rt = h->rt;
-  kio_fpool *pool = kio_fpool_new(kio_fpool_threads());
-  for (int k = 0; k < n; k++) rt[k].pool = pool;
+  /* Read here, before any worker runs: they are cached on first use. */
+  h->profile = kio_featop_profile();
+  h->blas_threads = kio_featop_blas_threads();
+  kio_fpool *pool = kio_fpool_new(kio_fpool_threads(), n, commit, ring);
   /* Stage k opens its tables at its start; a failure kills it at once. */
   for (int k = 0; k < n; k++)
     if (stage_open(&rt[k]) != KIO_OK) { rt[k].dead = 1; rt[k].status = 255 << 8; }
   kio_seq_reader *rd = NULL;
-  kio_matrix m = {0}, tmp = {0};
-  splice_view sv = {0, 0, 0};
   int first_alive = !rt[0].dead;
   if (first_alive) {
     kio_log_set_thread_program(rt[0].st->prog);
-    if (kio_seq_open(&rd, h->plan.input, &kio_matrix_holder) != KIO_OK) {
+    if (!pool || kio_seq_open(&rd, h->plan.input, &kio_cmatrix_raw_holder) != KIO_OK) {
       rt[0].dead = 1;
       rt[0].status = 255 << 8;
     }
@@ -573,22 +528,26 @@ static void *chain_thread(kio_ring *ring, void *arg) {
   for (int k = 0; k < n; k++) if (rt[k].dead) { dead_from = k; break; }
   while (rd && dead_from > 0 && !kio_seq_done(rd)) {
     kio_log_set_thread_program(rt[0].st->prog);
-    const char *key = kio_seq_key(rd);
-    if (kio_seq_take(rd, &m) != KIO_OK) {
+    kio_fjob *j = kio_fpool_slot(pool);
+    if (!j) {
+      reader_left(rt, n);
+      break;
+    }
+    utt_state u;
+    if (read_entry(rd, j, &u) != KIO_OK) {
       rt[0].dead = 1;
       rt[0].status = 255 << 8;
       dead_from = 0;
       break;
     }
     int k = 0;
-    sv.active = 0;
     for (; k < n; k++) {
       if (k >= dead_from) { /* writing to a dead stage: killed */
-        for (int j = 0; j < k; j++) if (!rt[j].dead) rt[j].killed = 1;
+        for (int i = 0; i < k; i++) if (!rt[i].dead) rt[i].killed = 1;
         break;
       }
       int fuse = k + 1 < dead_from && rt[k + 1].st->op == KIO_FEAT_TRANSFORM;
-      int r = run_stage(&rt[k], key, &m, &tmp, fuse, &sv);
+      int r = run_stage(&rt[k], j->key, &u, fuse, h);
       if (r == DROP) break;
       if (r == DIE) {
         rt[k].dead = 1;
@@ -597,15 +556,15 @@ static void *chain_thread(kio_ring *ring, void *arg) {
         break;
       }
     }
-    if (k == n && kio_ring_put(ring, key, &m) != 0) {
-      /* The reader left: the last stage is killed by SIGPIPE, so are the
-       * others when they next write. */
-      for (int j = 0; j < n; j++) if (!rt[j].dead) { rt[j].killed = 1; rt[j].status = (128 + SIGPIPE) << 8; }
+    if (k == n && kio_fpool_submit(pool) != 0) {
+      reader_left(rt, n);
       break;
     }
     kio_seq_next(rd);
     if (dead_from == 0 || rt[0].killed) break;
   }
+  /* What was decided before the end goes out (unless the reader left). */
+  if (pool && kio_fpool_drain(pool) != 0) reader_left(rt, n);
   if (rd) {
     kio_log_set_thread_program(rt[0].st->prog);
     if (kio_seq_close(rd) != KIO_OK && !rt[0].dead && !rt[0].killed) {
@@ -621,8 +580,6 @@ static void *chain_thread(kio_ring *ring, void *arg) {
   kio_log_set_thread_program(NULL);
   kio_fpool_free(pool);
   h->status = rt[n - 1].status;
-  kio_matrix_free(&m);
-  kio_matrix_free(&tmp);
   return NULL;
 }
 

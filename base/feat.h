@@ -13,11 +13,12 @@
  * (KIO_FEATS_PIPE=1 is the default: in-process when recognised).
  *
  * Threads: one producer thread per chain (it overlaps with the reading
- * program, as the pipe's processes did). KIO_FEATS_THREADS=N adds N - 1
- * workers that share each utterance's deltas and transform by frames
- * (feat-pool.c; same results for any N). Default 1: recipes run --nj jobs
- * at once, one per core, and more threads per job would only oversubscribe
- * the cores; set it for a program that runs alone.
+ * program, as the pipe's processes did) makes every per-utterance decision
+ * in input order; the arithmetic of several utterances runs at once on
+ * KIO_FEATS_THREADS threads (feat-pool.c: the producer and N - 1 workers;
+ * the same results and log lines for any N). Default: this process's share
+ * of the cores (base/cpu-share.h, at most 16): 1 when a recipe runs one job
+ * per core, all of them for a program running alone. N = 1: no worker.
  * Rounding: KIO_BLAS_PROFILE=skx (default: an AVX-512 host's OpenBLAS, as
  * gpu-acc) or hsw (an AVX2 host's: transform-feats' product follows the
  * Zen/Haswell sgemm tiling with as many threads as OpenBLAS would use,

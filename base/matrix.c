@@ -682,3 +682,61 @@ static void dh_free(void *obj) { kio_dmatrix_free(obj); }
 const kio_holder kio_dmatrix_holder = {
   "Matrix<double>", sizeof(kio_dmatrix), 1, dh_read, dh_write, dh_free, NULL
 };
+
+/* ---- Matrix<float> entries kept compressed (compressed-matrix.h) ---- */
+static int rh_read(FILE *f, int binary, void *obj) {
+  kio_cmatrix_raw *r = obj;
+  r->format = 0;
+  r->rows = r->cols = 0;
+  if (binary && kio_peek(f, 1) == 'C') {
+    int format;
+    if (kio_cmatrix_read_raw(f, &format, &r->bytes, &r->cap) != KIO_OK) return fail_with("matrix");
+    int32_t rows, cols;
+    memcpy(&rows, r->bytes + 8, 4);
+    memcpy(&cols, r->bytes + 12, 4);
+    r->format = format;
+    if (rows > 0 && cols > 0) {  /* else decompressed as 0 x 0 */
+      r->rows = rows;
+      r->cols = cols;
+    }
+    return KIO_OK;
+  }
+  int rc = kio_matrix_read(f, binary, &r->m);
+  r->rows = r->m.rows;
+  r->cols = r->m.cols;
+  return rc;
+}
+
+/* The entry as a plain matrix in r->m (format 0). */
+static int rh_materialise(kio_cmatrix_raw *r) {
+  if (r->format && kio_cmatrix_decompress(r->format, r->bytes, r->bytes + 16, &r->m) != KIO_OK)
+    return KIO_ERR;
+  r->format = 0;
+  return KIO_OK;
+}
+
+static int rh_write(FILE *f, int binary, const void *obj) {
+  kio_cmatrix_raw *r = (kio_cmatrix_raw *)obj;
+  if (rh_materialise(r) != KIO_OK) return KIO_ERR;
+  return kio_matrix_write(f, binary, &r->m);
+}
+
+static void rh_free(void *obj) {
+  kio_cmatrix_raw *r = obj;
+  free(r->bytes);
+  kio_matrix_free(&r->m);
+  memset(r, 0, sizeof *r);
+}
+
+static int rh_apply_range(void *obj, int32_t r1, int32_t r2, int32_t c1, int32_t c2) {
+  kio_cmatrix_raw *r = obj;
+  if (rh_materialise(r) != KIO_OK) return KIO_ERR;
+  int rc = mh_apply_range(&r->m, r1, r2, c1, c2);
+  r->rows = r->m.rows;
+  r->cols = r->m.cols;
+  return rc;
+}
+
+const kio_holder kio_cmatrix_raw_holder = {
+  "Matrix<float>", sizeof(kio_cmatrix_raw), 1, rh_read, rh_write, rh_free, rh_apply_range
+};

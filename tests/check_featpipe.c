@@ -270,6 +270,160 @@ START_TEST(select_narrower_utterance) {
 }
 END_TEST
 
+/* ---- the chain on several threads: the same bytes, lines and status ---- */
+#define PN_UTT 300  /* 30 speakers of 10 utterances */
+
+/* Writes par.ark (13-dim features: CM, every 7th FM), utt2spk (full, and
+ * without u150), CMVN stats (s01 missing) and per-speaker fMLLR transforms
+ * 40 x 41 (s02 and s20 missing) into the test's temp directory. */
+static void par_inputs(void) {
+  FILE *f = fopen(tu_tmp_path("par.ark"), "wb");
+  FILE *u = fopen(tu_tmp_path("par.u2s"), "w"), *um = fopen(tu_tmp_path("par-miss.u2s"), "w");
+  ck_assert(f && u && um);
+  for (int i = 0; i < PN_UTT; i++) {
+    kio_matrix m = {0};
+    int32_t T = 1 + (i * 37) % 80;
+    kio_matrix_resize(&m, T, 13);
+    for (int32_t e = 0; e < T * 13; e++) m.data[e] = sinf((float)(e * 3 + i)) * 5.0f + (float)(e % 13);
+    fprintf(f, "u%03d ", i);
+    fwrite("\0B", 1, 2, f);
+    ck_assert_int_eq(i % 7 ? kio_matrix_write_compressed(f, &m, 1) : kio_matrix_write(f, 1, &m), KIO_OK);
+    kio_matrix_free(&m);
+    fprintf(u, "u%03d s%02d\n", i, i / 10);
+    if (i != 150) fprintf(um, "u%03d s%02d\n", i, i / 10);
+  }
+  ck_assert(!fclose(f) && !fclose(u) && !fclose(um));
+  char spec[600];
+  kio_writer *w;
+  snprintf(spec, sizeof spec, "ark:%s", tu_tmp_path("par-cmvn.ark"));
+  ck_assert_int_eq(kio_writer_open(&w, spec, &kio_dmatrix_holder), KIO_OK);
+  for (int s = 0; s < PN_UTT / 10; s++) {
+    if (s == 1) continue;
+    kio_dmatrix st = {0};
+    kio_dmatrix_resize(&st, 2, 14);
+    for (int d = 0; d < 13; d++) {
+      double mean = d + 0.1 * s, var = 1.0 + 0.05 * d;
+      st.data[d] = 200.0 * mean;
+      st.data[14 + d] = 200.0 * (var + mean * mean);
+    }
+    st.data[13] = 200.0;
+    char key[8];
+    snprintf(key, sizeof key, "s%02d", s);
+    ck_assert_int_eq(kio_writer_write(w, key, &st), KIO_OK);
+    kio_dmatrix_free(&st);
+  }
+  ck_assert_int_eq(kio_writer_close(w), KIO_OK);
+  snprintf(spec, sizeof spec, "ark:%s", tu_tmp_path("par-trans.ark"));
+  ck_assert_int_eq(kio_writer_open(&w, spec, &kio_matrix_holder), KIO_OK);
+  for (int s = 0; s < PN_UTT / 10; s++) {
+    if (s == 2 || s == 20) continue;
+    kio_matrix x = {0};
+    kio_matrix_resize(&x, 40, 41);
+    for (int r = 0; r < 40; r++)
+      for (int c = 0; c < 41; c++)
+        x.data[r * 41 + c] = (r == c) + 0.01f * sinf((float)(r * 41 + c + 100 * s));
+    char key[8];
+    snprintf(key, sizeof key, "s%02d", s);
+    ck_assert_int_eq(kio_writer_write(w, key, &x), KIO_OK);
+    kio_matrix_free(&x);
+  }
+  ck_assert_int_eq(kio_writer_close(w), KIO_OK);
+}
+
+/* apply-cmvn | splice | LDA | per-speaker fMLLR (SAT's chain) on par.ark;
+ * u2s: the fMLLR stage's utt2spk. Or (deltas) apply-cmvn with variance
+ * normalisation on the utt2spk without u150 | add-deltas | copy-feats. */
+static void par_cmd(char *cmd, size_t n, int deltas, const char *u2s) {
+  char cmvn[1200];
+  snprintf(cmvn, sizeof cmvn, "apply-cmvn %s--utt2spk=ark:%s ark:%s ark:%s ark:-",
+           deltas ? "--norm-vars=true " : "", tu_tmp_path(deltas ? "par-miss.u2s" : "par.u2s"),
+           tu_tmp_path("par-cmvn.ark"), tu_tmp_path("par.ark"));
+  if (deltas)
+    snprintf(cmd, n, "%s | add-deltas ark:- ark:- | copy-feats ark:- ark:-", cmvn);
+  else
+    snprintf(cmd, n, "%s | splice-feats --left-context=3 --right-context=3 ark:- ark:- | "
+             "transform-feats featpipe/final.mat ark:- ark:- | transform-feats --utt2spk=ark:%s "
+             "ark:%s ark:- ark:-", cmvn, tu_tmp_path(u2s), tu_tmp_path("par-trans.ark"));
+}
+
+typedef struct { char *out; size_t len; } par_buf;
+static int par_has(const par_buf *b, const char *s) { return memmem(b->out, b->len, s, strlen(s)) != NULL; }
+static void par_add(par_buf *b, const void *p, size_t n) {
+  b->out = realloc(b->out, b->len + n + 1);
+  memcpy(b->out + b->len, p, n);
+  b->len += n;
+  b->out[b->len] = 0;
+}
+
+/* The chain's archive bytes, then its stderr and status (scenario 0-2); or
+ * (3) the first 40 entries taken by the table reader, which then closes. */
+static par_buf par_run(int scenario, const char *threads) {
+  setenv("KIO_FEATS_THREADS", threads, 1);
+  char cmd[4000];
+  par_cmd(cmd, sizeof cmd, scenario == 1, scenario == 2 ? "par-miss.u2s" : "par.u2s");
+  par_buf b = {0};
+  tu_stderr_start();
+  if (scenario < 3) {
+    kio_feat *h;
+    FILE *f = kio_feat_open(cmd, &h);
+    ck_assert_ptr_nonnull(f);
+    char buf[3000];  /* reads across entries */
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) par_add(&b, buf, n);
+    char st[64];
+    snprintf(st, sizeof st, "\nstatus %d\n", kio_feat_close(h, f));
+    par_add(&b, st, strlen(st));
+  } else {
+    char rx[4100];
+    snprintf(rx, sizeof rx, "ark:%s |", cmd);
+    kio_seq_reader *r;
+    ck_assert_int_eq(kio_seq_open(&r, rx, &kio_matrix_holder), KIO_OK);
+    for (int i = 0; i < 40 && !kio_seq_done(r); kio_seq_next(r), i++) {
+      kio_matrix *m = kio_seq_value(r);
+      par_add(&b, kio_seq_key(r), strlen(kio_seq_key(r)) + 1);
+      par_add(&b, m->data, sizeof(float) * (size_t)m->rows * (size_t)m->cols);
+    }
+    ck_assert(!kio_seq_done(r));
+    ck_assert_int_eq(kio_seq_close(r), KIO_OK);  /* a reader that left: no error */
+  }
+  char *err = tu_stderr_end();
+  par_add(&b, "\n--stderr--\n", 12);
+  par_add(&b, err, strlen(err));
+  free(err);
+  return b;
+}
+
+/* Utterance-parallel chain (feat-pool.c): with 1, 2, 3 and 7 threads the
+ * same archive bytes, stderr (byte for byte, in order) and status, for
+ *   0: SAT's chain, a speaker without CMVN stats, two without fMLLR;
+ *   1: CVN on an utt2spk lacking u150 (apply-cmvn dies mid-stream, its
+ *      successors finish) | add-deltas | copy-feats;
+ *   2: SAT's chain whose last stage lacks u150 (dies: 255; the stages
+ *      before it are killed on their next write);
+ *   3: SAT's chain, the reader leaving after 40 entries (SIGPIPE; the
+ *      missing speakers come before: the lines do not depend on how far the
+ *      chain got, at most ring + window entries ahead, far from the end). */
+START_TEST(threads_same_output) {
+  par_inputs();
+  par_buf ref = par_run(_i, "1");
+  const char *expect[] = {"status 0\n", "Copied 140 feature matrices.", "status 65280\n",
+                          "nonzero return status 36096"};
+  const char *err = memmem(ref.out, ref.len, "--stderr--", 10);
+  ck_assert_msg(par_has(&ref, expect[_i]), "scenario %d: no '%s' in:\n%s", _i, expect[_i], err);
+  ck_assert_msg(par_has(&ref, "No normalization statistics available for key u019"), "%d", _i);
+  if (_i != 1) ck_assert(par_has(&ref, "No fMLLR transform available for utterance u020"));
+  ck_assert_uint_gt(ref.len, 40 * 1000);
+  const char *counts[] = {"2", "3", "7"};
+  for (int c = 0; c < 3; c++) {
+    par_buf b = par_run(_i, counts[c]);
+    ck_assert_msg(b.len == ref.len && !memcmp(b.out, ref.out, ref.len),
+                  "scenario %d, %s threads: output differs from 1 thread's", _i, counts[c]);
+    free(b.out);
+  }
+  free(ref.out);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("featpipe");
   TCase *tc = tcase_create("core");
@@ -281,6 +435,7 @@ int main(void) {
   tcase_add_test(tc, taken_equals_bytes);
   tcase_add_loop_test(tc, splice_into_transform, 0, 2);
   tcase_add_test(tc, select_narrower_utterance);
+  tcase_add_loop_test(tc, threads_same_output, 0, 4);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

@@ -5,12 +5,19 @@
 # give the archive Kaldi's pipeline wrote (byte for byte), the same stderr
 # lines (each stage's command line, warnings, LOG and ERROR messages; order
 # free, as the pipe's processes interleave) and the pipeline's exit status
-# (as "Pipe ... had nonzero return status" when not 0), with 1 and 3
-# KIO_FEATS_THREADS. Plus: an option we do
-# not implement runs the real pipe (VLOG says so). Env: TOOLS (feat-copy),
-# TOP. Exit 0 pass, 1 fail, 77 skip.
+# (as "Pipe ... had nonzero return status" when not 0), with
+# KIO_FEATS_THREADS 1, 3 and unset (this process's share of the cores), or
+# only the value the environment sets. Plus: an option we do not implement
+# runs the real pipe (VLOG says so). Env: TOOLS (feat-copy), TOP,
+# KIO_FEATS_THREADS. Exit 0 pass, 1 fail, 77 skip.
 set -u
 : "${TOOLS:?}" "${TOP:?}"
+thread_counts=${KIO_FEATS_THREADS:-1 3 default}
+# Runs "$@" with KIO_FEATS_THREADS=$workers ("default": unset).
+with_threads() {
+  if [ "$workers" = default ]; then env -u KIO_FEATS_THREADS "$@"
+  else KIO_FEATS_THREADS=$workers "$@"; fi
+}
 prog="$TOOLS/feat-copy"
 if [ ! -x "$prog" ]; then echo "SKIP: $prog not built"; exit 77; fi
 cd "$TOP/tests/data" || exit 1
@@ -37,8 +44,7 @@ norm() {
 # against the fixtures' features (made on an AVX-512 host).
 export KIO_BLAS_PROFILE=hsw
 n=0
-for workers in 1 3; do  # KIO_FEATS_THREADS: the results must not depend on it
-export KIO_FEATS_THREADS=$workers
+for workers in $thread_counts; do  # the results must not depend on it
 while IFS='|' read -r name threads pipe; do
   [ -z "$name" ] || [ "${name#\#}" != "$name" ] && continue
   n=$((n + 1))
@@ -46,7 +52,7 @@ while IFS='|' read -r name threads pipe; do
   name=$name.w$workers
   rc=$(cat "$ref.rc")
   out=$tmp/$name.ark
-  KIO_FEATS_BLAS_THREADS=$threads "$prog" --verbose=1 "ark:$pipe |" "ark:$out" 2>"$tmp/$name.log"
+  KIO_FEATS_BLAS_THREADS=$threads with_threads "$prog" --verbose=1 "ark:$pipe |" "ark:$out" 2>"$tmp/$name.log"
   myrc=$?
   grep -q "Feature pipeline computed in-process" "$tmp/$name.log" ||
     fail "$name: not run in-process: $(grep -m1 'Feature pipeline' "$tmp/$name.log")"
@@ -67,8 +73,8 @@ while IFS='|' read -r name threads pipe; do
   fi
 done < featpipe/cases.txt
 done
-unset KIO_FEATS_THREADS
-[ $n -ge 20 ] || fail "only $n cases read"
+nt=$(echo $thread_counts | wc -w)
+[ $n -ge $((12 * nt)) ] || fail "only $n cases read for $nt thread counts"
 
 # skx (default profile): the fixtures' deltas and LDA+MLLT features from
 # their CMVN'd 13 dims (delta.ark's first 13 columns), byte for byte.
@@ -76,8 +82,8 @@ unset KIO_BLAS_PROFILE
 for c in "delta|feats/delta.ark|add-deltas ark:- ark:-" \
          "lda|feats/lda.ark|splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:-"; do
   IFS='|' read -r name ref rest <<<"$c"
-  for workers in 1 2; do
-    KIO_FEATS_THREADS=$workers "$prog" "ark:select-feats 0-12 ark:feats/delta.ark ark:- | $rest |" \
+  for workers in $thread_counts; do
+    with_threads "$prog" "ark:select-feats 0-12 ark:feats/delta.ark ark:- | $rest |" \
       "ark:$tmp/skx-$name.ark" 2>"$tmp/skx-$name.log" || fail "skx-$name: exit $?"
     cmp -s "$ref" "$tmp/skx-$name.ark" || fail "skx-$name (workers $workers): differs from $ref"
   done
