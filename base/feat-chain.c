@@ -29,7 +29,8 @@
 #include "table.h"
 
 /* ---- per-stage run-time state ---- */
-enum { LD_UNKNOWN, LD_LOGDET, LD_PSEUDO, LD_DIMINC };
+enum { LD_UNKNOWN = KIO_FEAT_LD_UNKNOWN, LD_LOGDET = KIO_FEAT_LD_LOGDET,
+       LD_PSEUDO = KIO_FEAT_LD_PSEUDO, LD_DIMINC = KIO_FEAT_LD_DIMINC };
 typedef struct {
   kio_feat_stage *st;
   int dead, killed, status;
@@ -62,20 +63,7 @@ struct kio_feat {
 #define LOGAT(lvl, prog, func, file, line, ...) \
   do { kio_log_set_thread_program(prog); kio_logf((lvl), (func), (file), (line), __VA_ARGS__); } while (0)
 
-static void print_command_lines(const kio_feat_plan *p) {
-  flockfile(stderr);
-  for (int i = 0; i < p->nstages; i++) {
-    if (!p->stages[i].print_args) continue;
-    for (int j = 0; j < p->stages[i].argc; j++) {
-      char *e = kio_escape_arg(p->stages[i].argv[j]);
-      fprintf(stderr, "%s ", e ? e : p->stages[i].argv[j]);
-      free(e);
-    }
-    fputc('\n', stderr);
-  }
-  funlockfile(stderr);
-  fflush(stderr);
-}
+static void print_command_lines(const kio_feat_plan *p) { kio_feat_print_command_lines(p); }
 
 /* RandomAccessTableReaderMapped::HasKey. 1/0, or -1 after a fatal ERROR. */
 static int mapped_has_key(stage_rt *s, const char *utt, const char **key) {
@@ -287,15 +275,10 @@ static int do_transform(stage_rt *s, const char *utt, utt_state *u, const kio_fe
       s->wlogdet = (float)kio_featop_half_logdet(w->data, w->rows, w->cols, fdim);
       s->have_logdet = 1;
     }
-    float ld = s->wlogdet;
-    if (ld != ld || ld - ld != 0.0f) {
-      char a[32];
-      LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 147,
-            "Matrix has bad logdet %s", kio_fmt_g(a, ld));
-    } else {
-      s->tot_t += T;
-      s->tot_logdet += (float)((float)T * ld);  /* int32 * float: float */
-    }
+    kio_feat_counts c = {.tot_t = s->tot_t, .tot_logdet = s->tot_logdet};
+    kio_feat_logdet_add(st, &c, T, s->wlogdet);
+    s->tot_t = c.tot_t;
+    s->tot_logdet = c.tot_logdet;
   }
   return PASS;
 }
@@ -424,39 +407,9 @@ static int stage_open(stage_rt *s) {
 }
 
 static void stage_finish(stage_rt *s) {
-  kio_feat_stage *st = s->st;
-  const char *p = st->prog;
   if (s->dead || s->killed) return;
-  switch (st->op) {
-    case KIO_FEAT_CMVN:
-      LOGAT(KIO_LOG_INFO, p, "main", "apply-cmvn.cc", st->norm_vars ? 159 : 162,
-            "Applied cepstral mean %snormalization to "
-            "%ld utterances, errors on %ld", st->norm_vars ? "and variance " : "", s->num_done, s->num_err);
-      s->status = s->num_done ? 0 : 1;
-      break;
-    case KIO_FEAT_TRANSFORM:
-      if (s->logdet_type != LD_UNKNOWN && s->logdet_type != LD_DIMINC) {
-        char a[32], b[32];
-        LOGAT(KIO_LOG_INFO, p, "main", "transform-feats.cc", 158, "Overall average %slogdet is %s over %s frames.",
-              s->logdet_type == LD_PSEUDO ? "[pseudo-]" : "", kio_fmt_g(a, s->tot_logdet / s->tot_t),
-              kio_fmt_g(b, s->tot_t));
-      }
-      LOGAT(KIO_LOG_INFO, p, "main", "transform-feats.cc", 161, "Applied transform to %ld utterances; "
-            "%ld had errors.", s->num_done, s->num_err);
-      s->status = s->num_done ? 0 : 1;
-      break;
-    case KIO_FEAT_COPY:
-      LOGAT(KIO_LOG_INFO, p, "main", "copy-feats.cc", 143, "Copied %ld feature matrices.", s->num_done);
-      s->status = s->num_done ? 0 : 1;
-      break;
-    case KIO_FEAT_SELECT:
-      if (!s->sel_ready)
-        LOGAT(KIO_LOG_WARNING, p, "main", "select-feats.cc", 59, "Empty archive provided.");
-      s->status = 0;
-      break;
-    default:
-      s->status = 0;
-  }
+  kio_feat_counts c = {s->num_done, s->num_err, s->logdet_type, s->tot_t, s->tot_logdet, s->sel_ready};
+  s->status = kio_feat_final_log(s->st, &c);
 }
 
 static void stage_free(stage_rt *s) {

@@ -71,6 +71,32 @@ typedef struct {
 int kio_feat_parse(const char *cmd, kio_feat_plan *plan);
 void kio_feat_plan_free(kio_feat_plan *plan);
 
+/* ---- the feature programs' own log lines (feat-log.c) ----
+ * Printed by the CPU chain and, from the same counts, by the device path
+ * (gpu-feats), so that both print the same. */
+enum { KIO_FEAT_LD_UNKNOWN, KIO_FEAT_LD_LOGDET, KIO_FEAT_LD_PSEUDO, KIO_FEAT_LD_DIMINC };
+/* What one stage's program counts over its input. */
+typedef struct {
+  long num_done, num_err;  /* utterances done / with errors (dropped by a WARNING) */
+  int logdet_type;         /* transform-feats: KIO_FEAT_LD_*, set by the first one done */
+  double tot_t, tot_logdet;  /* transform-feats: frames and logdet summed in input order */
+  int had_input;           /* select-feats: saw an utterance */
+} kio_feat_counts;
+/* Each stage's command line (unless --print-args=false), as the shell's
+ * programs print theirs at start: straight to stderr. */
+void kio_feat_print_command_lines(const kio_feat_plan *p);
+/* A stage that ran to the end of its input: its final LOG lines under its
+ * program's name ("Applied cepstral mean normalization to N utterances,
+ * errors on M", transform-feats' logdet average and counts, "Copied N
+ * feature matrices.", select-feats' "Empty archive provided."; add-deltas
+ * and splice-feats print none). Returns the program's exit code (1 when
+ * apply-cmvn, transform-feats or copy-feats did nothing). Not for a stage
+ * that died or was killed (they print nothing). */
+int kio_feat_final_log(const kio_feat_stage *st, const kio_feat_counts *c);
+/* transform-feats' logdet of one utterance of rows frames: summed into c,
+ * or its WARNING when not finite. */
+void kio_feat_logdet_add(const kio_feat_stage *st, kio_feat_counts *c, int32_t rows, float ld);
+
 typedef struct kio_feat kio_feat;
 /* Recognises cmd and starts the chain in a producer thread: a FILE* giving
  * the chain's output, *h set. NULL when not recognised or KIO_FEATS_PIPE=0

@@ -272,6 +272,11 @@ const char *kio_input_name(const kio_input *in) { return in ? in->name : ""; }
 int kio_input_is_pipe(const kio_input *in) { return in && in->kind == KIO_RX_PIPE; }
 kio_feat *kio_input_feat(kio_input *in) { return in ? in->feat : NULL; }
 
+void kio_pipe_status_warn(const char *name, int status) {
+  KIO_LOG_AT(KIO_LOG_WARNING, "kio_input_close", __FILE__, __LINE__,
+             "Pipe %s had nonzero return status %d", name, status);
+}
+
 int kio_input_close(kio_input *in) {
   if (!in) return KIO_OK;
   int ret = KIO_OK;
@@ -280,7 +285,7 @@ int kio_input_close(kio_input *in) {
     int status = in->gz ? kio_gzip_close(in->gz, in->f)
                  : in->feat ? kio_feat_close(in->feat, in->f) : pclose(in->f);
     if (status != 0) {
-      KIO_WARN("Pipe %s had nonzero return status %d", in->name, status);
+      kio_pipe_status_warn(in->name, status);
       ret = KIO_ERR;
     }
   } else if (in->kind != KIO_RX_STDIN) {

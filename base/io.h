@@ -42,6 +42,9 @@ const char *kio_input_name(const kio_input *in);
 /* Closes; returns KIO_ERR (after a WARNING "Pipe X had nonzero return status
  * N") when a pipe failed. Accepts NULL. */
 int kio_input_close(kio_input *in);
+/* kio_input_close's WARNING for a pipe that ended with wait status status
+ * (also printed by the device feature path, gpu-align/align-gfeat.c). */
+void kio_pipe_status_warn(const char *name, int status);
 
 /* Opens wx; writes "\0B" if binary && write_header. */
 int kio_output_open(kio_output **out, const char *wx, int binary, int write_header);

@@ -605,6 +605,12 @@ int kio_ra_take(kio_ra_reader *r, const char *key, void *obj) {
   return KIO_OK;
 }
 
+void kio_ra_pipe_failed_error(const char *rspecifier) {
+  KIO_LOG_AT(KIO_LOG_ERROR, "kio_ra_close", __FILE__, __LINE__,
+             "Error closing RandomAccessTableReader: rspecifier is %s (input pipe failed)",
+             rspecifier);
+}
+
 int kio_ra_close(kio_ra_reader *r) {
   if (!r) return KIO_OK;
   int ret = r->fatal ? KIO_ERR : KIO_OK;
@@ -626,8 +632,7 @@ int kio_ra_close(kio_ra_reader *r) {
   int pipe_failed = kio_input_close(r->in) != KIO_OK;
   kio_input_close(r->data_in);
   if (!r->fatal && r->state == A_EOF && pipe_failed && !r->spec.permissive) {
-    KIO_ERROR("Error closing RandomAccessTableReader: rspecifier is %s (input pipe "
-              "failed)", r->rspecifier);
+    kio_ra_pipe_failed_error(r->rspecifier);
     ret = KIO_ERR;
   }
   if (!r->fatal && r->state == A_ERROR) {

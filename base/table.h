@@ -90,6 +90,9 @@ void *kio_ra_value(kio_ra_reader *r, const char *key);
  * "s,cs" archives the key must not be looked up again (ERROR if it is). */
 int kio_ra_take(kio_ra_reader *r, const char *key, void *obj);
 int kio_ra_close(kio_ra_reader *r);
+/* kio_ra_close's ERROR for an input pipe read to its end that failed (also
+ * printed by the device feature path, gpu-align/align-gfeat.c). */
+void kio_ra_pipe_failed_error(const char *rspecifier);
 
 /* ---- writer ---- */
 typedef struct kio_writer kio_writer;

@@ -22,6 +22,10 @@ struct galign_gfeat {
   int64_t *offs;
   int cap;
   int64_t utts, frames;
+  /* the pipe the CPU chain would have been: its name, the rspecifier, and
+   * the wait status gfeat_chain_finish found (finished) */
+  char *pipe_name, *rspec;
+  int permissive, finished, status;
 };
 
 int galign_gfeat_wanted(void) {
@@ -48,17 +52,21 @@ galign_gfeat *galign_gfeat_open(const char *rspec, galign_aligner *a) {
   galign_gfeat *g = calloc(1, sizeof *g);
   if (!g) return NULL;
   g->device = device;
+  g->permissive = spec.permissive;
+  g->pipe_name = strdup(spec.filename);
+  g->rspec = strdup(rspec);
+  if (!g->pipe_name || !g->rspec) { galign_gfeat_free(g); return NULL; }
   n = strlen(spec.filename);
   char *cmd = malloc(n);
-  if (!cmd) { free(g); return NULL; }
+  if (!cmd) { galign_gfeat_free(g); return NULL; }
   memcpy(cmd, spec.filename, n - 1);  /* without the '|' */
   cmd[n - 1] = '\0';
   int parsed = kio_feat_parse(cmd, &g->plan) == KIO_OK;
   free(cmd);
   if (!parsed || !gfeat_supported(&g->plan)) {
     KIO_VLOG(1, "Features not computed on the GPU (%s): %s", kio_last_error(), rspec);
-    if (parsed) kio_feat_plan_free(&g->plan);
-    free(g);
+    if (!parsed) memset(&g->plan, 0, sizeof g->plan);
+    galign_gfeat_free(g);
     return NULL;
   }
   if (gfeat_chain_open(&g->plan, &g->chain) != KIO_OK ||
@@ -71,6 +79,8 @@ galign_gfeat *galign_gfeat_open(const char *rspec, galign_aligner *a) {
            rspec);
   return g;
 }
+
+void galign_gfeat_start(const galign_gfeat *g) { kio_feat_print_command_lines(&g->plan); }
 
 void galign_gfeat_begin(struct gfeat_batch *gfb) {
   if (gfb) gfeat_batch_clear(gfb);
@@ -136,10 +146,24 @@ void galign_gfeat_stats(const galign_gfeat *g, int64_t *utts, int64_t *frames) {
   *frames = g ? g->frames : 0;
 }
 
+void galign_gfeat_finish(galign_gfeat *g) {
+  if (!g || g->finished) return;
+  g->finished = 1;
+  g->status = gfeat_chain_finish(g->chain, g->raw);
+}
+
 int galign_gfeat_close(galign_gfeat *g) {
   if (!g || !g->raw) return KIO_OK;
   int rc = kio_ra_close(g->raw);
   g->raw = NULL;
+  /* The pipe's end as kio_ra_close would have seen it (read to its end). */
+  if (g->finished && g->status != 0 && rc == KIO_OK) {
+    kio_pipe_status_warn(g->pipe_name, g->status);
+    if (!g->permissive) {
+      kio_ra_pipe_failed_error(g->rspec);
+      rc = KIO_ERR;
+    }
+  }
   return rc;
 }
 
@@ -149,6 +173,8 @@ void galign_gfeat_free(galign_gfeat *g) {
   gfeat_cuda_free(g->dev);
   gfeat_chain_free(g->chain);
   kio_feat_plan_free(&g->plan);
+  free(g->pipe_name);
+  free(g->rspec);
   free(g->rows);
   free(g->mats);
   free(g->offs);

@@ -24,6 +24,9 @@ struct gfeat_batch;
  * of its input are opened. NULL otherwise, with a VLOG[1] line saying why
  * (the caller reads rspec as before: the CPU chain). */
 galign_gfeat *galign_gfeat_open(const char *rspec, galign_aligner *a);
+/* Prints the chain's command lines, as the CPU chain does when its input
+ * opens (where the program opens its features reader). */
+void galign_gfeat_start(const galign_gfeat *g);
 /* 1 when KIO_FEATS_GPU=1 (the pipeline then waits for its aligner before
  * opening the features). */
 int galign_gfeat_wanted(void);
@@ -43,7 +46,15 @@ int galign_gfeat_run(galign_gfeat *g, galign_aligner *a, batch *b);
 void galign_gfeat_done(galign_aligner *a);
 /* Frames and utterances computed on the device. */
 void galign_gfeat_stats(const galign_gfeat *g, int64_t *utts, int64_t *frames);
-/* Closes the input reader: KIO_ERR when it failed (logged). */
+/* After the last utterance was read (the program's summary lines still to
+ * come): the input's utterances the aligner did not ask for are checked and
+ * counted, then the stages' final LOG lines printed (gfeat_chain_finish),
+ * as the CPU chain prints them when its input ends. Once. */
+void galign_gfeat_finish(galign_gfeat *g);
+/* Closes the input reader: KIO_ERR when it failed (logged). After
+ * galign_gfeat_finish, a pipe status the CPU chain would have had that is
+ * not 0 gives kio_input_close's WARNING and (unless the rspecifier is
+ * permissive) kio_ra_close's ERROR: KIO_ERR, as with the CPU chain. */
 int galign_gfeat_close(galign_gfeat *g);
 void galign_gfeat_free(galign_gfeat *g);
 void galign_gfeat_batch_free(struct gfeat_batch *gfb);

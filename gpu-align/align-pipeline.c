@@ -646,8 +646,9 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
                    kio_ra_open(&p->trans, p->cfg.transcripts_rspecifier, &kio_int_vec_holder) ==
                        KIO_OK
              : kio_seq_open(&p->graphs, p->cfg.graphs_rspecifier, &kio_fst_holder) == KIO_OK &&
-                   (p->gf || kio_ra_open(&p->feats, p->cfg.feats_rspecifier,
-                                         &kio_matrix_holder) == KIO_OK)) &&
+                   (p->gf ? (galign_gfeat_start(p->gf), 1)  /* where the CPU chain starts */
+                          : kio_ra_open(&p->feats, p->cfg.feats_rspecifier,
+                                        &kio_matrix_holder) == KIO_OK)) &&
       kio_writer_open(&p->ali, p->cfg.ali_wspecifier, &kio_int_vec_holder) == KIO_OK &&
       kio_writer_open(&p->scores, p->cfg.scores_wspecifier, &kio_float_holder) == KIO_OK &&
       kio_writer_open(&p->per_frame, p->cfg.per_frame_wspecifier, &kio_vector_holder) == KIO_OK;
@@ -699,6 +700,9 @@ int galign_pipeline_run(galign_pipeline *p, galign_pipeline_hook hook, void *use
     batch *t = cur; cur = next; next = t;
   }
   stop(p);
+  /* The features read to their end: the device chain's final lines where
+   * the CPU chain's end (before the program's summary). */
+  if (rc == KIO_OK) galign_gfeat_finish(p->gf);
   return rc;
 }
 

@@ -168,6 +168,7 @@ int gfeat_chain_open(const kio_feat_plan *plan, gfeat_chain **out) {
   gfeat_chain *c = calloc(1, sizeof *c);
   if (!c) { KIO_ERROR("Out of memory"); return KIO_ERR; }
   c->plan = plan;
+  c->dead = -1;
   c->profile = kio_featop_profile();
   c->blas_threads = kio_featop_blas_threads();
   int rc = KIO_OK;
@@ -246,7 +247,10 @@ void gfeat_chain_free(gfeat_chain *c) {
     kio_matrix_free(&c->st[k].w);
     kio_ra_close(c->st[k].table);
     kio_ra_close(c->st[k].u2s);
+    free(c->st[k].ld_key);
   }
+  for (size_t i = 0; i < c->nseen; i++) free(c->seen[i]);
+  free(c->seen);
   free(c);
 }
 
@@ -350,7 +354,7 @@ static int cmvn_params(gfeat_chain *c, const char *utt, const gfeat_raw *raw, fl
       LOGAS(st->prog, KIO_LOG_WARNING, "main", "apply-cmvn.cc", 112,
             "No normalization statistics available for key %s, producing no "
             "output for this utterance", utt);
-      c->cmvn_err++;
+      if (c->counting) c->cnt[0].num_err++;
       return GFEAT_DROPPED;
     }
     if (!(stats = kio_ra_value(c->tab, key))) return KIO_ERR;
@@ -381,8 +385,29 @@ static int cmvn_params(gfeat_chain *c, const char *utt, const gfeat_raw *raw, fl
           "NaN or infinity in cepstral mean/variance computation");
     return KIO_ERR;
   }
-  c->cmvn_done++;
+  if (c->counting) c->cnt[0].num_done++;
   return GFEAT_ADDED;
+}
+
+/* transform-feats' counts for an utterance done (feat-chain.c's do_transform):
+ * the logdet of its matrix w (input dimension dim), cached per table key. */
+static int logdet(gfeat_stage *g, const kio_feat_stage *st, kio_feat_counts *n, const char *key,
+                  const kio_matrix *w, int32_t rows, int32_t dim) {
+  n->num_done++;
+  if (n->logdet_type == KIO_FEAT_LD_UNKNOWN)
+    n->logdet_type = w->rows == dim ? KIO_FEAT_LD_LOGDET
+                     : w->rows < dim ? KIO_FEAT_LD_PSEUDO : KIO_FEAT_LD_DIMINC;
+  if (n->logdet_type == KIO_FEAT_LD_DIMINC) return KIO_OK;
+  if (!g->have_ld || (g->table && strcmp(g->ld_key, key))) {
+    char *k = strdup(key);
+    if (!k) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    free(g->ld_key);
+    g->ld_key = k;
+    g->ld = (float)kio_featop_half_logdet(w->data, w->rows, w->cols, dim);
+    g->have_ld = 1;
+  }
+  kio_feat_logdet_add(st, n, rows, g->ld);
+  return KIO_OK;
 }
 
 /* The stages' checks after CMVN (feat-chain.c's do_deltas, do_splice,
@@ -394,7 +419,12 @@ static int32_t stage_checks(gfeat_chain *c, gfeat_batch *b, const char *utt, int
   int s = 0;
   for (int k = 0; k < c->plan->nstages; k++) {
     const kio_feat_stage *st = &c->plan->stages[k];
-    if (st->op == KIO_FEAT_CMVN || st->op == KIO_FEAT_COPY) continue;
+    kio_feat_counts *n = c->counting ? &c->cnt[k] : NULL;
+    if (st->op == KIO_FEAT_CMVN) continue;
+    if (st->op == KIO_FEAT_COPY) {
+      if (n) n->num_done++;
+      continue;
+    }
     int si = s++;
     gfeat_stage *g = &c->st[si];
     if (g->op == GFEAT_OP_DELTAS) {
@@ -402,6 +432,7 @@ static int32_t stage_checks(gfeat_chain *c, gfeat_batch *b, const char *utt, int
         LOGAS(st->prog, KIO_LOG_WARNING, "main", "add-deltas.cc", 56, "Empty feature matrix for key %s", utt);
         return -1;
       }
+      if (n) n->num_done++;
       dim *= g->order + 1;
       continue;
     }
@@ -409,8 +440,10 @@ static int32_t stage_checks(gfeat_chain *c, gfeat_batch *b, const char *utt, int
       if (rows == 0) {
         LOGAS(st->prog, KIO_LOG_ERROR, "SpliceFrames", "feature-functions.cc", 211,
               "SpliceFrames: empty input");
+        c->dead = k;
         return -2;
       }
+      if (n) n->num_done++;
       dim *= g->left + g->right + 1;
       continue;
     }
@@ -419,26 +452,27 @@ static int32_t stage_checks(gfeat_chain *c, gfeat_batch *b, const char *utt, int
     if (g->table) {  /* RandomAccessTableReaderMapped, as transform-feats */
       if (g->u2s) {
         int h = kio_ra_has_key(g->u2s, utt);
-        if (h < 0) return -2;
+        if (h < 0) return c->dead = k, -2;
         if (h == 0) {
           LOGAS(st->prog, KIO_LOG_ERROR, "HasKey", "util/kaldi-table-inl.h", 2639,
                 "Attempting to read key %s, which is not present in utt2spk map or "
                 "similar map being read from standard input", utt);
-          return -2;
+          return c->dead = k, -2;
         }
         const kio_token *t = kio_ra_value(g->u2s, utt);
-        if (!t) return -2;
+        if (!t) return c->dead = k, -2;
         key = t->s;
       }
       int h = kio_ra_has_key(g->table, key);
-      if (h < 0) return -2;
+      if (h < 0) return c->dead = k, -2;
       if (h == 0) {
         LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 87,
               "No fMLLR transform available for utterance %s, producing no output for "
               "this utterance", utt);
+        if (n) n->num_err++;
         return -1;
       }
-      if (!(w = kio_ra_value(g->table, key))) return -2;
+      if (!(w = kio_ra_value(g->table, key))) return c->dead = k, -2;
     }
     if (w->cols != dim && w->cols != dim + 1) {
       LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 110,
@@ -448,11 +482,13 @@ static int32_t stage_checks(gfeat_chain *c, gfeat_batch *b, const char *utt, int
         LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 114,
               "[perhaps the transform was created by compose-transforms, and you forgot "
               "the --b-is-affine option?]");
+      if (n) n->num_err++;
       return -1;
     }
+    if (n && logdet(g, st, n, key, w, rows, dim) != KIO_OK) return -2;
     refs[si].rows = w->rows;
     refs[si].affine = w->cols == dim + 1;
-    if (g->table) {
+    if (g->table && b) {
       gfeat_bstage *bs = &b->st[si];
       if (bs->last_key && !strcmp(bs->last_key, key)) {
         refs[si].off = bs->last_off;
@@ -484,10 +520,21 @@ static int same_rows(const gfeat_chain *c, const gfeat_batch *b, const gfeat_wre
   return 1;
 }
 
-int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat_raw *raw) {
+/* The stages' checks and counts for utterance key (b NULL: counts only):
+ * GFEAT_ADDED with norm, refs and *out_dim set, GFEAT_DROPPED, KIO_ERR.
+ * An utterance is counted once (the aligner may ask for a key again). */
+static int check_utt(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat_raw *raw,
+                     float *norm, gfeat_wref *refs, int32_t *out_dim) {
   int32_t in_dim = raw->cols;
-  float norm[2 * 64];
-  gfeat_wref refs[GFEAT_MAX_STAGES];
+  c->counting = !(c->nseen && !strcmp(c->seen[c->nseen - 1], key));
+  if (c->counting) {
+    char *k = strdup(key);
+    if (!k || grow((void **)&c->seen, &c->seencap, c->nseen + 1, sizeof *c->seen) != KIO_OK) {
+      free(k);
+      return KIO_ERR;
+    }
+    c->seen[c->nseen++] = k;
+  }
   int apply = c->cmvn && c->cmvn->norm_means;
   if (apply) {
     if (in_dim > 64) {
@@ -495,12 +542,31 @@ int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat
       return KIO_ERR;
     }
     int r = cmvn_params(c, key, raw, norm);
+    if (r == KIO_ERR) c->dead = 0;
     if (r != GFEAT_ADDED) return r;
+  } else if (c->cmvn && c->counting) {
+    c->cnt[0].num_done++;  /* apply-cmvn --norm-means=false: passed on as is */
   }
-  memset(refs, 0, sizeof refs);
-  int32_t out_dim = stage_checks(c, b, key, raw->rows, in_dim, refs);
-  if (out_dim == -1) return GFEAT_DROPPED;
-  if (out_dim < 0) return KIO_ERR;
+  memset(refs, 0, sizeof(gfeat_wref) * GFEAT_MAX_STAGES);
+  *out_dim = stage_checks(c, b, key, raw->rows, in_dim, refs);
+  if (*out_dim == -1) return GFEAT_DROPPED;
+  return *out_dim < 0 ? KIO_ERR : GFEAT_ADDED;
+}
+
+int gfeat_chain_check(gfeat_chain *c, const char *key, const gfeat_raw *raw) {
+  float norm[2 * 64];
+  gfeat_wref refs[GFEAT_MAX_STAGES];
+  int32_t out_dim;
+  return check_utt(c, NULL, key, raw, norm, refs, &out_dim);
+}
+
+int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat_raw *raw) {
+  int32_t in_dim = raw->cols, out_dim;
+  float norm[2 * 64];
+  gfeat_wref refs[GFEAT_MAX_STAGES];
+  int apply = c->cmvn && c->cmvn->norm_means;
+  int r = check_utt(c, b, key, raw, norm, refs, &out_dim);
+  if (r != GFEAT_ADDED) return r;
   if (b->n == 0 || b->frames == 0) {
     b->chain = c;
     b->in_dim = in_dim;

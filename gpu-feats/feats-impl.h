@@ -30,6 +30,10 @@ typedef struct {
   kio_matrix w;
   const kio_feat_stage *st;
   kio_ra_reader *table, *u2s;
+  /* transform-feats' logdet of the last matrix (have_ld) and its key */
+  float ld;
+  int have_ld;
+  char *ld_key;
 } gfeat_stage;
 
 /* A per-utterance transform of a batch: its W^T (cols x rows, the offset
@@ -60,7 +64,13 @@ struct gfeat_chain {
   gfeat_stage st[GFEAT_MAX_STAGES];
   int profile;                 /* KIO_FEATOP_* */
   int blas_threads;            /* OpenBLAS threads the transform's order follows */
-  long cmvn_done, cmvn_err;
+  /* The stages' counts, per plan stage, over the utterances checked so far
+   * (gfeat_batch_add, gfeat_chain_check), each key once: */
+  kio_feat_counts cnt[GFEAT_MAX_STAGES];
+  int dead;                    /* the plan stage that died (ERROR), -1 none */
+  int counting;                /* the current utterance is counted */
+  char **seen;                 /* the keys counted, in order */
+  size_t nseen, seencap;
 };
 
 /* Per utterance, as uploaded. */

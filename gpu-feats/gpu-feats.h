@@ -71,6 +71,23 @@ void gfeat_chain_free(gfeat_chain *c);
  * or a table transform decides: see gfeat_batch_dim). */
 int32_t gfeat_chain_out_dim(const gfeat_chain *c, int32_t in_dim);
 
+/* The feature programs' own counts (base/feat.h's kio_feat_counts, per
+ * plan stage) are kept by gfeat_batch_add over the utterances it is given,
+ * each key once (a key given again right after itself is not counted
+ * again). gfeat_chain_check: the same checks, warnings and counts for key
+ * without staging it: GFEAT_ADDED, GFEAT_DROPPED, KIO_ERR (an ERROR: the
+ * stage died, counting stops). */
+int gfeat_chain_check(gfeat_chain *c, const char *key, const gfeat_raw *raw);
+/* At the end of the features: checks the utterances of the chain's input
+ * (an scp: its keys in order) that were not counted, reading them through
+ * raw (the chain's input read by random access; NULL: none checked), then
+ * prints each stage's final LOG lines as the CPU chain does
+ * (kio_feat_final_log; none for a stage that died, nor for those before
+ * it). Returns the wait status the pipe would have had: its last stage's
+ * exit status << 8 (apply-cmvn, transform-feats, copy-feats: 1 when they did
+ * nothing; 255 when it died). */
+int gfeat_chain_finish(gfeat_chain *c, kio_ra_reader *raw);
+
 /* ---- a batch of utterances (host staging) ---- */
 typedef struct gfeat_batch gfeat_batch;
 gfeat_batch *gfeat_batch_new(void);
