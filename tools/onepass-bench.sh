@@ -13,7 +13,7 @@
 # threads, and KIO_FEATS_THREADS=1), ours gmm-align-compiled alone, and
 # steps/align_si.sh --nj $NJ (default 16) with Kaldi and with ours.
 # Writes OUT_DIR/onepass.md (table) and OUT_DIR/onepass-*.log.
-# Env: NJ (16), MODELS ("tri1 tri2"), KALDI_SIDE (true: run Kaldi's align_si),
+# Env: USE_GPU (yes), NJ (16), MODELS ("tri1 tri2"), KALDI_SIDE (true: run Kaldi's align_si),
 # SRC (data/train_x4) and COPIES (4): the data dir replicated (a quick check:
 # SRC=data/train COPIES=1).
 set -uo pipefail
@@ -45,6 +45,7 @@ fi
 utts=$(awk '{ n++ } END { print n }' "$x16/feats.scp")
 echo "# One process over $x16 ($utts utterances), $(nproc) cores, $(nvidia-smi -L 2>/dev/null | head -1)" >"$md"
 echo >>"$md"
+rm -f "$out/onepass-times.txt"
 echo "| model | run | wall s | notes |" >>"$md"
 echo "|---|---|---:|---|" >>"$md"
 row() { echo "| $1 | $2 | $3 | $4 |" >>"$md"; }
@@ -74,13 +75,14 @@ for m in ${MODELS:-tri1 tri2}; do
     local a; a=$(now)
     env KALDI_GPU_SERVICE=no "$@" 2>"$out/onepass-$m-$n.log"; local rc=$?
     local b; b=$(now)
-    row "$m" "$n" "$(dt "$a" "$b")" "exit $rc; $(grep -h 'Time:' "$out/onepass-$m-$n.log" | head -1 | sed 's/^LOG ([^)]*) //' | cut -c1-220)"
+    row "$m" "$n" "$(dt "$a" "$b")" "exit $rc"
+    grep -h 'Time:' "$out/onepass-$m-$n.log" | sed "s/^[^ ]* ([^ ]*) /$m $n: /" >>"$out/onepass-times.txt"
   }
-  one align-acc "$gpu_bin/gmm-align-acc-compiled" --use-gpu=yes --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m.ali /tmp/onepass-$m.acc
-  one align-acc-feat1 KIO_FEATS_THREADS=1 "$gpu_bin/gmm-align-acc-compiled" --use-gpu=yes --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-1.ali /tmp/onepass-$m-1.acc
+  one align-acc "$gpu_bin/gmm-align-acc-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m.ali /tmp/onepass-$m.acc
+  one align-acc-feat1 KIO_FEATS_THREADS=1 "$gpu_bin/gmm-align-acc-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-1.ali /tmp/onepass-$m-1.acc
   cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-1.ali && cmp -s /tmp/onepass-$m.acc /tmp/onepass-$m-1.acc &&
     row "$m" "outputs, default vs 1 feature thread" "" "identical" || row "$m" "outputs, default vs 1 feature thread" "" "DIFFERENT"
-  one align "$gpu_bin/gmm-align-compiled" --use-gpu=yes --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-a.ali
+  one align "$gpu_bin/gmm-align-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-a.ali
   cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-a.ali && row "$m" "alignments, align-acc vs align" "" "identical" ||
     row "$m" "alignments, align-acc vs align" "" "DIFFERENT"
   # The recipe way on the same 99 h: align_si --nj N (graphs compiled per job).
@@ -104,4 +106,5 @@ for m in ${MODELS:-tri1 tri2}; do
   fi
   rm -f "$g" /tmp/onepass-$m*.ali /tmp/onepass-$m*.acc
 done
+{ echo; echo "Time splits (--verbose=1):"; echo; sed 's/^/    /' "$out/onepass-times.txt" 2>/dev/null; } >>"$md"
 cat "$md"
