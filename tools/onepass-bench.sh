@@ -13,7 +13,7 @@
 # threads, and KIO_FEATS_THREADS=1), ours gmm-align-compiled alone, and
 # steps/align_si.sh --nj $NJ (default 16) with Kaldi and with ours.
 # Writes OUT_DIR/onepass.md (table) and OUT_DIR/onepass-*.log.
-# Env: USE_GPU (yes), NJ (16), MODELS ("tri1 tri2"), KALDI_SIDE (true: run Kaldi's align_si),
+# Env: ACC_SPLIT (1: one more run at --verbose=2 for the accumulator's split), USE_GPU (yes), NJ (16), MODELS ("tri1 tri2"), KALDI_SIDE (true: run Kaldi's align_si),
 # SRC (data/train_x4) and COPIES (4): the data dir replicated (a quick check:
 # SRC=data/train COPIES=1).
 set -uo pipefail
@@ -82,6 +82,10 @@ for m in ${MODELS:-tri1 tri2}; do
   one align-acc-feat1 KIO_FEATS_THREADS=1 "$gpu_bin/gmm-align-acc-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-1.ali /tmp/onepass-$m-1.acc
   cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-1.ali && cmp -s /tmp/onepass-$m.acc /tmp/onepass-$m-1.acc &&
     row "$m" "outputs, default vs 1 feature thread" "" "identical" || row "$m" "outputs, default vs 1 feature thread" "" "DIFFERENT"
+  if [ "${ACC_SPLIT:-0}" = 1 ]; then  # the accumulator's own time split (VLOG[2])
+    one align-acc-v2 "$gpu_bin/gmm-align-acc-compiled" --use-gpu=${USE_GPU:-yes} --verbose=2 $o "$d/final.mdl" "ark:$g" "$feats" ark:/dev/null /dev/null
+    grep -h 'GPU accumulator:' "$out/onepass-$m-align-acc-v2.log" | sed "s/^[^ ]* ([^ ]*) /$m align-acc-v2: /" >>"$out/onepass-times.txt"
+  fi
   one align "$gpu_bin/gmm-align-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-a.ali
   cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-a.ali && row "$m" "alignments, align-acc vs align" "" "identical" ||
     row "$m" "alignments, align-acc vs align" "" "DIFFERENT"
