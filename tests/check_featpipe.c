@@ -188,6 +188,62 @@ START_TEST(taken_equals_bytes) {
 }
 END_TEST
 
+/* The random-access reader over a chain (the aligners read features so)
+ * takes the matrices too: for every mode (sorted + called sorted, sorted,
+ * unsorted; read ahead on a thread or not) the values equal the archive
+ * bytes read back from a file, keys skipped and missing keys included. */
+START_TEST(random_access_takes) {
+  tu_logcap_start();
+  const char *rx = CMVNQ " | add-deltas --print-args=false ark:- ark:- |";
+  kio_input *in;
+  ck_assert_int_eq(kio_input_open(&in, rx, NULL), KIO_OK);
+  const char *path = tu_tmp_path("ra-bytes.ark");
+  FILE *out = fopen(path, "wb");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, kio_input_stream(in))) > 0) fwrite(buf, 1, n, out);
+  fclose(out);
+  ck_assert_int_eq(kio_input_close(in), KIO_OK);
+  char spec[600];
+  snprintf(spec, sizeof spec, "ark:%s", path);
+  char keys[12][64];
+  int nk = 0;
+  kio_seq_reader *a;
+  ck_assert_int_eq(kio_seq_open(&a, spec, &kio_matrix_holder), KIO_OK);
+  for (; !kio_seq_done(a) && nk < 12; kio_seq_next(a)) snprintf(keys[nk++], 64, "%s", kio_seq_key(a));
+  ck_assert_int_eq(kio_seq_close(a), KIO_OK);
+  ck_assert_int_eq(nk, 12);
+  kio_ra_reader *ref;
+  ck_assert_int_eq(kio_ra_open(&ref, spec, &kio_matrix_holder), KIO_OK);
+  const char *modes[] = {"ark,s,cs:", "ark,s:", "ark:", "ark,bg:"};
+  for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
+    char chain[600];
+    snprintf(chain, sizeof chain, "%s%s", modes[mi], rx);
+    kio_ra_reader *r;
+    ck_assert_int_eq(kio_ra_open(&r, chain, &kio_matrix_holder), KIO_OK);
+    int seen = 0;
+    for (int i = 0; i < nk; i += (mi == 1 ? 1 : 2)) {  /* every key, or every other one */
+      ck_assert_int_eq(kio_ra_has_key(r, keys[i]), 1);
+      const kio_matrix *y = kio_ra_value(r, keys[i]);
+      ck_assert_ptr_nonnull(y);
+      ck_assert_int_eq(kio_ra_has_key(ref, keys[i]), 1);
+      const kio_matrix *x = kio_ra_value(ref, keys[i]);
+      ck_assert_ptr_nonnull(x);
+      ck_assert(x->rows == y->rows && x->cols == y->cols && x->cols == 39 && x->rows > 0);
+      ck_assert(!memcmp(x->data, y->data, sizeof(float) * (size_t)x->rows * x->cols));
+      /* a key between this one and the next, in no table */
+      char miss[sizeof keys[0] + 2];
+      snprintf(miss, sizeof miss, "%.63sx", keys[i]);
+      ck_assert_int_eq(kio_ra_has_key(r, miss), 0);
+      seen++;
+    }
+    ck_assert_int_ge(seen, 6);
+    ck_assert_int_eq(kio_ra_close(r), KIO_OK);
+  }
+  ck_assert_int_eq(kio_ra_close(ref), KIO_OK);
+}
+END_TEST
+
 /* splice-feats straight into transform-feats (skx: plain chains; hsw:
  * feat-gemm.c's plan): the transform reads the spliced rows in place, copies
  * only the clamped edge rows. Against the same chain with a copy-feats
@@ -433,6 +489,7 @@ int main(void) {
   tcase_add_test(tc, gemm_small_rows_is_one_chain);
   tcase_add_test(tc, table_reads_chain);
   tcase_add_test(tc, taken_equals_bytes);
+  tcase_add_test(tc, random_access_takes);
   tcase_add_loop_test(tc, splice_into_transform, 0, 2);
   tcase_add_test(tc, select_narrower_utterance);
   tcase_add_loop_test(tc, threads_same_output, 0, 4);

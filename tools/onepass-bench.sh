@@ -13,7 +13,8 @@
 # threads, and KIO_FEATS_THREADS=1), ours gmm-align-compiled alone, and
 # steps/align_si.sh --nj $NJ (default 16) with Kaldi and with ours.
 # Writes OUT_DIR/onepass.md (table) and OUT_DIR/onepass-*.log.
-# Env: ACC_SPLIT (1: one more run at --verbose=2 for the accumulator's split), USE_GPU (yes), NJ (16), MODELS ("tri1 tri2"), KALDI_SIDE (true: run Kaldi's align_si),
+# Env: ALIGN_FEAT_THREADS (e.g. "1 4 8": gmm-align-compiled again per
+# KIO_FEATS_THREADS value), ACC_SPLIT (1: one more run at --verbose=2 for the accumulator's split), USE_GPU (yes), NJ (16), MODELS ("tri1 tri2"), KALDI_SIDE (true: run Kaldi's align_si),
 # SRC (data/train_x4) and COPIES (4): the data dir replicated (a quick check:
 # SRC=data/train COPIES=1).
 set -uo pipefail
@@ -89,6 +90,10 @@ for m in ${MODELS:-tri1 tri2}; do
   one align "$gpu_bin/gmm-align-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-a.ali
   cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-a.ali && row "$m" "alignments, align-acc vs align" "" "identical" ||
     row "$m" "alignments, align-acc vs align" "" "DIFFERENT"
+  for t in ${ALIGN_FEAT_THREADS:-}; do  # the feature chain's thread count, alignment alone
+    one align-feat$t KIO_FEATS_THREADS=$t "$gpu_bin/gmm-align-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-t.ali
+    cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-t.ali || row "$m" "alignments with $t feature threads" "" "DIFFERENT"
+  done
   # The recipe way on the same 99 h: align_si --nj N (graphs compiled per job).
   for side in ours kaldi; do
     [ "$side" = kaldi ] && [ "${KALDI_SIDE:-true}" != true ] && continue
