@@ -86,6 +86,11 @@ for m in ${MODELS:-tri1 tri2}; do
   if [ "${ACC_SPLIT:-0}" = 1 ]; then  # the accumulator's own time split (VLOG[2])
     one align-acc-v2 "$gpu_bin/gmm-align-acc-compiled" --use-gpu=${USE_GPU:-yes} --verbose=2 $o "$d/final.mdl" "ark:$g" "$feats" ark:/dev/null /dev/null
     grep -h 'GPU accumulator:' "$out/onepass-$m-align-acc-v2.log" | sed "s/^[^ ]* ([^ ]*) /$m align-acc-v2: /" >>"$out/onepass-times.txt"
+    # gmm-acc-stats-ali alone on the same alignments (no aligner sharing the device)
+    one acc-alone-v2 "$gpu_bin/gmm-acc-stats-ali" --use-gpu=${USE_GPU:-yes} --verbose=2 "$d/final.mdl" "$feats" ark:/tmp/onepass-$m.ali /tmp/onepass-$m-alone.acc
+    grep -h 'GPU accumulator:' "$out/onepass-$m-acc-alone-v2.log" | sed "s/^[^ ]* ([^ ]*) /$m acc-alone-v2: /" >>"$out/onepass-times.txt"
+    cmp -s /tmp/onepass-$m.acc /tmp/onepass-$m-alone.acc && row "$m" "stats, gmm-acc-stats-ali vs one pass" "" "identical" ||
+      row "$m" "stats, gmm-acc-stats-ali vs one pass" "" "DIFFERENT"
   fi
   one align "$gpu_bin/gmm-align-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-a.ali
   cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-a.ali && row "$m" "alignments, align-acc vs align" "" "identical" ||
