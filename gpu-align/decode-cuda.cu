@@ -138,6 +138,11 @@ int galign_cu_dec_new(galign_cuda *c) {
   }
   /* No shared memory used: give the threads' scattered workspaces all of L1.
    * Only a hint, so a refusal is not an error. */
+  /* $KIO_GALIGN_DEC_CARVEOUT=default leaves the driver's choice (measuring
+   * switch: with all of L1 the SMs running the decoder cannot take another
+   * kernel's shared-memory blocks, e.g. the one-pass accumulator's). */
+  const char *co = getenv("KIO_GALIGN_DEC_CARVEOUT");
+  if (co && !strcmp(co, "default")) return KIO_OK;
   cudaError_t e = cudaFuncSetAttribute((const void *)galign_k_decode, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        (int)cudaSharedmemCarveoutMaxL1);
   if (e != cudaSuccess) {

@@ -13,7 +13,8 @@
 # threads, and KIO_FEATS_THREADS=1), ours gmm-align-compiled alone, and
 # steps/align_si.sh --nj $NJ (default 16) with Kaldi and with ours.
 # Writes OUT_DIR/onepass.md (table) and OUT_DIR/onepass-*.log.
-# Env: ALIGN_FEAT_THREADS (e.g. "1 4 8": gmm-align-compiled again per
+# Env: ACC_ENVS (space-separated; each a comma-separated list of VAR=VALUE:
+# gmm-align-acc-compiled again under it), ALIGN_FEAT_THREADS (e.g. "1 4 8": gmm-align-compiled again per
 # KIO_FEATS_THREADS value), ACC_SPLIT (1: one more run at --verbose=2 for the accumulator's split), USE_GPU (yes), NJ (16), MODELS ("tri1 tri2"), KALDI_SIDE (true: run Kaldi's align_si),
 # SRC (data/train_x4) and COPIES (4): the data dir replicated (a quick check:
 # SRC=data/train COPIES=1).
@@ -92,6 +93,13 @@ for m in ${MODELS:-tri1 tri2}; do
     cmp -s /tmp/onepass-$m.acc /tmp/onepass-$m-alone.acc && row "$m" "stats, gmm-acc-stats-ali vs one pass" "" "identical" ||
       row "$m" "stats, gmm-acc-stats-ali vs one pass" "" "DIFFERENT"
   fi
+  i=0
+  for ev in ${ACC_ENVS:-}; do  # align + accumulate again under each environment (a,b: both)
+    i=$((i + 1))
+    one "align-acc-env$i" $(echo "$ev" | tr , ' ') "$gpu_bin/gmm-align-acc-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-e.ali /tmp/onepass-$m-e.acc
+    cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-e.ali && cmp -s /tmp/onepass-$m.acc /tmp/onepass-$m-e.acc &&
+      row "$m" "align-acc-env$i = $ev" "" "outputs identical" || row "$m" "align-acc-env$i = $ev" "" "outputs DIFFERENT"
+  done
   one align "$gpu_bin/gmm-align-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-a.ali
   cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-a.ali && row "$m" "alignments, align-acc vs align" "" "identical" ||
     row "$m" "alignments, align-acc vs align" "" "DIFFERENT"

@@ -212,6 +212,12 @@ cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st) {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f) {
   (void)f; *s = (cudaStream_t)0x1; return cudaSuccess;
 }
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int f, int prio) {
+  (void)f; (void)prio; *s = (cudaStream_t)0x1; return cudaSuccess;
+}
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+  *least = 0; *greatest = -5; return cudaSuccess;
+}
 cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
