@@ -240,6 +240,18 @@ struct kio_fpool {
   void *arg;
 };
 
+/* Takes the next queued job and computes it unlocked (by a worker, or by
+ * the producer when its window is full). Called and returns locked. */
+static void run_next(kio_fpool *p) {
+  unsigned long n = p->next++;
+  p->running++;
+  pthread_mutex_unlock(&p->mu);
+  job_run(&p->jobs[n % p->window]);
+  pthread_mutex_lock(&p->mu);
+  p->running--;
+  p->finished[n % p->window] = 1;
+}
+
 static void *worker(void *arg) {
   kio_fpool *p = arg;
   pthread_mutex_lock(&p->mu);
@@ -250,13 +262,7 @@ static void *worker(void *arg) {
       p->idle--;
     }
     if (p->stop) break;
-    unsigned long n = p->next++;
-    p->running++;
-    pthread_mutex_unlock(&p->mu);
-    job_run(&p->jobs[n % p->window]);
-    pthread_mutex_lock(&p->mu);
-    p->running--;
-    p->finished[n % p->window] = 1;
+    run_next(p);
     if (p->pwait) pthread_cond_signal(&p->done);
   }
   pthread_mutex_unlock(&p->mu);
@@ -335,13 +341,7 @@ static void advance(kio_fpool *p, unsigned long keep) {
     }
     if (p->tail - p->head < keep) return;
     if (p->next < p->tail) {
-      unsigned long n = p->next++;
-      p->running++;
-      pthread_mutex_unlock(&p->mu);
-      job_run(&p->jobs[n % p->window]);
-      pthread_mutex_lock(&p->mu);
-      p->running--;
-      p->finished[n % p->window] = 1;
+      run_next(p);
       continue;
     }
     p->pwait = 1;

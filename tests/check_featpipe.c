@@ -140,18 +140,13 @@ START_TEST(table_reads_chain) {
 }
 END_TEST
 
-/* The two ways out of a chain: the Matrix<float> table reader takes the
- * entries as matrices (kio_feat_take), any other reader gets archive bytes
- * (here the raw stream, saved and read back as an archive): the same keys
- * and the same bits; a reader leaving early stops the chain. */
-START_TEST(taken_equals_bytes) {
-  tu_logcap_start();
-  const char *rx = CMVNQ " | splice-feats --print-args=false --left-context=1 "
-                   "--right-context=1 ark:- ark:- |";
+/* The chain's output read as raw bytes (the way any reader but the matrix
+ * tables reads it) and saved to path; returns the byte count. */
+static size_t save_chain_bytes(const char *rx, const char *path) {
   kio_input *in;
   ck_assert_int_eq(kio_input_open(&in, rx, NULL), KIO_OK);
-  const char *path = tu_tmp_path("bytes.ark");
   FILE *out = fopen(path, "wb");
+  ck_assert_ptr_nonnull(out);
   char buf[1000];  /* small reads: entries cross them */
   size_t n, total = 0;
   while ((n = fread(buf, 1, sizeof buf, kio_input_stream(in))) > 0) {
@@ -160,7 +155,19 @@ START_TEST(taken_equals_bytes) {
   }
   fclose(out);
   ck_assert_int_eq(kio_input_close(in), KIO_OK);
-  ck_assert_uint_gt(total, 1000);
+  return total;
+}
+
+/* The two ways out of a chain: the Matrix<float> table reader takes the
+ * entries as matrices (kio_feat_take), any other reader gets archive bytes
+ * (here the raw stream, saved and read back as an archive): the same keys
+ * and the same bits; a reader leaving early stops the chain. */
+START_TEST(taken_equals_bytes) {
+  tu_logcap_start();
+  const char *rx = CMVNQ " | splice-feats --print-args=false --left-context=1 "
+                   "--right-context=1 ark:- ark:- |";
+  const char *path = tu_tmp_path("bytes.ark");
+  ck_assert_uint_gt(save_chain_bytes(rx, path), 1000);
   char spec[600];
   snprintf(spec, sizeof spec, "ark:%s", path);
   char chain[600];
@@ -195,15 +202,8 @@ END_TEST
 START_TEST(random_access_takes) {
   tu_logcap_start();
   const char *rx = CMVNQ " | add-deltas --print-args=false ark:- ark:- |";
-  kio_input *in;
-  ck_assert_int_eq(kio_input_open(&in, rx, NULL), KIO_OK);
   const char *path = tu_tmp_path("ra-bytes.ark");
-  FILE *out = fopen(path, "wb");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, kio_input_stream(in))) > 0) fwrite(buf, 1, n, out);
-  fclose(out);
-  ck_assert_int_eq(kio_input_close(in), KIO_OK);
+  ck_assert_uint_gt(save_chain_bytes(rx, path), 1000);
   char spec[600];
   snprintf(spec, sizeof spec, "ark:%s", path);
   char keys[12][64];
