@@ -11,6 +11,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 B=${FUZZ_BUILD:-build-fuzz}
+mkdir -p "$B" && B=$(cd "$B" && pwd)  # absolute: make-seeds runs from tests/data
 SECS=${FUZZ_SECONDS:-60}
 JOBS=${FUZZ_JOBS:-1}
 export FUZZ_BUILD="$B"
@@ -25,7 +26,7 @@ if [ -z "${FUZZ_NO_BUILD:-}" ]; then
   tests/fuzz/build.sh "$@" | grep -v '^  ' || true
   [ -x "$B/make-seeds" ] || { echo "fuzz: build failed" >&2; exit 1; }
 fi
-(cd tests/data && "../../$B/make-seeds" "../../$B/seeds") >/dev/null || {
+(cd tests/data && "$B/make-seeds" "$B/seeds") >/dev/null || {
   echo "fuzz: make-seeds failed" >&2; exit 1; }
 mkdir -p "$B/artifacts" "$B/logs"
 
