@@ -75,12 +75,28 @@ float *kio_fjob_norm(kio_fjob *j, size_t n, size_t *off) {
   return j->norm + *off;
 }
 
+/* A slot keeps its buffers for the next utterance, unless they are larger
+ * than this (a long recording's): 4 x threads slots would otherwise each keep
+ * the largest buffers they ever held. */
+#define KEEP_BYTES ((size_t)16 << 20)
+
 /* Clears the steps (releasing their transforms). Producer only. */
 static void job_reset(kio_fjob *j) {
   for (int i = 0; i < j->nsteps; i++)
     if (j->steps[i].op == KIO_FEAT_TRANSFORM) kio_fxform_release(j->steps[i].x);
   j->nsteps = 0;
   j->normlen = 0;
+  if (j->a.cap * sizeof(float) > KEEP_BYTES) kio_matrix_free(&j->a);
+  if (j->b.cap * sizeof(float) > KEEP_BYTES) kio_matrix_free(&j->b);
+  if (j->in.cap > KEEP_BYTES || j->in.m.cap * sizeof(float) > KEEP_BYTES) {
+    kio_cmatrix_raw_holder.free(&j->in);
+    memset(&j->in, 0, sizeof j->in);
+  }
+}
+
+/* What a submitted job holds (its bound in the pool). */
+static size_t job_bytes(const kio_fjob *j) {
+  return (j->a.cap + j->b.cap + j->in.m.cap) * sizeof(float) + j->in.cap;
 }
 
 static void job_free(kio_fjob *j) {
@@ -225,6 +241,8 @@ static void job_run(kio_fjob *j) {
 }
 
 /* ---- the pool ---- */
+size_t kio_fpool_max_bytes = (size_t)256 << 20;
+
 /* Jobs are numbered in submission order; job n lives in slot n % window.
  * [head, tail): submitted, not committed; [next, tail): not started. */
 struct kio_fpool {
@@ -235,6 +253,7 @@ struct kio_fpool {
   kio_fjob *jobs;
   unsigned char *finished;
   unsigned long head, next, tail;
+  size_t inflight_bytes;  /* job_bytes of [head, tail) */
   int running, idle, pwait, stop, stopped;
   kio_fpool_commit commit;
   void *arg;
@@ -334,12 +353,17 @@ static void advance(kio_fpool *p, unsigned long keep) {
       pthread_mutex_lock(&p->mu);
       p->finished[p->head % p->window] = 0;
       p->head++;
+      p->inflight_bytes -= j->bytes;
       if (r) {
         cancel(p);
         return;
       }
     }
-    if (p->tail - p->head < keep) return;
+    /* keep == 1 (drain): everything; else room for one more job, and the
+     * jobs in flight within the memory bound (one at least) */
+    if (p->tail - p->head < keep && (keep == 1 || p->tail == p->head ||
+                                     p->inflight_bytes <= kio_fpool_max_bytes))
+      return;
     if (p->next < p->tail) {
       run_next(p);
       continue;
@@ -372,9 +396,11 @@ int kio_fpool_submit(kio_fpool *p) {
     if (r) p->stopped = 1;
     return p->stopped;
   }
+  j->bytes = job_bytes(j);
   pthread_mutex_lock(&p->mu);
   p->finished[p->tail % p->window] = 0;
   p->tail++;
+  p->inflight_bytes += j->bytes;
   if (p->idle) pthread_cond_signal(&p->work);
   pthread_mutex_unlock(&p->mu);
   return 0;

@@ -50,6 +50,7 @@ typedef struct {
   int nsteps;
   float *norm;         /* CMVN offsets and scales */
   size_t normlen, normcap;
+  size_t bytes;        /* its buffers while in flight (the pool's memory bound) */
 } kio_fjob;
 
 /* Grows a's and b's buffers (not their shapes) to n floats. */
@@ -58,6 +59,8 @@ int kio_fjob_reserve(kio_fjob *j, size_t n);
 float *kio_fjob_norm(kio_fjob *j, size_t n, size_t *off);
 
 typedef struct kio_fpool kio_fpool;
+/* The memory bound of the jobs in flight (default 256 MB; tests lower it). */
+extern size_t kio_fpool_max_bytes;
 /* Commits job j (input order, producer's thread); nonzero: stop (the reader
  * left), nothing more is committed. */
 typedef int (*kio_fpool_commit)(void *arg, kio_fjob *j);
@@ -65,8 +68,9 @@ typedef int (*kio_fpool_commit)(void *arg, kio_fjob *j);
 /* KIO_FEATS_THREADS, default this process's share of the cores (at most
  * 16; 1 when a recipe runs one job per core). */
 int kio_fpool_threads(void);
-/* threads - 1 workers (the producer helps), up to 4 x threads jobs in
- * flight; threads 1: no thread, each job computed and committed at submit.
+/* threads - 1 workers (the producer helps), up to 4 x threads jobs and
+ * about kio_fpool_max_bytes of their buffers in flight (long recordings);
+ * threads 1: no thread, each job computed and committed at submit.
  * nstages: the most steps of a job. NULL when out of memory. */
 kio_fpool *kio_fpool_new(int threads, int nstages, kio_fpool_commit commit, void *arg);
 /* The job to fill next (its steps cleared), after committing those done;

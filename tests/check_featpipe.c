@@ -9,6 +9,7 @@
 
 #include "../base/feat.h"
 #include "../base/feat-ops.h"
+#include "../base/feat-pool.h"
 #include "../base/io.h"
 #include "../base/log.h"
 #include "../base/matrix.h"
@@ -450,7 +451,8 @@ static par_buf par_run(int scenario, const char *threads) {
 }
 
 /* Utterance-parallel chain (feat-pool.c): with 1, 2, 3 and 7 threads the
- * same archive bytes, stderr (byte for byte, in order) and status, for
+ * same archive bytes, stderr (byte for byte, in order) and status (also
+ * with the in-flight memory bound at 1 byte), for
  *   0: SAT's chain, a speaker without CMVN stats, two without fMLLR;
  *   1: CVN on an utt2spk lacking u150 (apply-cmvn dies mid-stream, its
  *      successors finish) | add-deltas | copy-feats;
@@ -476,6 +478,15 @@ START_TEST(threads_same_output) {
                   "scenario %d, %s threads: output differs from 1 thread's", _i, counts[c]);
     free(b.out);
   }
+  /* The memory bound at its extreme (one job in flight at a time, the
+   * producer waiting on it): the same again, without a hang. */
+  size_t keep = kio_fpool_max_bytes;
+  kio_fpool_max_bytes = 1;
+  par_buf b = par_run(_i, "7");
+  kio_fpool_max_bytes = keep;
+  ck_assert_msg(b.len == ref.len && !memcmp(b.out, ref.out, ref.len),
+                "scenario %d, 7 threads, 1-byte bound: output differs from 1 thread's", _i);
+  free(b.out);
   free(ref.out);
 }
 END_TEST
