@@ -77,15 +77,22 @@ int kio_featop_cmvn_norm(const double *stats, int32_t rows, int32_t dim, int var
 #if FEAT_X86
 /* The AVX-512 version's flat walk (feat-simd.c), 8 lanes: offset/scale
  * repeated to lcm(dim, 8) values; 0 when dim is too large for that. */
+int32_t kio_featop_cmvn_pattern(int32_t dim, int32_t lanes, const float *offset,
+                                const float *scale, float *offp, float *scp) {
+  int32_t g = dim, b = lanes;
+  while (b) { int32_t r = g % b; g = b; b = r; }
+  int32_t L = dim / g * lanes;  /* lcm(dim, lanes) */
+  if (L > 1024) return 0;
+  for (int32_t e = 0; e < L; e++) offp[e] = offset[e % dim], scp[e] = scale[e % dim];
+  return L;
+}
+
 __attribute__((target("avx2")))
 static int cmvn_apply_avx2(float *x, int32_t frames, int32_t dim, int var_norm,
                            const float *offset, const float *scale) {
-  int32_t g = dim, b = 8;
-  while (b) { int32_t r = g % b; g = b; b = r; }
-  int32_t L = dim / g * 8;  /* lcm(dim, 8) */
-  if (L > 1024) return 0;
   float offp[1024], scp[1024];
-  for (int32_t e = 0; e < L; e++) offp[e] = offset[e % dim], scp[e] = scale[e % dim];
+  int32_t L = kio_featop_cmvn_pattern(dim, 8, offset, scale, offp, scp);
+  if (!L) return 0;
   size_t n = (size_t)frames * (size_t)dim, e = 0;
   int32_t p = 0;
   for (; e + 8 <= n; e += 8) {

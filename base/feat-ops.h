@@ -74,6 +74,11 @@ void kio_featop_transform_avx512(const float *in, int32_t stride, int32_t T, int
 void kio_featop_deltas_avx512(const float *in, int32_t frames, int32_t t0, int32_t t1,
                               int32_t dim, int order, float *const *scales, const int *sdims,
                               float *out);
+/* The vector CMVN kernels' offset/scale pattern: offset and scale repeated
+ * to lcm(dim, lanes) values in offp/scp (1024 floats each). Returns that
+ * length, or 0 when it exceeds 1024 (the kernels then go row by row). */
+int32_t kio_featop_cmvn_pattern(int32_t dim, int32_t lanes, const float *offset,
+                                const float *scale, float *offp, float *scp);
 void kio_featop_cmvn_apply_avx512(float *x, int32_t frames, int32_t dim, int var_norm,
                                   const float *offset, const float *scale);
 

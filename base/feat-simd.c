@@ -153,12 +153,9 @@ T512 void kio_featop_deltas_avx512(const float *in, int32_t frames, int32_t t0, 
  * a time, each load waited for the previous row's store). ---- */
 T512 void kio_featop_cmvn_apply_avx512(float *x, int32_t frames, int32_t dim, int var_norm,
                                        const float *offset, const float *scale) {
-  int32_t g = dim, b = 16;
-  while (b) { int32_t r = g % b; g = b; b = r; }
-  int32_t L = dim / g * 16;  /* lcm(dim, 16) */
-  if (L <= 1024) {
-    float offp[1024], scp[1024];
-    for (int32_t e = 0; e < L; e++) offp[e] = offset[e % dim], scp[e] = scale[e % dim];
+  float offp[1024], scp[1024];
+  int32_t L = kio_featop_cmvn_pattern(dim, 16, offset, scale, offp, scp);
+  if (L) {
     size_t n = (size_t)frames * (size_t)dim, e = 0;
     int32_t p = 0;
     for (; e + 16 <= n; e += 16) {
