@@ -11,37 +11,25 @@ HAVE_CUDA ?= 0
 SAN ?=
 OPT ?= -O2
 # -ffp-contract=off: no fused multiply-add, so the CPU path rounds exactly as written.
-CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -ffp-contract=off -pthread \
+CFLAGS = -std=c11 -D_GNU_SOURCE -I. $(OPT) -g -Wall -Wextra -ffp-contract=off -pthread \
          -DKIO_HAVE_CUDA=$(HAVE_CUDA) $(SAN) $(EXTRA_CFLAGS)
-CXXFLAGS = -std=c++17 $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(FST_CFLAGS) $(SAN)
-NVCCFLAGS = -O3 -std=c++17 $(CUDA_GENCODE) -DKIO_HAVE_CUDA=1 -Xcompiler -Wall,-fPIC --fmad=false \
+CXXFLAGS = -std=c++17 -I. $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(FST_CFLAGS) $(SAN)
+NVCCFLAGS = -O3 -std=c++17 -I. $(CUDA_GENCODE) -DKIO_HAVE_CUDA=1 -Xcompiler -Wall,-fPIC --fmad=false \
             $(EXTRA_NVCCFLAGS)
 
-BASE_C   := $(sort $(wildcard base/*.c))
-BASE_CXX := $(sort $(wildcard base/*.cc))
-TGRAPH_C := $(sort $(wildcard train-graphs/*.c))
-TGRAPH_CXX := $(sort $(wildcard train-graphs/*.cc))
-FEATS_C  := $(sort $(wildcard gpu-feats/*.c))
-ALIGN_C  := $(sort $(wildcard gpu-align/*.c))
-ACC_C    := $(sort $(wildcard gpu-acc/*.c))
-SVC_C    := $(sort $(wildcard gpu-service/*.c))
-ifeq ($(HAVE_CUDA),1)
-BASE_CU  := $(sort $(wildcard base/*.cu))
-FEATS_CU := $(sort $(wildcard gpu-feats/*.cu))
-ALIGN_CU := $(sort $(wildcard gpu-align/*.cu))
-ACC_CU   := $(sort $(wildcard gpu-acc/*.cu))
-endif
+# One static library per folder, linked top to bottom: a call from a lower
+# folder to a higher one fails to link, so the dependencies stay one-way
+# (docs/architecture.md draws them).
+LAYERS := gpu-service gpu-acc gpu-align gpu-feats train-graphs device base/program \
+          base/feat base/model base/matrix base/io base/sys
+layer_src = $(sort $(wildcard $(1)/*.c $(1)/*.cc) $(if $(filter 1,$(HAVE_CUDA)),$(wildcard $(1)/*.cu)))
+layer_objs = $(call obj,$(call layer_src,$(1)))
+lib_name = $(BUILD)/lib$(subst /,-,$(1)).a
 
 BUILD ?= build$(if $(SAN),-san)
 obj = $(patsubst %,$(BUILD)/%.o,$(1))
 
-BASE_LIB  := $(BUILD)/libkbase.a
-TGRAPH_LIB := $(BUILD)/libtgraph.a
-FEATS_LIB := $(BUILD)/libgfeat.a
-ALIGN_LIB := $(BUILD)/libgalign.a
-ACC_LIB   := $(BUILD)/libgacc.a
-SVC_LIB   := $(BUILD)/libgsvc.a
-LIBS      := $(SVC_LIB) $(ACC_LIB) $(ALIGN_LIB) $(FEATS_LIB) $(TGRAPH_LIB) $(BASE_LIB)
+LIBS      := $(foreach l,$(LAYERS),$(call lib_name,$(l)))
 LDLIBS    := $(FST_LIBS) $(CUDA_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 PROGS := $(patsubst %.c,%,$(sort $(wildcard gmmbin-gpu/*.c)))
@@ -62,18 +50,11 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
-$(BASE_LIB): $(call obj,$(BASE_C) $(BASE_CXX) $(BASE_CU))
-	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
-$(TGRAPH_LIB): $(call obj,$(TGRAPH_C) $(TGRAPH_CXX))
-	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
-$(FEATS_LIB): $(call obj,$(FEATS_C) $(FEATS_CU))
-	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
-$(ALIGN_LIB): $(call obj,$(ALIGN_C) $(ALIGN_CU))
-	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
-$(ACC_LIB): $(call obj,$(ACC_C) $(ACC_CU))
-	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
-$(SVC_LIB): $(call obj,$(SVC_C))
-	@rm -f $@; $(if $^,ar rcs $@ $^,printf "!<arch>\n" > $@)
+define layer_rule
+$(call lib_name,$(1)): $(call layer_objs,$(1))
+	@rm -f $$@; $$(if $$^,ar rcs $$@ $$^,printf "!<arch>\n" > $$@)
+endef
+$(foreach l,$(LAYERS),$(eval $(call layer_rule,$(l))))
 
 # Programs are linked with the C++ driver because of the OpenFst bridge.
 gmmbin-gpu/%: $(BUILD)/gmmbin-gpu/%.c.o $(LIBS)
@@ -117,7 +98,7 @@ fuzz:
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-	  --suppress=missingIncludeSystem -I base base train-graphs gpu-feats gpu-align gpu-acc gpu-service gmmbin-gpu tools
+	  --suppress=missingIncludeSystem -I. base device train-graphs gpu-feats gpu-align gpu-acc gpu-service gmmbin-gpu tools
 
 PREFIX ?= /usr/local
 install: all

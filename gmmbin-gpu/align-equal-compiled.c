@@ -6,13 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../base/fst.h"
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/options.h"
-#include "../base/table.h"
-#include "../gpu-align/gpu-align.h"
+#include "base/model/fst.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/sys/options.h"
+#include "base/io/table.h"
+#include "gpu-align/gpu-align.h"
+#include "base/program/program.h"
 
 #define SRC "align-equal-compiled.cc"
 #define WARN_AT(line, ...) KIO_LOG_AT(KIO_LOG_WARNING, "main", SRC, (line), __VA_ARGS__)
@@ -25,6 +26,7 @@ static const char *const kUsage =
     " align-equal-compiled 1.mdl 1.fsts scp:train.scp ark:equal.ali\n";
 
 int main(int argc, char **argv) {
+  kio_program_start(argc, argv);
   kio_opts *po = kio_opts_new(kUsage);
   int binary = 1;  /* registered for compatibility; the wspecifier decides */
   kio_opts_bool(po, "binary", &binary, "Write output in binary mode");

@@ -9,15 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/fst.h"
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/model.h"
-#include "../base/options.h"
-#include "../base/table.h"
-#include "../gpu-align/gpu-align.h"
-#include "../train-graphs/train-graphs.h"
+#include "base/model/fst.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/model/model.h"
+#include "base/sys/options.h"
+#include "base/io/table.h"
+#include "gpu-align/gpu-align.h"
+#include "train-graphs/train-graphs.h"
+#include "base/program/program.h"
 
 #define SRC "align-equal.cc"
 #define WARN_AT(line, ...) KIO_LOG_AT(KIO_LOG_WARNING, "main", SRC, (line), __VA_ARGS__)
@@ -41,6 +42,7 @@ typedef struct {
 } utt;
 
 int main(int argc, char **argv) {
+  kio_program_start(argc, argv);
   tgraph_tune_malloc(argv);
   kio_opts *po = kio_opts_new(kUsage);
   char *disambig_rx = NULL;

@@ -8,13 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/cpu-share.h"
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/model.h"
-#include "../base/options.h"
-#include "../base/table.h"
-#include "../train-graphs/train-graphs.h"
+#include "base/sys/cpu-share.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/model/model.h"
+#include "base/sys/options.h"
+#include "base/io/table.h"
+#include "train-graphs/train-graphs.h"
+#include "base/program/program.h"
 
 #define SRC "compile-train-graphs.cc"
 
@@ -98,6 +99,7 @@ static int batch_join(batch *b) {
 }
 
 int main(int argc, char **argv) {
+  kio_program_start(argc, argv);
   tgraph_tune_malloc(argv);
   kio_opts *po = kio_opts_new(kUsage);
   tgraph_opts gopts;

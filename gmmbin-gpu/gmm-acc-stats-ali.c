@@ -8,16 +8,17 @@
 #include <unistd.h>
 #include <time.h>
 
-#include "../base/cuda-util.h"
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/model.h"
-#include "../base/options.h"
-#include "../base/svc-link.h"
-#include "../base/table.h"
-#include "../gpu-acc/gpu-acc.h"
-#include "../gpu-align/gpu-align.h"
+#include "device/cuda-util.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/model/model.h"
+#include "base/sys/options.h"
+#include "device/svc-link.h"
+#include "base/io/table.h"
+#include "gpu-acc/gpu-acc.h"
+#include "gpu-align/gpu-align.h"
+#include "base/program/program.h"
 
 #define PROG_FILE "gmm-acc-stats-ali.cc"
 /* Lines of Kaldi's source the messages come from (log lines show them). */
@@ -253,6 +254,7 @@ static void close_readers(kio_ra_reader *alis, kio_seq_reader *feats) {
 }
 
 int main(int argc, char *argv[]) {
+  kio_program_start(argc, argv);
   const char *usage =
       "Accumulate stats for GMM training.\n"
       "Usage:  gmm-acc-stats-ali [options] <model-in> <feature-rspecifier> "

@@ -13,13 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/cuda-util.h"
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/options.h"
-#include "../gpu-acc/gpu-acc.h"
-#include "../gpu-align/align-pipeline.h"
-#include "../gpu-align/gpu-align.h"
+#include "device/cuda-util.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/sys/options.h"
+#include "gpu-acc/gpu-acc.h"
+#include "gpu-align/align-pipeline.h"
+#include "gpu-align/gpu-align.h"
+#include "base/program/program.h"
 
 #define ACC_FILE "gmm-acc-stats-ali.cc"
 
@@ -63,6 +64,7 @@ static int accumulate(void *user, int n, const galign_pipeline_utt *utts) {
 }
 
 int main(int argc, char *argv[]) {
+  kio_program_start(argc, argv);
   const char *usage =
       "Align features given [GMM-based] models and accumulate the statistics\n"
       "gmm-acc-stats-ali would accumulate from the alignments, in one pass\n"

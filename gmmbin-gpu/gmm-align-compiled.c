@@ -7,15 +7,17 @@
 #include <string.h>
 #include <time.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/options.h"
-#include "../gpu-align/align-pipeline.h"
-#include "../gpu-align/gpu-align.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/sys/options.h"
+#include "gpu-align/align-pipeline.h"
+#include "gpu-align/gpu-align.h"
+#include "base/program/program.h"
 
 static galign_pipeline *g_pipe;
 
 int main(int argc, char *argv[]) {
+  kio_program_start(argc, argv);
   const char *usage =
       "Align features given [GMM-based] models.\n"
       "Usage:   gmm-align-compiled [options] <model-in> <graphs-rspecifier> "
@@ -49,7 +51,7 @@ int main(int argc, char *argv[]) {
   cfg.gpu_feats = 1;  /* KIO_FEATS_GPU=1: the feature chain on our own GPU context */
 
   /* A fatal error (ERROR logged) leaves the tables open: kio_fatal_exit
-   * abandons the outputs (base/io.h) and exits 255. */
+   * abandons the outputs (base/io/io.h) and exits 255. */
   if (galign_pipeline_open(&g_pipe, &cfg) != KIO_OK) kio_fatal_exit();
   if (galign_pipeline_run(g_pipe, NULL, NULL) != KIO_OK) kio_fatal_exit();
   galign_pipeline_log_summary(g_pipe);

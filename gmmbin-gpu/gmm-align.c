@@ -8,13 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/model.h"
-#include "../base/options.h"
-#include "../gpu-align/align-pipeline.h"
-#include "../gpu-align/gpu-align.h"
-#include "../train-graphs/train-graphs.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/model/model.h"
+#include "base/sys/options.h"
+#include "gpu-align/align-pipeline.h"
+#include "gpu-align/gpu-align.h"
+#include "train-graphs/train-graphs.h"
+#include "base/program/program.h"
 
 #define SRC "gmm-align.cc"
 
@@ -34,6 +35,7 @@ static int compile_cb(void *user, const kio_int_vec *words, kio_fst *out) {
 }
 
 int main(int argc, char *argv[]) {
+  kio_program_start(argc, argv);
   tgraph_tune_malloc(argv);
   const char *usage =
       "Align features given [GMM-based] models.\n"

@@ -1,17 +1,19 @@
 /* kaldi-gpu-service: the per-user GPU service the alignment and accumulation
  * programs hand their batches to (gpu-service/gpu-service.h). Jobs start it
- * on first use (base/svc-link.c); it is not meant to be run by hand, but can
+ * on first use (device/svc-link.c); it is not meant to be run by hand, but can
  * be, e.g. to keep it up longer: kaldi-gpu-service --idle-timeout=600. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
-#include "../base/options.h"
-#include "../base/svc-link.h"
-#include "../gpu-service/gpu-service.h"
+#include "base/sys/log.h"
+#include "base/sys/options.h"
+#include "device/svc-link.h"
+#include "gpu-service/gpu-service.h"
+#include "base/program/program.h"
 
 int main(int argc, char *argv[]) {
+  kio_program_start(argc, argv);
   const char *usage =
       "The per-user GPU service of the GPU alignment plugin: keeps the CUDA context\n"
       "and models, and aligns/accumulates the batches the programs hand it.\n"

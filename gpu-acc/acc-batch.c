@@ -15,7 +15,7 @@
  * bit-identical.
  *
  * Log lines of a run on the worker (the invalid-likelihood ERROR, CUDA
- * errors) are deferred (base/log.h) and replayed by gacc_wait on the
+ * errors) are deferred (base/sys/log.h) and replayed by gacc_wait on the
  * caller's thread, where a program that routes lines by thread expects
  * them. */
 #include <math.h>

@@ -23,7 +23,7 @@
  *  - "skx": AVX-512 kernels (built with -march=skylake-avx512): tails fused
  *    (sgemv tail as in acc-math.h, the fixtures' machine; daxpy fully
  *    fused); rows of at most 8 floats with lda == D (Kaldi: D = 4, 8) in
- *    the small-m kernel's order (base/sgemv-skx-small.h);
+ *    the small-m kernel's order (base/matrix/sgemv-skx-small.h);
  *  - "plain": no FMA anywhere (older CPUs).
  * The default is "skx" on every machine: our output must not depend on the
  * host (Kaldi's does), and skx is the reference hosts' rounding (the

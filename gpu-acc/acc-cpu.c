@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
+#include "base/sys/log.h"
 #include "acc-internal.h"
 #include "acc-remote.h"
 #include "acc-math.h"

@@ -2,7 +2,7 @@
 #if !KIO_HAVE_CUDA
 #include <stdlib.h>
 
-#include "../base/log.h"
+#include "base/sys/log.h"
 #include "acc-internal.h"
 
 int gacc_cuda_new(gacc_cuda **c, const gacc_stats *shape, const kio_am_gmm *am) {

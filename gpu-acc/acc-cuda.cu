@@ -30,8 +30,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../base/log.h"
-#include "../base/cuda-util.h"
+#include "base/sys/log.h"
+#include "device/cuda-util.h"
 #include "acc-internal.h"
 #include "acc-math.h"
 

@@ -7,7 +7,7 @@
 
 #include <pthread.h>
 
-#include "../base/log.h"
+#include "base/sys/log.h"
 #include "gpu-acc.h"
 
 #ifdef __cplusplus

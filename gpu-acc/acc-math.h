@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../base/sgemv-skx-small.h"
+#include "base/matrix/sgemv-skx-small.h"
 
 #ifdef __CUDACC__
 #define GACC_HD __host__ __device__ __forceinline__
@@ -101,7 +101,7 @@ GACC_HD float gacc_expf(float x) {
  *    contraction of the C expression).
  * Except: on SkylakeX, rows of at most 8 floats with lda == D (Kaldi: D = 4
  * and 8) go to AVX-512 kernels with their own order per D and per block of
- * rows (base/sgemv-skx-small.h; gacc_gauss_loglike_p takes it). */
+ * rows (base/matrix/sgemv-skx-small.h; gacc_gauss_loglike_p takes it). */
 enum { GACC_K4 = 0, GACC_K2 = 1, GACC_K1 = 2 };
 
 /* Which sgemv kernel handles component j of M. */
@@ -223,7 +223,7 @@ GACC_HD float gacc_gemv_row(float y, const float *a, const float *xv, int D, flo
  * - 0.5 IV.x2 rounded as Kaldi/OpenBLAS (above); x2[d] = x[d] * x[d] in
  * float, as Kaldi squares the frame. In the skx profile (plain_tail 0),
  * D = 4 and D = 8 (Kaldi's row stride = D <= 8) take OpenBLAS's SkylakeX
- * small-m kernel instead (base/sgemv-skx-small.h). */
+ * small-m kernel instead (base/matrix/sgemv-skx-small.h). */
 GACC_HD float gacc_gauss_loglike_p(float gconst, const float *mi, const float *iv,
                                    const float *x, const float *x2, int D, int j, int M,
                                    int plain_tail) {

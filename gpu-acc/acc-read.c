@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
 
 static int read_gmm_accs(FILE *f, int binary, int32_t *dim, int32_t *ncomp,
                          uint16_t *flags, kio_vector *occ, kio_matrix *mean,

@@ -1,4 +1,4 @@
-/* Accumulation through the GPU service (base/svc-link.h): the job's backend
+/* Accumulation through the GPU service (device/svc-link.h): the job's backend
  * of gacc_acc and the service's handler. The job checks every utterance
  * itself first (so fatal errors read exactly as on the other backends) and
  * keeps the per-utterance sums; the service keeps the statistics on its
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/svc-link.h"
+#include "device/svc-link.h"
 #include "acc-internal.h"
 #include "acc-remote.h"
 

@@ -6,7 +6,7 @@
 #define GACC_ACC_REMOTE_H
 
 #include <stddef.h>
-#include "../base/svc-link.h"
+#include "device/svc-link.h"
 #include "gpu-acc.h"
 
 #ifdef __cplusplus

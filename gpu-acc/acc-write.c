@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
 
 /* kGmmMeans | kGmmVariances | kGmmWeights | kGmmTransitions: what the
  * program asks for (kGmmAll); gmm-est's default --update-flags needs all. */

@@ -18,8 +18,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "../base/matrix.h"
-#include "../base/model.h"
+#include "base/matrix/matrix.h"
+#include "base/model/model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,7 +72,7 @@ typedef struct gacc_acc gacc_acc;  /* opaque: the model on one backend */
 int gacc_new(gacc_acc **a, const char *backend, const kio_tmodel *tm,
              const kio_am_gmm *am);
 int gacc_is_gpu(const gacc_acc *a);
-/* The accumulator on the per-user GPU service (base/svc-link.h): connects
+/* The accumulator on the per-user GPU service (device/svc-link.h): connects
  * (starting the service if needed) and hands it the model. On failure
  * returns KIO_ERR without logging, with the reason in why. gacc_is_gpu is 1
  * for it; every entry works as on the GPU backend. A lost service is a
@@ -168,7 +168,7 @@ float gacc_expf_ref(float x);
 /* The CPU accumulator's arithmetic, for checks against a BLAS library
  * (tools/acc-blas-check): y + alpha * (a . xv) for component j of M as
  * cblas_sgemv with row stride lda rounds it (Kaldi's stride:
- * kio_kaldi_stride(D), base/sgemv-skx-small.h), and mean += post * xd,
+ * kio_kaldi_stride(D), base/matrix/sgemv-skx-small.h), and mean += post * xd,
  * var += post * x2 over D dims as cblas_dger does, in the OpenBLAS profile of the reference hosts
  * (skx; KIO_BLAS_PROFILE=hsw|plain: another host's; KIO_NO_SIMD=1: scalar). */
 float gacc_cpu_gemv_row(float y, const float *a, const float *xv, int D, int lda, float alpha,

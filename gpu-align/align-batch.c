@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
+#include "base/sys/log.h"
 
 int galign_ev_push(event_list *l, event e) {
   if (l->n == l->cap) {

@@ -5,9 +5,9 @@
 
 #include <stddef.h>
 
-#include "../base/fst.h"
-#include "../base/matrix.h"
-#include "../base/table.h"
+#include "base/model/fst.h"
+#include "base/matrix/matrix.h"
+#include "base/io/table.h"
 #include "align-pipeline.h"
 
 /* ---------------- captured log lines ---------------- */

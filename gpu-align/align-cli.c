@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
-#include "../base/options.h"
+#include "base/sys/log.h"
+#include "base/sys/options.h"
 #include "align-margin.h"
 #include "align-pipeline.h"
 

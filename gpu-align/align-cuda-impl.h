@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/cuda-util.h"
-#include "../base/log.h"
+#include "device/cuda-util.h"
+#include "base/sys/log.h"
 #include "align-cuda.h"
 
 /* Kernel launch and dynamic shared memory (tests/emu/ replaces them to run

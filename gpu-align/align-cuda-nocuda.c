@@ -2,7 +2,7 @@
  * (./configure --use-cuda=no): every entry logs one ERROR and fails. */
 #if !KIO_HAVE_CUDA
 #include <stddef.h>
-#include "../base/log.h"
+#include "base/sys/log.h"
 #include "align-cuda.h"
 
 #define GALIGN_NOCUDA() \

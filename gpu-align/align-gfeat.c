@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/table.h"
-#include "../gpu-feats/gpu-feats.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/io/table.h"
+#include "gpu-feats/gpu-feats.h"
 
 struct galign_gfeat {
   kio_feat_plan plan;

@@ -11,7 +11,7 @@
 #define GALIGN_ALIGN_GFEAT_H
 
 #include <stdint.h>
-#include "../base/matrix.h"
+#include "base/matrix/matrix.h"
 #include "align-batch.h"
 #include "gpu-align.h"
 

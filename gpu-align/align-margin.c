@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../base/log.h"
+#include "base/sys/log.h"
 
 /* ---------------- the band ---------------- */
 

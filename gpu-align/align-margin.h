@@ -21,7 +21,7 @@
 #define GALIGN_ALIGN_MARGIN_H
 
 #include <stdint.h>
-#include "../base/table.h"
+#include "base/io/table.h"
 #include "gpu-align.h"
 
 #ifdef __cplusplus

@@ -17,13 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../base/cpu-share.h"
-#include "../base/cuda-util.h"
-#include "../base/fst.h"
-#include "../base/log.h"
-#include "../base/options.h"
-#include "../base/svc-link.h"
-#include "../base/table.h"
+#include "base/sys/cpu-share.h"
+#include "device/cuda-util.h"
+#include "base/model/fst.h"
+#include "base/sys/log.h"
+#include "base/sys/options.h"
+#include "device/svc-link.h"
+#include "base/io/table.h"
 
 /* Kaldi's locations of the lines the pipeline prints for its program. */
 #define PROG_FILE "gmm-align-compiled.cc"
@@ -38,8 +38,8 @@ static _Thread_local event_list *t_capture;
 static _Thread_local int t_is_main;
 static event_list *volatile g_align_capture;
 
-/* Called by base/log.c under its (recursive) mutex. A line printed now goes
- * through base/log.c's default handler: with the mutex held, no other
+/* Called by base/sys/log.c under its (recursive) mutex. A line printed now goes
+ * through base/sys/log.c's default handler: with the mutex held, no other
  * thread sees the handler removed for that moment. */
 static void capture_handler(int level, const char *func, const char *file, int line,
                             const char *msg, void *user) {

@@ -10,7 +10,7 @@
  * then emits batch k. Lines logged by the other threads are captured and
  * replayed where Kaldi would have printed them, so the log is Kaldi's
  * sequential one. For that the pipeline installs its own log handler (see
- * base/log.h) from galign_pipeline_open() to the end of
+ * base/sys/log.h) from galign_pipeline_open() to the end of
  * galign_pipeline_run(); lines the calling thread logs in between (e.g. in
  * the hook) are printed at once. One pipeline at a time per process.
  *
@@ -20,14 +20,14 @@
  *   galign_pipeline_log_summary(), galign_pipeline_close(), _free()
  * A KIO_ERR from open, run or close is Kaldi's fatal error: the ERROR lines
  * are printed, every thread is joined; the program calls kio_fatal_exit()
- * (base/io.h: exit 255, outputs abandoned) without closing the tables (so
+ * (base/io/io.h: exit 255, outputs abandoned) without closing the tables (so
  * no pipe errors follow the fatal one, and no output looks complete). */
 #ifndef GALIGN_PIPELINE_H
 #define GALIGN_PIPELINE_H
 
 #include <stdint.h>
-#include "../base/matrix.h"
-#include "../base/model.h"
+#include "base/matrix/matrix.h"
+#include "base/model/model.h"
 #include "gpu-align.h"
 
 #ifdef __cplusplus

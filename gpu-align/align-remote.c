@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
+#include "base/sys/log.h"
 
 enum { MAX_CONN = 16 };
 

@@ -1,5 +1,5 @@
 /* Internal to gpu-align (and the GPU service): alignment batches through the
- * per-user GPU service (base/svc-link.h). Both ends of the wire format live
+ * per-user GPU service (device/svc-link.h). Both ends of the wire format live
  * in align-remote.c: the job's side (a backend of galign_aligner) and the
  * service's side (decode a batch, align it on the service's own aligner,
  * encode the results with the log lines the aligner printed). The service
@@ -9,7 +9,7 @@
 #define GALIGN_ALIGN_REMOTE_H
 
 #include <stddef.h>
-#include "../base/svc-link.h"
+#include "device/svc-link.h"
 #include "gpu-align.h"
 
 #ifdef __cplusplus

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
-#include "../base/table.h"
+#include "base/sys/log.h"
+#include "base/io/table.h"
 #include "align-batch.h"
 #include "align-source.h"
 

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-#include "../base/cpu-share.h"
-#include "../base/cuda-util.h"
-#include "../base/log.h"
-#include "../base/svc-link.h"
+#include "base/sys/cpu-share.h"
+#include "device/cuda-util.h"
+#include "base/sys/log.h"
+#include "device/svc-link.h"
 #include "align-cpu.h"
 #include "align-cuda.h"
 #include "align-remote.h"
@@ -40,7 +40,7 @@ int galign_parse_use_gpu(const char *s, galign_use_gpu *out) {
 }
 
 /* Threads for CPU alignment: $GALIGN_CPU_THREADS, else this job's share of
- * the online CPUs (base/cpu-share.h; at most 16). */
+ * the online CPUs (base/sys/cpu-share.h; at most 16). */
 static int cpu_threads(void) {
   const char *e = getenv("GALIGN_CPU_THREADS");
   long n = e && *e ? strtol(e, NULL, 10) : 0;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
+#include "base/sys/log.h"
 
 /* Kaldi's own source location of the EqualAlign messages, so our log lines
  * diff cleanly against Kaldi's (tests/data/edge/align-equal.log). */

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gpu-align.h"
-#include "../base/sgemv-skx-small.h"
+#include "base/matrix/sgemv-skx-small.h"
 
 #ifdef __CUDACC__
 #define GALIGN_GMM_HD __host__ __device__ GALIGN_GMM_CORE_INLINE
@@ -130,7 +130,7 @@ GALIGN_GMM_HD static inline int galign_comp_kernel(int32_t i, int32_t n) {
 
 /* Except: on SkylakeX (the skx profile: g->blas_small), OpenBLAS sends
  * rows of at most 8 floats with lda == D to a kernel of its own
- * (base/sgemv-skx-small.h); Kaldi's row stride is D rounded up to 4, so
+ * (base/matrix/sgemv-skx-small.h); Kaldi's row stride is D rounded up to 4, so
  * that is D = 4 and D = 8. Then every component of a pdf is
  * galign_small_loglike (x[d] at x[d * xs]). */
 GALIGN_GMM_HD static inline int galign_use_small(const galign_gmm *g) {

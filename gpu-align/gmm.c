@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../base/log.h"
+#include "base/sys/log.h"
 #include "align-cpu.h"
 
 int galign_gmm_init(galign_gmm *g, const kio_am_gmm *am) {

@@ -5,9 +5,9 @@
 #define GALIGN_H
 
 #include <stdint.h>
-#include "../base/fst.h"
-#include "../base/matrix.h"
-#include "../base/model.h"
+#include "base/model/fst.h"
+#include "base/matrix/matrix.h"
+#include "base/model/model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,7 +101,7 @@ int galign_aligner_new(galign_aligner **a, galign_use_gpu mode,
                        const kio_tmodel *tm, const kio_am_gmm *am,
                        const galign_opts *o);
 int galign_aligner_is_gpu(const galign_aligner *a);
-/* 1 if the aligner hands its batches to the GPU service (base/svc-link.h);
+/* 1 if the aligner hands its batches to the GPU service (device/svc-link.h);
  * mode != NO tries the service first, then our own context, then (optional)
  * the CPU. A service lost during the run is replaced by our own backend for
  * the rest, with a LOG line. */

@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../base/log.h"
-#include "../base/options.h"
+#include "base/sys/log.h"
+#include "base/sys/options.h"
 #include "gpu-align.h"
 
 void galign_opts_default(galign_opts *o) {

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <float.h>
 #include <math.h>
-#include "../base/fst.h"
+#include "base/model/fst.h"
 
 #ifdef __CUDACC__
 #define GALIGN_HD __host__ __device__

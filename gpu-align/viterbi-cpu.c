@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "../base/log.h"
+#include "base/sys/log.h"
 #include "align-cpu.h"
 #include "viterbi-core.h"
 

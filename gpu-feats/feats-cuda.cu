@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/cuda-util.h"
-#include "../base/log.h"
+#include "device/cuda-util.h"
+#include "base/sys/log.h"
 #include "feats-impl.h"
 
 /* Launches (tests/emu/cuda-emu.h replaces them to run kernels on the host). */

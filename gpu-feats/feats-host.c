@@ -1,16 +1,16 @@
 /* gpu-feats, host part: the raw-matrix holder, the chain's tables and
  * constants, and the batches (raw bytes + per-utterance CMVN parameters,
- * computed exactly as base/feat-chain.c does, with its warnings and
+ * computed exactly as base/feat/feat-chain.c does, with its warnings and
  * errors). The kernels are in feats-cuda.cu. */
 #include "feats-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/compressed-matrix.h"
-#include "../base/feat-ops.h"
-#include "../base/io.h"
-#include "../base/log.h"
+#include "base/matrix/compressed-matrix.h"
+#include "base/feat/feat-ops.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
 
 /* ---- the raw-matrix holder (double matrices and tokens: base's holders) ---- */
 static int raw_reserve(gfeat_raw *r, size_t n) {

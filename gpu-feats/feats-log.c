@@ -1,5 +1,5 @@
 /* gpu-feats: the end of a device chain (gfeat_chain_finish). The CPU chain
- * (base/feat-chain.c) takes every utterance of its input through the
+ * (base/feat/feat-chain.c) takes every utterance of its input through the
  * stages; the device path computes only the utterances the aligner asks
  * for. So that the stages' final LOG lines count what the programs of the
  * pipe would have counted, the input's other utterances are checked here
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/table-internal.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/io/table-internal.h"
 
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);

@@ -1,5 +1,5 @@
 /* The recipes' feature pipelines on the device (issue 8, deliverable 3;
- * prefix gfeat_). A recognised chain (base/feat.h's kio_feat_plan) such as
+ * prefix gfeat_). A recognised chain (base/feat/feat.h's kio_feat_plan) such as
  *   apply-cmvn --utt2spk=ark:U scp:CMVN scp:FEATS ark:- | add-deltas ark:- ark:-
  *   apply-cmvn ... | splice-feats --left-context=3 --right-context=3 ark:- ark:- |
  *     transform-feats final.mat ark:- ark:-
@@ -30,9 +30,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../base/feat.h"
-#include "../base/matrix.h"
-#include "../base/table.h"
+#include "base/feat/feat.h"
+#include "base/matrix/matrix.h"
+#include "base/io/table.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,7 +71,7 @@ void gfeat_chain_free(gfeat_chain *c);
  * or a table transform decides: see gfeat_batch_dim). */
 int32_t gfeat_chain_out_dim(const gfeat_chain *c, int32_t in_dim);
 
-/* The feature programs' own counts (base/feat.h's kio_feat_counts, per
+/* The feature programs' own counts (base/feat/feat.h's kio_feat_counts, per
  * plan stage) are kept by gfeat_batch_add over the utterances it is given,
  * each key once (a key given again right after itself is not counted
  * again). gfeat_chain_check: the same checks, warnings and counts for key

@@ -1,7 +1,7 @@
 /* The per-user GPU service (issue 12; program gmmbin-gpu/kaldi-gpu-service):
  * one process that keeps the CUDA context and the models, and aligns and
  * accumulates the batches that the jobs of a recipe hand it over their Unix
- * socket (base/svc-link.h: paths, start on first use, wire helpers). Jobs
+ * socket (device/svc-link.h: paths, start on first use, wire helpers). Jobs
  * start it on first use; it exits after an idle time.
  *
  * Inside: one thread per connection; each connection gets an aligner or an

@@ -13,13 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../base/cuda-util.h"
-#include "../base/log.h"
-#include "../base/svc-link.h"
-#include "../gpu-acc/acc-remote.h"
-#include "../gpu-acc/gpu-acc.h"
-#include "../gpu-align/align-remote.h"
-#include "../gpu-align/gpu-align.h"
+#include "device/cuda-util.h"
+#include "base/sys/log.h"
+#include "device/svc-link.h"
+#include "gpu-acc/acc-remote.h"
+#include "gpu-acc/gpu-acc.h"
+#include "gpu-align/align-remote.h"
+#include "gpu-align/gpu-align.h"
 
 /* An idle aligner, kept for the next job with the same model and options. */
 typedef struct pooled {

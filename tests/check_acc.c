@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/model.h"
-#include "../base/table.h"
-#include "../gpu-acc/gpu-acc.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/model/model.h"
+#include "base/io/table.h"
+#include "gpu-acc/gpu-acc.h"
 #include "test-util.h"
 
 /* ---- captured log lines ---- */

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <time.h>
 #include "test-util.h"
-#include "../base/log.h"
-#include "../gpu-align/gpu-align.h"
-#include "../gpu-align/align-cpu.h"
-#include "../gpu-align/viterbi-core.h"
+#include "base/sys/log.h"
+#include "gpu-align/gpu-align.h"
+#include "gpu-align/align-cpu.h"
+#include "gpu-align/viterbi-core.h"
 
 /* ---- a tiny graph builder ---- */
 typedef struct {
@@ -392,8 +392,8 @@ START_TEST(test_use_gpu_and_beams) {
 END_TEST
 
 /* ---- Kaldi fixtures ---- */
-#include "../base/table.h"
-#include "../base/matrix.h"
+#include "base/io/table.h"
+#include "base/matrix/matrix.h"
 
 typedef struct {
   int n;

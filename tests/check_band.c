@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "test-util.h"
-#include "../base/log.h"
-#include "../gpu-align/align-margin.h"
-#include "../gpu-align/viterbi-core.h"
+#include "base/sys/log.h"
+#include "gpu-align/align-margin.h"
+#include "gpu-align/viterbi-core.h"
 
 typedef struct { int32_t from, il, to, pdf; } tarc;
 

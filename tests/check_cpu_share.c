@@ -1,4 +1,4 @@
-/* Default thread counts under concurrent jobs (base/cpu-share.h): running
+/* Default thread counts under concurrent jobs (base/sys/cpu-share.h): running
  * copies of the same executable are counted, and the share divides the
  * cores among them. */
 #include <signal.h>
@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../base/cpu-share.h"
+#include "base/sys/cpu-share.h"
 #include "test-util.h"
 
 START_TEST(counts_running_copies) {

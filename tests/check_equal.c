@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/fst.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/table.h"
-#include "../gpu-align/gpu-align.h"
+#include "base/model/fst.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/io/table.h"
+#include "gpu-align/gpu-align.h"
 #include "test-util.h"
 
 /* ---- captured log lines ---- */

@@ -1,4 +1,4 @@
-/* Fatal errors (base/output.c, base/io.h): what becomes of the outputs when a
+/* Fatal errors (base/io/output.c, base/io/io.h): what becomes of the outputs when a
  * program dies of one. Regular files are removed (open or closed, through a
  * symbolic link, never a file that replaced ours), output pipes' commands
  * are killed before they see the end of their input (gzip leaves no valid
@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/table.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/io/table.h"
 #include "test-util.h"
 
 #define ALI_ARK "kaldi/mono/ali.ark"

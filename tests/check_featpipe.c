@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/feat.h"
-#include "../base/feat-ops.h"
-#include "../base/feat-pool.h"
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/table.h"
+#include "base/feat/feat.h"
+#include "base/feat/feat-ops.h"
+#include "base/feat/feat-pool.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/io/table.h"
 #include "test-util.h"
 
 #define CMVNQ "apply-cmvn --print-args=false --utt2spk=ark:featpipe/utt2spk scp:featpipe/cmvn.scp scp:featpipe/feats.scp ark:-"
@@ -492,6 +492,7 @@ START_TEST(threads_same_output) {
 END_TEST
 
 int main(void) {
+  kio_feat_install();  /* as every program does at start */
   Suite *s = suite_create("featpipe");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, parse_recognised);

@@ -1,6 +1,6 @@
 /* The vector kernels of the feature chain (feat-ops.c AVX2, feat-simd.c
  * AVX-512, compressed-matrix.c's AVX-512 decompression) give the scalar
- * code's bits: every level the CPU has (base/simd.h; KIO_NO_SIMD's switch)
+ * code's bits: every level the CPU has (base/sys/simd.h; KIO_NO_SIMD's switch)
  * against level 0, on odd shapes (tails of 8 and 16 lanes, 1-3 frames,
  * clamped delta windows) and awkward values (-0, tiny, large). The scalar
  * code itself is checked against Kaldi by cli/featpipe.sh and
@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/feat-ops.h"
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/simd.h"
+#include "base/feat/feat-ops.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/sys/simd.h"
 #include "test-util.h"
 
 static const char *kProfiles[] = {"skx", "hsw", "plain"};

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/fst.h"
-#include "../base/log.h"
-#include "../base/table.h"
+#include "base/model/fst.h"
+#include "base/sys/log.h"
+#include "base/io/table.h"
 #include "test-util.h"
 
 /* ---- independent raw parser ---- */

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/cuda-util.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/model.h"
-#include "../base/table.h"
-#include "../gpu-acc/gpu-acc.h"
+#include "device/cuda-util.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/model/model.h"
+#include "base/io/table.h"
+#include "gpu-acc/gpu-acc.h"
 #include "test-util.h"
 
 static void select_gpu(void) {
@@ -88,7 +88,7 @@ START_TEST(noisy_gpu_equals_cpu) {
 }
 END_TEST
 
-/* dims 4 and 8: SkylakeX's small-m sgemv kernel (base/sgemv-skx-small.h) */
+/* dims 4 and 8: SkylakeX's small-m sgemv kernel (base/matrix/sgemv-skx-small.h) */
 START_TEST(mono4_gpu_equals_cpu) {
   gpu_vs_cpu("models/mono4/final.mdl", "ark:feats/delta4.ark", "ark:kaldi/mono/ali.ark", 16,
              "kaldi/mono4/final.acc");

@@ -11,14 +11,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/model.h"
-#include "../base/table.h"
-#include "../gpu-align/align-cpu.h"
-#include "../gpu-align/align-cuda.h"
-#include "../gpu-align/gpu-align.h"
-#include "../gpu-align/align-margin.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/model/model.h"
+#include "base/io/table.h"
+#include "gpu-align/align-cpu.h"
+#include "gpu-align/align-cuda.h"
+#include "gpu-align/gpu-align.h"
+#include "gpu-align/align-margin.h"
 #include "test-util.h"
 
 /* ---- fixtures ---- */
@@ -232,7 +232,7 @@ static void check_loglikes(const char *model, const char *feats) {
 
 START_TEST(loglikes_mono) { check_loglikes("mono", "ark:feats/delta.ark"); }
 END_TEST
-/* dims 4 and 8: SkylakeX's small-m sgemv kernel (base/sgemv-skx-small.h) */
+/* dims 4 and 8: SkylakeX's small-m sgemv kernel (base/matrix/sgemv-skx-small.h) */
 START_TEST(loglikes_mono4) { check_loglikes_g("mono4", "ark:feats/delta4.ark", "mono"); }
 END_TEST
 START_TEST(loglikes_mono8) { check_loglikes_g("mono8", "ark:feats/delta8.ark", "mono"); }

@@ -1,5 +1,5 @@
 /* The device feature chain (gpu-feats) against the CPU in-process chain
- * (base/feat-chain.c, itself bit-identical to Kaldi's programs) and, where
+ * (base/feat/feat-chain.c, itself bit-identical to Kaldi's programs) and, where
  * the fixtures have them, Kaldi's own archives: deltas, CVN, reverse CVN,
  * LDA (splice + transform) with the hsw profile at 1 and 2 OpenBLAS
  * threads and the skx profile, uncompressed float input (the fixtures'
@@ -13,14 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../base/compressed-matrix.h"
-#include "../base/cuda-util.h"
-#include "../base/feat.h"
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/table.h"
-#include "../gpu-feats/gpu-feats.h"
+#include "base/matrix/compressed-matrix.h"
+#include "device/cuda-util.h"
+#include "base/feat/feat.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/io/table.h"
+#include "gpu-feats/gpu-feats.h"
 #include "test-util.h"
 
 typedef struct {
@@ -404,6 +404,7 @@ static Suite *gpu_feats_suite(void) {
 }
 
 int main(void) {
+  kio_feat_install();  /* as every program does at start */
   /* Probes in a child: CUDA is never initialised in this (forking) parent. */
   if (!tu_gpu_available()) exit(TU_EXIT_SKIP);
   return tu_run_suite(gpu_feats_suite());

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../base/fst.h"
-#include "../base/gzip-input.h"
-#include "../base/io.h"
-#include "../base/log.h"
+#include "base/model/fst.h"
+#include "base/io/gzip-input.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
 #include "test-util.h"
 
 /* Log capture: counts lines and keeps the last message. */
@@ -355,7 +355,7 @@ START_TEST(text_output_file) {
 }
 END_TEST
 
-/* ---- "gunzip -c PATH |" decompressed in-process (base/gzip-input.c) ----
+/* ---- "gunzip -c PATH |" decompressed in-process (base/io/gzip-input.c) ----
  * The oracle is the real gunzip: each case is read once in-process and once
  * through popen (KIO_GUNZIP_PIPE=1); bytes, gzip's stderr and the close
  * status/WARNING must be identical. */

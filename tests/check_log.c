@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../base/log.h"
+#include "base/sys/log.h"
 #include "test-util.h"
 
 /* stderr captured to a temp file (tests/test-util.c). */

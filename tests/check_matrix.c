@@ -5,10 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/table.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/io/table.h"
 #include "test-util.h"
 
 /* One archive entry: key, separator, header; returns 1, 0 at EOF, -1 error. */
@@ -550,7 +550,7 @@ START_TEST(huge_claimed_sizes) {
 }
 END_TEST
 
-/* ---- archive level (base/table-read.c) ---- */
+/* ---- archive level (base/io/table-read.c) ---- */
 
 static int same_bits(const kio_matrix *a, const kio_matrix *b) {
   return a->rows == b->rows && a->cols == b->cols &&

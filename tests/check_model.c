@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/model.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/model/model.h"
 #include "test-util.h"
 
 /* Captures log lines so tests can check an ERROR names the file. */

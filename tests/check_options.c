@@ -4,8 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../base/log.h"
-#include "../base/options.h"
+#include "base/sys/log.h"
+#include "base/sys/options.h"
 #include "test-util.h"
 
 /* stderr captured to a temp file (tests/test-util.c). */

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "test-util.h"
-#include "../base/log.h"
-#include "../base/table.h"
-#include "../gpu-align/align-pipeline.h"
-#include "../gpu-align/gpu-align.h"
+#include "base/sys/log.h"
+#include "base/io/table.h"
+#include "gpu-align/align-pipeline.h"
+#include "gpu-align/gpu-align.h"
 
 #define MONO_GRAPHS "ark:gunzip -c graphs/mono.fsts.gz|"
 

@@ -2,8 +2,8 @@
  * valid forms with their options and filenames, and invalid forms. */
 #include <string.h>
 
-#include "../base/log.h"
-#include "../base/table.h"
+#include "base/sys/log.h"
+#include "base/io/table.h"
 #include "test-util.h"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

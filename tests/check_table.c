@@ -6,10 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/table.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/io/table.h"
 #include "test-util.h"
 
 #define ALI_ARK "kaldi/mono/ali.ark"

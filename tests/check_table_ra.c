@@ -1,4 +1,4 @@
-/* Random-access archive readers with read-ahead (base/table-ra.c): "s",
+/* Random-access archive readers with read-ahead (base/io/table-ra.c): "s",
  * "s,cs" and "bg" archives are read by a thread into a small queue. The
  * lookups must behave exactly as without it: sorted requests, skipped and
  * absent keys, out-of-order requests, a truncated archive (WARNING only when
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
-#include "../base/table.h"
+#include "base/sys/log.h"
+#include "base/io/table.h"
 #include "test-util.h"
 
 #define ALI_ARK "kaldi/mono/ali.ark"

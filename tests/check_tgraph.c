@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/fst.h"
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/model.h"
-#include "../base/table.h"
-#include "../train-graphs/train-graphs.h"
+#include "base/model/fst.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/model/model.h"
+#include "base/io/table.h"
+#include "train-graphs/train-graphs.h"
 #include "test-util.h"
 
 typedef struct {

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
-#include "../base/model.h"
+#include "base/sys/log.h"
+#include "base/model/model.h"
 #include "test-util.h"
 
 static const char *k_dirs[] = {"mono", "tri1", "tri2"};

@@ -1,6 +1,6 @@
 #include "test-util.h"
 
-#include "../base/log.h"
+#include "base/sys/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +79,7 @@ int tu_run_suite(Suite *s) {
 }
 
 #if KIO_HAVE_CUDA
-int kio_cuda_device_count(void); /* base/cuda-util.cu */
+int kio_cuda_device_count(void); /* device/cuda-util.cu */
 #endif
 
 int tu_gpu_available(void) {

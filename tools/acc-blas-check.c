@@ -9,7 +9,7 @@
  * The sgemv rows are laid out alternately with Kaldi's row stride (D
  * rounded up to 4 floats, what Kaldi passes as lda) and with lda = D: on
  * SkylakeX cores, OpenBLAS takes another kernel for D <= 8 when lda == D
- * (base/sgemv-skx-small.h), which Kaldi reaches for D = 4 and 8 only; the
+ * (base/matrix/sgemv-skx-small.h), which Kaldi reaches for D = 4 and 8 only; the
  * second layout checks that kernel's model for every D in 1..8.
  * Prints the profile and the number of differing values; exit 0 if none,
  * 1 if any, 2 if the library cannot be used. */
@@ -19,8 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/sgemv-skx-small.h"
-#include "../gpu-acc/gpu-acc.h"
+#include "base/matrix/sgemv-skx-small.h"
+#include "gpu-acc/gpu-acc.h"
+#include "base/program/program.h"
 
 typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const float *, int,
                          float, float *, int);
@@ -37,6 +38,7 @@ static double urand(void) {  /* [0, 1) */
 }
 
 int main(int argc, char **argv) {
+  kio_program_start(argc, argv);
   long trials = 2000;
   int i = 1;
   for (; i < argc && !strncmp(argv[i], "--", 2); i++) {

@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
-#include "../gpu-acc/gpu-acc.h"
+#include "base/sys/log.h"
+#include "gpu-acc/gpu-acc.h"
+#include "base/program/program.h"
 
 static int bytes_equal(const char *a, const char *b) {
   FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
@@ -24,6 +25,7 @@ static int bytes_equal(const char *a, const char *b) {
 }
 
 int main(int argc, char **argv) {
+  kio_program_start(argc, argv);
   kio_log_set_program(argv[0]);
   double tol = 1e-6;
   int i = 1;

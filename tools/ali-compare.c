@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/log.h"
-#include "../base/options.h"
-#include "../base/table.h"
+#include "base/sys/log.h"
+#include "base/sys/options.h"
+#include "base/io/table.h"
+#include "base/program/program.h"
 
 typedef struct { char *key; int32_t n; int32_t *v; } entry;
 typedef struct { entry *e; size_t n, cap; } table;
@@ -51,6 +52,7 @@ static void free_all(table *t) {
 }
 
 int main(int argc, char *argv[]) {
+  kio_program_start(argc, argv);
   const char *usage =
       "Compare two alignment tables frame by frame (agreement of transition-ids).\n"
       "Usage: ali-compare [options] <alignments-rspecifier1> <alignments-rspecifier2>\n"

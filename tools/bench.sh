@@ -6,7 +6,7 @@
 # graphs "ark:gunzip -c bench-data/M.fsts.gz|" and features ark,s,cs:...:
 #   our CPU path (--use-gpu=no), our GPU path (--use-gpu=yes, if a GPU is
 #   usable; once more with KIO_GUNZIP_PIPE=1, i.e. the graphs through a real
-#   gunzip process instead of base/gzip-input.c), Kaldi's gmm-align-compiled
+#   gunzip process instead of base/io/gzip-input.c), Kaldi's gmm-align-compiled
 #   (KALDI_BUNDLE, KALDI_ROOT, or the shared bundle ../shared/kaldi unpacked
 #   into bench-data/kaldi), and Kaldi's gmm-acc-stats-ali beside ours.
 # Prints a markdown table (wall seconds, x real time, speed-up) and the

@@ -1,5 +1,5 @@
 /* feat-copy: reads a features rspecifier through our table code (so a
- * recognised feature pipeline runs in-process, see base/feat.h) and writes
+ * recognised feature pipeline runs in-process, see base/feat/feat.h) and writes
  * the matrices unchanged, as Kaldi's copy-feats does. For the feature
  * pipeline tests (tests/cli/featpipe.sh) and tools/feat-bench.sh. With
  * --keys=FILE the features are read by random access, the keys being the
@@ -8,13 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/options.h"
-#include "../base/table.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/sys/options.h"
+#include "base/io/table.h"
+#include "base/program/program.h"
 
 int main(int argc, char *argv[]) {
+  kio_program_start(argc, argv);
   const char *usage =
       "Copy features read through the in-process feature pipelines.\n"
       "Usage: feat-copy [options] <feature-rspecifier> <feature-wspecifier>\n"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # gmm-align-compiled on its own CUDA context with the features' chain on
-# the CPU (KIO_FEATS_GPU=0: base/feat-chain.c, 1 and all KIO_FEATS_THREADS)
+# the CPU (KIO_FEATS_GPU=0: base/feat/feat-chain.c, 1 and all KIO_FEATS_THREADS)
 # and on the device (KIO_FEATS_GPU=1: gpu-feats), on the fixtures'
 # utterances replicated COPIES times as a recipe data directory
 # (tools/gfeat-testdata: CM-compressed 13-dim input, feats.scp, per-speaker

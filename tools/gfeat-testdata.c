@@ -17,11 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/compressed-matrix.h"
-#include "../base/io.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/table.h"
+#include "base/matrix/compressed-matrix.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/io/table.h"
+#include "base/program/program.h"
 
 typedef struct { char spk[512]; double s[2][14]; } spk_stats;
 
@@ -56,6 +57,7 @@ static void write_fmllr(FILE *f, const char *spk, int s, int dim) {
 }
 
 int main(int argc, char *argv[]) {
+  kio_program_start(argc, argv);
   kio_log_set_program(argv[0]);
   int drop_last = 0;
   long copies = 1, fdim = 0;

@@ -6,13 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/fst.h"
-#include "../base/log.h"
-#include "../base/matrix.h"
-#include "../base/options.h"
-#include "../base/table.h"
+#include "base/model/fst.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/sys/options.h"
+#include "base/io/table.h"
+#include "base/program/program.h"
 
 int main(int argc, char *argv[]) {
+  kio_program_start(argc, argv);
   const char *usage =
       "Replicate a table N times, keys prefixed rNNN- (sorted input -> sorted output).\n"
       "Usage: replicate-archive [options] <rspecifier> <wspecifier>\n"

@@ -24,7 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../gpu-align/gmm-core.h"
+#include "gpu-align/gmm-core.h"
+#include "base/program/program.h"
 
 typedef void (*sgemv_fn)(int order, int trans, int m, int n, float alpha, const float *a,
                          int lda, const float *x, int incx, float beta, float *y, int incy);
@@ -55,6 +56,7 @@ static float urand(unsigned *s, float lo, float hi) {
 }
 
 int main(int argc, char **argv) {
+  kio_program_start(argc, argv);
   const char *lib = argc > 1 ? argv[1] : getenv("OPENBLAS_LIB");
   char buf[4096];
   void *h = NULL;

@@ -24,10 +24,10 @@
 
 #include <fst/fstlib.h>
 
-#include "../base/cpu-share.h"
-#include "../base/fst-bridge.h"
-#include "../base/io.h"
-#include "../base/log.h"
+#include "base/sys/cpu-share.h"
+#include "base/model/fst-bridge.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
 #include "tgraph-det.h"
 #include "tgraph-fst.h"
 #include "train-graphs.h"

@@ -19,7 +19,7 @@
 
 #include <fst/fstlib.h>
 
-#include "../base/model.h"
+#include "base/model/model.h"
 
 namespace tgraph {
 

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../base/io.h"
-#include "../base/log.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
 #include "train-graphs.h"
 
 int tgraph_read_disambig(const char *rx, const char *prog_file, int line, int32_t **v,

@@ -14,9 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/fst.h"
-#include "../base/model.h"
-#include "../base/table.h"
+#include "base/model/fst.h"
+#include "base/model/model.h"
+#include "base/io/table.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,7 +58,7 @@ void tgraph_graph_free(tgraph_graph *g);
 enum { TGRAPH_BYTES = 1, TGRAPH_CSR = 2 };
 
 /* Compiles n transcripts (word-id vectors) on num_threads threads (<= 0:
- * this process's share of the online cores, base/cpu-share.h), out[0..n-1]
+ * this process's share of the online cores, base/sys/cpu-share.h), out[0..n-1]
  * in input order. On a failure (what Kaldi dies of: a word the lexicon lacks, a non-determinizable graph, a tree that
  * cannot answer) logs Kaldi's ERROR / ASSERTION_FAILED line for the first
  * failing utterance in input order and returns KIO_ERR. */

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The aligning programs read their features by random access; with a
 # recognised chain in the rspecifier the random-access reader takes the
-# chain's matrices (base/table-ra.c). CPU path, on a recipe-like directory
+# chain's matrices (base/io/table-ra.c). CPU path, on a recipe-like directory
 # made from the fixtures (tools/gfeat-testdata: compressed 13-dim input,
 # per-speaker CMVN and transforms, a speaker without CMVN stats):
 #  - gmm-align-compiled and gmm-align-acc-compiled with the chain in the

@@ -1,7 +1,7 @@
 #!/bin/bash
 # gmm-align-compiled with the feature chain computed on the device
 # (KIO_FEATS_GPU=1, gpu-feats + align-gfeat.c) against the same program with
-# the chain on the CPU (KIO_FEATS_GPU=0, base/feat-chain.c): alignments,
+# the chain on the CPU (KIO_FEATS_GPU=0, base/feat/feat-chain.c): alignments,
 # scores and per-frame log-likelihoods byte for byte, the same stderr (VLOG
 # lines aside: they say which path ran and its times): the same lines, the
 # program's own in the same order, the feature programs' command lines and

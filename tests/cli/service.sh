@@ -1,5 +1,5 @@
 #!/bin/bash
-# The per-user GPU service (gpu-service/, base/svc-link.c), tested without a
+# The per-user GPU service (gpu-service/, device/svc-link.c), tested without a
 # GPU: KALDI_GPU_SERVICE=force makes the programs use it although there is no
 # device node, KALDI_GPU_SERVICE_CPU=1 makes the service align and accumulate
 # on its CPU backend. Checked: outputs through the service = outputs of the

@@ -2,7 +2,7 @@
 # Models of feature dimension 4 and 8. On AVX-512 cores, Kaldi's OpenBLAS
 # (0.3.21, core SkylakeX) computes their log-likelihoods in a kernel of its
 # own (rows of <= 8 floats with lda == dim; Kaldi's row stride is the dim
-# rounded up to 4, so dims 4 and 8), whose order base/sgemv-skx-small.h
+# rounded up to 4, so dims 4 and 8), whose order base/matrix/sgemv-skx-small.h
 # reproduces. Fixtures (tests/data/README.md): models/mono{4,8} = the mono
 # model cut to its first 4/8 dims, feats/delta{4,8}.ark = the same dims of
 # the first 20 utterances, kaldi/mono{4,8}/ = what the Kaldi bundle wrote

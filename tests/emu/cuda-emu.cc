@@ -15,7 +15,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 #include "cuda-emu.h"
-#include "../../base/log.h"
+#include "base/sys/log.h"
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>

@@ -6,28 +6,29 @@
 # EMU_SUITES="align acc feats featalign" (default: all four).
 set -e
 cd "$(dirname "$0")/../.."
+# The host layers below the device code (base/ and device/), C and C++ files.
+HOST_C=$(find base device -name '*.c' | sort)
+HOST_CC=$(find base device -name '*.cc' | sort)
 B=${1:-build-emu}
 mkdir -p "$B"
-CF="-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -ffp-contract=off -pthread -DKIO_HAVE_CUDA=1"
-XF="-std=c++17 -O2 -g -Wall -Wextra -ffp-contract=off -I/usr/local/cuda/include -DKIO_HAVE_CUDA=1"
+CF="-std=c11 -D_GNU_SOURCE -I. -O2 -g -Wall -Wextra -ffp-contract=off -pthread -DKIO_HAVE_CUDA=1"
+XF="-std=c++17 -I. -O2 -g -Wall -Wextra -ffp-contract=off -I/usr/local/cuda/include -DKIO_HAVE_CUDA=1"
 # Self-test of the emulator's barriers/atomics first (cuda-emu.cc's main).
 g++ $XF -DGALIGN_EMU_SELFTEST tests/emu/cuda-emu.cc -o "$B/cuda-emu-selftest"
 "$B/cuda-emu-selftest"
 # shared by both suites: the emulator and the OpenFst bridge
 g++ $XF -c tests/emu/cuda-emu.cc -o "$B/cuda-emu.o"
-for f in base/*.cc; do
-  [ -e "$f" ] || continue
-  g++ -std=c++17 -O2 -g -c "$f" -o "$B/$(echo "$f" | tr / _).o"
+for f in $HOST_CC; do
+  g++ -std=c++17 -I. -O2 -g -c "$f" -o "$B/$(echo "$f" | tr / _).o"
 done
 suites=${EMU_SUITES:-align acc feats featalign}  # which suites to build and run
 case " $suites " in *" align "*|*" featalign "*)
 objs=""
-for f in base/*.c gpu-feats/*.c gpu-align/*.c; do
+for f in $HOST_C gpu-feats/*.c gpu-align/*.c; do
   o="$B/$(echo "$f" | tr / _).o"
   gcc $CF -c "$f" -o "$o"; objs="$objs $o"
 done
-for f in base/*.cc; do
-  [ -e "$f" ] || continue
+for f in $HOST_CC; do
   objs="$objs $B/$(echo "$f" | tr / _).o"
 done
 for f in gpu-feats/*.cu gpu-align/*.cu; do
@@ -61,12 +62,11 @@ GFEAT_EMU=1 BIN="$B/bin" TOOLS="$B/tools" TOP="$PWD" bash tests/cli/gpu-feats.sh
 # emulated device (bit-identity of GPU and CPU statistics).
 case " $suites " in *" acc "*)
 aobjs=""
-for f in base/*.c gpu-feats/*.c gpu-align/*.c gpu-acc/*.c tests/test-util.c tests/check_gpu_acc.c; do
+for f in $HOST_C gpu-feats/*.c gpu-align/*.c gpu-acc/*.c tests/test-util.c tests/check_gpu_acc.c; do
   o="$B/acc_$(echo "$f" | tr / _).o"
   gcc $CF -c "$f" -o "$o"; aobjs="$aobjs $o"
 done
-for f in base/*.cc; do
-  [ -e "$f" ] || continue
+for f in $HOST_CC; do
   aobjs="$aobjs $B/$(echo "$f" | tr / _).o"
 done
 for f in gpu-feats/*.cu gpu-align/*.cu gpu-acc/*.cu; do
@@ -82,12 +82,11 @@ g++ -o "$B/check_gpu_acc" $aobjs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -lz
 # byte against the CPU in-process chain and Kaldi's archives).
 case " $suites " in *" feats "*)
 fobjs=""
-for f in base/*.c gpu-feats/*.c tests/test-util.c tests/check_gpu_feats.c; do
+for f in $HOST_C gpu-feats/*.c tests/test-util.c tests/check_gpu_feats.c; do
   o="$B/feats_$(echo "$f" | tr / _).o"
   gcc $CF -c "$f" -o "$o"; fobjs="$fobjs $o"
 done
-for f in base/*.cc; do
-  [ -e "$f" ] || continue
+for f in $HOST_CC; do
   fobjs="$fobjs $B/$(echo "$f" | tr / _).o"
 done
 for f in gpu-feats/*.cu; do

@@ -9,7 +9,7 @@ B=${FUZZ_BUILD:-build-fuzz}
 CC=${FUZZ_CC:-clang}
 CXX=${FUZZ_CXX:-clang++}
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-COMMON="-O1 -g $SAN -DKIO_HAVE_CUDA=0 -pthread -Ibase"
+COMMON="-O1 -g $SAN -DKIO_HAVE_CUDA=0 -pthread -I."
 CFLAGS="-std=c11 -D_GNU_SOURCE -ffp-contract=off -Wall -Wextra $COMMON"
 CXXFLAGS="-std=c++17 -Wall -Wextra -Wno-unused-parameter $COMMON"
 FST_LIBS=$(sed -n 's/^FST_LIBS *= *//p' config.mk 2>/dev/null || true)
@@ -17,11 +17,11 @@ FST_LIBS=$(sed -n 's/^FST_LIBS *= *//p' config.mk 2>/dev/null || true)
 
 mkdir -p "$B/obj"
 objs=""
-# Library objects: every base/ and train-graphs/ .c and .cc (no CUDA: the nocuda stubs).
-for src in base/*.c base/*.cc train-graphs/*.c train-graphs/*.cc; do
-  o="$B/obj/$(basename "$src").o"
+# Library objects: every base/, device/ and train-graphs/ .c and .cc (no CUDA: the nocuda stubs).
+for src in $(find base device -name '*.c' -o -name '*.cc' | sort) train-graphs/*.c train-graphs/*.cc; do
+  o="$B/obj/$(echo "$src" | tr / _).o"
   objs="$objs $o"
-  [ -f "$o" ] && [ "$o" -nt "$src" ] && [ -z "$(find base train-graphs -name '*.h' -newer "$o")" ] && continue
+  [ -f "$o" ] && [ "$o" -nt "$src" ] && [ -z "$(find base device train-graphs -name '*.h' -newer "$o")" ] && continue
   case "$src" in
     *.cc) echo "  CXX $src"; $CXX $CXXFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o" ;;
     *)    echo "  CC  $src"; $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o" ;;

@@ -2,7 +2,7 @@
 // accepts is read again by OpenFst itself (fst::StdFst::Read on the same
 // bytes) and the two graphs must be identical. Only inputs our reader
 // accepted reach OpenFst: its own readers hang or allocate gigabytes on
-// corrupt headers (the reason base/fst-bridge.cc parses them itself).
+// corrupt headers (the reason base/model/fst-bridge.cc parses them itself).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

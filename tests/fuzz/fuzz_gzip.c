@@ -1,4 +1,4 @@
-/* libFuzzer harness: the in-process gunzip of base/gzip-input.c (what
+/* libFuzzer harness: the in-process gunzip of base/io/gzip-input.c (what
  * "gunzip -c FILE |" rxfilenames read through) on arbitrary bytes. It must
  * never crash, hang or leak, must end with one of gunzip's statuses, and
  * must give back exactly the data of intact members.

@@ -7,7 +7,7 @@
 #include "io.h"
 #include "matrix.h"
 #include "table.h"
-#include "../../base/table-internal.h"
+#include "base/io/table-internal.h"
 
 static char path[256];
 static void remove_matrix_file(void) { unlink(path); }

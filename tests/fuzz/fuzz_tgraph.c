@@ -15,7 +15,7 @@
 #include "fuzz-common.h"
 #include "model.h"
 #include "table.h"
-#include "../../train-graphs/train-graphs.h"
+#include "train-graphs/train-graphs.h"
 
 static kio_tmodel g_tm[2];
 static kio_ctx_dep g_tree[2];

@@ -1,0 +1,602 @@
+/* Running a recognised feature chain (feat.h) in-process: a producer thread
+ * reads the first stage's input, takes each utterance through the stages as
+ * the programs would, and writes the last stage's binary archive into a ring
+ * read through a FILE*. Each stage logs under its program's name, with the
+ * lines, counts and exit statuses of the bundle's programs (checked by
+ * tests/cli/featpipe.sh). When a stage dies (ERROR), the stages after it see
+ * the end of their input and finish; the stages before it are killed when
+ * they next write (as by SIGPIPE; no final LOG line).
+ *
+ * Everything that logs, counts or depends on order runs here, on the
+ * producer, utterance after utterance: it needs only the matrices' shapes.
+ * The arithmetic (decompression, CMVN, deltas, splice, transform, select)
+ * is recorded as a job and computed by feat-pool.c's workers; the jobs'
+ * results go to the ring in input order. */
+#include "feat.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "feat-ops.h"
+#include "feat-pool.h"
+#include "feat-ring.h"
+#include "base/io/io-internal.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/sys/options.h"
+#include "base/io/table.h"
+
+/* ---- per-stage run-time state ---- */
+enum { LD_UNKNOWN = KIO_FEAT_LD_UNKNOWN, LD_LOGDET = KIO_FEAT_LD_LOGDET,
+       LD_PSEUDO = KIO_FEAT_LD_PSEUDO, LD_DIMINC = KIO_FEAT_LD_DIMINC };
+typedef struct {
+  kio_feat_stage *st;
+  int dead, killed, status;
+  int abort_status;           /* a stage that dies by a failed assertion: 134 */
+  long num_done, num_err;
+  kio_ra_reader *tab, *u2s;
+  kio_dmatrix gstats;         /* apply-cmvn with an rxfilename */
+  kio_matrix gtrans;          /* transform-feats with an rxfilename */
+  float **scales;             /* add-deltas */
+  int *sdims;
+  kio_fxform *x;              /* transform: W prepared for the current key */
+  char *wkey;                 /* key (utt/spk) x was built for; "" global */
+  float wlogdet;
+  int have_logdet;
+  int logdet_type;
+  double tot_t, tot_logdet;
+  int32_t *sel;               /* select-feats: source column per output */
+  int32_t nsel;
+  int sel_ready;
+} stage_rt;
+
+struct kio_feat {
+  kio_feat_plan plan;
+  kio_ring *ring;
+  int profile, blas_threads;  /* transform-feats' rounding (feat-ops.h) */
+  stage_rt *rt;
+  int status;  /* wait status */
+};
+
+#define LOGAT(lvl, prog, func, file, line, ...) \
+  do { kio_log_set_thread_program(prog); kio_logf((lvl), (func), (file), (line), __VA_ARGS__); } while (0)
+
+static void print_command_lines(const kio_feat_plan *p) { kio_feat_print_command_lines(p); }
+
+/* RandomAccessTableReaderMapped::HasKey. 1/0, or -1 after a fatal ERROR. */
+static int mapped_has_key(stage_rt *s, const char *utt, const char **key) {
+  *key = utt;
+  if (s->u2s) {
+    int h = kio_ra_has_key(s->u2s, utt);
+    if (h < 0) return -1;
+    if (h == 0) {
+      /* transform-feats opens its reader with Open(), which leaves the
+       * name Kaldi prints empty: "standard input". */
+      const char *name = s->st->op == KIO_FEAT_TRANSFORM ? "standard input" : s->st->utt2spk;
+      LOGAT(KIO_LOG_ERROR, s->st->prog, "HasKey", "util/kaldi-table-inl.h", 2639,
+            "Attempting to read key %s, which is not present in utt2spk map or "
+            "similar map being read from %s", utt, name);
+      return -1;
+    }
+    kio_token *t = kio_ra_value(s->u2s, utt);
+    if (!t) return -1;
+    *key = t->s;
+  }
+  return kio_ra_has_key(s->tab, *key);
+}
+
+static void floor_warn(void *user, double var) {
+  char a[32];
+  LOGAT(KIO_LOG_WARNING, (const char *)user, "ApplyCmvn", "cmvn.cc", 88,
+        "Flooring cepstral variance from %s to 1e-20", kio_fmt_g(a, var));
+}
+
+/* Stage results: pass the matrix on, drop the utterance, or die. */
+enum { PASS = 0, DROP = 1, DIE = -1 };
+
+/* One utterance on its way through the stages: its shape after the stages
+ * so far and the job recording their arithmetic. */
+typedef struct {
+  int32_t rows, cols;
+  kio_fjob *j;
+} utt_state;
+
+/* The next step of u's job, output rows x cols (made: written to a new
+ * matrix, whose buffers are reserved here). */
+static kio_fstep *add_step(utt_state *u, kio_feat_op op, int32_t rows, int32_t cols, int made) {
+  if (made && kio_fjob_reserve(u->j, (size_t)rows * (size_t)cols) != KIO_OK) return NULL;
+  kio_fstep *st = &u->j->steps[u->j->nsteps++];
+  memset(st, 0, sizeof *st);
+  st->op = op;
+  u->rows = rows;
+  u->cols = cols;
+  return st;
+}
+
+static int do_cmvn(stage_rt *s, const char *utt, utt_state *u) {
+  kio_feat_stage *st = s->st;
+  const kio_dmatrix *stats = &s->gstats;
+  if (!st->norm_means) { s->num_done++; return PASS; }
+  if (st->table_is_rspec) {
+    const char *key;
+    int h = mapped_has_key(s, utt, &key);
+    if (h < 0) return DIE;
+    if (h == 0) {
+      LOGAT(KIO_LOG_WARNING, st->prog, "main", "apply-cmvn.cc", 112,
+            "No normalization statistics available for key %s, producing no "
+            "output for this utterance", utt);
+      s->num_err++;
+      return DROP;
+    }
+    if (!(stats = kio_ra_value(s->tab, key))) return DIE;
+  }
+  int32_t dim = stats->cols - 1;
+  const char *fn = st->reverse ? "ApplyCmvnReverse" : "ApplyCmvn";
+  if (stats->rows > 2 || stats->rows < 1 || u->cols != dim) {
+    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", st->reverse ? 125 : 70,
+          "Dim mismatch: cmvn %dx%d, feats %dx%d", stats->rows, stats->cols, u->rows, u->cols);
+    return DIE;
+  }
+  if (stats->rows == 1 && st->norm_vars) {
+    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", st->reverse ? 130 : 75,
+          "You requested variance normalization but no variance stats are supplied.");
+    return DIE;
+  }
+  double count = stats->data[dim];
+  if (count < 1.0) {
+    char a[32];
+    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", st->reverse ? 136 : 81,
+          "Insufficient stats for cepstral mean and variance normalization: count = %s",
+          kio_fmt_g(a, count));
+    return DIE;
+  }
+  size_t off;
+  float *norm = kio_fjob_norm(u->j, 2 * (size_t)dim, &off);
+  if (!norm) return DIE;
+  if (kio_featop_cmvn_norm(stats->data, stats->rows, dim, st->norm_vars, st->reverse, norm,
+                           norm + dim, floor_warn, (void *)st->prog) == KIO_FEATOP_NAN) {
+    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", 97,
+          "NaN or infinity in cepstral mean/variance computation");
+    return DIE;
+  }
+  kio_fstep *step = add_step(u, KIO_FEAT_CMVN, u->rows, u->cols, 0);  /* in place */
+  if (!step) return DIE;
+  step->var_norm = st->norm_vars;
+  step->dim = dim;
+  step->norm = off;
+  s->num_done++;
+  return PASS;
+}
+
+static int do_deltas(stage_rt *s, const char *utt, utt_state *u) {
+  kio_feat_stage *st = s->st;
+  if (u->rows == 0) {
+    LOGAT(KIO_LOG_WARNING, st->prog, "main", "add-deltas.cc", 56, "Empty feature matrix for key %s", utt);
+    return DROP;
+  }
+  int32_t dim = u->cols;
+  if (st->truncate) {
+    if (st->truncate > u->cols) {
+      LOGAT(KIO_LOG_ERROR, st->prog, "main", "add-deltas.cc", 61,
+            "Cannot truncate features as dimension %d is smaller than truncation dimension.", u->cols);
+      return DIE;
+    }
+    dim = st->truncate;
+  }
+  kio_fstep *step = add_step(u, KIO_FEAT_DELTAS, u->rows, dim * (st->delta_order + 1), 1);
+  if (!step) return DIE;
+  step->dim = dim;
+  step->order = st->delta_order;
+  step->scales = s->scales;
+  step->sdims = s->sdims;
+  s->num_done++;
+  return PASS;
+}
+
+/* A splice-feats output not made: its transform-feats reads the spliced rows
+ * from the splice's input (feat-pool.c). Up to SPLICE_FUSE_MAX spliced dims
+ * (the edge rows are built on the stack). */
+#define SPLICE_FUSE_MAX 4096
+
+/* fuse: the next stage is a live transform-feats (it comes right after). */
+static int do_splice(stage_rt *s, utt_state *u, int fuse) {
+  kio_feat_stage *st = s->st;
+  if (u->rows == 0) {
+    LOGAT(KIO_LOG_ERROR, st->prog, "SpliceFrames", "feature-functions.cc", 211,
+          "SpliceFrames: empty input");
+    return DIE;
+  }
+  int64_t cols = (int64_t)u->cols * (st->left + 1 + st->right);
+  fuse = fuse && cols <= SPLICE_FUSE_MAX;
+  /* fused: nothing made, but the shape is the spliced one all the same */
+  kio_fstep *step = add_step(u, KIO_FEAT_SPLICE, u->rows, (int32_t)cols, !fuse);
+  if (!step) return DIE;
+  step->left = st->left;
+  step->right = st->right;
+  step->fused = fuse;
+  s->num_done++;
+  return PASS;
+}
+
+/* W prepared for key (cached while the key and shape stay the same). */
+static int prepare_transform(stage_rt *s, const char *key, const kio_matrix *w, int32_t fdim) {
+  if (s->wkey && !strcmp(s->wkey, key) && s->x->rows == w->rows && s->x->k == fdim) return KIO_OK;
+  kio_fxform_release(s->x);  /* jobs in flight keep their reference */
+  free(s->wkey);
+  s->wkey = strdup(key);
+  s->x = kio_fxform_new(w, fdim);
+  if (!s->x || !s->wkey) return KIO_ERR;
+  s->have_logdet = 0;
+  return KIO_OK;
+}
+
+static int do_transform(stage_rt *s, const char *utt, utt_state *u, const kio_feat *h) {
+  kio_feat_stage *st = s->st;
+  const kio_matrix *w = &s->gtrans;
+  const char *key = "";
+  if (st->table_is_rspec) {
+    int r = mapped_has_key(s, utt, &key);
+    if (r < 0) return DIE;
+    if (r == 0) {
+      LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 87,
+            "No fMLLR transform available for utterance %s, producing no output for "
+            "this utterance", utt);
+      s->num_err++;
+      return DROP;
+    }
+    if (!(w = kio_ra_value(s->tab, key))) return DIE;
+  }
+  int32_t fdim = u->cols, T = u->rows;
+  if (w->cols != fdim && w->cols != fdim + 1) {
+    LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 110,
+          "Transform matrix for utterance %s has bad dimension %dx%d versus feat dim %d",
+          utt, w->rows, w->cols, fdim);
+    if (w->cols == fdim + 2)
+      LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 114,
+            "[perhaps the transform was created by compose-transforms, and you forgot "
+            "the --b-is-affine option?]");
+    s->num_err++;
+    return DROP;
+  }
+  if (prepare_transform(s, key, w, fdim) != KIO_OK) return DIE;
+  kio_fstep *step = add_step(u, KIO_FEAT_TRANSFORM, T, w->rows, 1);
+  if (!step) return DIE;
+  step->x = s->x;
+  s->x->refs++;
+  step->profile = h->profile;
+  step->blas_threads = h->blas_threads;
+  s->num_done++;
+  if (s->logdet_type == LD_UNKNOWN)
+    s->logdet_type = w->rows == fdim ? LD_LOGDET : w->rows < fdim ? LD_PSEUDO : LD_DIMINC;
+  if (s->logdet_type != LD_DIMINC) {
+    if (!s->have_logdet) {
+      s->wlogdet = (float)kio_featop_half_logdet(w->data, w->rows, w->cols, fdim);
+      s->have_logdet = 1;
+    }
+    kio_feat_counts c = {.tot_t = s->tot_t, .tot_logdet = s->tot_logdet};
+    kio_feat_logdet_add(st, &c, T, s->wlogdet);
+    s->tot_t = c.tot_t;
+    s->tot_logdet = c.tot_logdet;
+  }
+  return PASS;
+}
+/* select-feats: the selection is checked against the first utterance. */
+static int select_init(stage_rt *s, int32_t dim_in) {
+  const char *p = s->st->selection;
+  s->sel_ready = 1;
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    const char *dash = memchr(p, '-', n);
+    long a, b;
+    if (dash) {
+      size_t dpos = (size_t)(dash - p);
+      a = strtol(p, NULL, 10);  /* Kaldi reads token.substr(0, len - p - 1) */
+      char tmpb[32];
+      size_t l = n - dpos - 1 < 31 ? n - dpos - 1 : 31;
+      if (n - dpos - 1 < dpos) {
+        memcpy(tmpb, p, n - dpos - 1);
+        tmpb[n - dpos - 1] = '\0';
+        a = strtol(tmpb, NULL, 10);
+      }
+      (void)l;
+      b = strtol(dash + 1, NULL, 10);
+      if (a < 0 || a > dim_in - 1) {
+        LOGAT(KIO_LOG_ERROR, s->st->prog, "main", "select-feats.cc", 79, "Invalid range start: %ld", a);
+        return DIE;
+      }
+      if (b < 0 || b > dim_in - 1) {
+        LOGAT(KIO_LOG_ERROR, s->st->prog, "main", "select-feats.cc", 82, "Invalid range end: %ld", b);
+        return DIE;
+      }
+    } else {
+      a = b = strtol(p, NULL, 10);
+      if (a < 0 || a > dim_in - 1) {
+        LOGAT(KIO_LOG_ERROR, s->st->prog, "main", "select-feats.cc", 103, "Invalid selection index: %ld", a);
+        return DIE;
+      }
+    }
+    long step = a > b ? -1 : 1;
+    for (long i = a;; i += step) {
+      int32_t *ns = realloc(s->sel, sizeof(int32_t) * (size_t)(s->nsel + 1));
+      if (!ns) return DIE;
+      s->sel = ns;
+      s->sel[s->nsel++] = (int32_t)i;
+      if (i == b) break;
+    }
+    p += n;
+    if (*p == ',') p++;
+  }
+  return PASS;
+}
+
+static int do_select(stage_rt *s, utt_state *u) {
+  if (!s->sel_ready && select_init(s, u->cols) != PASS) return DIE;
+  /* The selection was checked against the first utterance only; a later,
+   * narrower one fails Kaldi's SubMatrix assertion (abort: status 134). */
+  for (int32_t j = 0; j < s->nsel; j++)
+    if (s->sel[j] >= u->cols) {
+      LOGAT(KIO_LOG_ASSERT, s->st->prog, "SubMatrix", "kaldi-matrix.cc", 1644,
+            "Assertion failed: (static_cast<UnsignedMatrixIndexT>(ro) < "
+            "static_cast<UnsignedMatrixIndexT>(M.num_rows_) && "
+            "static_cast<UnsignedMatrixIndexT>(co) < static_cast<UnsignedMatrixIndexT>(M.num_cols_) && "
+            "static_cast<UnsignedMatrixIndexT>(r) <= static_cast<UnsignedMatrixIndexT>(M.num_rows_ - ro) && "
+            "static_cast<UnsignedMatrixIndexT>(c) <= static_cast<UnsignedMatrixIndexT>(M.num_cols_ - co))");
+      s->abort_status = (128 + SIGABRT) << 8;
+      return DIE;
+    }
+  kio_fstep *step = add_step(u, KIO_FEAT_SELECT, u->rows, s->nsel, 1);
+  if (!step) return DIE;
+  step->sel = s->sel;  /* fixed from the first utterance on */
+  step->nsel = s->nsel;
+  s->num_done++;
+  return PASS;
+}
+
+static int run_stage(stage_rt *s, const char *utt, utt_state *u, int fuse, const kio_feat *h) {
+  switch (s->st->op) {
+    case KIO_FEAT_CMVN: return do_cmvn(s, utt, u);
+    case KIO_FEAT_DELTAS: return do_deltas(s, utt, u);
+    case KIO_FEAT_SPLICE: return do_splice(s, u, fuse);
+    case KIO_FEAT_TRANSFORM: return do_transform(s, utt, u, h);
+    case KIO_FEAT_SELECT: return do_select(s, u);
+    default: s->num_done++; return PASS;
+  }
+}
+
+/* Opens what a stage opens at its start. KIO_ERR after its ERROR line. */
+static int stage_open(stage_rt *s) {
+  kio_feat_stage *st = s->st;
+  kio_log_set_thread_program(st->prog);
+  switch (st->op) {
+    case KIO_FEAT_CMVN:
+    case KIO_FEAT_TRANSFORM: {
+      const kio_holder *h = st->op == KIO_FEAT_CMVN ? &kio_dmatrix_holder : &kio_matrix_holder;
+      if (!st->table_is_rspec) {
+        kio_input *in = NULL;
+        int binary;
+        if (kio_input_reopen_q(&in, st->table, &binary, 1) != KIO_OK) {
+          KIO_LOG_AT(KIO_LOG_ERROR, "Input", "kaldi-io.cc", 756, "Error opening input stream %s",
+                     st->table);
+          return KIO_ERR;
+        }
+        int r = st->op == KIO_FEAT_CMVN
+                    ? kio_dmatrix_read(kio_input_stream(in), binary, &s->gstats)
+                    : kio_matrix_read(kio_input_stream(in), binary, &s->gtrans);
+        kio_input_close(in);
+        if (r != KIO_OK) {
+          KIO_ERROR("Failed to read %s from %s: %s", st->op == KIO_FEAT_CMVN ? "Matrix<double>"
+                    : "Matrix<float>", st->table, kio_last_error());
+          return KIO_ERR;
+        }
+      } else if (kio_ra_open(&s->tab, st->table, h) != KIO_OK) {
+        return KIO_ERR;
+      }
+      if (st->utt2spk && st->table_is_rspec && kio_ra_open(&s->u2s, st->utt2spk, &kio_token_holder) != KIO_OK)
+        return KIO_ERR;
+      return KIO_OK;
+    }
+    case KIO_FEAT_DELTAS:
+      return kio_featop_delta_scales(st->delta_order, st->delta_window, &s->scales, &s->sdims) == 0
+                 ? KIO_OK : KIO_ERR;
+    default:
+      return KIO_OK;
+  }
+}
+
+static void stage_finish(stage_rt *s) {
+  if (s->dead || s->killed) return;
+  kio_feat_counts c = {s->num_done, s->num_err, s->logdet_type, s->tot_t, s->tot_logdet, s->sel_ready};
+  s->status = kio_feat_final_log(s->st, &c);
+}
+
+static void stage_free(stage_rt *s) {
+  kio_ra_close(s->tab);
+  kio_ra_close(s->u2s);
+  kio_dmatrix_free(&s->gstats);
+  kio_matrix_free(&s->gtrans);
+  if (s->scales)
+    for (int i = 0; i <= s->st->delta_order; i++) free(s->scales[i]);
+  free(s->scales);
+  free(s->sdims);
+  kio_fxform_release(s->x);
+  free(s->wkey);
+  free(s->sel);
+}
+
+/* The pool's commit: the job's result into the ring (input order). */
+static int commit(void *ring, kio_fjob *j) { return kio_ring_put(ring, j->key, &j->a); }
+
+/* The reader left: the last stage is killed by SIGPIPE, so are the others
+ * when they next write. */
+static void reader_left(stage_rt *rt, int n) {
+  for (int j = 0; j < n; j++) if (!rt[j].dead) { rt[j].killed = 1; rt[j].status = (128 + SIGPIPE) << 8; }
+}
+
+/* Reads the next entry into a job: its key, the input as stored, a
+ * reserved for the decompressed matrix. */
+static int read_entry(kio_seq_reader *rd, kio_fjob *j, utt_state *u) {
+  const char *key = kio_seq_key(rd);
+  size_t kl = strlen(key);
+  if (kl + 1 > j->keycap) {
+    char *k = realloc(j->key, kl + 1);
+    if (!k) return KIO_ERR;
+    j->key = k;
+    j->keycap = kl + 1;
+  }
+  memcpy(j->key, key, kl + 1);
+  if (kio_seq_take(rd, &j->in) != KIO_OK) return KIO_ERR;
+  if (!j->in.format) {  /* a plain matrix: it is the job's input as it is */
+    kio_matrix t = j->a;
+    j->a = j->in.m;
+    j->in.m = t;
+  }
+  *u = (utt_state){j->in.rows, j->in.cols, j};
+  return kio_fjob_reserve(j, (size_t)u->rows * (size_t)u->cols);
+}
+
+static void *chain_thread(kio_ring *ring, void *arg) {
+  kio_feat *h = arg;
+  int n = h->plan.nstages;
+  stage_rt *rt = h->rt;
+  /* Read here, before any worker runs: they are cached on first use. */
+  h->profile = kio_featop_profile();
+  h->blas_threads = kio_featop_blas_threads();
+  kio_fpool *pool = kio_fpool_new(kio_fpool_threads(), n, commit, ring);
+  /* Stage k opens its tables at its start; a failure kills it at once. */
+  for (int k = 0; k < n; k++)
+    if (stage_open(&rt[k]) != KIO_OK) { rt[k].dead = 1; rt[k].status = 255 << 8; }
+  kio_seq_reader *rd = NULL;
+  int first_alive = !rt[0].dead;
+  if (first_alive) {
+    kio_log_set_thread_program(rt[0].st->prog);
+    if (!pool || kio_seq_open(&rd, h->plan.input, &kio_cmatrix_raw_holder) != KIO_OK) {
+      rt[0].dead = 1;
+      rt[0].status = 255 << 8;
+    }
+  }
+  int dead_from = n;  /* the first dead stage: stages from it on get no input */
+  for (int k = 0; k < n; k++) if (rt[k].dead) { dead_from = k; break; }
+  while (rd && dead_from > 0 && !kio_seq_done(rd)) {
+    kio_log_set_thread_program(rt[0].st->prog);
+    kio_fjob *j = kio_fpool_slot(pool);
+    if (!j) {
+      reader_left(rt, n);
+      break;
+    }
+    utt_state u;
+    if (read_entry(rd, j, &u) != KIO_OK) {
+      rt[0].dead = 1;
+      rt[0].status = 255 << 8;
+      dead_from = 0;
+      break;
+    }
+    int k = 0;
+    for (; k < n; k++) {
+      if (k >= dead_from) { /* writing to a dead stage: killed */
+        for (int i = 0; i < k; i++) if (!rt[i].dead) rt[i].killed = 1;
+        break;
+      }
+      int fuse = k + 1 < dead_from && rt[k + 1].st->op == KIO_FEAT_TRANSFORM;
+      int r = run_stage(&rt[k], j->key, &u, fuse, h);
+      if (r == DROP) break;
+      if (r == DIE) {
+        rt[k].dead = 1;
+        rt[k].status = rt[k].abort_status ? rt[k].abort_status : 255 << 8;
+        dead_from = k;
+        break;
+      }
+    }
+    if (k == n && kio_fpool_submit(pool) != 0) {
+      reader_left(rt, n);
+      break;
+    }
+    kio_seq_next(rd);
+    if (dead_from == 0 || rt[0].killed) break;
+  }
+  /* What was decided before the end goes out (unless the reader left). */
+  if (pool && kio_fpool_drain(pool) != 0) reader_left(rt, n);
+  if (rd) {
+    kio_log_set_thread_program(rt[0].st->prog);
+    if (kio_seq_close(rd) != KIO_OK && !rt[0].dead && !rt[0].killed) {
+      rt[0].dead = 1;
+      rt[0].status = 255 << 8;
+    }
+  }
+  for (int k = 0; k < n; k++) {
+    if (rt[k].killed && !rt[k].status) rt[k].status = (128 + SIGPIPE) << 8;
+    stage_finish(&rt[k]);
+    if (!rt[k].dead && !rt[k].killed) rt[k].status <<= 8;
+  }
+  kio_log_set_thread_program(NULL);
+  kio_fpool_free(pool);
+  h->status = rt[n - 1].status;
+  return NULL;
+}
+
+FILE *kio_feat_open(const char *cmd, kio_feat **out) {
+  *out = NULL;
+  const char *env = getenv("KIO_FEATS_PIPE");
+  if (env && !strcmp(env, "0")) {
+    KIO_VLOG(1, "Feature pipeline run as a pipe (KIO_FEATS_PIPE=0): %s", cmd);
+    return NULL;
+  }
+  kio_feat *h = calloc(1, sizeof *h);
+  if (!h) return NULL;
+  if (kio_feat_parse(cmd, &h->plan) != KIO_OK) {
+    KIO_VLOG(1, "Feature pipeline run as a pipe (%s): %s", kio_last_error(), cmd);
+    free(h);
+    return NULL;
+  }
+  h->rt = calloc((size_t)h->plan.nstages, sizeof *h->rt);
+  if (!h->rt) {
+    kio_feat_plan_free(&h->plan);
+    free(h);
+    return NULL;
+  }
+  for (int k = 0; k < h->plan.nstages; k++) h->rt[k].st = &h->plan.stages[k];
+  KIO_VLOG(1, "Feature pipeline computed in-process (%d stages): %s", h->plan.nstages, cmd);
+  print_command_lines(&h->plan);
+  FILE *f = kio_ring_start(chain_thread, h, &h->ring);
+  if (!f) {
+    free(h->rt);
+    kio_feat_plan_free(&h->plan);
+    free(h);
+    return NULL;
+  }
+  *out = h;
+  return f;
+}
+
+int kio_feat_take(kio_feat *h, char **key, size_t *keycap, kio_matrix *m) {
+  return kio_ring_take(h->ring, key, keycap, m);
+}
+
+int kio_feat_close(kio_feat *h, FILE *f) {
+  fclose(f);  /* stops and joins the producer */
+  int status = h->status;
+  for (int k = 0; k < h->plan.nstages; k++) stage_free(&h->rt[k]);
+  free(h->rt);
+  kio_feat_plan_free(&h->plan);
+  free(h);
+  return status;
+}
+
+static FILE *provider_open(const char *cmd, void **state) {
+  kio_feat *h = NULL;
+  FILE *f = kio_feat_open(cmd, &h);
+  *state = h;
+  return f;
+}
+static int provider_close(void *state, FILE *f) { return kio_feat_close(state, f); }
+static int provider_take(void *state, char **key, size_t *keycap, void *obj) {
+  return kio_feat_take(state, key, keycap, obj);
+}
+
+void kio_feat_install(void) {
+  static const kio_pipe_provider provider = {
+      provider_open, provider_close, &kio_matrix_holder, provider_take};
+  kio_input_set_pipe_provider(&provider);
+}

@@ -1,0 +1,80 @@
+/* The feature programs' own log lines (feat.h): their command lines when
+ * the chain starts and each stage's final LOG lines with its counts, as
+ * apply-cmvn, transform-feats, copy-feats and select-feats print them.
+ * Shared by the CPU chain (feat-chain.c) and the device path (gpu-feats),
+ * so that both print the same text from the same counts. */
+#include "feat.h"
+
+#include <stdlib.h>
+
+#include "base/sys/options.h"
+#include "base/sys/log.h"
+
+void kio_feat_print_command_lines(const kio_feat_plan *p) {
+  flockfile(stderr);
+  for (int i = 0; i < p->nstages; i++) {
+    if (!p->stages[i].print_args) continue;
+    for (int j = 0; j < p->stages[i].argc; j++) {
+      char *e = kio_escape_arg(p->stages[i].argv[j]);
+      fprintf(stderr, "%s ", e ? e : p->stages[i].argv[j]);
+      free(e);
+    }
+    fputc('\n', stderr);
+  }
+  funlockfile(stderr);
+  fflush(stderr);
+}
+
+#define LOGAT(lvl, prog, func, file, line, ...) \
+  do { kio_log_set_thread_program(prog); kio_logf((lvl), (func), (file), (line), __VA_ARGS__); } while (0)
+
+int kio_feat_final_log(const kio_feat_stage *st, const kio_feat_counts *c) {
+  const char *p = st->prog, *old = kio_log_thread_program();
+  int code = 0;
+  switch (st->op) {
+    case KIO_FEAT_CMVN:
+      LOGAT(KIO_LOG_INFO, p, "main", "apply-cmvn.cc", st->norm_vars ? 159 : 162,
+            "Applied cepstral mean %snormalization to "
+            "%ld utterances, errors on %ld", st->norm_vars ? "and variance " : "", c->num_done,
+            c->num_err);
+      code = c->num_done ? 0 : 1;
+      break;
+    case KIO_FEAT_TRANSFORM:
+      if (c->logdet_type != KIO_FEAT_LD_UNKNOWN && c->logdet_type != KIO_FEAT_LD_DIMINC) {
+        char a[32], b[32];
+        LOGAT(KIO_LOG_INFO, p, "main", "transform-feats.cc", 158,
+              "Overall average %slogdet is %s over %s frames.",
+              c->logdet_type == KIO_FEAT_LD_PSEUDO ? "[pseudo-]" : "",
+              kio_fmt_g(a, c->tot_logdet / c->tot_t), kio_fmt_g(b, c->tot_t));
+      }
+      LOGAT(KIO_LOG_INFO, p, "main", "transform-feats.cc", 161, "Applied transform to %ld utterances; "
+            "%ld had errors.", c->num_done, c->num_err);
+      code = c->num_done ? 0 : 1;
+      break;
+    case KIO_FEAT_COPY:
+      LOGAT(KIO_LOG_INFO, p, "main", "copy-feats.cc", 143, "Copied %ld feature matrices.", c->num_done);
+      code = c->num_done ? 0 : 1;
+      break;
+    case KIO_FEAT_SELECT:
+      if (!c->had_input)
+        LOGAT(KIO_LOG_WARNING, p, "main", "select-feats.cc", 59, "Empty archive provided.");
+      break;
+    default:
+      break;
+  }
+  kio_log_set_thread_program(old);
+  return code;
+}
+
+void kio_feat_logdet_add(const kio_feat_stage *st, kio_feat_counts *c, int32_t rows, float ld) {
+  if (ld != ld || ld - ld != 0.0f) {
+    char a[32];
+    const char *old = kio_log_thread_program();
+    LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 147, "Matrix has bad logdet %s",
+          kio_fmt_g(a, ld));
+    kio_log_set_thread_program(old);
+    return;
+  }
+  c->tot_t += rows;
+  c->tot_logdet += (float)((float)rows * ld);  /* int32 * float: float */
+}

@@ -1,0 +1,235 @@
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cuda-util.h"
+#include "base/sys/log.h"
+
+extern "C" int kio_cuda_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError(); /* clear the sticky "no device" error */
+    return 0;
+  }
+  return n;
+}
+
+extern "C" int kio_cuda_debug_sync(void) {
+  static int v = -1;
+  if (v < 0) v = getenv("KIO_CUDA_SYNC") && atoi(getenv("KIO_CUDA_SYNC")) ? 1 : 0;
+  return v;
+}
+
+static __thread int t_device = -1;
+
+extern "C" void kio_cuda_use_device(int dev) { t_device = dev; }
+
+/* The device this thread should use. */
+static int chosen_device(void) {
+  if (t_device >= 0) return t_device;
+  return getenv("KIO_CUDA_DEVICE") ? atoi(getenv("KIO_CUDA_DEVICE")) : 0;
+}
+
+extern "C" void kio_cuda_warm_up(void) {
+  int dev = chosen_device(), n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > dev && cudaSetDevice(dev) == cudaSuccess)
+    cudaFree(0); /* forces the (per-process) primary context into being */
+  cudaGetLastError();
+}
+
+static int blocking_sync;
+extern "C" void kio_cuda_prefer_blocking_sync(void) { blocking_sync = 1; }
+
+/* Creates the primary context of dev and makes it current; 0 when that fails
+ * (e.g. a device in exclusive-process mode that another process holds). */
+static int try_context(int dev) {
+  if (cudaSetDevice(dev) == cudaSuccess) {
+    if (blocking_sync) {
+      cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync);  /* before the context exists */
+      cudaGetLastError();
+    }
+    if (cudaFree(0) == cudaSuccess) return 1;
+  }
+  cudaGetLastError();
+  return 0;
+}
+
+/* The device to use, its context current; -1 when none can be had. A named
+ * device ($KIO_CUDA_DEVICE, or the service's per-thread choice) or the only
+ * one is taken as it is. With several and none named, the one with the
+ * largest fraction of free memory, as Kaldi's programs choose; the next best
+ * when its context cannot be created. The contexts opened to look are
+ * released again. */
+static int pick_device(int n) {
+  int named = t_device >= 0 || getenv("KIO_CUDA_DEVICE");
+  if (named || n == 1) {
+    int dev = named ? chosen_device() : 0;
+    return dev < n && try_context(dev) ? dev : -1;
+  }
+  double ratio[64];
+  if (n > 64) n = 64;
+  KIO_LOG("Selecting from %d GPUs", n);
+  for (int d = 0; d < n; d++) {
+    size_t free_b = 0, total_b = 0;
+    ratio[d] = -1;
+    if (try_context(d) && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && total_b > 0) {
+      ratio[d] = (double)free_b / (double)total_b;
+      KIO_LOG("GPU %d: free %zuM of %zuM (%.3f)", d, free_b >> 20, total_b >> 20, ratio[d]);
+    } else {
+      cudaGetLastError();
+      KIO_LOG("GPU %d: cannot be used now (busy in exclusive mode?)", d);
+    }
+  }
+  int chosen = -1;
+  for (;;) {
+    int best = -1;
+    for (int d = 0; d < n; d++)
+      if (ratio[d] >= 0 && (best < 0 || ratio[d] > ratio[best])) best = d;
+    if (best < 0) break;
+    if (try_context(best)) { chosen = best; break; }
+    ratio[best] = -1;
+  }
+  for (int d = 0; d < n; d++)
+    if (d != chosen && cudaSetDevice(d) == cudaSuccess) cudaDeviceReset();
+  cudaGetLastError();
+  if (chosen >= 0) cudaSetDevice(chosen);
+  return chosen;
+}
+
+extern "C" int kio_cuda_select(int wait, char *desc, int desc_len) {
+  int waited = 0, dev;
+  for (;;) {
+    int n = kio_cuda_device_count();
+    if (n <= 0 || (t_device < 0 && getenv("KIO_CUDA_DEVICE") && chosen_device() >= n)) {
+      /* No device at all is an error even with "wait", as in Kaldi. */
+      KIO_ERROR("No CUDA device %d available (found %d)", chosen_device(), n);
+      return KIO_ERR;
+    }
+    if ((dev = pick_device(n)) >= 0) break;
+    if (!wait) {
+      KIO_ERROR("Failed to create a CUDA context on any of %d GPUs (all busy in exclusive mode?)", n);
+      return KIO_ERR;
+    }
+    if (waited == 0) KIO_WARN("Will try again indefinitely every 5 seconds to get a GPU.");
+    sleep(5);
+    waited += 5;
+  }
+  if (waited) KIO_WARN("Waited %d seconds before creating CUDA context", waited);
+  cudaDeviceProp p;
+  KIO_CUDA_TRY(cudaGetDeviceProperties(&p, dev));
+  if (desc)
+    snprintf(desc, desc_len, "%s, %d SMs, %.1f GiB", p.name, p.multiProcessorCount,
+             p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+  return KIO_OK;
+}
+
+/* ---- memory without device-wide synchronisation (cuda-util.h) ---- */
+
+static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static signed char pool_state[64]; /* per device: 0 unknown, 1 pool, 2 no pool */
+
+/* 1 if the current device allocates from its stream-ordered pool (set up on
+ * first use: freed memory is kept for reuse). */
+static int use_pool(void) {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return 0;
+  }
+  pthread_mutex_lock(&mem_mu);
+  if (!pool_state[dev]) {
+    int sup = 0;
+    cudaMemPool_t mp;
+    if (cudaDeviceGetAttribute(&sup, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess && sup &&
+        cudaDeviceGetDefaultMemPool(&mp, dev) == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &keep);
+    } else {
+      sup = 0;
+    }
+    cudaGetLastError();
+    pool_state[dev] = sup ? 1 : 2;
+  }
+  int r = pool_state[dev] == 1;
+  pthread_mutex_unlock(&mem_mu);
+  return r;
+}
+
+extern "C" int kio_cuda_dev_alloc(void **p, size_t bytes, cudaStream_t stream) {
+  *p = NULL;
+  if (bytes == 0) bytes = 1;
+  cudaError_t e = use_pool() ? cudaMallocAsync(p, bytes, stream) : cudaMalloc(p, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    *p = NULL;
+    KIO_ERROR("CUDA error %s: allocating %zu bytes of device memory", cudaGetErrorString(e), bytes);
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}
+
+extern "C" void kio_cuda_dev_free(void *p, cudaStream_t stream) {
+  if (!p) return;
+  if (use_pool()) cudaFreeAsync(p, stream);
+  else cudaFree(p);
+  cudaGetLastError();
+}
+
+/* Page-locked blocks: a header before the caller's bytes holds the block's
+ * capacity; freed blocks wait in a small cache (at most HOST_CACHE_N blocks,
+ * HOST_CACHE_BYTES in all), the smallest that fits is reused. */
+enum { HOST_HDR = 64, HOST_CACHE_N = 64 };
+#define HOST_CACHE_BYTES ((size_t)2 << 30)
+static struct { char *base; size_t cap; } host_cache[HOST_CACHE_N];
+static int host_cache_n;
+static size_t host_cache_bytes;
+
+extern "C" int kio_cuda_host_alloc(void **p, size_t bytes) {
+  *p = NULL;
+  pthread_mutex_lock(&mem_mu);
+  int best = -1;
+  for (int i = 0; i < host_cache_n; i++)
+    if (host_cache[i].cap >= bytes && host_cache[i].cap <= 2 * bytes + ((size_t)1 << 20) &&
+        (best < 0 || host_cache[i].cap < host_cache[best].cap))
+      best = i;
+  if (best >= 0) {
+    char *b = host_cache[best].base;
+    host_cache_bytes -= host_cache[best].cap;
+    host_cache[best] = host_cache[--host_cache_n];
+    pthread_mutex_unlock(&mem_mu);
+    *p = b + HOST_HDR;
+    return KIO_OK;
+  }
+  pthread_mutex_unlock(&mem_mu);
+  void *b = NULL;
+  cudaError_t e = cudaMallocHost(&b, bytes + HOST_HDR);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    KIO_ERROR("CUDA error %s: allocating %zu bytes of page-locked memory", cudaGetErrorString(e),
+              bytes);
+    return KIO_ERR;
+  }
+  *(size_t *)b = bytes;
+  *p = (char *)b + HOST_HDR;
+  return KIO_OK;
+}
+
+extern "C" void kio_cuda_host_free(void *p, cudaStream_t stream) {
+  if (!p) return;
+  char *b = (char *)p - HOST_HDR;
+  size_t cap = *(size_t *)b;
+  if (stream) cudaStreamSynchronize(stream);
+  cudaGetLastError();
+  pthread_mutex_lock(&mem_mu);
+  if (host_cache_n < HOST_CACHE_N && host_cache_bytes + cap <= HOST_CACHE_BYTES) {
+    host_cache[host_cache_n].base = b;
+    host_cache[host_cache_n].cap = cap;
+    host_cache_n++;
+    host_cache_bytes += cap;
+    b = NULL;
+  }
+  pthread_mutex_unlock(&mem_mu);
+  if (b) cudaFreeHost(b);
+}
