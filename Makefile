@@ -33,8 +33,12 @@ LIBS      := $(foreach l,$(LAYERS),$(call lib_name,$(l)))
 LDLIBS    := $(FST_LIBS) $(CUDA_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 PROGS := $(patsubst %.c,%,$(sort $(wildcard gmmbin-gpu/*.c)))
-TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/check_*.c)))
-TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(sort $(wildcard tools/*.c)))
+# Check suites by kind: unit, Kaldi parity (against Kaldi's own outputs),
+# GPU (device path against the CPU path); all built into $(BUILD)/tests/KIND/.
+TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/unit/check_*.c tests/parity/check_*.c tests/gpu/check_*.c)))
+# C tools: the user's (tools/) and the developers' (dev/*/), all built into $(BUILD)/tools/.
+TOOL_SRC := $(sort $(wildcard tools/*.c dev/*/*.c))
+TOOLS := $(addprefix $(BUILD)/tools/,$(basename $(notdir $(TOOL_SRC))))
 
 .SECONDARY:
 .PHONY: all test test-gpu test-asan bench bench-acc demo install clean lint fuzz
@@ -61,11 +65,14 @@ gmmbin-gpu/%: $(BUILD)/gmmbin-gpu/%.c.o $(LIBS)
 	$(CXX) $(SAN) -o $@ $< $(LIBS) $(LDLIBS)
 $(BUILD)/gmmbin-gpu/%: $(BUILD)/gmmbin-gpu/%.c.o $(LIBS)
 	$(CXX) $(SAN) -o $@ $< $(LIBS) $(LDLIBS)
-$(BUILD)/tests/%: $(BUILD)/tests/%.c.o $(BUILD)/tests/test-util.c.o $(LIBS)
-	$(CXX) $(SAN) -o $@ $< $(BUILD)/tests/test-util.c.o $(LIBS) $(LDLIBS) $(CHECK_LIBS)
+$(BUILD)/tests/%: $(BUILD)/tests/%.c.o $(BUILD)/tests/lib/test-util.c.o $(LIBS)
+	$(CXX) $(SAN) -o $@ $< $(BUILD)/tests/lib/test-util.c.o $(LIBS) $(LDLIBS) $(CHECK_LIBS)
 $(BUILD)/tests/%.c.o: CFLAGS += $(CHECK_CFLAGS)
-$(BUILD)/tools/%: $(BUILD)/tools/%.c.o $(LIBS)
-	$(CXX) $(SAN) -o $@ $< $(LIBS) $(LDLIBS)
+define tool_rule
+$(BUILD)/tools/$(basename $(notdir $(1))): $(call obj,$(1)) $(LIBS)
+	$$(CXX) $$(SAN) -o $$@ $$< $$(LIBS) $$(LDLIBS)
+endef
+$(foreach t,$(TOOL_SRC),$(eval $(call tool_rule,$(t))))
 
 # Unit suites run from tests/data (paths as in the Kaldi fixture commands),
 # then the command-line tests against Kaldi's logs and outputs.
@@ -83,11 +90,11 @@ test-asan:
 	  tests/run-tests.sh --san build-san
 
 bench: all
-	@tools/bench.sh; a=$$?; echo; tools/bench-graphs.sh; b=$$?; exit $$((a | b))
+	@dev/bench/bench.sh; a=$$?; echo; dev/bench/bench-graphs.sh; b=$$?; exit $$((a | b))
 
 # CPU gmm-acc-stats-ali vs Kaldi's (KALDI_BUNDLE or KALDI_ROOT), 1 and 2 jobs at once.
 bench-acc: all
-	@tools/acc-bench.sh
+	@dev/bench/acc-bench.sh
 
 demo: all
 	@tools/demo.sh

@@ -9,7 +9,7 @@
  * every operation is a plain IEEE double op: with -ffp-contract=off on the
  * host and --fmad=false on the device both give the same bits. Over all
  * 4.3e9 floats it differs from glibc 2.36's expf on 2 near-halfway inputs
- * (one negative, -0x1.f8cbb2p+5); tests/check_acc.c checks a sample. */
+ * (one negative, -0x1.f8cbb2p+5); tests/parity/check_acc.c checks a sample. */
 #ifndef GACC_ACC_MATH_H
 #define GACC_ACC_MATH_H
 
@@ -91,7 +91,7 @@ GACC_HD float gacc_expf(float x) {
  * cblas_sgemv calls; the fixtures come from OpenBLAS (Haswell kernels:
  * kernel/x86_64/sgemv_t_4.c with sgemv_t_microk_haswell-4.c). Its rounding
  * depends on how each dot product is split, so we reproduce that split
- * (checked bit for bit against Kaldi's stats in tests/check_acc.c):
+ * (checked bit for bit against Kaldi's stats in tests/parity/check_acc.c):
  *  - the dimension is cut into NB = D - D%4 (blocks of at most 4096) and a
  *    tail of D%4 elements added afterwards;
  *  - components are taken 4 at a time (8-lane FMA kernel), then 2 (4-lane

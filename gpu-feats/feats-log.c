@@ -20,7 +20,7 @@ static int cmp_str(const void *a, const void *b) {
 
 /* The input's utterances not counted yet, in the input's order. Only an
  * scp input's keys are known without reading the matrices: an archive
- * input's others are not counted (docs/notes/feats.md). */
+ * input's others are not counted (docs/journal/feats.md). */
 static void check_rest(gfeat_chain *c, kio_ra_reader *raw) {
   kio_rspec spec;
   if (kio_parse_rspecifier(c->plan->input, &spec) != KIO_OK || spec.kind != KIO_SPEC_SCRIPT) {

@@ -22,7 +22,7 @@ run_one() {  # name, command...
   fi
   rm -f "$log"
 }
-for t in "$top/$build"/tests/check_*; do
+for t in "$top/$build"/tests/*/check_*; do
   [ -x "$t" ] || continue
   n=$(basename "$t")
   case "$mode:$n" in gpu:check_gpu_*|all:*|san:*) ;; *) continue ;; esac

@@ -3,7 +3,7 @@
  * operations of the scalar code, in the same order: the vectors run over
  * independent outputs (output dimensions of a frame), never across one
  * output's own chain, so the bits are the scalar code's (checked by
- * tests/check_featsimd.c at every level the CPU has). */
+ * tests/unit/check_featsimd.c at every level the CPU has). */
 #include "feat-ops.h"
 
 #include <stddef.h>

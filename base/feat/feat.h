@@ -58,7 +58,7 @@ typedef struct {
 
 /* A recognised chain: the first stage reads `input` (an rspecifier of files
  * or scp), each stage feeds the next, the last writes a binary archive. The
- * GPU path can run the same plan on the raw matrices (see docs/notes/feats.md). */
+ * GPU path can run the same plan on the raw matrices (see docs/journal/feats.md). */
 typedef struct {
   char *input;
   int nstages;

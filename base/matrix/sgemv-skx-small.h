@@ -41,7 +41,7 @@
  * Found by probing the Kaldi bundle's libopenblas.so.0 (0.3.21, core
  * SkylakeX) through dlopen and read against OpenBLAS's public
  * kernel/x86_64/sgemv_t_microk_skylakex_template.c; checked bit for bit by
- * tools/acc-blas-check and tools/sgemv-order-check (docs/notes/acc.md,
+ * tools/acc-blas-check and tools/sgemv-order-check (docs/journal/acc.md,
  * 2026-11-26). Operations are explicit (fmaf, * and + that the build does
  * not contract: -ffp-contract=off, nvcc --fmad=false). */
 #ifndef KIO_SGEMV_SKX_SMALL_H

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The recipes' feature pipelines read in-process (base/feat*.c) against
 # Kaldi: for every case of tests/data/featpipe/cases.txt (made by
-# tools/featpipe-refs.sh with the bundle's programs) the in-process chain must
+# dev/oracles/featpipe-refs.sh with the bundle's programs) the in-process chain must
 # give the archive Kaldi's pipeline wrote (byte for byte), the same stderr
 # lines (each stage's command line, warnings, LOG and ERROR messages; order
 # free, as the pipe's processes interleave) and the pipeline's exit status

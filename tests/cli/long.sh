@@ -14,8 +14,8 @@
 #    and every noisy fixture utterance forced through it with 100-frame
 #    chunks (retries, failures) identical to --use-gpu=no: alignments,
 #    scores, log lines. Without a GPU (USE_GPU=no) that part prints SKIP.
-# Memory and time are measured by tools/long-utterance.sh and
-# tools/margin-bench.sh, not here. Env: BIN, TOP, USE_GPU (default no).
+# Memory and time are measured by dev/oracles/long-utterance.sh and
+# dev/bench/margin-bench.sh, not here. Env: BIN, TOP, USE_GPU (default no).
 set -u
 : "${BIN:?}" "${TOP:?}"
 BIN=$(cd "$BIN" && pwd) || exit 1

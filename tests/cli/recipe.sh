@@ -6,7 +6,7 @@
 # models must be byte-identical and so must every alignment (mono/ali.*.gz,
 # mono_ali/ali.*.gz, gunzipped). Our programs run with their default
 # --use-gpu=optional: the CPU path here, the GPU path where one is usable.
-# Needs the shared Kaldi bundle and corpus (tools/recipe-env.sh finds them;
+# Needs the shared Kaldi bundle and corpus (dev/device/recipe-env.sh finds them;
 # or KALDI_BUNDLE = an unpacked bundle, KALDI_BUNDLE_TAR, SYNTH_CORPUS_DIR),
 # else SKIP. Where this host's Kaldi rounds differently from the reference
 # hosts (another OpenBLAS kernel set: see below), ours run with the matching
@@ -15,7 +15,7 @@
 # Env: BIN = dir of our programs, TOP = repo root. Exit 0 pass, 1 fail, 77 skip.
 set -u
 : "${BIN:?}" "${TOP:?}"
-. "$TOP/tools/recipe-env.sh"
+. "$TOP/dev/device/recipe-env.sh"
 [ -x "$BIN/gmm-acc-stats-ali" ] || { echo "SKIP: $BIN/gmm-acc-stats-ali not built"; exit 77; }
 kb=""
 if [ -n "${KALDI_BUNDLE:-}" ] && [ -x "$KALDI_BUNDLE/bin/gmm-est" ]; then kb=$KALDI_BUNDLE

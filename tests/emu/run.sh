@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds tests/check_gpu_align against a host emulation of CUDA (cuda-emu.*)
+# Builds tests/gpu/check_gpu_align against a host emulation of CUDA (cuda-emu.*)
 # and runs it: exercises the CUDA path's logic (batching, packing, offsets,
 # kernels, regrowth, results) on a machine without a GPU. Not part of
 # `make test`. Usage: tests/emu/run.sh [BUILD_DIR] (default build-emu);
@@ -38,7 +38,7 @@ done
 EMU_LIBS="-lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl"
 ;; esac
 case " $suites " in *" align "*)
-for f in tests/test-util.c tests/check_gpu_align.c; do
+for f in tests/lib/test-util.c tests/gpu/check_gpu_align.c; do
   gcc $CF -c "$f" -o "$B/$(echo "$f" | tr / _).o"
 done
 g++ -o "$B/check_gpu_align" $objs "$B/tests_test-util.c.o" "$B/tests_check_gpu_align.c.o" \
@@ -52,17 +52,17 @@ case " $suites " in *" featalign "*)
 mkdir -p "$B/bin" "$B/tools"
 gcc $CF -c gmmbin-gpu/gmm-align-compiled.c -o "$B/gmm-align-compiled.o"
 g++ -o "$B/bin/gmm-align-compiled" "$B/gmm-align-compiled.o" $objs "$B/cuda-emu.o" $EMU_LIBS
-gcc $CF -c tools/gfeat-testdata.c -o "$B/gfeat-testdata.o"
+gcc $CF -c dev/oracles/gfeat-testdata.c -o "$B/gfeat-testdata.o"
 g++ -o "$B/tools/gfeat-testdata" "$B/gfeat-testdata.o" $objs "$B/cuda-emu.o" $EMU_LIBS
 GFEAT_EMU=1 BIN="$B/bin" TOOLS="$B/tools" TOP="$PWD" bash tests/cli/gpu-feats.sh
 ;; esac
 
 
-# The same for the statistics accumulator: tests/check_gpu_acc against the
+# The same for the statistics accumulator: tests/gpu/check_gpu_acc against the
 # emulated device (bit-identity of GPU and CPU statistics).
 case " $suites " in *" acc "*)
 aobjs=""
-for f in $HOST_C gpu-feats/*.c gpu-align/*.c gpu-acc/*.c tests/test-util.c tests/check_gpu_acc.c; do
+for f in $HOST_C gpu-feats/*.c gpu-align/*.c gpu-acc/*.c tests/lib/test-util.c tests/gpu/check_gpu_acc.c; do
   o="$B/acc_$(echo "$f" | tr / _).o"
   gcc $CF -c "$f" -o "$o"; aobjs="$aobjs $o"
 done
@@ -78,11 +78,11 @@ g++ -o "$B/check_gpu_acc" $aobjs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -lz
 ;; esac
 
 
-# The device feature chain: tests/check_gpu_feats (device features byte for
+# The device feature chain: tests/gpu/check_gpu_feats (device features byte for
 # byte against the CPU in-process chain and Kaldi's archives).
 case " $suites " in *" feats "*)
 fobjs=""
-for f in $HOST_C gpu-feats/*.c tests/test-util.c tests/check_gpu_feats.c; do
+for f in $HOST_C gpu-feats/*.c tests/lib/test-util.c tests/gpu/check_gpu_feats.c; do
   o="$B/feats_$(echo "$f" | tr / _).o"
   gcc $CF -c "$f" -o "$o"; fobjs="$fobjs $o"
 done

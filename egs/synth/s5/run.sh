@@ -31,12 +31,12 @@
 # different --exp dirs, one after the other: data/ (its split dirs, the mono
 # subset) is shared and written on first use, so never run them at once.
 # RECIPE_TIME_PROGRAMS=1 (environment): time every program call
-# (tools/time-shim.sh) and write EXP/prog_times.md, per stage and program;
+# (dev/bench/time-shim.sh) and write EXP/prog_times.md, per stage and program;
 # our programs also get --verbose=1 (their "Time: ..." split in the job logs).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
-. "$top/tools/recipe-env.sh"
+. "$top/dev/device/recipe-env.sh"
 
 nj=4 train=data/train exp="" kaldi_only=false stage=1 stop_stage=12
 work=$here/work corpus=$SYNTH_CORPUS_DIR kaldi_bundle="" gpu_bin=$top/gmmbin-gpu
@@ -128,7 +128,7 @@ done
   done
 } >"$exp/run_info"
 sed 's/^/run.sh: /' "$exp/run_info"
-# Profiling (tools/time-shim.sh): every program of every stage timed into
+# Profiling (dev/bench/time-shim.sh): every program of every stage timed into
 # EXP/prog_times; the report is EXP/prog_times.md. Costs a bash start per call.
 if [ "${RECIPE_TIME_PROGRAMS:-0}" = 1 ]; then
   shim_dirs="${KALDI_BUNDLE:+$KALDI_BUNDLE/bin}"
@@ -136,7 +136,7 @@ if [ "${RECIPE_TIME_PROGRAMS:-0}" = 1 ]; then
   [ $kaldi_only = true ] || shim_dirs="$shim_dirs $GPU_BIN"
   rm -rf "$exp/time-shim"
   # shellcheck disable=SC2086  # a list of dirs
-  TIME_SHIM_VERBOSE_DIR=${GPU_BIN:-} "$top/tools/time-shim.sh" make "$exp/time-shim" "$exp/prog_times" $shim_dirs
+  TIME_SHIM_VERBOSE_DIR=${GPU_BIN:-} "$top/dev/bench/time-shim.sh" make "$exp/time-shim" "$exp/prog_times" $shim_dirs
   # The steps scripts source path.sh again, which puts GPU_BIN first: so
   # the shims go there (they run the real programs by absolute path).
   GPU_BIN=$exp/time-shim; export GPU_BIN
@@ -202,7 +202,7 @@ run_stage tri3_decode steps/decode_fmllr.sh --nj "$njd" --cmd run.pl "$exp/tri3/
 run_stage results results
 [ $stop_stage -lt 12 ] || sed 's/^/run.sh: WER /' "$exp/results"
 if [ "${RECIPE_TIME_PROGRAMS:-0}" = 1 ] && [ -f "$exp/prog_times" ]; then
-  "$top/tools/time-shim.sh" report "$exp/prog_times" "$exp/stage_spans" >"$exp/prog_times.md" || true
+  "$top/dev/bench/time-shim.sh" report "$exp/prog_times" "$exp/stage_spans" >"$exp/prog_times.md" || true
   echo "run.sh: where the time went: $exp/prog_times.md"
 fi
 echo "run.sh: done; $exp/stage_times:"

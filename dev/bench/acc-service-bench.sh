@@ -1,0 +1,72 @@
+#!/bin/bash
+# acc-service-bench: N gmm-acc-stats-ali jobs at once through one warm GPU
+# service, the way a training iteration of train_deltas runs them (issue
+# 12): where the time of a job goes when the service is shared. Data as
+# dev/bench/acc-bench.sh (tri1 fixture x ACC_BENCH_COPIES, default 41 = 580k
+# frames per job, 15,053 Gaussians; bench-data/acc/).
+#
+#   dev/bench/acc-service-bench.sh [N...]      (default: 1 16)
+#
+# Per N: wall seconds of each job (min / median / max) over ACC_BENCH_REPS
+# rounds (default 3), the jobs' own time split (--verbose=1) and the
+# service's (KALDI_GPU_SERVICE_VERBOSE=2: set-up, host sort, staging,
+# waiting for the device, freeing); every output must equal the first
+# (CPU path) byte for byte. Needs a GPU.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${BIN:-$top/gmmbin-gpu}
+tools=${TOOLS:-$top/${BUILD:-build}/tools}
+copies=${ACC_BENCH_COPIES:-41}
+reps=${ACC_BENCH_REPS:-3}
+data=$top/bench-data/acc
+fix=${ACC_BENCH_FIX:-$top/tests/data}
+[ -e /dev/nvidiactl ] || { echo "acc-service-bench: SKIP (no GPU)"; exit 0; }
+. "$top/tools/acc-bench-data.sh"
+acc_bench_data || exit 1
+mdl=$fix/models/tri1/final.mdl
+svc=$(mktemp -d /tmp/acc-service-bench.XXXXXX)
+chmod 700 "$svc"
+export KALDI_GPU_SERVICE_DIR=$svc KALDI_GPU_SERVICE_VERBOSE=2 KALDI_GPU_SERVICE_IDLE=30
+trap 'rm -rf "$svc"' EXIT
+now() { date +%s.%N; }
+
+"$bin/gmm-acc-stats-ali" --use-gpu=no "$mdl" "ark:$data/feats.ark" "ark:$data/ali.ark" \
+  "$data/out/ref.acc" 2>"$data/out/ref.log" || { cat "$data/out/ref.log"; exit 1; }
+# warm the service (first job starts it)
+"$bin/gmm-acc-stats-ali" "$mdl" "ark:$data/feats.ark" "ark:$data/ali.ark" "$data/out/warm.acc" \
+  2>"$data/out/warm.log" || { cat "$data/out/warm.log"; exit 1; }
+grep -q "through the GPU service" "$data/out/warm.log" || { echo "acc-service-bench: the service was not used:"; cat "$data/out/warm.log"; exit 1; }
+
+echo "acc-service-bench: tri1, $copies copies per job, $reps rounds, $(nproc) cores, $(nvidia-smi -L 2>/dev/null | head -1)"
+echo
+echo "| jobs at once | job wall s min / median / max | round wall s (best) | frames/s (best round) |"
+echo "|---:|---|---:|---:|"
+frames=$(sed -n 's/.*over \([0-9]*\) frames\..*/\1/p' "$data/out/ref.log" | tail -1)
+ok=1
+for n in ${@:-1 16}; do
+  walls=(); best=""
+  for r in $(seq 1 "$reps"); do
+    t0=$(now)
+    for j in $(seq 1 "$n"); do
+      ( s=$(now)
+        "$bin/gmm-acc-stats-ali" --verbose=1 "$mdl" "ark:$data/feats.ark" "ark:$data/ali.ark" \
+          "$data/out/job.$j.acc" 2>"$data/out/job.$n.$j.log"
+        echo $? "$(awk -v a="$s" -v b="$(now)" 'BEGIN {printf "%.3f", b - a}')" >"$data/out/job.$j.t" ) &
+    done
+    wait
+    w=$(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.3f", b - a}')
+    [ -z "$best" ] || [ "$(awk -v a="$w" -v b="$best" 'BEGIN {print (a < b)}')" = 1 ] && best=$w
+    for j in $(seq 1 "$n"); do
+      read -r rc t <"$data/out/job.$j.t"
+      walls+=("$t")
+      [ "$rc" = 0 ] && cmp -s "$data/out/job.$j.acc" "$data/out/ref.acc" || { ok=0; echo "job $j of $n: exit $rc or different stats"; }
+    done
+  done
+  stats=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{v[NR]=$1} END {printf "%s / %s / %s", v[1], v[int((NR+1)/2)], v[NR]}')
+  echo "| $n | $stats | $best | $(awk -v f="$frames" -v n="$n" -v w="$best" 'BEGIN {printf "%.0f", f * n / w}') |"
+  grep -h "Time:" "$data/out/job.$n."*.log | sed 's/.*Time: /    job: /' | sort | head -n 3
+done
+echo
+echo "service log (last connections):"
+tail -n 12 "$svc/service.log" | sed 's/^/    /'
+[ $ok = 1 ] && echo "acc-service-bench: every output equal to the CPU path's" || { echo "acc-service-bench: OUTPUTS DIFFER"; exit 1; }

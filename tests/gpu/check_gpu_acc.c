@@ -1,0 +1,295 @@
+/* The CUDA accumulator against the CPU one: bit-identical statistics (the
+ * same operations in the same order, gpu-acc/acc-cuda.cu), the same
+ * per-utterance and total likelihoods, any batch size; and the written file
+ * against Kaldi's, byte for byte. The asynchronous entry against the synchronous one. Skips (77) without a usable GPU; CUDA is first used
+ * inside the forked tests. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/cuda-util.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/model/model.h"
+#include "base/io/table.h"
+#include "gpu-acc/gpu-acc.h"
+#include "tests/lib/test-util.h"
+
+static void select_gpu(void) {
+  char desc[256];
+  ck_assert_int_eq(kio_cuda_select(0, desc, sizeof desc), KIO_OK);
+  printf("GPU: %s\n", desc);
+}
+
+#include "tests/lib/acc-run.h"
+
+static void gpu_vs_cpu(const char *mdl, const char *feats, const char *alis,
+                       int gpu_batch, const char *kaldi_acc) {
+  select_gpu();
+  gacc_stats c, g;
+  run_info rc, rg;
+  ck_assert_int_eq(run_acc("cpu", mdl, feats, alis, 1, &c, &rc), KIO_OK);
+  ck_assert_int_eq(run_acc("gpu", mdl, feats, alis, gpu_batch, &g, &rg), KIO_OK);
+  ck_assert_int_eq(rc.done, rg.done);
+  ck_assert(rc.tot_t == rg.tot_t);
+  /* likelihoods are formed on the host from the device's max and sum: the
+   * same floats, so the same sums */
+  ck_assert_msg(rc.tot_like == rg.tot_like, "utterance likelihoods: cpu %.17g gpu %.17g",
+                rc.tot_like, rg.tot_like);
+  ck_assert_msg(c.total_like == g.total_like, "total_like: cpu %.17g gpu %.17g",
+                c.total_like, g.total_like);
+  ck_assert(c.total_frames == g.total_frames);
+  gacc_cmp cmp;
+  gacc_stats_compare(&g, &c, 1e-9, 0, &cmp);
+  ck_assert(cmp.same_layout);
+  ck_assert_msg(cmp.num_tacc_diff == 0, "%lld transition counts differ",
+                (long long)cmp.num_tacc_diff);
+  ck_assert_msg(cmp.num_over == 0, "%zu of %zu values differ by > 1e-9 (max %g)",
+                cmp.num_over, cmp.num_values, cmp.max_rel);
+  printf("%s: gpu vs cpu max rel diff %g over %zu values\n", mdl, cmp.max_rel,
+         cmp.num_values);
+  ck_assert_msg(stats_identical(&g, &c), "%s (batch %d): GPU stats not bit-identical to "
+                "the CPU path's", mdl, gpu_batch);
+  /* the written file against Kaldi's */
+  const char *path = tu_tmp_path("gpu.acc");
+  ck_assert_int_eq(gacc_stats_write(path, 1, &g), KIO_OK);
+  gacc_stats mine, ref;
+  ck_assert_int_eq(gacc_stats_read(path, &mine, NULL), KIO_OK);
+  ck_assert_int_eq(gacc_stats_read(kaldi_acc, &ref, NULL), KIO_OK);
+  gacc_stats_compare(&mine, &ref, 1e-6, 1, &cmp);
+  ck_assert(cmp.same_layout && cmp.num_tacc_diff == 0);
+  ck_assert_msg(cmp.num_over == 0, "%zu values differ from %s by > 1e-6", cmp.num_over,
+                kaldi_acc);
+  ck_assert_msg(tu_files_equal(path, kaldi_acc), "GPU stats: bytes differ from %s",
+                kaldi_acc);
+  gacc_stats_free(&mine);
+  gacc_stats_free(&ref);
+  gacc_stats_free(&c);
+  gacc_stats_free(&g);
+}
+
+START_TEST(mono_gpu_equals_cpu) {
+  gpu_vs_cpu("models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark", 16,
+             "kaldi/mono/final.acc");
+}
+END_TEST
+
+START_TEST(tri2_gpu_equals_cpu) {
+  gpu_vs_cpu("models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark", 64,
+             "kaldi/tri2/final.acc");
+}
+END_TEST
+
+START_TEST(noisy_gpu_equals_cpu) {
+  gpu_vs_cpu("models/mono/final.mdl", "ark:noisy/delta.ark", "ark:noisy/mono.ali.ark", 1,
+             "noisy/mono.acc");
+}
+END_TEST
+
+/* dims 4 and 8: SkylakeX's small-m sgemv kernel (base/matrix/sgemv-skx-small.h) */
+START_TEST(mono4_gpu_equals_cpu) {
+  gpu_vs_cpu("models/mono4/final.mdl", "ark:feats/delta4.ark", "ark:kaldi/mono/ali.ark", 16,
+             "kaldi/mono4/final.acc");
+}
+END_TEST
+
+START_TEST(mono8_gpu_equals_cpu) {
+  gpu_vs_cpu("models/mono8/final.mdl", "ark:feats/delta8.ark", "ark:kaldi/mono/ali.ark", 16,
+             "kaldi/mono8/final.acc");
+}
+END_TEST
+
+/* Batch boundaries do not matter (one utterance per batch vs all at once). */
+START_TEST(gpu_batches_agree) {
+  select_gpu();
+  gacc_stats a, b;
+  run_info ra, rb;
+  ck_assert_int_eq(run_acc("gpu", "models/mono/final.mdl", "ark:feats/delta.ark",
+                           "ark:kaldi/mono/ali.ark", 1, &a, &ra), KIO_OK);
+  ck_assert_int_eq(run_acc("gpu", "models/mono/final.mdl", "ark:feats/delta.ark",
+                           "ark:kaldi/mono/ali.ark", 40, &b, &rb), KIO_OK);
+  gacc_cmp cmp;
+  gacc_stats_compare(&a, &b, 1e-9, 0, &cmp);
+  ck_assert(cmp.same_layout && cmp.num_tacc_diff == 0 && cmp.num_over == 0);
+  ck_assert_msg(stats_identical(&a, &b), "batch 1 vs 40: stats not bit-identical");
+  ck_assert(ra.tot_like == rb.tot_like);
+  gacc_stats_free(&a);
+  gacc_stats_free(&b);
+}
+END_TEST
+
+/* The asynchronous entry (worker thread, double-buffered staging, caller's
+ * buffers overwritten right after each call) against the synchronous one:
+ * the same likelihoods and totals bit for bit (formed on the host in the
+ * same order), the same transition counts, and the GMM statistics equal up
+ * to the order of the device's double atomics (1e-9 relative, as between
+ * any two GPU runs; bit-identical where the order happens to match). */
+START_TEST(gpu_async_equals_sync) {
+  static const struct { const char *mdl, *feats, *alis; int batch; } cases[] = {
+    { "models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark", 16 },
+    { "models/mono/final.mdl", "ark:noisy/delta.ark", "ark:noisy/mono.ali.ark", 1 },
+    { "models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark", 64 },
+    { "models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark", 3 },
+  };
+  select_gpu();
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    gacc_stats sy, as, cpu;
+    run_info rs, ra, rc;
+    ck_assert_int_eq(run_acc_mode("gpu", cases[k].mdl, cases[k].feats, cases[k].alis,
+                                  cases[k].batch, 0, &sy, &rs), KIO_OK);
+    ck_assert_int_eq(run_acc_mode("gpu", cases[k].mdl, cases[k].feats, cases[k].alis,
+                                  cases[k].batch, 1, &as, &ra), KIO_OK);
+    ck_assert_int_eq(run_acc_mode("cpu", cases[k].mdl, cases[k].feats, cases[k].alis,
+                                  cases[k].batch, 0, &cpu, &rc), KIO_OK);
+    ck_assert_int_eq(rs.done, ra.done);
+    ck_assert(rs.done > 0);
+    ck_assert_msg(rs.tot_like == ra.tot_like && rc.tot_like == ra.tot_like,
+                  "like sums: sync %.17g async %.17g cpu %.17g", rs.tot_like, ra.tot_like,
+                  rc.tot_like);
+    ck_assert(rs.tot_t == ra.tot_t && rc.tot_t == ra.tot_t);
+    ck_assert_msg(sy.total_like == as.total_like && cpu.total_like == as.total_like,
+                  "total_like: sync %.17g async %.17g", sy.total_like, as.total_like);
+    ck_assert(sy.total_frames == as.total_frames);
+    gacc_cmp cmp;
+    gacc_stats_compare(&as, &sy, 1e-9, 0, &cmp);
+    ck_assert(cmp.same_layout);
+    ck_assert_msg(cmp.num_tacc_diff == 0, "%lld transition counts differ",
+                  (long long)cmp.num_tacc_diff);
+    ck_assert_msg(cmp.num_over == 0, "%zu of %zu values differ by > 1e-9 (max %g)",
+                  cmp.num_over, cmp.num_values, cmp.max_rel);
+    printf("%s batch %d: async vs sync %s (max rel diff %g)\n", cases[k].feats,
+           cases[k].batch, stats_identical(&as, &sy) ? "identical" : "differ", cmp.max_rel);
+    gacc_stats_free(&sy);
+    gacc_stats_free(&as);
+    gacc_stats_free(&cpu);
+  }
+}
+END_TEST
+
+/* The mono model and a GPU accumulator for it (the test fails otherwise). */
+static void new_mono_gpu_acc(kio_tmodel *tm, kio_am_gmm *am, gacc_acc **acc) {
+  select_gpu();
+  memset(tm, 0, sizeof *tm);
+  memset(am, 0, sizeof *am);
+  ck_assert_int_eq(kio_model_read("models/mono/final.mdl", tm, am), KIO_OK);
+  ck_assert_int_eq(gacc_new(acc, "gpu", tm, am), KIO_OK);
+}
+
+/* An invalid log-likelihood found by the worker is logged by the thread
+ * that waits (not the worker), naming the frame and the utterance (whose
+ * key buffer the caller has already overwritten); the next asynchronous
+ * call reports it the same way. */
+static pthread_t g_main;
+static int g_bad, g_bad_other_thread;
+static void catch_bad(int level, const char *func, const char *file, int line,
+                      const char *msg, void *user) {
+  (void)func; (void)file; (void)line; (void)user;
+  if (level != KIO_LOG_ERROR) return;
+  if (strstr(msg, "frame 1 of utterance uttNaN")) g_bad++;
+  if (!pthread_equal(pthread_self(), g_main)) g_bad_other_thread++;
+}
+
+START_TEST(gpu_async_bad_like_logged_at_wait) {
+  kio_tmodel tm;
+  kio_am_gmm am;
+  gacc_acc *acc;
+  new_mono_gpu_acc(&tm, &am, &acc);
+  kio_matrix f = { 0, 0, NULL, 0 };
+  ck_assert_int_eq(kio_matrix_resize(&f, 3, am.dim), KIO_OK);
+  for (int32_t i = 0; i < 3 * am.dim; i++) f.data[i] = 0.01f * (float)i;
+  f.data[am.dim + 2] = NAN;  /* frame 1 */
+  int32_t ali[3] = { 1, 1, 2 };
+  char key[16] = "uttNaN";
+  gacc_utt u = { key, &f, ali };
+  g_main = pthread_self();
+  g_bad = g_bad_other_thread = 0;
+  kio_log_set_handler(catch_bad, NULL);
+  for (int round = 0; round < 2; round++) {
+    strcpy(key, "uttNaN");
+    f.data[am.dim + 2] = NAN;
+    ck_assert_int_eq(gacc_accumulate_batch_async(acc, 1, &u), KIO_OK);
+    strcpy(key, "overwritten");
+    f.data[am.dim + 2] = 0.0f;
+    if (round == 0) {
+      ck_assert_int_eq(gacc_wait(acc), KIO_ERR);
+    } else {  /* reported by the next call, before it takes its batch */
+      ck_assert_int_eq(gacc_accumulate_batch_async(acc, 1, &u), KIO_ERR);
+    }
+    ck_assert_int_eq(g_bad, round + 1);
+    ck_assert_int_eq(gacc_wait(acc), KIO_OK);  /* reported once */
+  }
+  kio_log_set_handler(NULL, NULL);
+  ck_assert_int_eq(g_bad_other_thread, 0);
+  kio_matrix_free(&f);
+  gacc_free(acc);
+  kio_tmodel_free(&tm);
+  kio_am_gmm_free(&am);
+}
+END_TEST
+
+static int g_errors;
+static void quiet(int level, const char *func, const char *file, int line,
+                  const char *msg, void *user) {
+  (void)func; (void)file; (void)line; (void)user;
+  if (level == KIO_LOG_ERROR && strstr(msg, "uttG")) g_errors++;
+}
+
+/* Bad input is refused before anything reaches the device. */
+START_TEST(gpu_bad_tid_is_error) {
+  kio_tmodel tm;
+  kio_am_gmm am;
+  gacc_acc *acc;
+  new_mono_gpu_acc(&tm, &am, &acc);
+  ck_assert(gacc_is_gpu(acc));
+  kio_matrix f = { 0, 0, NULL, 0 };
+  kio_matrix_resize(&f, 2, am.dim);
+  int32_t ali[2] = { 1, tm.num_tids + 1 };
+  gacc_utt u = { "uttG", &f, ali };
+  gacc_utt_result r;
+  kio_log_set_handler(quiet, NULL);
+  ck_assert_int_eq(gacc_accumulate_batch(acc, 1, &u, &r), KIO_ERR);
+  ck_assert_int_eq(gacc_accumulate_batch_async(acc, 1, &u), KIO_ERR);
+  kio_log_set_handler(NULL, NULL);
+  ck_assert_int_eq(g_errors, 2);
+  /* an empty utterance is fine */
+  kio_matrix e = { 0, 0, NULL, 0 };
+  gacc_utt ue = { "empty", &e, ali };
+  ck_assert_int_eq(gacc_accumulate_batch(acc, 1, &ue, &r), KIO_OK);
+  ck_assert_int_eq(r.frames, 0);
+  ck_assert_int_eq(gacc_accumulate_batch_async(acc, 1, &ue), KIO_OK);
+  double like;
+  int64_t frames;
+  ck_assert_int_eq(gacc_get_totals(acc, &like, &frames), KIO_OK);
+  ck_assert(like == 0.0 && frames == 0);
+  kio_matrix_free(&f);
+  gacc_free(acc);
+  kio_tmodel_free(&tm);
+  kio_am_gmm_free(&am);
+}
+END_TEST
+
+Suite *gpu_acc_suite(void) {
+  Suite *s = suite_create("gpu_acc");
+  TCase *t = tcase_create("gpu");
+  tcase_set_timeout(t, 300);
+  tcase_add_test(t, mono_gpu_equals_cpu);
+  tcase_add_test(t, tri2_gpu_equals_cpu);
+  tcase_add_test(t, noisy_gpu_equals_cpu);
+  tcase_add_test(t, mono4_gpu_equals_cpu);
+  tcase_add_test(t, mono8_gpu_equals_cpu);
+  tcase_add_test(t, gpu_batches_agree);
+  tcase_add_test(t, gpu_bad_tid_is_error);
+  tcase_add_test(t, gpu_async_equals_sync);
+  tcase_add_test(t, gpu_async_bad_like_logged_at_wait);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  if (!tu_gpu_available()) return TU_EXIT_SKIP;
+  /* the fixtures' Kaldi rounds as the "skx" profile (gpu-acc/acc-cpu-fast.c) */
+  setenv("KIO_BLAS_PROFILE", "skx", 1);
+  return tu_run_suite(gpu_acc_suite());
+}
