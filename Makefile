@@ -41,8 +41,9 @@ TOOL_SRC := $(sort $(wildcard tools/*.c dev/*/*.c))
 TOOLS := $(addprefix $(BUILD)/tools/,$(basename $(notdir $(TOOL_SRC))))
 
 .SECONDARY:
-.PHONY: all test test-gpu test-asan bench bench-acc demo install clean lint fuzz
-all: $(if $(SAN),$(patsubst gmmbin-gpu/%,$(BUILD)/gmmbin-gpu/%,$(PROGS)),$(PROGS)) $(TESTS) $(TOOLS)
+.PHONY: all test test-gpu test-asan bench bench-acc demo install clean lint fuzz settings-doc
+TEST_PROGS := $(patsubst gmmbin-gpu/%,$(BUILD)/test-bin/%,$(PROGS))
+all: $(if $(SAN),$(patsubst gmmbin-gpu/%,$(BUILD)/gmmbin-gpu/%,$(PROGS)),$(PROGS)) $(TESTS) $(TOOLS) $(TEST_PROGS)
 
 $(BUILD)/%.c.o: %.c
 	@mkdir -p $(dir $@)
@@ -65,8 +66,15 @@ gmmbin-gpu/%: $(BUILD)/gmmbin-gpu/%.c.o $(LIBS)
 	$(CXX) $(SAN) -o $@ $< $(LIBS) $(LDLIBS)
 $(BUILD)/gmmbin-gpu/%: $(BUILD)/gmmbin-gpu/%.c.o $(LIBS)
 	$(CXX) $(SAN) -o $@ $< $(LIBS) $(LDLIBS)
-$(BUILD)/tests/%: $(BUILD)/tests/%.c.o $(BUILD)/tests/lib/test-util.c.o $(LIBS)
-	$(CXX) $(SAN) -o $@ $< $(BUILD)/tests/lib/test-util.c.o $(LIBS) $(LDLIBS) $(CHECK_LIBS)
+# Test builds link the test hooks' reader ahead of the libraries (its
+# kio_test_hook replaces the shipped one, which always says "off").
+TEST_HOOKS := $(BUILD)/tests/lib/test-hooks.c.o
+$(BUILD)/tests/%: $(BUILD)/tests/%.c.o $(BUILD)/tests/lib/test-util.c.o $(TEST_HOOKS) $(LIBS)
+	$(CXX) $(SAN) -o $@ $< $(BUILD)/tests/lib/test-util.c.o $(TEST_HOOKS) $(LIBS) $(LDLIBS) $(CHECK_LIBS)
+# The programs again with the test hooks on, for the command-line tests.
+$(BUILD)/test-bin/%: $(BUILD)/gmmbin-gpu/%.c.o $(TEST_HOOKS) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(SAN) -o $@ $< $(TEST_HOOKS) $(LIBS) $(LDLIBS)
 $(BUILD)/tests/%.c.o: CFLAGS += $(CHECK_CFLAGS)
 define tool_rule
 $(BUILD)/tools/$(basename $(notdir $(1))): $(call obj,$(1)) $(LIBS)
@@ -102,6 +110,10 @@ demo: all
 # libFuzzer harnesses for the readers (clang); FUZZ_SECONDS per harness (60).
 fuzz:
 	@tests/fuzz/run.sh
+
+# docs/settings.md from the settings table (base/sys/settings.h).
+settings-doc: all
+	$(BUILD)/tools/settings-doc > docs/settings.md
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \

@@ -6,6 +6,7 @@
 
 #include "cuda-util.h"
 #include "base/sys/log.h"
+#include "base/sys/settings.h"
 
 extern "C" int kio_cuda_device_count(void) {
   int n = 0;
@@ -18,7 +19,7 @@ extern "C" int kio_cuda_device_count(void) {
 
 extern "C" int kio_cuda_debug_sync(void) {
   static int v = -1;
-  if (v < 0) v = getenv("KIO_CUDA_SYNC") && atoi(getenv("KIO_CUDA_SYNC")) ? 1 : 0;
+  if (v < 0) v = kio_setting_flag(KIO_SET_DEV_CUDA_SYNC, 0);
   return v;
 }
 
@@ -29,7 +30,7 @@ extern "C" void kio_cuda_use_device(int dev) { t_device = dev; }
 /* The device this thread should use. */
 static int chosen_device(void) {
   if (t_device >= 0) return t_device;
-  return getenv("KIO_CUDA_DEVICE") ? atoi(getenv("KIO_CUDA_DEVICE")) : 0;
+  return (int)kio_setting_int(KIO_SET_DEVICE, 0, 0, 1 << 20);
 }
 
 extern "C" void kio_cuda_warm_up(void) {
@@ -57,13 +58,13 @@ static int try_context(int dev) {
 }
 
 /* The device to use, its context current; -1 when none can be had. A named
- * device ($KIO_CUDA_DEVICE, or the service's per-thread choice) or the only
+ * device ($KALDI_GPU_DEVICE, or the service's per-thread choice) or the only
  * one is taken as it is. With several and none named, the one with the
  * largest fraction of free memory, as Kaldi's programs choose; the next best
  * when its context cannot be created. The contexts opened to look are
  * released again. */
 static int pick_device(int n) {
-  int named = t_device >= 0 || getenv("KIO_CUDA_DEVICE");
+  int named = t_device >= 0 || kio_setting_str(KIO_SET_DEVICE);
   if (named || n == 1) {
     int dev = named ? chosen_device() : 0;
     return dev < n && try_context(dev) ? dev : -1;
@@ -102,7 +103,7 @@ extern "C" int kio_cuda_select(int wait, char *desc, int desc_len) {
   int waited = 0, dev;
   for (;;) {
     int n = kio_cuda_device_count();
-    if (n <= 0 || (t_device < 0 && getenv("KIO_CUDA_DEVICE") && chosen_device() >= n)) {
+    if (n <= 0 || (t_device < 0 && kio_setting_str(KIO_SET_DEVICE) && chosen_device() >= n)) {
       /* No device at all is an error even with "wait", as in Kaldi. */
       KIO_ERROR("No CUDA device %d available (found %d)", chosen_device(), n);
       return KIO_ERR;

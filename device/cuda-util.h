@@ -10,7 +10,7 @@ extern "C" {
 /* Number of usable CUDA devices (0 when built without CUDA or none present).
  * Initialises the CUDA runtime: never call it in a Check parent process. */
 int kio_cuda_device_count(void);
-/* Picks the device ($KIO_CUDA_DEVICE or the thread's kio_cuda_use_device;
+/* Picks the device ($KALDI_GPU_DEVICE or the thread's kio_cuda_use_device;
  * else the only one; else, as Kaldi, the one with the largest fraction of
  * free memory whose context can be created), makes it current and fills a
  * one-line description ("NVIDIA H200, 132 SMs, 139.8 GiB"). KIO_OK or
@@ -19,7 +19,7 @@ int kio_cuda_device_count(void);
  * Kaldi's warnings; no device at all is an error either way. */
 int kio_cuda_select(int wait, char *desc, int desc_len);
 /* Makes kio_cuda_select (and kio_cuda_warm_up) pick device dev in the
- * calling thread (-1: back to $KIO_CUDA_DEVICE or 0). The GPU service uses
+ * calling thread (-1: back to $KALDI_GPU_DEVICE or 0). The GPU service uses
  * it to put each connection on the device it assigned. */
 void kio_cuda_use_device(int dev);
 /* Creates the CUDA context of the device kio_cuda_select would pick, so a
@@ -33,7 +33,7 @@ void kio_cuda_warm_up(void);
  * spin while their batches run, taking the cores the recipe's jobs (graph
  * compilation, feature pipelines) need. */
 void kio_cuda_prefer_blocking_sync(void);
-/* 1 when KIO_CUDA_SYNC=1: synchronise and check after every launch. */
+/* 1 when KALDI_GPU_DEV_CUDA_SYNC=1: synchronise and check after every launch. */
 int kio_cuda_debug_sync(void);
 
 #ifdef __cplusplus

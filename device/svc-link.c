@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/sys/log.h"
+#include "base/sys/settings.h"
 
 enum { MSG_MAGIC = 0x3153474b };  /* "KGS1" */
 /* Largest message accepted (a batch of features and graphs). */
@@ -347,8 +348,8 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
 
 /* The service binary: $KALDI_GPU_SERVICE_BIN, else beside this program. */
 static int service_bin(char *out, size_t n) {
-  const char *e = getenv("KALDI_GPU_SERVICE_BIN");
-  if (e && *e) {
+  const char *e = kio_setting_str(KIO_SET_SERVICE_BIN);
+  if (e) {
     snprintf(out, n, "%s", e);
     return 0;
   }
@@ -368,8 +369,8 @@ static int service_bin(char *out, size_t n) {
 }
 
 static int private_dir(char *dir, size_t n, char *why, size_t why_len) {
-  const char *e = getenv("KALDI_GPU_SERVICE_DIR");
-  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  const char *e = kio_setting_str(KIO_SET_SERVICE_DIR);
+  const char *xdg = kio_setting_str(KIO_SET_XDG_RUNTIME_DIR);
   struct stat st;
   if (e && *e) snprintf(dir, n, "%s", e);
   else if (xdg && *xdg && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode))
@@ -406,10 +407,10 @@ int kio_svc_paths(char *dir, size_t dir_len, char *sock, size_t sock_len, char *
   h = fnv1a(h, &st.st_ino, sizeof st.st_ino);
   h = fnv1a(h, &st.st_mtim, sizeof st.st_mtim);
   /* The environment the service computes under: devices, and the rounding
-   * profile (KIO_BLAS_PROFILE) its arithmetic follows. */
-  static const char *const keyed[] = { "CUDA_VISIBLE_DEVICES", "KIO_CUDA_DEVICE", "KIO_BLAS_PROFILE" };
+   * profile (KALDI_GPU_BLAS_PROFILE) its arithmetic follows. */
+  static const kio_setting keyed[] = { KIO_SET_CUDA_VISIBLE_DEVICES, KIO_SET_DEVICE, KIO_SET_BLAS_PROFILE };
   for (size_t k = 0; k < sizeof keyed / sizeof keyed[0]; k++) {
-    const char *v = getenv(keyed[k]);
+    const char *v = kio_setting_str(keyed[k]);
     h = fnv1a(h, v ? v : "\1", v ? strlen(v) : 1);
   }
   int w = snprintf(sock, sock_len, "%s/gpu-%016llx.sock", dir, (unsigned long long)h);
@@ -421,9 +422,9 @@ int kio_svc_paths(char *dir, size_t dir_len, char *sock, size_t sock_len, char *
 }
 
 int kio_svc_wanted(void) {
-  const char *e = getenv("KALDI_GPU_SERVICE");
+  const char *e = kio_setting_str(KIO_SET_SERVICE);
   if (e && (!strcmp(e, "0") || !strcasecmp(e, "no") || !strcasecmp(e, "false"))) return 0;
-  if (e && !strcmp(e, "force")) return 1;  /* tests: without a device node */
+  if (kio_test_hook(KIO_SET_TEST_SERVICE_FORCE)) return 1;  /* tests: without a device node */
   return access("/dev/nvidiactl", F_OK) == 0 || access("/dev/nvidia0", F_OK) == 0;
 }
 

@@ -13,8 +13,8 @@
  * $XDG_RUNTIME_DIR/kaldi-gpu or /tmp/kaldi-gpu-UID, created 0700 and refused
  * unless it is a real directory owned by the user with no group/other bits.
  * One socket per service identity: the service binary (path, inode, mtime) and
- * the devices it may use (CUDA_VISIBLE_DEVICES, KIO_CUDA_DEVICE) and the
- * rounding profile (KIO_BLAS_PROFILE), so a rebuilt
+ * the devices it may use (CUDA_VISIBLE_DEVICES, KALDI_GPU_DEVICE) and the
+ * rounding profile (KALDI_GPU_BLAS_PROFILE), so a rebuilt
  * binary or another device mask never talks to an old service. The service
  * also checks the peer's uid (SO_PEERCRED). A socket nobody answers on is
  * stale: it is removed (under a lock) and a new service started.

@@ -48,7 +48,7 @@ int main(int argc, char *argv[]) {
   cfg.feats_rspecifier = kio_opts_arg(po, 3);
   cfg.ali_wspecifier = kio_opts_arg(po, 4);
   cfg.scores_wspecifier = kio_opts_opt_arg(po, 5);
-  cfg.gpu_feats = 1;  /* KIO_FEATS_GPU=1: the feature chain on our own GPU context */
+  cfg.gpu_feats = 1;  /* KALDI_GPU_FEATS_GPU=1: the feature chain on our own GPU context */
 
   /* A fatal error (ERROR logged) leaves the tables open: kio_fatal_exit
    * abandons the outputs (base/io/io.h) and exits 255. */

@@ -11,6 +11,7 @@
 #include "device/svc-link.h"
 #include "gpu-service/gpu-service.h"
 #include "base/program/program.h"
+#include "base/sys/settings.h"
 
 int main(int argc, char *argv[]) {
   kio_program_start(argc, argv);
@@ -20,9 +21,8 @@ int main(int argc, char *argv[]) {
       "Started by the programs on first use; exits when idle.\n"
       "Usage:  kaldi-gpu-service [options]\n";
   /* The service never hands work to a service. */
-  setenv("KALDI_GPU_SERVICE", "no", 1);
-  const char *idle_env = getenv("KALDI_GPU_SERVICE_IDLE");
-  int32_t idle = idle_env && *idle_env ? atoi(idle_env) : 60;
+  kio_setting_override(KIO_SET_SERVICE, "no");
+  int32_t idle = (int32_t)kio_setting_int(KIO_SET_SERVICE_IDLE, 60, 1, 1 << 30);
   char *sock = strdup("");
   kio_opts *po = kio_opts_new(usage);
   kio_opts_string(po, "socket", &sock,
@@ -45,15 +45,14 @@ int main(int argc, char *argv[]) {
     sock = strdup(path);
   }
   /* Test switches (tests/cli/service.sh): the CPU backend instead of the
-   * GPU, so the service can be tested without one (KALDI_GPU_SERVICE_CPU=N:
+   * GPU, so the service can be tested without one (KALDI_GPU_TEST_SERVICE_CPU=N:
    * as if there were N devices, to test their assignment); connections dropped
    * after N batches, to test the jobs' fallback. */
-  const char *cpu = getenv("KALDI_GPU_SERVICE_CPU"), *drop = getenv("KALDI_GPU_SERVICE_TEST_DROP");
-  const char *verbose = getenv("KALDI_GPU_SERVICE_VERBOSE");
-  gsvc_config cfg = {sock, idle > 0 ? idle : 1, cpu && *cpu ? atoi(cpu) : 0,
-                     drop && *drop ? atoi(drop) : 0, verbose && atoi(verbose) > 0};
+  const char *cpu = kio_test_hook(KIO_SET_TEST_SERVICE_CPU), *drop = kio_test_hook(KIO_SET_TEST_SERVICE_DROP);
+  int verbose = (int)kio_setting_int(KIO_SET_SERVICE_VERBOSE, 0, 0, 6);
+  gsvc_config cfg = {sock, idle, cpu ? atoi(cpu) : 0, drop ? atoi(drop) : 0, verbose > 0};
   /* KALDI_GPU_SERVICE_VERBOSE=2: also the backends' time split (VLOG[2]). */
-  if (verbose && atoi(verbose) >= 2 && kio_log_verbose() < 2) kio_log_set_verbose(2);
+  if (verbose >= 2 && kio_log_verbose() < 2) kio_log_set_verbose(2);
   int rc = gsvc_serve(&cfg);
   kio_opts_free(po);
   free(sock);

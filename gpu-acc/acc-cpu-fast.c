@@ -1,7 +1,7 @@
 /* The CPU accumulator (gmm-acc-stats-ali --use-gpu=no and every CPU
  * fallback): Kaldi's AccumulateFromDiag frame by frame, bit-identical to
  * the stock Kaldi build on the machine it runs on, with AVX2+FMA where the
- * CPU has them (KIO_NO_SIMD=1 forces the scalar code, which gives the same
+ * CPU has them (KALDI_GPU_DEV_NO_SIMD=1 forces the scalar code, which gives the same
  * bits).
  *
  * Kaldi's arithmetic goes through OpenBLAS, whose rounding depends on the
@@ -27,7 +27,7 @@
  *  - "plain": no FMA anywhere (older CPUs).
  * The default is "skx" on every machine: our output must not depend on the
  * host (Kaldi's does), and skx is the reference hosts' rounding (the
- * fixtures, the H200 host). KIO_BLAS_PROFILE=hsw|plain reproduces the Kaldi
+ * fixtures, the H200 host). KALDI_GPU_BLAS_PROFILE=hsw|plain reproduces the Kaldi
  * of another host, for tests against a live Kaldi there. */
 #include <immintrin.h>
 #include <math.h>
@@ -36,6 +36,7 @@
 
 #include "acc-internal.h"
 #include "acc-math.h"
+#include "base/sys/settings.h"
 
 enum { PROF_PLAIN = 0, PROF_HSW = 1, PROF_SKX = 2 };
 
@@ -45,7 +46,7 @@ static const char *const prof_names[] = { "plain", "hsw", "skx" };
 
 int gacc_blas_profile(void) {
   if (g_profile >= 0) return g_profile;
-  const char *e = getenv("KIO_BLAS_PROFILE");
+  const char *e = kio_setting_str(KIO_SET_BLAS_PROFILE);
   int p = -1;
   for (int i = 0; e && i < 3; i++)
     if (!strcmp(e, prof_names[i])) p = i;
@@ -58,9 +59,8 @@ const char *gacc_blas_profile_name(void) { return prof_names[gacc_blas_profile()
 
 static int use_simd(void) {
   if (g_simd >= 0) return g_simd;
-  const char *e = getenv("KIO_NO_SIMD");
   __builtin_cpu_init();
-  g_simd = !(e && *e && strcmp(e, "0")) && __builtin_cpu_supports("avx2") &&
+  g_simd = !kio_setting_flag(KIO_SET_DEV_NO_SIMD, 0) && __builtin_cpu_supports("avx2") &&
            __builtin_cpu_supports("fma");
   return g_simd;
 }

@@ -34,6 +34,7 @@
 #include "device/cuda-util.h"
 #include "acc-internal.h"
 #include "acc-math.h"
+#include "base/sys/settings.h"
 
 /* Under the host emulation of tests/emu (cuda-emu.h force-included, g++),
  * blocks run one after another with ONE thread each: every loop below is
@@ -357,13 +358,13 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
   c->stats_tile = (int32_t)(tf > (size_t)GACC_MAX_CHUNK ? (size_t)GACC_MAX_CHUNK : tf);
   c->stats_shmem = per_frame_stats * (size_t)c->stats_tile;
   cudaError_t e = cudaGetDevice(&c->device);
-  /* $KIO_GACC_STREAM_PRIORITY=high: the device's highest stream priority,
+  /* $KALDI_GPU_DEV_ACC_STREAM_PRIORITY=high: the device's highest stream priority,
    * so that the statistics' short kernels are scheduled ahead of the
    * queued blocks of an aligner sharing the device (gmm-align-acc-compiled).
    * A measuring switch: results do not depend on it. */
   int prio = 0;
-  const char *pe = getenv("KIO_GACC_STREAM_PRIORITY");
-  if (e == cudaSuccess && pe && !strcmp(pe, "high")) {
+  static const char *const prios[] = {"default", "high", NULL};
+  if (e == cudaSuccess && kio_setting_choice(KIO_SET_DEV_ACC_STREAM_PRIORITY, prios, 0) == 1) {
     int least = 0, greatest = 0;
     e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
     prio = greatest;

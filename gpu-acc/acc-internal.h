@@ -112,7 +112,7 @@ int gacc_accumulate_cpu(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_resul
  * bit-identical to the stock Kaldi build on this CPU. */
 int gacc_accumulate_utt_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r);
 /* Which OpenBLAS rounding the CPU path reproduces: 0 plain, 1 hsw, 2 skx
- * (KIO_BLAS_PROFILE overrides the CPU's choice); its name. */
+ * (KALDI_GPU_BLAS_PROFILE overrides the CPU's choice); its name. */
 int gacc_blas_profile(void);
 
 /* acc-batch.c: the GPU path (sync and async) and the worker. */

@@ -10,6 +10,7 @@
 #include "base/sys/options.h"
 #include "align-margin.h"
 #include "align-pipeline.h"
+#include "base/sys/settings.h"
 
 void galign_pipeline_cli_register(kio_opts *po, galign_pipeline_cli *cli,
                                   galign_pipeline_cfg *cfg) {
@@ -62,7 +63,7 @@ int galign_pipeline_cli_apply(const galign_pipeline_cli *cli, galign_pipeline_cf
   cfg->prior_rspecifier = cli->prior_rspecifier;
   cfg->margin = cli->margin;
   cfg->margin_mode = cli->prior_rspecifier[0] != '\0';
-  const char *env = getenv("KALDI_GPU_MARGIN");
+  const char *env = kio_setting_str(KIO_SET_MARGIN);
   if (!cfg->margin_mode && env && *env) {
     /* Unchanged recipes: the prior is the file the output will replace,
      * read by galign_margin_open before the output is opened. */

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "align-cuda-impl.h"
+#include "base/sys/settings.h"
 
 static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   c->dim = g->dim;
@@ -71,9 +72,9 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   int32_t maxc = 0;
   for (int32_t p = 0; p < g->num_pdfs; p++)
     if (g->pdf_offset[p + 1] - g->pdf_offset[p] > maxc) maxc = g->pdf_offset[p + 1] - g->pdf_offset[p];
-  const char *mode = getenv("KIO_GALIGN_LL");
+  static const char *const kernels[] = {"exact", "gemm", NULL};
   c->ll_exact = maxc <= GALIGN_LL_MAXC && galign_cu_ll_exact_smem(g->dim) <= GALIGN_LL_MAX_SMEM &&
-                !(mode && !strcmp(mode, "gemm"));
+                kio_setting_choice(KIO_SET_DEV_LIKELIHOODS, kernels, 0) == 0;
   if (c->ll_exact && galign_cu_ll_exact_upload(c, g) != KIO_OK) return KIO_ERR;
   KIO_VLOG(1, "Device likelihoods: %s (at most %d Gaussians per pdf)",
            c->ll_exact ? "exact kernel (CPU order)" : "cuBLAS SGEMM", (int)maxc);
@@ -230,10 +231,10 @@ int galign_cu_accum_times(galign_cuda *c, int dec_pass) {
 }
 
 /* Frames per device batch: bounds the likelihood and workspace memory.
- * $KIO_GALIGN_BATCH_FRAMES overrides (debugging, memory-tight devices). */
+ * $KALDI_GPU_DEV_BATCH_FRAMES overrides (debugging, memory-tight devices). */
 static int64_t galign_max_batch_frames(const galign_cuda *c) {
-  const char *e = getenv("KIO_GALIGN_BATCH_FRAMES");
-  if (e && atoll(e) > 0) return atoll(e);
+  int64_t forced = kio_setting_int(KIO_SET_DEV_BATCH_FRAMES, 0, 1, INT64_MAX);
+  if (forced > 0) return forced;
   /* ~3 KB per frame (2 KB of decoder tokens, likelihoods, features): a
    * sub-batch uses at most ~1/4 of the device (11M frames on an H200) */
   int64_t f = (int64_t)(c->mem_total / 4 / 3072);

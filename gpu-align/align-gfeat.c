@@ -9,6 +9,7 @@
 #include "base/sys/log.h"
 #include "base/io/table.h"
 #include "gpu-feats/gpu-feats.h"
+#include "base/sys/settings.h"
 
 struct galign_gfeat {
   kio_feat_plan plan;
@@ -29,18 +30,16 @@ struct galign_gfeat {
 };
 
 int galign_gfeat_wanted(void) {
-  const char *e = getenv("KIO_FEATS_GPU");
-  return e && !strcmp(e, "1");
+  return kio_setting_flag(KIO_SET_FEATS_GPU, 0);
 }
 
 galign_gfeat *galign_gfeat_open(const char *rspec, galign_aligner *a) {
-  const char *pipe_env = getenv("KIO_FEATS_PIPE");
   if (!galign_gfeat_wanted()) return NULL;
   kio_rspec spec;
   const char *why = NULL;
   int device = galign_aligner_cuda_device(a);
   size_t n;
-  if (pipe_env && !strcmp(pipe_env, "0")) why = "KIO_FEATS_PIPE=0";
+  if (!kio_setting_flag(KIO_SET_FEATS_PIPE, 1)) why = "KALDI_GPU_FEATS_PIPE=0";
   else if (device < 0) why = "no CUDA backend of our own (CPU, or the GPU service)";
   else if (kio_parse_rspecifier(rspec, &spec) != KIO_OK || spec.kind != KIO_SPEC_ARCHIVE ||
            kio_classify_rxfilename(spec.filename) != KIO_RX_PIPE)

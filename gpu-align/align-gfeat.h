@@ -1,5 +1,5 @@
 /* Internal to align-pipeline.c: the features rspecifier's chain computed on
- * the device (gpu-feats) for our own CUDA backend, KIO_FEATS_GPU=1. The
+ * the device (gpu-feats) for our own CUDA backend, KALDI_GPU_FEATS_GPU=1. The
  * reading thread reads the chain's raw input (compressed matrices as
  * stored) and computes the per-utterance CMVN parameters (gfeat_batch_add,
  * with the stages' warnings); the worker runs the batch's chain on the
@@ -18,7 +18,7 @@
 typedef struct galign_gfeat galign_gfeat;
 struct gfeat_batch;
 
-/* When KIO_FEATS_GPU=1, rspec is an archive read from a recognised chain
+/* When KALDI_GPU_FEATS_GPU=1, rspec is an archive read from a recognised chain
  * ("ark,s,cs:apply-cmvn ... | add-deltas ... |") the device runs, and a
  * has its own CUDA backend: the chain's tables and a random-access reader
  * of its input are opened. NULL otherwise, with a VLOG[1] line saying why
@@ -27,7 +27,7 @@ galign_gfeat *galign_gfeat_open(const char *rspec, galign_aligner *a);
 /* Prints the chain's command lines, as the CPU chain does when its input
  * opens (where the program opens its features reader). */
 void galign_gfeat_start(const galign_gfeat *g);
-/* 1 when KIO_FEATS_GPU=1 (the pipeline then waits for its aligner before
+/* 1 when KALDI_GPU_FEATS_GPU=1 (the pipeline then waits for its aligner before
  * opening the features). */
 int galign_gfeat_wanted(void);
 /* Clears a batch's staging (read_batch's start). */

@@ -58,7 +58,7 @@ typedef struct {
   const char *transcripts_rspecifier;
   int (*compile)(void *user, const kio_int_vec *words, kio_fst *out);
   void *compile_user;
-  /* 1: with KIO_FEATS_GPU=1 and our own CUDA backend, a recognised feature
+  /* 1: with KALDI_GPU_FEATS_GPU=1 and our own CUDA backend, a recognised feature
    * chain is computed on the device (align-gfeat.h; gmm-align-compiled). */
   int gpu_feats;
 } galign_pipeline_cfg;

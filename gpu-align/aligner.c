@@ -12,6 +12,7 @@
 #include "align-cpu.h"
 #include "align-cuda.h"
 #include "align-remote.h"
+#include "base/sys/settings.h"
 
 #define GALIGN_ERRLEN 256
 #define GALIGN_MAX_THREADS 64
@@ -39,11 +40,10 @@ int galign_parse_use_gpu(const char *s, galign_use_gpu *out) {
   return KIO_OK;
 }
 
-/* Threads for CPU alignment: $GALIGN_CPU_THREADS, else this job's share of
+/* Threads for CPU alignment: $KALDI_GPU_CPU_THREADS, else this job's share of
  * the online CPUs (base/sys/cpu-share.h; at most 16). */
 static int cpu_threads(void) {
-  const char *e = getenv("GALIGN_CPU_THREADS");
-  long n = e && *e ? strtol(e, NULL, 10) : 0;
+  long n = (long)kio_setting_int(KIO_SET_CPU_THREADS, 0, 1, 1 << 20);
   if (n <= 0) n = kio_cpu_share(16);
   if (n < 1) n = 1;
   if (n > GALIGN_MAX_THREADS) n = GALIGN_MAX_THREADS;
@@ -247,7 +247,7 @@ static int cpu_run(galign_aligner *a, const int *idx, int m, const galign_graph 
 
 /* Utterances longer than this many frames are decoded on host threads with
  * likelihoods from the device in frame chunks (loglike-chunks-cuda.cu),
- * while the rest of the batch runs on the device; GALIGN_GPU_LONG_FRAMES
+ * while the rest of the batch runs on the device; KALDI_GPU_DEV_LONG_FRAMES
  * overrides. Why 6000 (one minute) and not more: the device decoder runs an
  * utterance on one GPU thread, far slower per frame than a host core, and a
  * batch lasts as long as its longest utterance; the chunked path decodes at
@@ -255,9 +255,7 @@ static int cpu_run(galign_aligner *a, const int *idx, int m, const galign_graph 
  * alive (viterbi-cpu.c) and a chunk's likelihoods (~16 MB), not T x pdfs.
  * Below a minute the chunk latency and the thread are not worth it. */
 static int32_t gpu_long_frames(void) {
-  const char *e = getenv("GALIGN_GPU_LONG_FRAMES");
-  long v = e && *e ? strtol(e, NULL, 10) : 0;
-  return v > 0 && v < INT32_MAX ? (int32_t)v : 6000;
+  return (int32_t)kio_setting_int(KIO_SET_DEV_LONG_FRAMES, 6000, 1, INT32_MAX - 1);
 }
 
 /* The GPU part of a batch: the utterances of at most gpu_long_frames();
@@ -305,7 +303,7 @@ static int gpu_run(galign_aligner *a, int n, const galign_graph *const *graphs,
  * threads with device likelihoods in chunks, the others run as device
  * batches in this thread meanwhile; then those the device handed back
  * (workspace, invalid likelihood) are redone by the CPU path. Without the
- * exact likelihood kernel (KIO_GALIGN_LL=gemm, large models) long
+ * exact likelihood kernel (KALDI_GPU_DEV_LIKELIHOODS=gemm, large models) long
  * utterances take the CPU path. */
 static int gpu_batch(galign_aligner *a, int n, const galign_graph *const *graphs,
                      const kio_matrix *const *feats, int want_pf, galign_result *results) {

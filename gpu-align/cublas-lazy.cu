@@ -2,7 +2,7 @@
  * constructors register thousands of kernels when a process starts, ~70 ms
  * that every run of our programs paid, while the default exact likelihood
  * kernel never calls cuBLAS (only the GEMM path does: models with more than
- * GALIGN_LL_MAXC Gaussians per pdf, or KIO_GALIGN_LL=gemm). Under the host
+ * GALIGN_LL_MAXC Gaussians per pdf, or KALDI_GPU_DEV_LIKELIHOODS=gemm). Under the host
  * emulation (tests/emu) the emulator's functions are used directly. */
 #include <dlfcn.h>
 #include <pthread.h>

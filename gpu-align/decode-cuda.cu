@@ -9,6 +9,7 @@
 
 #include "align-cuda-impl.h"
 #include "viterbi-core.h"
+#include "base/sys/settings.h"
 
 
 /* Per utterance, device side. Offsets index the packed arrays. */
@@ -138,11 +139,11 @@ int galign_cu_dec_new(galign_cuda *c) {
   }
   /* No shared memory used: give the threads' scattered workspaces all of L1.
    * Only a hint, so a refusal is not an error. */
-  /* $KIO_GALIGN_DEC_CARVEOUT=default leaves the driver's choice (measuring
+  /* $KALDI_GPU_DEV_DEC_CARVEOUT=default leaves the driver's choice (measuring
    * switch: with all of L1 the SMs running the decoder cannot take another
    * kernel's shared-memory blocks, e.g. the one-pass accumulator's). */
-  const char *co = getenv("KIO_GALIGN_DEC_CARVEOUT");
-  if (co && !strcmp(co, "default")) return KIO_OK;
+  static const char *const carveouts[] = {"max-l1", "default", NULL};
+  if (kio_setting_choice(KIO_SET_DEV_DEC_CARVEOUT, carveouts, 0) == 1) return KIO_OK;
   cudaError_t e = cudaFuncSetAttribute((const void *)galign_k_decode, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        (int)cudaSharedmemCarveoutMaxL1);
   if (e != cudaSuccess) {
@@ -175,14 +176,12 @@ static int galign_cmp_len_desc(const void *x, const void *y, void *ctx) {
   return a < b ? -1 : a > b;
 }
 
-/* Tokens per frame reserved on the first pass ($KIO_GALIGN_TOKS_PER_FRAME):
+/* Tokens per frame reserved on the first pass ($KALDI_GPU_DEV_TOKS_PER_FRAME):
  * an overflow only costs a second device pass for that utterance. The token
  * arena of a pass holds ~25 tokens per frame at beam 10 on the fixtures and
  * up to ~110 on noisy ones with the retry beam 40 (2 KB per frame). */
 static int64_t galign_toks_per_frame(void) {
-  const char *e = getenv("KIO_GALIGN_TOKS_PER_FRAME");
-  if (e && atoll(e) > 0) return atoll(e);
-  return 128;
+  return kio_setting_int(KIO_SET_DEV_TOKS_PER_FRAME, 128, 1, 1 << 20);
 }
 
 /* Threads (utterances) per block of the decoder for m utterances. The
@@ -191,10 +190,10 @@ static int64_t galign_toks_per_frame(void) {
  * less divergence and more independent warps, spread over all SMs. So the
  * block is as small as gives ~24 blocks per SM (a power of 2, 1..32);
  * measured on an H200, this beats 32-thread blocks by 1.3-2x end to end
- * (docs/benchmarks.md). $KIO_GALIGN_DEC_BLOCK forces a size. */
+ * (docs/benchmarks.md). $KALDI_GPU_DEV_DEC_BLOCK forces a size. */
 static int galign_dec_block(const galign_cuda *c, int32_t m) {
-  const char *e = getenv("KIO_GALIGN_DEC_BLOCK");
-  if (e && atoi(e) > 0) return atoi(e) > 32 ? 32 : atoi(e);
+  int forced = (int)kio_setting_int(KIO_SET_DEV_DEC_BLOCK, 0, 1, 32);
+  if (forced > 0) return forced;
   const int64_t want = (int64_t)(c->num_sms > 0 ? c->num_sms : 1) * 24;
   int b = 1;
   while (b < 32 && (int64_t)b * want < m) b *= 2;
@@ -417,7 +416,7 @@ int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *gra
   }
   if (wsb > galign_ws_budget(c)) {
     KIO_ERROR("Decoder workspaces of this batch need %lld bytes; the device has %zu "
-              "(set KIO_GALIGN_BATCH_FRAMES lower)", (long long)wsb, c->mem_total);
+              "(set KALDI_GPU_DEV_BATCH_FRAMES lower)", (long long)wsb, c->mem_total);
     cudaStreamSynchronize(c->stream);
     return KIO_ERR;
   }

@@ -84,7 +84,7 @@ GALIGN_GMM_HD static inline float galign_sse_dot(const float *a, const float *x,
  *   m3 = 2: y = y + fma(a0, xt0, a1 * xt1)
  *   m3 = 3: y = y + fma(a2, xt2, fma(a0, xt0, a1 * xt1))
  * The Haswell/Zen build adds ((a0*xt0 + a1*xt1) + a2*xt2) without FMA
- * (hsw = 1: galign_gmm.blas_hsw, KIO_BLAS_PROFILE=hsw, to compare with a
+ * (hsw = 1: galign_gmm.blas_hsw, KALDI_GPU_BLAS_PROFILE=hsw, to compare with a
  * Kaldi run on such a host); tools/sgemv-order-check tells which order an
  * installed OpenBLAS uses.
  * Unused a/x arguments are ignored. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/sys/log.h"
+#include "base/sys/settings.h"
 #include "align-cpu.h"
 
 int galign_gmm_init(galign_gmm *g, const kio_am_gmm *am) {
@@ -23,7 +24,7 @@ int galign_gmm_init(galign_gmm *g, const kio_am_gmm *am) {
   }
   g->dim = am->dim;
   g->num_pdfs = am->num_pdfs;
-  const char *prof = getenv("KIO_BLAS_PROFILE");
+  const char *prof = kio_setting_str(KIO_SET_BLAS_PROFILE);
   g->blas_hsw = prof && !strcmp(prof, "hsw");
   g->blas_small = !(prof && (!strcmp(prof, "hsw") || !strcmp(prof, "plain")));
   g->num_gauss = (int32_t)ng;

@@ -10,7 +10,7 @@
  *
  * Memory does not grow with T: on the device C x (dim + pdfs) floats plus
  * the tile list; on the host twice that. C is chosen so that a chunk's
- * likelihoods take ~16 MB (GALIGN_GPU_CHUNK_FRAMES overrides, for tests).
+ * likelihoods take ~16 MB (KALDI_GPU_DEV_CHUNK_FRAMES overrides, for tests).
  *
  * One object per host thread; objects of several threads share one
  * galign_cuda (they only read its model) and run on their own streams. */
@@ -20,6 +20,7 @@
 
 #include "align-cpu.h"
 #include "align-cuda-impl.h"
+#include "base/sys/settings.h"
 
 /* Bytes of one chunk's likelihoods the default chunk length aims at. */
 #define GALIGN_CHUNK_LL_BYTES ((size_t)16 << 20)
@@ -58,8 +59,7 @@ static int chunk_cuda_err(cudaError_t e, const char *what, char *err, size_t err
 
 /* Frames per chunk for an utterance of T frames and U pdfs. */
 static int32_t chunk_frames(int32_t T, int32_t U) {
-  const char *e = getenv("GALIGN_GPU_CHUNK_FRAMES");
-  long v = e && *e ? strtol(e, NULL, 10) : 0;
+  long v = (long)kio_setting_int(KIO_SET_DEV_CHUNK_FRAMES, 0, 1, INT32_MAX);
   int64_t C = v > 0 ? v : (int64_t)(GALIGN_CHUNK_LL_BYTES / (sizeof(float) * (size_t)U));
   if (v <= 0) {
     C &= ~(int64_t)(GALIGN_LL_TILE - 1);

@@ -27,6 +27,7 @@
 
 #define GALIGN_GMM_CORE_INLINE /* nvcc inlines small static functions */
 #include "gmm-core.h"
+#include "base/sys/settings.h"
 
 #define GALIGN_LL_WARPS 4
 #define GALIGN_LL_FPL 4 /* frames per lane */
@@ -417,15 +418,15 @@ static int galign_tile_sel(galign_i32vec *sel, const galign_graph *g, const int6
   return KIO_OK;
 }
 
-/* KIO_GALIGN_MARGIN_LL=full: margin mode computes every reachable pdf's
+/* KALDI_GPU_DEV_MARGIN_LIKELIHOODS=full: margin mode computes every reachable pdf's
  * likelihood (the plain tiled kernel) and bands only the decoder; the same
  * numbers for the pdfs the band uses, so the same output. For measuring
  * which is faster on a device (docs/benchmarks.md, 2026-11-26). */
 static int margin_ll_full(void) {
   static int v = -1;
   if (v < 0) {
-    const char *e = getenv("KIO_GALIGN_MARGIN_LL");
-    v = e && !strcmp(e, "full");
+    static const char *const modes[] = {"banded", "full", NULL};
+    v = kio_setting_choice(KIO_SET_DEV_MARGIN_LIKELIHOODS, modes, 0) == 1;
   }
   return v;
 }

@@ -9,6 +9,7 @@
 #include "base/sys/log.h"
 #include "align-cpu.h"
 #include "viterbi-core.h"
+#include "base/sys/settings.h"
 
 struct galign_cpu_ws {
   galign_core_ws core;
@@ -101,10 +102,10 @@ enum { LL_CACHE_MAX = 8 << 20 };
 enum { TOK_START_MAX = 1 << 20 };
 
 /* Tests shrink both limits to exercise the long-utterance paths on short
- * utterances: GALIGN_CPU_TOK_START (tokens), GALIGN_CPU_LL_CACHE (entries). */
-static int64_t env_limit(const char *name, int64_t dflt) {
-  const char *v = getenv(name);
-  if (!v || !*v) return dflt;
+ * utterances (test hooks: tokens, likelihood cache entries). */
+static int64_t env_limit(kio_setting s, int64_t dflt) {
+  const char *v = kio_test_hook(s);
+  if (!v) return dflt;
   char *end;
   long long x = strtoll(v, &end, 10);
   return (*end || x < 1) ? dflt : (int64_t)x;
@@ -242,7 +243,7 @@ int galign_cpu_align_src(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
     return KIO_OK;
   }
   size_t need = (size_t)T * (size_t)(U ? U : 1);
-  w->ll_rows = (int64_t)need > env_limit("GALIGN_CPU_LL_CACHE", LL_CACHE_MAX);
+  w->ll_rows = (int64_t)need > env_limit(KIO_SET_TEST_CPU_LL_CACHE, LL_CACHE_MAX);
   if (w->ll_rows || src) need = (size_t)U;
   if (need > w->ll_cap) {
     if (grow((void **)&w->ll, need, sizeof(float)) || grow((void **)&w->done, need, 1))
@@ -265,7 +266,7 @@ int galign_cpu_align_src(galign_cpu_ws *w, const galign_gmm *gmm, const galign_g
   if (src && src->begin(src, g, feats, err, errlen) != KIO_OK) return KIO_ERR;
   galign_core_ws *c = &w->core;
   int64_t tok_guess = (int64_t)T * 32 + 1024;
-  int64_t tok_max = env_limit("GALIGN_CPU_TOK_START", TOK_START_MAX);
+  int64_t tok_max = env_limit(KIO_SET_TEST_CPU_TOK_START, TOK_START_MAX);
   if (tok_guess > tok_max) tok_guess = tok_max < 16 ? 16 : tok_max;
   int32_t stack_guess = 2 * f->num_states + 64;
   if (reserve_core(c, f->num_states, (int32_t)tok_guess, stack_guess) != KIO_OK) goto oom;

@@ -20,6 +20,7 @@
 #include "gpu-acc/gpu-acc.h"
 #include "gpu-align/align-remote.h"
 #include "gpu-align/gpu-align.h"
+#include "base/sys/settings.h"
 
 /* An idle aligner, kept for the next job with the same model and options. */
 typedef struct pooled {
@@ -354,15 +355,15 @@ static void start_connection(kio_svc *s) {
 
 /* ---------------- the loop ---------------- */
 
-/* The devices to serve: every visible one, or $KIO_CUDA_DEVICE alone; a
+/* The devices to serve: every visible one, or $KALDI_GPU_DEVICE alone; a
  * context is created on each now, so that jobs never wait for one. */
 static void start_devices(void) {
   kio_log_deferred *lines = NULL;
   kio_log_defer(&lines);
   int n = kio_cuda_device_count();
-  const char *one = getenv("KIO_CUDA_DEVICE");
+  const char *one = kio_setting_str(KIO_SET_DEVICE);
   g.ndev = 0;
-  if (one && *one) {
+  if (one) {
     g.dev_id[g.ndev++] = atoi(one);
   } else {
     for (int d = 0; d < n && g.ndev < MAX_DEV; d++) g.dev_id[g.ndev++] = d;

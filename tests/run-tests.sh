@@ -32,12 +32,12 @@ if [ "$mode" != gpu ]; then
   bindir="$top/gmmbin-gpu"; [ "$mode" = san ] && bindir="$top/$build/gmmbin-gpu"
   for s in "$top"/tests/cli/*.sh; do
     [ -f "$s" ] || continue
-    run_one "cli/$(basename "$s")" env BIN="$bindir" TOP="$top" TOOLS="$top/$build/tools" bash "$s"
+    run_one "cli/$(basename "$s")" env BIN="$bindir" TEST_BIN="$top/$build/test-bin" TOP="$top" TOOLS="$top/$build/tools" bash "$s"
   done
 else
   for s in "$top"/tests/cli/gpu-*.sh; do
     [ -f "$s" ] || continue
-    run_one "cli/$(basename "$s")" env BIN="$top/gmmbin-gpu" TOP="$top" TOOLS="$top/$build/tools" bash "$s"
+    run_one "cli/$(basename "$s")" env BIN="$top/gmmbin-gpu" TEST_BIN="$top/$build/test-bin" TOP="$top" TOOLS="$top/$build/tools" bash "$s"
   done
 fi
 echo "Summary: $pass passed, $fail failed, $skip skipped"

@@ -6,6 +6,7 @@
 #include "base/io/io.h"
 #include "base/sys/log.h"
 #include "train-graphs.h"
+#include "base/sys/settings.h"
 
 int tgraph_read_disambig(const char *rx, const char *prog_file, int line, int32_t **v,
                          int32_t *n) {
@@ -49,7 +50,7 @@ void tgraph_tune_malloc(char **argv) {
    * per-thread cache with more and larger entries saves ~15% of the
    * compile time (and arena contention between threads). The tunables are
    * read at process start only, hence one exec of ourselves. */
-  if (getenv("GLIBC_TUNABLES") || getenv("TGRAPH_NO_TUNE")) return;
+  if (kio_setting_str(KIO_SET_GLIBC_TUNABLES) || kio_setting_flag(KIO_SET_DEV_GRAPHS_NO_TUNE, 0)) return;
   if (setenv("GLIBC_TUNABLES", "glibc.malloc.tcache_count=2000:glibc.malloc.tcache_max=4096",
              1) != 0)
     return;

@@ -82,7 +82,7 @@ int tgraph_read_disambig(const char *rx, const char *prog_file, int line, int32_
 
 /* Call first thing in main: re-executes the program once with glibc malloc
  * tunables that suit graph compilation (unless GLIBC_TUNABLES or
- * TGRAPH_NO_TUNE is set). Returns only if nothing was done. */
+ * KALDI_GPU_DEV_GRAPHS_NO_TUNE is set). Returns only if nothing was done. */
 void tgraph_tune_malloc(char **argv);
 
 #ifdef __cplusplus

@@ -27,6 +27,7 @@
 #include "base/matrix/matrix.h"
 #include "base/sys/options.h"
 #include "base/io/table.h"
+#include "base/sys/settings.h"
 
 /* ---- per-stage run-time state ---- */
 enum { LD_UNKNOWN = KIO_FEAT_LD_UNKNOWN, LD_LOGDET = KIO_FEAT_LD_LOGDET,
@@ -538,9 +539,8 @@ static void *chain_thread(kio_ring *ring, void *arg) {
 
 FILE *kio_feat_open(const char *cmd, kio_feat **out) {
   *out = NULL;
-  const char *env = getenv("KIO_FEATS_PIPE");
-  if (env && !strcmp(env, "0")) {
-    KIO_VLOG(1, "Feature pipeline run as a pipe (KIO_FEATS_PIPE=0): %s", cmd);
+  if (!kio_setting_flag(KIO_SET_FEATS_PIPE, 1)) {
+    KIO_VLOG(1, "Feature pipeline run as a pipe (KALDI_GPU_FEATS_PIPE=0): %s", cmd);
     return NULL;
   }
   kio_feat *h = calloc(1, sizeof *h);

@@ -13,10 +13,11 @@
  * kernel's tiling of each call (classify_call): 12-frame panels split into a
  * left and a right half, 16-row tiles staggered by 8, 8-row pair tiles at
  * the ends. The driver's calls depend on the number of threads OpenBLAS
- * uses: 1 and 2 are modelled (KIO_FEATS_BLAS_THREADS, default: OpenBLAS's
+ * uses: 1 and 2 are modelled (KALDI_GPU_DEV_FEATS_BLAS_THREADS, default: OpenBLAS's
  * choice, see kio_featop_blas_threads); more run the 1-thread order. Checked against the bundle on
  * M = 8..64 output dimensions, K = 13..92, every utterance of the recipe. */
 #include "feat-ops.h"
+#include "base/sys/settings.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -199,11 +200,12 @@ static void chains8x4(const float *const *x, const float *wt, int32_t M, int32_t
 #endif
 
 int kio_featop_blas_threads(void) {
-  const char *e = getenv("KIO_FEATS_BLAS_THREADS");
-  if (!e || !*e) e = getenv("OPENBLAS_NUM_THREADS");
-  if (!e || !*e) e = getenv("GOTO_NUM_THREADS");
-  if (!e || !*e) e = getenv("OMP_NUM_THREADS");
-  long n = e && *e ? strtol(e, NULL, 10) : 0;
+  /* OpenBLAS's own order of precedence, after ours. */
+  const char *e = kio_setting_str(KIO_SET_DEV_FEATS_BLAS_THREADS);
+  if (!e) e = kio_setting_str(KIO_SET_OPENBLAS_NUM_THREADS);
+  if (!e) e = kio_setting_str(KIO_SET_GOTO_NUM_THREADS);
+  if (!e) e = kio_setting_str(KIO_SET_OMP_NUM_THREADS);
+  long n = e ? strtol(e, NULL, 10) : 0;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (n <= 0 || n > cpus) n = cpus;
   return n < 1 ? 1 : (int)n;

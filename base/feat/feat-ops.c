@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/sys/simd.h"
+#include "base/sys/settings.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -19,7 +20,7 @@
 int kio_featop_simd(void) { return kio_simd_level() >= KIO_SIMD_AVX2; }
 
 /* Which OpenBLAS build's rounding to reproduce, as gpu-acc does
- * (KIO_BLAS_PROFILE=plain|hsw|skx, default skx on every host: our output must
+ * (KALDI_GPU_BLAS_PROFILE=plain|hsw|skx, default skx on every host: our output must
  * not depend on the machine). skx: AVX-512 hosts (the fixtures' machine, the
  * H200 host): every BLAS loop fused, sgemm one FMA chain per output; hsw:
  * AVX2 hosts without AVX-512 (this 2-core machine): feat-gemm.c's model,
@@ -27,7 +28,7 @@ int kio_featop_simd(void) { return kio_simd_level() >= KIO_SIMD_AVX2; }
 int kio_featop_profile(void) {
   static int cached = -1;
   if (cached < 0) {
-    const char *e = getenv("KIO_BLAS_PROFILE");
+    const char *e = kio_setting_str(KIO_SET_BLAS_PROFILE);
     cached = !e ? KIO_FEATOP_SKX : !strcmp(e, "hsw") ? KIO_FEATOP_HSW
              : !strcmp(e, "plain") ? KIO_FEATOP_PLAIN : KIO_FEATOP_SKX;
   }

@@ -9,10 +9,10 @@
 
 #define KIO_FEATOP_NAN 1
 
-/* KIO_BLAS_PROFILE (see feat-ops.c): the rounding of which OpenBLAS build. */
+/* KALDI_GPU_BLAS_PROFILE (see feat-ops.c): the rounding of which OpenBLAS build. */
 enum { KIO_FEATOP_PLAIN = 0, KIO_FEATOP_HSW = 1, KIO_FEATOP_SKX = 2 };
 int kio_featop_profile(void);
-/* 1 when the AVX2+FMA code may be used (not with KIO_NO_SIMD=1; simd.h). */
+/* 1 when the AVX2+FMA code may be used (not with KALDI_GPU_DEV_NO_SIMD=1; simd.h). */
 int kio_featop_simd(void);
 
 typedef void (*kio_featop_warn)(void *user, double var);
@@ -48,7 +48,7 @@ void kio_featop_transform_range(const float *in, int32_t t0, int32_t t1, int32_t
  * overlapping rows, e.g. splice-feats' output read from its input). */
 void kio_featop_transform_rows(const float *in, int32_t stride, int32_t T, int32_t k,
                                const float *wt, int32_t rows, const float *offset, float *out);
-/* The thread count the bundle's OpenBLAS would use (KIO_FEATS_BLAS_THREADS,
+/* The thread count the bundle's OpenBLAS would use (KALDI_GPU_DEV_FEATS_BLAS_THREADS,
  * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS, else the CPUs). */
 int kio_featop_blas_threads(void);
 /* out = in * W^T in OpenBLAS sgemm's exact order (feat-gemm.c); W rows x k

@@ -13,6 +13,7 @@
 #include "base/sys/cpu-share.h"
 #include "feat-ops.h"
 #include "base/sys/log.h"
+#include "base/sys/settings.h"
 
 /* ---- transforms ---- */
 kio_fxform *kio_fxform_new(const kio_matrix *w, int32_t k) {
@@ -289,12 +290,8 @@ static void *worker(void *arg) {
 }
 
 int kio_fpool_threads(void) {
-  const char *e = getenv("KIO_FEATS_THREADS");
-  if (e && *e) {
-    long n = strtol(e, NULL, 10);
-    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
-  }
-  return kio_cpu_share(16);
+  long long n = kio_setting_int(KIO_SET_FEATS_THREADS, 0, 1, 64);
+  return n > 0 ? (int)n : kio_cpu_share(16);
 }
 
 kio_fpool *kio_fpool_new(int threads, int nstages, kio_fpool_commit commit, void *arg) {

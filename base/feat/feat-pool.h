@@ -65,7 +65,7 @@ extern size_t kio_fpool_max_bytes;
  * left), nothing more is committed. */
 typedef int (*kio_fpool_commit)(void *arg, kio_fjob *j);
 
-/* KIO_FEATS_THREADS, default this process's share of the cores (at most
+/* KALDI_GPU_FEATS_THREADS, default this process's share of the cores (at most
  * 16; 1 when a recipe runs one job per core). */
 int kio_fpool_threads(void);
 /* threads - 1 workers (the producer helps), up to 4 x threads jobs and

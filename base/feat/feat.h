@@ -9,21 +9,21 @@
  * (Kaldi's arithmetic, bit for bit), the same stderr lines (each stage's
  * command line, warnings, LOG lines, ERROR lines) and the wait status the
  * shell pipeline would have had (its last stage's exit status). Anything
- * else runs as the real pipe. KIO_FEATS_PIPE=0 forces the real pipe
- * (KIO_FEATS_PIPE=1 is the default: in-process when recognised).
+ * else runs as the real pipe. KALDI_GPU_FEATS_PIPE=0 forces the real pipe
+ * (KALDI_GPU_FEATS_PIPE=1 is the default: in-process when recognised).
  *
  * Threads: one producer thread per chain (it overlaps with the reading
  * program, as the pipe's processes did) makes every per-utterance decision
  * in input order; the arithmetic of several utterances runs at once on
- * KIO_FEATS_THREADS threads (feat-pool.c: the producer and N - 1 workers;
+ * KALDI_GPU_FEATS_THREADS threads (feat-pool.c: the producer and N - 1 workers;
  * the same results and log lines for any N). Default: this process's share
  * of the cores (base/sys/cpu-share.h, at most 16): 1 when a recipe runs one job
  * per core, all of them for a program running alone. N = 1: no worker.
- * Rounding: KIO_BLAS_PROFILE=skx (default: an AVX-512 host's OpenBLAS, as
+ * Rounding: KALDI_GPU_BLAS_PROFILE=skx (default: an AVX-512 host's OpenBLAS, as
  * gpu-acc) or hsw (an AVX2 host's: transform-feats' product follows the
  * Zen/Haswell sgemm tiling with as many threads as OpenBLAS would use,
- * KIO_FEATS_BLAS_THREADS overrides; see feat-gemm.c). KIO_NO_SIMD=1: scalar
- * code only, KIO_SIMD_MAX=avx2 no AVX-512 (same results). */
+ * KALDI_GPU_DEV_FEATS_BLAS_THREADS overrides; see feat-gemm.c). KALDI_GPU_DEV_NO_SIMD=1: scalar
+ * code only, KALDI_GPU_DEV_SIMD_MAX=avx2 no AVX-512 (same results). */
 #ifndef KIO_FEAT_H
 #define KIO_FEAT_H
 
@@ -99,7 +99,7 @@ void kio_feat_logdet_add(const kio_feat_stage *st, kio_feat_counts *c, int32_t r
 
 typedef struct kio_feat kio_feat;
 /* Recognises cmd and starts the chain in a producer thread: a FILE* giving
- * the chain's output, *h set. NULL when not recognised or KIO_FEATS_PIPE=0
+ * the chain's output, *h set. NULL when not recognised or KALDI_GPU_FEATS_PIPE=0
  * (the caller popens cmd). A VLOG[1] line says which happened. */
 FILE *kio_feat_open(const char *cmd, kio_feat **h);
 /* The sequential Matrix<float> table reader's way in (table-read.c), instead

@@ -23,6 +23,7 @@
  * and trailer are parsed here, to give gzip's exact messages (zlib's gzip
  * wrapper would stop at the CRC and never report both CRC and length). */
 #include "gzip-input.h"
+#include "base/sys/settings.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -455,9 +456,8 @@ int kio_gzip_parse_cmd(const char *cmd, char **path) {
 
 FILE *kio_gzip_open(const char *cmd, kio_gzip **g) {
   *g = NULL;
-  const char *env = getenv("KIO_GUNZIP_PIPE");
-  if (env && !strcmp(env, "1")) return NULL;
-  if (getenv("GZIP")) return NULL; /* gzip would take options from it */
+  if (kio_setting_flag(KIO_SET_GUNZIP_PIPE, 0)) return NULL;
+  if (kio_setting_str(KIO_SET_GZIP)) return NULL; /* gzip would take options from it */
   char *path;
   if (!kio_gzip_parse_cmd(cmd, &path)) return NULL;
   /* Anything gunzip would complain about before decoding (missing file,

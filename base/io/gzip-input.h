@@ -13,7 +13,7 @@ typedef struct kio_gzip kio_gzip;
  * "gunzip -c PATH", "gzip -cd PATH", "gzip -dc PATH" or "zcat PATH" (runs of
  * spaces, PATH of [A-Za-z0-9._/+,:=@%-] not starting with '-'), PATH is a
  * readable regular file starting with a gzip magic number, and neither
- * KIO_GUNZIP_PIPE=1 nor GZIP is in the environment, returns a read-only
+ * KALDI_GPU_GUNZIP_PIPE=1 nor GZIP is in the environment, returns a read-only
  * FILE* decompressing PATH in a producer thread and sets *g. Otherwise
  * returns NULL (the caller popens cmd, so gunzip prints its own message). */
 FILE *kio_gzip_open(const char *cmd, kio_gzip **g);

@@ -1,5 +1,6 @@
 /* Run-time choice of the vector kernels (simd.h). */
 #include "simd.h"
+#include "settings.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,14 +13,14 @@ static int cpu_level(void) {
   if (c >= 0) return c;
   int l = KIO_SIMD_NONE;
 #if defined(__x86_64__)
-  const char *e = getenv("KIO_NO_SIMD");
-  if (!(e && *e && strcmp(e, "0"))) {
+  if (!kio_setting_flag(KIO_SET_DEV_NO_SIMD, 0)) {
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
       l = KIO_SIMD_AVX2;
       if (__builtin_cpu_supports("avx512f")) l = KIO_SIMD_AVX512;
     }
-    const char *m = getenv("KIO_SIMD_MAX");  /* e.g. an AVX2 host's code on this one */
-    if (m && !strcmp(m, "avx2") && l > KIO_SIMD_AVX2) l = KIO_SIMD_AVX2;
+    /* e.g. an AVX2 host's code on this one */
+    static const char *const levels[] = {"avx2", "avx512", NULL};
+    if (kio_setting_choice(KIO_SET_DEV_SIMD_MAX, levels, 1) == 0 && l > KIO_SIMD_AVX2) l = KIO_SIMD_AVX2;
   }
 #endif
   __atomic_store_n(&g_cpu, l, __ATOMIC_RELAXED);

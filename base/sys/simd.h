@@ -1,7 +1,7 @@
 /* Which vector code the bit-exact CPU kernels of base/ may use (feat-ops,
  * feat-gemm, feat-simd, compressed-matrix): chosen at run time from the CPU
  * (no -march flags; each kernel carries its own target attribute).
- * KIO_NO_SIMD=1 forces the scalar code, KIO_SIMD_MAX=avx2 stops at AVX2
+ * KALDI_GPU_DEV_NO_SIMD=1 forces the scalar code, KALDI_GPU_DEV_SIMD_MAX=avx2 stops at AVX2
  * (what an AVX2-only host runs); every level gives the same bits. */
 #ifndef KIO_SIMD_H
 #define KIO_SIMD_H

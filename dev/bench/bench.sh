@@ -5,7 +5,7 @@
 # models runs, with the recipe options (beam 10, retry 40, scales 1/0.1/0.1),
 # graphs "ark:gunzip -c bench-data/M.fsts.gz|" and features ark,s,cs:...:
 #   our CPU path (--use-gpu=no), our GPU path (--use-gpu=yes, if a GPU is
-#   usable; once more with KIO_GUNZIP_PIPE=1, i.e. the graphs through a real
+#   usable; once more with KALDI_GPU_GUNZIP_PIPE=1, i.e. the graphs through a real
 #   gunzip process instead of base/io/gzip-input.c), Kaldi's gmm-align-compiled
 #   (KALDI_BUNDLE, KALDI_ROOT, or the shared bundle ../shared/kaldi unpacked
 #   into bench-data/kaldi), and Kaldi's gmm-acc-stats-ali beside ours.
@@ -108,7 +108,7 @@ for m in $models; do
   case " $skip " in *" cpu "*) ;; *) run "$m" cpu "$bin/gmm-align-compiled" --use-gpu=no --verbose=1 $BENCH_OPTS ;; esac
   if [ $gpu_ok = 1 ]; then run "$m" gpu "$bin/gmm-align-compiled" --use-gpu=yes --verbose=1 $BENCH_OPTS
     # the same with the graphs through a real gunzip process (no in-process zlib)
-    KIO_GUNZIP_PIPE=1 run "$m" gpupipe "$bin/gmm-align-compiled" --use-gpu=yes --verbose=1 $BENCH_OPTS
+    KALDI_GPU_GUNZIP_PIPE=1 run "$m" gpupipe "$bin/gmm-align-compiled" --use-gpu=yes --verbose=1 $BENCH_OPTS
   elif grep -q 'Using GPU' "$data/out/probe.log"; then echo "bench: GPU path skipped (it failed, see above)"
   else echo "bench: GPU path skipped: no usable GPU ($(grep -m1 '^ERROR' "$data/out/probe.log" | sed 's/^ERROR ([^ ]*) //'))"; fi
   if [ -n "$kaldi_prog" ]; then
@@ -172,7 +172,7 @@ for m in $models; do
   for tag in kaldi cpu gpu gpupipe; do
     [ -n "${wall[$m.$tag]:-}" ] || continue
     case $tag in kaldi) name="Kaldi gmm-align-compiled" ;; cpu) name="ours, --use-gpu=no" ;; gpu) name="ours, --use-gpu=yes" ;;
-      gpupipe) name="ours, --use-gpu=yes, KIO_GUNZIP_PIPE=1 (graphs through a gunzip process)" ;; esac
+      gpupipe) name="ours, --use-gpu=yes, KALDI_GPU_GUNZIP_PIPE=1 (graphs through a gunzip process)" ;; esac
     printf '| %s | %s | %.2f | %.0f | %s | %s |\n' "$m" "$name" "${wall[$m.$tag]}" \
       "$(calc "$audio_s / ${wall[$m.$tag]}")" "$(ratio "$m.$tag" "$m.kaldi")" "$(ratio "$m.$tag" "$m.cpu")"
   done

@@ -6,14 +6,14 @@
 #   KALDI_BUNDLE) for the pipe side, python3 for the fMLLR transforms.
 # For the deltas, LDA+MLLT and SAT (LDA + per-speaker fMLLR) pipelines of the
 # steps scripts, the same consumer (build/tools/feat-copy to /dev/null) reads
-#   pipe:       KIO_FEATS_PIPE=0 (the real processes, as Kaldi runs them)
+#   pipe:       KALDI_GPU_FEATS_PIPE=0 (the real processes, as Kaldi runs them)
 #   in-process: the default
 #   archive:    the finished archive from a file (the reader's own cost)
 # and prints wall seconds, CPU seconds (user+sys, all processes; bash's
 # time, ms resolution) and frames/s (frames per wall second and per CPU
 # second), each the best of BENCH_REPS runs (default 1). The feature cost of
 # a job is a row's CPU minus the archive row's; the last lines give it and
-# the pipe / in-process ratio. Env: KIO_FEATS_THREADS is passed through.
+# the pipe / in-process ratio. Env: KALDI_GPU_FEATS_THREADS is passed through.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 [ -n "${KALDI_BUNDLE:-}" ] && . "$KALDI_BUNDLE/env.sh"
@@ -56,18 +56,18 @@ declare -A pipes=(
 reps=${BENCH_REPS:-1}
 declare -A cpu
 printf '%s frames (%.2f h) from %s, %s CPUs, profile %s (OpenBLAS core %s)\n\n' "$frames" \
-  "$(awk "BEGIN {print $frames / 360000}")" "$d" "$(nproc)" "$KIO_BLAS_PROFILE" "${FEAT_BLAS_CORE:-not asked}"
+  "$(awk "BEGIN {print $frames / 360000}")" "$d" "$(nproc)" "$KALDI_GPU_BLAS_PROFILE" "${FEAT_BLAS_CORE:-not asked}"
 echo "| pipeline | how | wall s | CPU s | frames/s (wall) | frames/s (CPU) |"
 echo "|---|---|---|---|---|---|"
 for name in deltas lda sat; do
-  KIO_FEATS_PIPE=1 "$fc" "ark,s,cs:${pipes[$name]} |" "ark:$tmp/out.ark" 2>/dev/null
+  KALDI_GPU_FEATS_PIPE=1 "$fc" "ark,s,cs:${pipes[$name]} |" "ark:$tmp/out.ark" 2>/dev/null
   for how in pipe in-process archive; do
     e=1; [ $how = pipe ] && e=0
     src="ark,s,cs:${pipes[$name]} |"; [ $how = archive ] && src="ark:$tmp/out.ark"
     best_w=""; best_c=""
     for ((r = 0; r < reps; r++)); do
       TIMEFORMAT='%3R %3U %3S'
-      { time KIO_FEATS_PIPE=$e "$fc" "$src" ark:/dev/null 2>/dev/null >/dev/null; } 2>"$tmp/t"
+      { time KALDI_GPU_FEATS_PIPE=$e "$fc" "$src" ark:/dev/null 2>/dev/null >/dev/null; } 2>"$tmp/t"
       read -r w u s < <(tail -n 1 "$tmp/t")
       c=$(awk "BEGIN {print $u + $s}")
       if [ -z "$best_w" ] || awk "BEGIN {exit !($w < $best_w)}"; then best_w=$w; fi

@@ -1,4 +1,4 @@
-# Sourced by featpipe-compare.sh and feat-bench.sh: sets KIO_BLAS_PROFILE
+# Sourced by featpipe-compare.sh and feat-bench.sh: sets KALDI_GPU_BLAS_PROFILE
 # (unless set) to the rounding of the Kaldi on PATH. Its OpenBLAS names its
 # kernel set with OPENBLAS_VERBOSE=2 ("Core: SkylakeX"): SkylakeX,
 # Cooperlake, SapphireRapids -> skx; Haswell, Zen -> hsw. Without an answer,
@@ -8,7 +8,7 @@
 feat_profile() {
   local top=$1 core=""
   FEAT_BLAS_CORE=""
-  [ -n "${KIO_BLAS_PROFILE:-}" ] && return
+  [ -n "${KALDI_GPU_BLAS_PROFILE:-}" ] && return
   if command -v transform-feats >/dev/null; then
     core=$(cd "$top/tests/data" && OPENBLAS_VERBOSE=2 transform-feats featpipe/final.mat \
       "ark:splice-feats --left-context=3 --right-context=3 scp:featpipe/feats.scp ark:- |" \
@@ -16,8 +16,8 @@ feat_profile() {
   fi
   FEAT_BLAS_CORE=$core
   case "$core" in
-    SkylakeX|Cooperlake|SapphireRapids) export KIO_BLAS_PROFILE=skx ;;
-    Haswell|Zen) export KIO_BLAS_PROFILE=hsw ;;
-    *) if grep -qw avx512f /proc/cpuinfo; then export KIO_BLAS_PROFILE=skx; else export KIO_BLAS_PROFILE=hsw; fi ;;
+    SkylakeX|Cooperlake|SapphireRapids) export KALDI_GPU_BLAS_PROFILE=skx ;;
+    Haswell|Zen) export KALDI_GPU_BLAS_PROFILE=hsw ;;
+    *) if grep -qw avx512f /proc/cpuinfo; then export KALDI_GPU_BLAS_PROFILE=skx; else export KALDI_GPU_BLAS_PROFILE=hsw; fi ;;
   esac
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # gmm-align-compiled on its own CUDA context with the features' chain on
-# the CPU (KIO_FEATS_GPU=0: base/feat/feat-chain.c, 1 and all KIO_FEATS_THREADS)
-# and on the device (KIO_FEATS_GPU=1: gpu-feats), on the fixtures'
+# the CPU (KALDI_GPU_FEATS_GPU=0: base/feat/feat-chain.c, 1 and all KALDI_GPU_FEATS_THREADS)
+# and on the device (KALDI_GPU_FEATS_GPU=1: gpu-feats), on the fixtures'
 # utterances replicated COPIES times as a recipe data directory
 # (tools/gfeat-testdata: CM-compressed 13-dim input, feats.scp, per-speaker
 # CMVN stats, per-speaker fMLLR-like transforms): deltas with tri1,
@@ -48,8 +48,8 @@ for chain in delta lda sat; do
       feats="ark,s,cs:$cmvn | $lda | transform-feats --utt2spk=ark:$d/utt2spk ark:$d/trans.ark ark:- ark:- |" ;;
   esac
   first=""
-  for run in "cpu KIO_FEATS_GPU=0" "cpu-threads=$ncpu KIO_FEATS_GPU=0 KIO_FEATS_THREADS=$ncpu" \
-             "gpu KIO_FEATS_GPU=1"; do
+  for run in "cpu KALDI_GPU_FEATS_GPU=0" "cpu-threads=$ncpu KALDI_GPU_FEATS_GPU=0 KALDI_GPU_FEATS_THREADS=$ncpu" \
+             "gpu KALDI_GPU_FEATS_GPU=1"; do
     name=${run%% *}; envs=${run#* }
     best=""
     for r in $(seq 1 "$reps"); do

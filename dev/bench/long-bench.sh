@@ -4,14 +4,14 @@
 # DIR: made by dev/oracles/long-utterance.sh (feats.ark, graph.fsts.gz, kaldi.ali,
 # kaldi.time, info). Runs gmm-align-compiled with the recipe options:
 #   cpu      --use-gpu=no
-#   gpu      --use-gpu=yes: utterances over GALIGN_GPU_LONG_FRAMES (default
+#   gpu      --use-gpu=yes: utterances over KALDI_GPU_DEV_LONG_FRAMES (default
 #            6000) take the chunked device path (host decoder, device
 #            likelihoods in frame chunks, bounded memory)
-#   gpu-batch --use-gpu=yes with GALIGN_GPU_LONG_FRAMES=1000000000 (the
+#   gpu-batch --use-gpu=yes with KALDI_GPU_DEV_LONG_FRAMES=1000000000 (the
 #            device batch path: likelihoods frames x pdfs, ~128 tokens per
 #            frame, one GPU thread decodes; may run out of device memory for
 #            an hour)
-#   gpu-cpu  --use-gpu=yes with KIO_GALIGN_LL=gemm: long utterances on the
+#   gpu-cpu  --use-gpu=yes with KALDI_GPU_DEV_LIKELIHOODS=gemm: long utterances on the
 #            CPU path inside the GPU run (what GPU runs did before)
 #   kaldi    from DIR/kaldi.time, or run when $KALDI_BUNDLE is set
 # Peak host memory: /usr/bin/time; device memory: the peak of nvidia-smi's
@@ -19,7 +19,7 @@
 # context included), and "chunk MB": the chunked path's own device buffers
 # per thread (its --verbose=1 line). Prints a markdown table with agreement
 # with Kaldi's alignment. Env: BIN, TOOLS, LONG_SKIP (e.g. "gpu-batch
-# gpu-cpu"), GALIGN_GPU_CHUNK_FRAMES (passed on).
+# gpu-cpu"), KALDI_GPU_DEV_CHUNK_FRAMES (passed on).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "${BIN:-$top/gmmbin-gpu}" && pwd) || exit 1
@@ -40,8 +40,8 @@ for dir in "$@"; do
     env=(); u=no; prog="$bin/gmm-align-compiled"
     case $run in
       gpu) u=yes ;;
-      gpu-batch) u=yes; env=(GALIGN_GPU_LONG_FRAMES=1000000000) ;;
-      gpu-cpu) u=yes; env=(KIO_GALIGN_LL=gemm) ;;
+      gpu-batch) u=yes; env=(KALDI_GPU_DEV_LONG_FRAMES=1000000000) ;;
+      gpu-cpu) u=yes; env=(KALDI_GPU_DEV_LIKELIHOODS=gemm) ;;
       kaldi)
         if [ -z "${KALDI_BUNDLE:-}" ]; then
           read -r s _ kb _ <"$dir/kaldi.time"

@@ -8,7 +8,7 @@
 # the re-estimated model kaldi/mono/est.mdl, est.ali).
 # Runs, each timed by /usr/bin/time (wall, peak RSS) with the recipe options:
 #   ours --use-gpu=yes full search / --margin=64 / --margin=64 with
-#        KIO_GALIGN_MARGIN_LL=full (MARGIN_SKIP=gpu: left out)
+#        KALDI_GPU_DEV_MARGIN_LIKELIHOODS=full (MARGIN_SKIP=gpu: left out)
 #   ours --use-gpu=no  full search / --margin=64 (MARGIN_SKIP=cpu: left out)
 #   Kaldi's gmm-align-compiled full search, when $KALDI_BUNDLE is set
 # and prints a markdown table: seconds, x real time, RSS, % of frames equal
@@ -68,7 +68,7 @@ for dev in gpu cpu; do
     --prior-alignments=ark:$data/prior.ali --margin=$margin "$mdl" "$g" "$f" \
     "ark:$data/$dev-margin$margin.ali"
   # margin mode with every pdf's likelihood computed (the band only in the decoder)
-  [ $dev = gpu ] && KIO_GALIGN_MARGIN_LL=full run "$dev-margin$margin-fullll" "$bin/gmm-align-compiled" \
+  [ $dev = gpu ] && KALDI_GPU_DEV_MARGIN_LIKELIHOODS=full run "$dev-margin$margin-fullll" "$bin/gmm-align-compiled" \
     --use-gpu=$u --verbose=1 $opts --prior-alignments=ark:$data/prior.ali --margin=$margin "$mdl" "$g" "$f" \
     "ark:$data/$dev-margin$margin-fullll.ali"
 done

@@ -10,12 +10,12 @@
 # utterance and speaker ids prefixed c1- .. c4-, same feature archives: 99 h),
 # compiles its training graphs with our compile-train-graphs (timed), then
 # per model: ours gmm-align-acc-compiled in one process (default feature
-# threads, and KIO_FEATS_THREADS=1), ours gmm-align-compiled alone, and
+# threads, and KALDI_GPU_FEATS_THREADS=1), ours gmm-align-compiled alone, and
 # steps/align_si.sh --nj $NJ (default 16) with Kaldi and with ours.
 # Writes OUT_DIR/onepass.md (table) and OUT_DIR/onepass-*.log.
 # Env: ACC_ENVS (space-separated; each a comma-separated list of VAR=VALUE:
 # gmm-align-acc-compiled again under it), ALIGN_FEAT_THREADS (e.g. "1 4 8": gmm-align-compiled again per
-# KIO_FEATS_THREADS value), ACC_SPLIT (1: one more run at --verbose=2 for the accumulator's split), USE_GPU (yes), NJ (16), MODELS ("tri1 tri2"), KALDI_SIDE (true: run Kaldi's align_si),
+# KALDI_GPU_FEATS_THREADS value), ACC_SPLIT (1: one more run at --verbose=2 for the accumulator's split), USE_GPU (yes), NJ (16), MODELS ("tri1 tri2"), KALDI_SIDE (true: run Kaldi's align_si),
 # SRC (data/train_x4) and COPIES (4): the data dir replicated (a quick check:
 # SRC=data/train COPIES=1).
 set -uo pipefail
@@ -81,7 +81,7 @@ for m in ${MODELS:-tri1 tri2}; do
     grep -h 'Time:' "$out/onepass-$m-$n.log" | sed "s/^[^ ]* ([^ ]*) /$m $n: /" >>"$out/onepass-times.txt"
   }
   one align-acc "$gpu_bin/gmm-align-acc-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m.ali /tmp/onepass-$m.acc
-  one align-acc-feat1 KIO_FEATS_THREADS=1 "$gpu_bin/gmm-align-acc-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-1.ali /tmp/onepass-$m-1.acc
+  one align-acc-feat1 KALDI_GPU_FEATS_THREADS=1 "$gpu_bin/gmm-align-acc-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-1.ali /tmp/onepass-$m-1.acc
   cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-1.ali && cmp -s /tmp/onepass-$m.acc /tmp/onepass-$m-1.acc &&
     row "$m" "outputs, default vs 1 feature thread" "" "identical" || row "$m" "outputs, default vs 1 feature thread" "" "DIFFERENT"
   if [ "${ACC_SPLIT:-0}" = 1 ]; then  # the accumulator's own time split (VLOG[2])
@@ -104,7 +104,7 @@ for m in ${MODELS:-tri1 tri2}; do
   cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-a.ali && row "$m" "alignments, align-acc vs align" "" "identical" ||
     row "$m" "alignments, align-acc vs align" "" "DIFFERENT"
   for t in ${ALIGN_FEAT_THREADS:-}; do  # the feature chain's thread count, alignment alone
-    one align-feat$t KIO_FEATS_THREADS=$t "$gpu_bin/gmm-align-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-t.ali
+    one align-feat$t KALDI_GPU_FEATS_THREADS=$t "$gpu_bin/gmm-align-compiled" --use-gpu=${USE_GPU:-yes} --verbose=1 $o "$d/final.mdl" "ark:$g" "$feats" ark:/tmp/onepass-$m-t.ali
     cmp -s /tmp/onepass-$m.ali /tmp/onepass-$m-t.ali || row "$m" "alignments with $t feature threads" "" "DIFFERENT"
   done
   # The recipe way on the same 99 h: align_si --nj N (graphs compiled per job).

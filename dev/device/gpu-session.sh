@@ -5,7 +5,7 @@
 # with carry [".carry"]. Usage: dev/device/gpu-session.sh [step...]
 #   steps: gpu-tests all-tests sanitize feats kernels demo bench (default: all)
 #   feats: the feature chains on the device (issue 8, gpu-feats): its suite,
-#   gmm-align-compiled KIO_FEATS_GPU=1 vs 0 (cli/gpu-feats.sh), the device
+#   gmm-align-compiled KALDI_GPU_FEATS_GPU=1 vs 0 (cli/gpu-feats.sh), the device
 #   chain under compute-sanitizer, timings (dev/bench/gfeat-bench.sh, FEATS_COPIES)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,7 +34,7 @@ for s in $steps; do
         echo "gmm-acc-stats-ali under compute-sanitizer: exit ${PIPESTATUS[0]}"
         # Long utterances: the chunked device likelihoods (every utterance
         # over 300 frames, chunks of 256 frames), noisy data (retries).
-        GALIGN_GPU_LONG_FRAMES=300 GALIGN_GPU_CHUNK_FRAMES=256 \
+        KALDI_GPU_DEV_LONG_FRAMES=300 KALDI_GPU_DEV_CHUNK_FRAMES=256 \
         compute-sanitizer --tool memcheck --error-exitcode 9 ../../gmmbin-gpu/gmm-align-compiled --use-gpu=yes \
           --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40 \
           models/tri1/final.mdl 'ark:gunzip -c graphs/tri1.fsts.gz|' ark:noisy/delta.ark ark:/tmp/san-long.ali 2>&1 | tee -a "$OUT/sanitize-full.log" | tail -n 8
@@ -58,7 +58,7 @@ for s in $steps; do
         KIO_REQUIRE_GPU=1 "$top/$BUILD/tests/gpu/check_gpu_feats" 2>&1 | tail -n 5
         echo "check_gpu_feats: exit ${PIPESTATUS[0]}"
         KIO_REQUIRE_GPU=1 BIN="$top/gmmbin-gpu" TOP="$top" TOOLS="$top/$BUILD/tools" bash "$top/tests/cli/gpu-feats.sh"
-        echo "cli/gpu-feats.sh (KIO_FEATS_GPU=1 vs 0): exit $?"
+        echo "cli/gpu-feats.sh (KALDI_GPU_FEATS_GPU=1 vs 0): exit $?"
         d=$(mktemp -d /tmp/san-feats.XXXXXX)
         "$top/$BUILD/tools/gfeat-testdata" --fmllr=40 ark:feats/delta.ark "$d" 2>/dev/null
         lda="splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:-"
@@ -68,13 +68,13 @@ for s in $steps; do
             lda) m=tri2; rest="$lda |" ;;
             sat) m=tri2; rest="$lda | transform-feats --utt2spk=ark:$d/utt2spk ark:$d/trans.ark ark:- ark:- |" ;;
           esac
-          KALDI_GPU_SERVICE=no KIO_FEATS_GPU=1 GALIGN_GPU_LONG_FRAMES=300 \
+          KALDI_GPU_SERVICE=no KALDI_GPU_FEATS_GPU=1 KALDI_GPU_DEV_LONG_FRAMES=300 \
           compute-sanitizer --tool memcheck --error-exitcode 9 ../../gmmbin-gpu/gmm-align-compiled --verbose=1 \
             --use-gpu=yes --transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 \
             --retry-beam=40 --batch-size=9 models/$m/final.mdl "ark:gunzip -c graphs/$m.fsts.gz|" \
             "ark,s,cs:apply-cmvn --utt2spk=ark:$d/utt2spk scp:$d/cmvn.scp scp:$d/feats.scp ark:- | $rest" \
             ark:/tmp/san-feats.ali 2>&1 | grep -E 'Features computed|ERROR|SUMMARY|Done' | tail -n 8
-          echo "gmm-align-compiled $m, $c chain, KIO_FEATS_GPU=1, under compute-sanitizer: exit ${PIPESTATUS[0]}"
+          echo "gmm-align-compiled $m, $c chain, KALDI_GPU_FEATS_GPU=1, under compute-sanitizer: exit ${PIPESTATUS[0]}"
         done
         rm -rf "$d" ) 2>&1 | tee "$OUT/feats.log"
       COPIES=${FEATS_COPIES:-255} WORK=/tmp/gfeat-bench dev/bench/gfeat-bench.sh "$BUILD" 2>&1 | tee "$OUT/feats-bench.log" ;;

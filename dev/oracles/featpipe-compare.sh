@@ -2,7 +2,7 @@
 # Bit-identity of the in-process feature pipelines with Kaldi's on a whole
 # data dir (e.g. the recipe's data/train): deltas, CVN + deltas, LDA+MLLT,
 # SAT (LDA + per-speaker fMLLR, one speaker in 7 without a transform), each
-# read through build/tools/feat-copy both ways (KIO_FEATS_PIPE=0: Kaldi's
+# read through build/tools/feat-copy both ways (KALDI_GPU_FEATS_PIPE=0: Kaldi's
 # processes) and compared byte for byte, stderr lines too (sorted).
 # usage: dev/oracles/featpipe-compare.sh DATA_DIR ; Kaldi's featbin on PATH or
 # KALDI_BUNDLE. OpenBLAS threads: as Kaldi's would be (set
@@ -13,7 +13,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 # Round as the Kaldi on PATH does (its OpenBLAS kernels), unless told.
 . "$top/tools/feat-profile.sh"
 feat_profile "$top"
-echo "profile $KIO_BLAS_PROFILE (OpenBLAS core ${FEAT_BLAS_CORE:-not asked})"
+echo "profile $KALDI_GPU_BLAS_PROFILE (OpenBLAS core ${FEAT_BLAS_CORE:-not asked})"
 fc=$top/${BUILD:-build}/tools/feat-copy
 d=$(cd "${1:?usage: $0 DATA_DIR}" && pwd)
 tmp=$(mktemp -d /tmp/featpipe-cmp.XXXXXX); trap 'rm -rf "$tmp"' EXIT
@@ -41,7 +41,7 @@ bad=0
 strip() { sed 's/kaldi::KaldiFatalError//' "$1" | grep -E '^(LOG|WARNING|ERROR) \(|^(apply-cmvn|add-deltas|splice-feats|transform-feats) ' |
           grep -v '(feat-copy\[' | sed -E 's/\[[0-9][^]]*\]:/:/' | sort; }
 for i in "${!names[@]}"; do
-  KIO_FEATS_PIPE=0 "$fc" "ark,s,cs:${pipes[$i]} |" "ark:$tmp/k.ark" 2>"$tmp/k.log"
+  KALDI_GPU_FEATS_PIPE=0 "$fc" "ark,s,cs:${pipes[$i]} |" "ark:$tmp/k.ark" 2>"$tmp/k.log"
   "$fc" "ark,s,cs:${pipes[$i]} |" "ark:$tmp/o.ark" 2>"$tmp/o.log"
   if cmp -s "$tmp/k.ark" "$tmp/o.ark" && diff -q <(strip "$tmp/k.log") <(strip "$tmp/o.log") >/dev/null; then
     echo "${names[$i]}: identical ($(stat -c %s "$tmp/o.ark") bytes; $(grep -c . <(strip "$tmp/o.log")) log lines)"

@@ -11,7 +11,7 @@
  *   "ours":    gmm-core.h (what the aligner uses; D = 4 and 8 in SkylakeX's
  *              small-m kernel order, galign_small_loglike),
  *   "haswell": the 4x4/4x2/4x1 kernels with the Haswell/Zen build's tail
- *              (no FMA), as KIO_BLAS_PROFILE=hsw makes the aligner add it.
+ *              (no FMA), as KALDI_GPU_BLAS_PROFILE=hsw makes the aligner add it.
  * Prints the core OpenBLAS chose and one line per order:
  *   order ours mismatches N of M
  *   order haswell mismatches N of M

@@ -1,8 +1,8 @@
 #!/bin/bash
 # The CPU accumulator (gpu-acc/acc-cpu-fast.c) must write exactly Kaldi's
 # bytes. Kaldi's rounding depends on the OpenBLAS kernel its CPU gets, so:
-#  1. each OpenBLAS profile, forced with KIO_BLAS_PROFILE, SIMD and scalar
-#     code (KIO_NO_SIMD=1), against stats stock Kaldi wrote on a CPU of that
+#  1. each OpenBLAS profile, forced with KALDI_GPU_BLAS_PROFILE, SIMD and scalar
+#     code (KALDI_GPU_DEV_NO_SIMD=1), against stats stock Kaldi wrote on a CPU of that
 #     profile: hsw = tests/data/kaldi/hsw/* (bundle's Kaldi, OpenBLAS 0.3.21
 #     Zen core, AMD EPYC); skx = the fixtures' stats (kaldi/mono/final.acc,
 #     noisy/mono.acc); tri2 (40 dims) is the same in both;
@@ -41,10 +41,10 @@ for prof in hsw skx; do
     for c in "${cases[@]}"; do
       set -- $c
       out="$tmp/$1.$prof.$nosimd.acc"
-      KIO_BLAS_PROFILE=$prof KIO_NO_SIMD=$nosimd "$prog" --use-gpu=no "$2" "$3" "$4" "$out" \
-        2>"$tmp/log" || { fail "$1 ($prof, KIO_NO_SIMD=$nosimd): exit $?"; cat "$tmp/log"; continue; }
+      KALDI_GPU_BLAS_PROFILE=$prof KALDI_GPU_DEV_NO_SIMD=$nosimd "$prog" --use-gpu=no "$2" "$3" "$4" "$out" \
+        2>"$tmp/log" || { fail "$1 ($prof, KALDI_GPU_DEV_NO_SIMD=$nosimd): exit $?"; cat "$tmp/log"; continue; }
       cmp -s "$out" "$(want $prof "$1")" ||
-        fail "$1 ($prof, KIO_NO_SIMD=$nosimd): bytes differ from $(want $prof "$1")"
+        fail "$1 ($prof, KALDI_GPU_DEV_NO_SIMD=$nosimd): bytes differ from $(want $prof "$1")"
     done
   done
 done
@@ -76,16 +76,16 @@ if [ -n "$kb" ] && [ -x "$kb/bin/gmm-acc-stats-ali" ] && [ -r "$kb/lib/libopenbl
   host_profile=""
   set -- ${cases[0]}
   for p in skx hsw plain; do
-    KIO_BLAS_PROFILE=$p "$prog" --use-gpu=no "$2" "$3" "$4" "$tmp/probe.acc" 2>/dev/null &&
+    KALDI_GPU_BLAS_PROFILE=$p "$prog" --use-gpu=no "$2" "$3" "$4" "$tmp/probe.acc" 2>/dev/null &&
       cmp -s "$tmp/probe.acc" "$tmp/$1.kaldi.acc" && { host_profile=$p; break; }
   done
   if [ -z "$host_profile" ]; then
     echo "acc-fast: NOTE: this host's Kaldi ($kb) matches none of our profiles on $1; part 2 not run"
   else
-    export KIO_BLAS_PROFILE=$host_profile
+    export KALDI_GPU_BLAS_PROFILE=$host_profile
     if [ -x "${TOOLS:-}/acc-blas-check" ]; then
       "$TOOLS/acc-blas-check" "$kb/lib/libopenblas.so.0" || fail "acc-blas-check"
-      KIO_NO_SIMD=1 "$TOOLS/acc-blas-check" --trials=500 "$kb/lib/libopenblas.so.0" ||
+      KALDI_GPU_DEV_NO_SIMD=1 "$TOOLS/acc-blas-check" --trials=500 "$kb/lib/libopenblas.so.0" ||
         fail "acc-blas-check (scalar)"
     else
       fail "tools/acc-blas-check not built"
@@ -93,10 +93,10 @@ if [ -n "$kb" ] && [ -x "$kb/bin/gmm-acc-stats-ali" ] && [ -r "$kb/lib/libopenbl
     for c in "${cases[@]}"; do
       set -- $c
       for nosimd in 0 1; do
-        KIO_NO_SIMD=$nosimd "$prog" --use-gpu=no "$2" "$3" "$4" "$tmp/$1.ours.acc" 2>"$tmp/log" ||
+        KALDI_GPU_DEV_NO_SIMD=$nosimd "$prog" --use-gpu=no "$2" "$3" "$4" "$tmp/$1.ours.acc" 2>"$tmp/log" ||
           { fail "$1: exit $?"; continue; }
         cmp -s "$tmp/$1.ours.acc" "$tmp/$1.kaldi.acc" ||
-          fail "$1 (KIO_NO_SIMD=$nosimd, profile $host_profile): bytes differ from Kaldi's on this CPU"
+          fail "$1 (KALDI_GPU_DEV_NO_SIMD=$nosimd, profile $host_profile): bytes differ from Kaldi's on this CPU"
       done
     done
     echo "acc-fast: compared with the Kaldi bundle $kb on this CPU (profile $host_profile)"

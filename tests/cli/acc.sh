@@ -13,7 +13,7 @@ cd "$TOP/tests/data" || exit 1
 export PATH="$BIN:$PATH"
 # The fixtures come from a Kaldi whose OpenBLAS rounds as our "skx" CPU
 # profile (gpu-acc/acc-cpu-fast.c; tests/cli/acc-fast.sh checks the others).
-export KIO_BLAS_PROFILE=skx
+export KALDI_GPU_BLAS_PROFILE=skx
 tmp=$(mktemp -d /tmp/acc-cli.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fails=0

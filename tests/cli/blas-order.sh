@@ -26,7 +26,7 @@ case "$core" in
     [ "$hsw" = 0 ] || { echo "FAIL: $core: kernel model differs in $hsw cases"; exit 1; } ;;
   *) echo "SKIP: OpenBLAS core $core: order not modelled"; exit 77 ;;
 esac
-# On such a host, KIO_BLAS_PROFILE=hsw makes our aligner reproduce the
+# On such a host, KALDI_GPU_BLAS_PROFILE=hsw makes our aligner reproduce the
 # local Kaldi: beam-edge at beam 10, where that Kaldi retries (the
 # reference host's does not), when the bundle's gmm-align-compiled is here.
 case "$core" in
@@ -38,7 +38,7 @@ case "$core" in
       o="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --retry-beam=40 --beam=10"
       LD_LIBRARY_PATH="$KALDI_BUNDLE/lib" "$KALDI_BUNDLE/bin/gmm-align-compiled" $o final.mdl \
         ark:graph.fsts ark:feats.ark "ark,t:$tmp/k.ali" 2>"$tmp/k.log"
-      KIO_BLAS_PROFILE=hsw "$BIN/gmm-align-compiled" --use-gpu=no $o final.mdl ark:graph.fsts \
+      KALDI_GPU_BLAS_PROFILE=hsw "$BIN/gmm-align-compiled" --use-gpu=no $o final.mdl ark:graph.fsts \
         ark:feats.ark "ark,t:$tmp/o.ali" 2>"$tmp/o.log"
       cmp -s "$tmp/k.ali" "$tmp/o.ali" || { echo "FAIL: hsw profile: beam-edge differs from this host's Kaldi"; exit 1; }
       [ "$(grep -c Retrying "$tmp/k.log")" = "$(grep -c Retrying "$tmp/o.log")" ] ||

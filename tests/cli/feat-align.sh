@@ -25,7 +25,7 @@ tmp=$(mktemp -d /tmp/feat-align-cli.XXXXXX)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 cd "$TOP/tests/data" || exit 1
 export KALDI_GPU_SERVICE=no
-unset KIO_FEATS_PIPE KIO_FEATS_THREADS
+unset KALDI_GPU_FEATS_PIPE KALDI_GPU_FEATS_THREADS
 
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -58,7 +58,7 @@ while IFS=';' read -r name model chain; do
     rx="$opt:$ch"
     [ "$how" = pipe ] && rx="$opt:$TOOLS/feat-copy --print-args=false 'ark:$ch' ark:- |"
     # shellcheck disable=SC2086
-    KIO_FEATS_THREADS=$th "$BIN/gmm-align-compiled" $opts models/$model/final.mdl "$g" "$rx" \
+    KALDI_GPU_FEATS_THREADS=$th "$BIN/gmm-align-compiled" $opts models/$model/final.mdl "$g" "$rx" \
       "ark:$tmp/$name.$tag.ali" "ark,t:$tmp/$name.$tag.scores" 2>"$tmp/$name.$tag.log"
     rc=$?
     [ $rc = $want ] || fail "$name ($tag): exit $rc, expected $want"
@@ -77,7 +77,7 @@ while IFS=';' read -r name model chain; do
     "$BIN/gmm-align-acc-compiled" $opts models/$model/final.mdl "$g" "ark:$tmp/$name.ark" \
       ark:/dev/null "$tmp/$name.ref.acc" 2>/dev/null || fail "$name: one-pass reference"
     # shellcheck disable=SC2086
-    KIO_FEATS_THREADS=3 "$BIN/gmm-align-acc-compiled" $opts models/$model/final.mdl "$g" "ark,s,cs:$ch" \
+    KALDI_GPU_FEATS_THREADS=3 "$BIN/gmm-align-acc-compiled" $opts models/$model/final.mdl "$g" "ark,s,cs:$ch" \
       ark:/dev/null "$tmp/$name.acc" 2>/dev/null || fail "$name: one pass with the chain"
     cmp -s "$tmp/$name.ref.acc" "$tmp/$name.acc" || fail "$name: one-pass statistics differ"
   else

@@ -6,17 +6,17 @@
 # lines (each stage's command line, warnings, LOG and ERROR messages; order
 # free, as the pipe's processes interleave) and the pipeline's exit status
 # (as "Pipe ... had nonzero return status" when not 0), with
-# KIO_FEATS_THREADS 1, 3 and unset (this process's share of the cores), or
+# KALDI_GPU_FEATS_THREADS 1, 3 and unset (this process's share of the cores), or
 # only the value the environment sets. Plus: an option we do not implement
 # runs the real pipe (VLOG says so). Env: TOOLS (feat-copy), TOP,
-# KIO_FEATS_THREADS. Exit 0 pass, 1 fail, 77 skip.
+# KALDI_GPU_FEATS_THREADS. Exit 0 pass, 1 fail, 77 skip.
 set -u
 : "${TOOLS:?}" "${TOP:?}"
-thread_counts=${KIO_FEATS_THREADS:-1 3 default}
-# Runs "$@" with KIO_FEATS_THREADS=$workers ("default": unset).
+thread_counts=${KALDI_GPU_FEATS_THREADS:-1 3 default}
+# Runs "$@" with KALDI_GPU_FEATS_THREADS=$workers ("default": unset).
 with_threads() {
-  if [ "$workers" = default ]; then env -u KIO_FEATS_THREADS "$@"
-  else KIO_FEATS_THREADS=$workers "$@"; fi
+  if [ "$workers" = default ]; then env -u KALDI_GPU_FEATS_THREADS "$@"
+  else KALDI_GPU_FEATS_THREADS=$workers "$@"; fi
 }
 prog="$TOOLS/feat-copy"
 if [ ! -x "$prog" ]; then echo "SKIP: $prog not built"; exit 77; fi
@@ -42,7 +42,7 @@ norm() {
 # The references were made here, on an AVX2 host (OpenBLAS Haswell/Zen
 # kernels): our hsw profile. The skx profile (our default) is checked below
 # against the fixtures' features (made on an AVX-512 host).
-export KIO_BLAS_PROFILE=hsw
+export KALDI_GPU_BLAS_PROFILE=hsw
 n=0
 for workers in $thread_counts; do  # the results must not depend on it
 while IFS='|' read -r name threads pipe; do
@@ -52,7 +52,7 @@ while IFS='|' read -r name threads pipe; do
   name=$name.w$workers
   rc=$(cat "$ref.rc")
   out=$tmp/$name.ark
-  KIO_FEATS_BLAS_THREADS=$threads with_threads "$prog" --verbose=1 "ark:$pipe |" "ark:$out" 2>"$tmp/$name.log"
+  KALDI_GPU_DEV_FEATS_BLAS_THREADS=$threads with_threads "$prog" --verbose=1 "ark:$pipe |" "ark:$out" 2>"$tmp/$name.log"
   myrc=$?
   grep -q "Feature pipeline computed in-process" "$tmp/$name.log" ||
     fail "$name: not run in-process: $(grep -m1 'Feature pipeline' "$tmp/$name.log")"
@@ -78,7 +78,7 @@ nt=$(echo $thread_counts | wc -w)
 
 # skx (default profile): the fixtures' deltas and LDA+MLLT features from
 # their CMVN'd 13 dims (delta.ark's first 13 columns), byte for byte.
-unset KIO_BLAS_PROFILE
+unset KALDI_GPU_BLAS_PROFILE
 for c in "delta|feats/delta.ark|add-deltas ark:- ark:-" \
          "lda|feats/lda.ark|splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:-"; do
   IFS='|' read -r name ref rest <<<"$c"
@@ -88,19 +88,19 @@ for c in "delta|feats/delta.ark|add-deltas ark:- ark:-" \
     cmp -s "$ref" "$tmp/skx-$name.ark" || fail "skx-$name (workers $workers): differs from $ref"
   done
 done
-KIO_BLAS_PROFILE=hsw "$prog" "ark:select-feats 0-12 ark:feats/delta.ark ark:- | add-deltas ark:- ark:- |" \
+KALDI_GPU_BLAS_PROFILE=hsw "$prog" "ark:select-feats 0-12 ark:feats/delta.ark ark:- | add-deltas ark:- ark:- |" \
   "ark:$tmp/hsw-delta.ark" 2>/dev/null
 cmp -s feats/delta.ark "$tmp/hsw-delta.ark" && fail "hsw profile gave the skx host's deltas (profiles not applied?)"
-export KIO_BLAS_PROFILE=hsw
+export KALDI_GPU_BLAS_PROFILE=hsw
 
-# The same case forced through the real pipe (KIO_FEATS_PIPE=0), and an
+# The same case forced through the real pipe (KALDI_GPU_FEATS_PIPE=0), and an
 # option we do not implement: both popen; without Kaldi's programs on PATH
 # the shell's failure is what we see, with Kaldi's the same archive.
 pipe="apply-cmvn --utt2spk=ark:featpipe/utt2spk scp:featpipe/cmvn.scp scp:featpipe/feats.scp ark:- | add-deltas ark:- ark:-"
 for variant in env opt; do
   p=$pipe; e=1
   if [ $variant = env ]; then e=0; else p="$pipe --config=none"; fi
-  KIO_FEATS_PIPE=$e "$prog" --verbose=1 "ark:$p |" "ark:$tmp/pipe.ark" 2>"$tmp/pipe.log"
+  KALDI_GPU_FEATS_PIPE=$e "$prog" --verbose=1 "ark:$p |" "ark:$tmp/pipe.ark" 2>"$tmp/pipe.log"
   prc=$?
   grep -q "Feature pipeline run as a pipe" "$tmp/pipe.log" || fail "$variant: no 'run as a pipe' VLOG line"
   if command -v add-deltas >/dev/null && [ $variant = env ]; then

@@ -29,11 +29,11 @@ USE_GPU=yes bash "$here/fatal.sh" || fails=$((fails + 1))
 # margin mode on the device decoder (bands packed with the graphs), and long
 # utterances (2.4 min): on the chunked device path (default threshold), in
 # the device batch (threshold above its length), and on the CPU path (the
-# chunks need the exact kernel: KIO_GALIGN_LL=gemm routes them to the CPU)
+# chunks need the exact kernel: KALDI_GPU_DEV_LIKELIHOODS=gemm routes them to the CPU)
 USE_GPU=yes bash "$here/margin.sh" || fails=$((fails + 1))
 USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
-GALIGN_GPU_LONG_FRAMES=1000000000 USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
-KIO_GALIGN_LL=gemm USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
+KALDI_GPU_DEV_LONG_FRAMES=1000000000 USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
+KALDI_GPU_DEV_LIKELIHOODS=gemm USE_GPU=yes bash "$here/long.sh" || fails=$((fails + 1))
 USE_GPU=no ALIGN_KEEP="$tmp/cpu" ALIGN_SKIP_BAD=1 bash "$here/align.sh" >"$tmp/cpu.out" ||
   { echo "FAIL: CPU parity runs failed:"; grep FAIL "$tmp/cpu.out"; fails=$((fails + 1)); }
 
@@ -67,7 +67,7 @@ if [ "${ngpu:-0}" -ge 2 ]; then
   g="ark:gunzip -c graphs/tri1.fsts.gz|"
   "$BIN/gmm-align-acc-compiled" --use-gpu=no $o models/tri1/final.mdl "$g" ark:noisy/delta.ark \
     "ark:$tmp/d0.ali" "$tmp/d0.acc" 2>"$tmp/d0.log"
-  KALDI_GPU_SERVICE=no KIO_CUDA_DEVICE=1 "$BIN/gmm-align-acc-compiled" --use-gpu=yes $o \
+  KALDI_GPU_SERVICE=no KALDI_GPU_DEVICE=1 "$BIN/gmm-align-acc-compiled" --use-gpu=yes $o \
     models/tri1/final.mdl "$g" ark:noisy/delta.ark "ark:$tmp/d1.ali" "$tmp/d1.acc" 2>"$tmp/d1.log" ||
     { echo "FAIL: on the second GPU: exit $?"; tail -3 "$tmp/d1.log"; fails=$((fails + 1)); }
   if cmp -s "$tmp/d0.ali" "$tmp/d1.ali" && cmp -s "$tmp/d0.acc" "$tmp/d1.acc"; then

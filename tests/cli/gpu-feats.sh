@@ -1,7 +1,7 @@
 #!/bin/bash
 # gmm-align-compiled with the feature chain computed on the device
-# (KIO_FEATS_GPU=1, gpu-feats + align-gfeat.c) against the same program with
-# the chain on the CPU (KIO_FEATS_GPU=0, base/feat/feat-chain.c): alignments,
+# (KALDI_GPU_FEATS_GPU=1, gpu-feats + align-gfeat.c) against the same program with
+# the chain on the CPU (KALDI_GPU_FEATS_GPU=0, base/feat/feat-chain.c): alignments,
 # scores and per-frame log-likelihoods byte for byte, the same stderr (VLOG
 # lines aside: they say which path ran and its times): the same lines, the
 # program's own in the same order, the feature programs' command lines and
@@ -11,7 +11,7 @@
 # per-speaker CMVN, per-speaker fMLLR-like transforms): deltas (tri1),
 # LDA+MLLT (tri2) with the skx profile and with hsw at 2 OpenBLAS threads,
 # LDA+MLLT + per-speaker transforms (SAT's chain), a speaker without CMVN stats,
-# small batches, long utterances on the host decoder (GALIGN_GPU_LONG_FRAMES),
+# small batches, long utterances on the host decoder (KALDI_GPU_DEV_LONG_FRAMES),
 # a feats.scp with utterances the graphs do not cover (the feature programs
 # count them too), copy-feats and CVN, a transform-feats that does nothing
 # (its exit status 1 fails the pipe: exit 255);
@@ -33,7 +33,7 @@ tmp=$(mktemp -d /tmp/gpu-feats-cli.XXXXXX)
 trap '[ -n "${GFEAT_KEEP:-}" ] || rm -rf "$tmp"' EXIT
 cd "$TOP/tests/data" || exit 1
 export KALDI_GPU_SERVICE=no
-unset KIO_FEATS_PIPE
+unset KALDI_GPU_FEATS_PIPE
 
 if [ "${GFEAT_EMU:-0}" != 1 ]; then
   . "$here/lib/gpu-probe.sh"
@@ -84,7 +84,7 @@ while IFS=';' read -r name model dd cmvnopt rest envs opts; do
   feats="ark,s,cs:apply-cmvn $cmvnopt --utt2spk=ark:$tmp/$dd/utt2spk scp:$tmp/$dd/cmvn.scp scp:$tmp/$dd/feats.scp ark:- |$rest"
   for g in 0 1; do
     # shellcheck disable=SC2086
-    env $envs KIO_FEATS_GPU=$g "$prog" --verbose=1 --use-gpu=yes --transition-scale=1.0 \
+    env $envs KALDI_GPU_FEATS_GPU=$g "$prog" --verbose=1 --use-gpu=yes --transition-scale=1.0 \
       --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40 $opts \
       --write-per-frame-acoustic-loglikes="ark:$tmp/$name.$g.pf" models/$model/final.mdl \
       "ark:gunzip -c graphs/$model.fsts.gz|" "$feats" "ark:$tmp/$name.$g.ali" \
@@ -96,8 +96,8 @@ while IFS=';' read -r name model dd cmvnopt rest envs opts; do
   [ "${name#nodec-}" != "$name" ] && want=1  # no utterance aligned
   [ "$(cat "$tmp/$name.0.rc")" = $want ] || fail "$name: exit $(cat "$tmp/$name.0.rc") with the CPU chain, expected $want"
   [ "$(cat "$tmp/$name.1.rc")" = "$(cat "$tmp/$name.0.rc")" ] ||
-    fail "$name: exit $(cat "$tmp/$name.1.rc") with KIO_FEATS_GPU=1, $(cat "$tmp/$name.0.rc") without"
-  grep -q "Features computed on the GPU" "$tmp/$name.0.log" && fail "$name: GPU features with KIO_FEATS_GPU=0"
+    fail "$name: exit $(cat "$tmp/$name.1.rc") with KALDI_GPU_FEATS_GPU=1, $(cat "$tmp/$name.0.rc") without"
+  grep -q "Features computed on the GPU" "$tmp/$name.0.log" && fail "$name: GPU features with KALDI_GPU_FEATS_GPU=0"
   if [ "${name#cpu-}" != "$name" ]; then  # not for the device: the CPU chain, with a VLOG line
     grep -q "Features not computed on the GPU" "$tmp/$name.1.log" ||
       fail "$name: no 'Features not computed on the GPU' line"
@@ -111,7 +111,7 @@ while IFS=';' read -r name model dd cmvnopt rest envs opts; do
   fi
   for x in ali scores pf; do
     [ -e "$tmp/$name.0.$x" ] || [ -e "$tmp/$name.1.$x" ] || continue
-    cmp -s "$tmp/$name.0.$x" "$tmp/$name.1.$x" || fail "$name: $x differs with KIO_FEATS_GPU=1"
+    cmp -s "$tmp/$name.0.$x" "$tmp/$name.1.$x" || fail "$name: $x differs with KALDI_GPU_FEATS_GPU=1"
   done
   [ $want = 0 ] && { [ -s "$tmp/$name.1.ali" ] || fail "$name: no alignments"; }
   for f in sort own chain; do
@@ -122,22 +122,22 @@ while IFS=';' read -r name model dd cmvnopt rest envs opts; do
   done
   grep -q -E '^LOG \(apply-cmvn.*Applied cepstral mean' "$tmp/$name.1.log" ||
     fail "$name: no apply-cmvn final LOG line"
-  lines "$tmp/$name.1.log" "$name" | placed || fail "$name: the feature programs' lines out of place with KIO_FEATS_GPU=1"
+  lines "$tmp/$name.1.log" "$name" | placed || fail "$name: the feature programs' lines out of place with KALDI_GPU_FEATS_GPU=1"
 done <<EOF
 delta;tri1;d;; add-deltas ark:- ark:- |;;
-delta-b7-long;tri1;d;; add-deltas ark:- ark:- |;GALIGN_GPU_LONG_FRAMES=400;--batch-size=7
-lda-b7-long;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |;GALIGN_GPU_LONG_FRAMES=300;--batch-size=7
+delta-b7-long;tri1;d;; add-deltas ark:- ark:- |;KALDI_GPU_DEV_LONG_FRAMES=400;--batch-size=7
+lda-b7-long;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |;KALDI_GPU_DEV_LONG_FRAMES=300;--batch-size=7
 nospk;tri1;dm;; add-deltas ark:- ark:- |;;--batch-size=5
 cpu-select;tri1;d;; select-feats 0-12 ark:- ark:- | add-deltas ark:- ark:- |;;
 lda;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |;;
-lda-hsw2;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |;KIO_BLAS_PROFILE=hsw KIO_FEATS_BLAS_THREADS=2;--batch-size=9
+lda-hsw2;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- |;KALDI_GPU_BLAS_PROFILE=hsw KALDI_GPU_DEV_FEATS_BLAS_THREADS=2;--batch-size=9
 sat;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- | transform-feats --utt2spk=ark:$tmp/d/utt2spk ark:$tmp/d/trans.ark ark:- ark:- |;;--batch-size=10
 extra;tri1;x;; add-deltas ark:- ark:- |;;--batch-size=7
 sat-extra;tri2;x;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- | transform-feats --utt2spk=ark:$tmp/x/utt2spk ark:$tmp/x/trans.ark ark:- ark:- |;;
 copy;tri1;d;; add-deltas ark:- ark:- | copy-feats ark:- ark:- |;;--batch-size=9
 nodec-cvn;tri1;d;--norm-vars=true; add-deltas ark:- ark:- |;;
 fail-notrans;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- | transform-feats --utt2spk=ark:$tmp/d/utt2spk ark:/dev/null ark:- ark:- |;;
-sat-hsw2-long;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- | transform-feats --utt2spk=ark:$tmp/d/utt2spk ark:$tmp/d/trans.ark ark:- ark:- |;KIO_BLAS_PROFILE=hsw KIO_FEATS_BLAS_THREADS=2 GALIGN_GPU_LONG_FRAMES=400;
+sat-hsw2-long;tri2;d;; splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:- | transform-feats --utt2spk=ark:$tmp/d/utt2spk ark:$tmp/d/trans.ark ark:- ark:- |;KALDI_GPU_BLAS_PROFILE=hsw KALDI_GPU_DEV_FEATS_BLAS_THREADS=2 KALDI_GPU_DEV_LONG_FRAMES=400;
 EOF
 [ $n -eq 14 ] || fail "only $n cases run"
 grep -q "No normalization statistics" "$tmp/nospk.1.log" || fail "nospk: no apply-cmvn warning on the GPU path"
@@ -151,5 +151,5 @@ grep -q "Applied cepstral mean and variance normalization to 40" "$tmp/nodec-cvn
   fail "nodec-cvn: no CVN count"
 grep -q "Applied transform to 0 utterances; 40 had errors" "$tmp/fail-notrans.1.log" &&
   grep -q "input pipe failed" "$tmp/fail-notrans.1.log" || fail "fail-notrans: no failed pipe"
-if [ $fails -eq 0 ]; then echo "gpu-feats: $n cases identical with KIO_FEATS_GPU=1"; exit 0; fi
+if [ $fails -eq 0 ]; then echo "gpu-feats: $n cases identical with KALDI_GPU_FEATS_GPU=1"; exit 0; fi
 exit 1

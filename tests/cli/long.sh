@@ -6,7 +6,7 @@
 #    cache limit);
 #  - with the token arena's garbage collection running at every frame and
 #    the likelihood cache off for the 40 fixture utterances too
-#    (GALIGN_CPU_TOK_START=16 GALIGN_CPU_LL_CACHE=1; noisy tri1 includes
+#    (KALDI_GPU_TEST_CPU_TOK_START=16 KALDI_GPU_TEST_CPU_LL_CACHE=1; noisy tri1 includes
 #    retries and failures): outputs byte-identical to the default run;
 #  - in margin mode with Kaldi's alignment as the prior (identical);
 #  - with USE_GPU=yes, on the chunked device path (host decoder, device
@@ -15,10 +15,11 @@
 #    chunks (retries, failures) identical to --use-gpu=no: alignments,
 #    scores, log lines. Without a GPU (USE_GPU=no) that part prints SKIP.
 # Memory and time are measured by dev/oracles/long-utterance.sh and
-# dev/bench/margin-bench.sh, not here. Env: BIN, TOP, USE_GPU (default no).
+# dev/bench/margin-bench.sh, not here. Env: TEST_BIN, TOP, USE_GPU (default no).
 set -u
-: "${BIN:?}" "${TOP:?}"
-BIN=$(cd "$BIN" && pwd) || exit 1
+: "${TEST_BIN:?}" "${TOP:?}"
+# The programs built with the test hooks on (the arena and cache limits).
+BIN=$(cd "$TEST_BIN" && pwd) || exit 1
 USE_GPU=${USE_GPU:-no}
 [ -x "$BIN/gmm-align-compiled" ] || { echo "SKIP: gmm-align-compiled not built"; exit 77; }
 cd "$TOP/tests/data" || exit 1
@@ -35,7 +36,7 @@ gmm-align-compiled $opts models/tri1/final.mdl "$lg" ark:long/feats.ark "ark,t:$
 cmp -s "$tmp/long.ali" long/kaldi.ali || fail "long: alignment differs from Kaldi's"
 grep -q 'Overall log-likelihood per frame is -82.46.. over 14158 frames' "$tmp/long.log" ||
   fail "long: $(grep Overall "$tmp/long.log")"
-GALIGN_CPU_TOK_START=16 GALIGN_CPU_LL_CACHE=1 gmm-align-compiled $opts models/tri1/final.mdl \
+KALDI_GPU_TEST_CPU_TOK_START=16 KALDI_GPU_TEST_CPU_LL_CACHE=1 gmm-align-compiled $opts models/tri1/final.mdl \
   "$lg" ark:long/feats.ark "ark,t:$tmp/long-gc.ali" 2>"$tmp/long-gc.log" || fail "long gc: exit $?"
 cmp -s "$tmp/long-gc.ali" long/kaldi.ali || fail "long gc: alignment differs from Kaldi's"
 gmm-align-compiled $opts --prior-alignments=ark,t:long/kaldi.ali --margin=64 \
@@ -49,7 +50,7 @@ for m in mono tri1; do
   g="ark:gunzip -c graphs/$m.fsts.gz|"
   gmm-align-compiled $opts models/$m/final.mdl "$g" ark:noisy/delta.ark "ark:$tmp/$m.ark" \
     "ark,t:$tmp/$m.scores" 2>"$tmp/$m.log"
-  GALIGN_CPU_TOK_START=16 GALIGN_CPU_LL_CACHE=1 gmm-align-compiled $opts models/$m/final.mdl \
+  KALDI_GPU_TEST_CPU_TOK_START=16 KALDI_GPU_TEST_CPU_LL_CACHE=1 gmm-align-compiled $opts models/$m/final.mdl \
     "$g" ark:noisy/delta.ark "ark:$tmp/$m-gc.ark" "ark,t:$tmp/$m-gc.scores" 2>"$tmp/$m-gc.log"
   cmp -s "$tmp/$m.ark" "$tmp/$m-gc.ark" || fail "noisy $m: gc changes the alignments"
   cmp -s "$tmp/$m.scores" "$tmp/$m-gc.scores" || fail "noisy $m: gc changes the scores"
@@ -57,12 +58,12 @@ for m in mono tri1; do
     fail "noisy $m: gc changes the log"
 done
 
-# The chunked device path (not with KIO_GALIGN_LL=gemm: it needs the exact
+# The chunked device path (not with KALDI_GPU_DEV_LIKELIHOODS=gemm: it needs the exact
 # likelihood kernel, and long utterances then take the CPU path). On the
 # job's own context: through the GPU service the thresholds below would be
 # the service's (its environment) and its log lines stay in its own log.
-if [ "$USE_GPU" = yes ] && [ "${KIO_GALIGN_LL:-}" != gemm ]; then
-  KALDI_GPU_SERVICE=no GALIGN_GPU_LONG_FRAMES=6000 GALIGN_GPU_CHUNK_FRAMES=1000 gmm-align-compiled --verbose=1 $opts \
+if [ "$USE_GPU" = yes ] && [ "${KALDI_GPU_DEV_LIKELIHOODS:-}" != gemm ]; then
+  KALDI_GPU_SERVICE=no KALDI_GPU_DEV_LONG_FRAMES=6000 KALDI_GPU_DEV_CHUNK_FRAMES=1000 gmm-align-compiled --verbose=1 $opts \
     models/tri1/final.mdl "$lg" ark:long/feats.ark "ark,t:$tmp/long-ch.ali" 2>"$tmp/long-ch.log" ||
     fail "long chunked: exit $?"
   cmp -s "$tmp/long-ch.ali" long/kaldi.ali || fail "long chunked: alignment differs from Kaldi's"
@@ -72,7 +73,7 @@ if [ "$USE_GPU" = yes ] && [ "${KIO_GALIGN_LL:-}" != gemm ]; then
     g="ark:gunzip -c graphs/$m.fsts.gz|"
     gmm-align-compiled ${opts/--use-gpu=yes/--use-gpu=no} models/$m/final.mdl "$g" \
       ark:noisy/delta.ark "ark:$tmp/$m-cpu.ark" "ark,t:$tmp/$m-cpu.scores" 2>"$tmp/$m-cpu.log"
-    KALDI_GPU_SERVICE=no GALIGN_GPU_LONG_FRAMES=1 GALIGN_GPU_CHUNK_FRAMES=100 gmm-align-compiled $opts \
+    KALDI_GPU_SERVICE=no KALDI_GPU_DEV_LONG_FRAMES=1 KALDI_GPU_DEV_CHUNK_FRAMES=100 gmm-align-compiled $opts \
       models/$m/final.mdl "$g" ark:noisy/delta.ark "ark:$tmp/$m-ch.ark" \
       "ark,t:$tmp/$m-ch.scores" 2>"$tmp/$m-ch.log"
     cmp -s "$tmp/$m-cpu.ark" "$tmp/$m-ch.ark" || fail "noisy $m: chunked path changes the alignments"
@@ -83,7 +84,7 @@ if [ "$USE_GPU" = yes ] && [ "${KIO_GALIGN_LL:-}" != gemm ]; then
   done
   echo "chunked device path: long utterance and noisy fixtures identical"
 else
-  echo "SKIP: chunked device path (USE_GPU=$USE_GPU${KIO_GALIGN_LL:+, KIO_GALIGN_LL=$KIO_GALIGN_LL})"
+  echo "SKIP: chunked device path (USE_GPU=$USE_GPU${KALDI_GPU_DEV_LIKELIHOODS:+, KALDI_GPU_DEV_LIKELIHOODS=$KALDI_GPU_DEV_LIKELIHOODS})"
 fi
 
 if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi

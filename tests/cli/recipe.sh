@@ -10,7 +10,7 @@
 # or KALDI_BUNDLE = an unpacked bundle, KALDI_BUNDLE_TAR, SYNTH_CORPUS_DIR),
 # else SKIP. Where this host's Kaldi rounds differently from the reference
 # hosts (another OpenBLAS kernel set: see below), ours run with the matching
-# KIO_BLAS_PROFILE, or SKIP if none matches (RECIPE_CHECK_FORCE=1: compare
+# KALDI_GPU_BLAS_PROFILE, or SKIP if none matches (RECIPE_CHECK_FORCE=1: compare
 # anyway).
 # Env: BIN = dir of our programs, TOP = repo root. Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -41,15 +41,15 @@ fi
 note=""
 if [ "${RECIPE_CHECK_FORCE:-0}" != 1 ] && ! cmp -s "$tmp/host.acc" "$TOP/tests/data/kaldi/mono/final.acc"; then
   # Another kernel set: our programs can reproduce it on request
-  # (KIO_BLAS_PROFILE, gpu-acc/acc-cpu-fast.c); compare with that profile
+  # (KALDI_GPU_BLAS_PROFILE, gpu-acc/acc-cpu-fast.c); compare with that profile
   # if it gives this host's Kaldi bytes, else there is nothing exact to test.
   if grep -qw avx512f /proc/cpuinfo; then prof=skx
   elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then prof=hsw; else prof=plain; fi
-  ( cd "$TOP/tests/data" && KIO_BLAS_PROFILE=$prof "$BIN/gmm-acc-stats-ali" --use-gpu=no models/mono/final.mdl \
+  ( cd "$TOP/tests/data" && KALDI_GPU_BLAS_PROFILE=$prof "$BIN/gmm-acc-stats-ali" --use-gpu=no models/mono/final.mdl \
       ark:feats/delta.ark ark:kaldi/mono/ali.ark "$tmp/ours-host.acc" ) >"$tmp/ours-host.log" 2>&1
   if cmp -s "$tmp/ours-host.acc" "$tmp/host.acc"; then
-    export KIO_BLAS_PROFILE=$prof
-    note=" (this host's Kaldi rounds as OpenBLAS profile $prof: ours run with KIO_BLAS_PROFILE=$prof)"
+    export KALDI_GPU_BLAS_PROFILE=$prof
+    note=" (this host's Kaldi rounds as OpenBLAS profile $prof: ours run with KALDI_GPU_BLAS_PROFILE=$prof)"
   else
     core=$(cd "$TOP/tests/data" && OPENBLAS_VERBOSE=2 "$kb/bin/gmm-acc-stats-ali" models/mono/final.mdl \
       ark:feats/delta.ark ark:kaldi/mono/ali.ark /dev/null 2>&1 | sed -n 's/^Core: //p' | head -1)

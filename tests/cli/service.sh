@@ -1,7 +1,7 @@
 #!/bin/bash
 # The per-user GPU service (gpu-service/, device/svc-link.c), tested without a
-# GPU: KALDI_GPU_SERVICE=force makes the programs use it although there is no
-# device node, KALDI_GPU_SERVICE_CPU=1 makes the service align and accumulate
+# GPU: KALDI_GPU_TEST_SERVICE_FORCE=1 makes the programs use it although there is no
+# device node, KALDI_GPU_TEST_SERVICE_CPU=1 makes the service align and accumulate
 # on its CPU backend. Checked: outputs through the service = outputs of the
 # CPU path (and Kaldi's stats), many jobs at once, a stale socket, an unsafe
 # directory, a service that drops the connection mid-run (the job finishes on
@@ -9,17 +9,18 @@
 set -u
 # The fixtures come from a Kaldi whose OpenBLAS rounds as our "skx" CPU
 # profile (gpu-acc/acc-cpu-fast.c; tests/cli/acc-fast.sh checks the others).
-export KIO_BLAS_PROFILE=skx
-: "${BIN:?}" "${TOP:?}"
-BIN=$(cd "$BIN" && pwd) || exit 1
+export KALDI_GPU_BLAS_PROFILE=skx
+: "${TEST_BIN:?}" "${TOP:?}"
+# The programs built with the test hooks on (the service's CPU test mode).
+BIN=$(cd "$TEST_BIN" && pwd) || exit 1
 for p in gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled kaldi-gpu-service; do
   if [ ! -x "$BIN/$p" ]; then echo "SKIP: $BIN/$p not built"; exit 77; fi
 done
 cd "$TOP/tests/data" || exit 1
 tmp=$(mktemp -d /tmp/service-cli.XXXXXX)
-export KALDI_GPU_SERVICE_DIR=$tmp/svc KALDI_GPU_SERVICE=force KALDI_GPU_SERVICE_CPU=1
+export KALDI_GPU_SERVICE_DIR=$tmp/svc KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_SERVICE_CPU=1
 export KALDI_GPU_SERVICE_IDLE=30
-unset KALDI_GPU_SERVICE_BIN KALDI_GPU_SERVICE_TEST_DROP
+unset KALDI_GPU_SERVICE_BIN KALDI_GPU_TEST_SERVICE_DROP
 stop_service() { pkill -f -- "--socket=$KALDI_GPU_SERVICE_DIR/" 2>/dev/null; sleep 0.2; }
 trap 'stop_service; rm -rf "$tmp"' EXIT
 fails=0
@@ -93,7 +94,7 @@ done
 # 4. A service that drops every connection after one batch: the job finishes
 #    on its own backend (here the CPU) with the same outputs and says so.
 stop_service
-KALDI_GPU_SERVICE_TEST_DROP=1 align drop models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" \
+KALDI_GPU_TEST_SERVICE_DROP=1 align drop models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" \
   ark:noisy/delta.ark --batch-size=4
 grep -q 'GPU service not usable: lost' "$tmp/drop.log" || fail "drop: no LOG line about the lost service"
 same_run mono.cpu drop
@@ -124,7 +125,7 @@ same_run mono.cpu off
 # 8. Several devices (two pretended ones here): a job split over both with
 #    --num-gpus=2 (each connection on its own device) gives the same output.
 stop_service
-KALDI_GPU_SERVICE_CPU=2 align two models/tri1/final.mdl "ark:gunzip -c graphs/tri1.fsts.gz|" \
+KALDI_GPU_TEST_SERVICE_CPU=2 align two models/tri1/final.mdl "ark:gunzip -c graphs/tri1.fsts.gz|" \
   ark:noisy/delta.ark --num-gpus=2 --batch-size=7
 grep -q '(device 1 of 2), 2 connections (through the GPU service)' "$tmp/two.log" ||
   fail "--num-gpus=2: $(grep galign_aligner_new "$tmp/two.log")"

@@ -7,7 +7,8 @@
 set -e
 cd "$(dirname "$0")/../.."
 # The host layers below the device code (base/ and device/), C and C++ files.
-HOST_C=$(find base device -name '*.c' | sort)
+# Test builds: the test hooks' reader instead of the shipped stub.
+HOST_C="$(find base device -name '*.c' ! -name test-hooks.c | sort) tests/lib/test-hooks.c"
 HOST_CC=$(find base device -name '*.cc' | sort)
 B=${1:-build-emu}
 mkdir -p "$B"
@@ -41,13 +42,13 @@ case " $suites " in *" align "*)
 for f in tests/lib/test-util.c tests/gpu/check_gpu_align.c; do
   gcc $CF -c "$f" -o "$B/$(echo "$f" | tr / _).o"
 done
-g++ -o "$B/check_gpu_align" $objs "$B/tests_test-util.c.o" "$B/tests_check_gpu_align.c.o" \
+g++ -o "$B/check_gpu_align" $objs "$B/tests_lib_test-util.c.o" "$B/tests_gpu_check_gpu_align.c.o" \
   "$B/cuda-emu.o" $EMU_LIBS
 (cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_align")
 ;; esac
 
 # gmm-align-compiled on the emulated device with the feature chain on the
-# device (KIO_FEATS_GPU=1) against the CPU chain: tests/cli/gpu-feats.sh.
+# device (KALDI_GPU_FEATS_GPU=1) against the CPU chain: tests/cli/gpu-feats.sh.
 case " $suites " in *" featalign "*)
 mkdir -p "$B/bin" "$B/tools"
 gcc $CF -c gmmbin-gpu/gmm-align-compiled.c -o "$B/gmm-align-compiled.o"

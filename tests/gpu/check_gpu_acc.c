@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/settings.h"
 #include "device/cuda-util.h"
 #include "base/sys/log.h"
 #include "base/matrix/matrix.h"
@@ -290,6 +291,6 @@ Suite *gpu_acc_suite(void) {
 int main(void) {
   if (!tu_gpu_available()) return TU_EXIT_SKIP;
   /* the fixtures' Kaldi rounds as the "skx" profile (gpu-acc/acc-cpu-fast.c) */
-  setenv("KIO_BLAS_PROFILE", "skx", 1);
+  kio_setting_override(KIO_SET_BLAS_PROFILE, "skx");
   return tu_run_suite(gpu_acc_suite());
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/sys/settings.h"
 #include "base/sys/log.h"
 #include "base/matrix/matrix.h"
 #include "base/model/model.h"
@@ -215,8 +216,8 @@ static void check_loglikes_g(const char *model, const char *feats, const char *g
          100.0 * ident / n, 100.0 * within / n, maxd, maxratio);
   /* The exact kernel (default for models with <= 128 Gaussians per pdf)
    * follows the CPU's operation order: only expf/log rounding in a rare
-   * near-midpoint case may differ. KIO_GALIGN_LL=gemm selects cuBLAS. */
-  const char *mode = getenv("KIO_GALIGN_LL");
+   * near-midpoint case may differ. KALDI_GPU_DEV_LIKELIHOODS=gemm selects cuBLAS. */
+  const char *mode = getenv("KALDI_GPU_DEV_LIKELIHOODS");
   if (!(mode && !strcmp(mode, "gemm")))
     ck_assert_msg(ident * 10000 >= n * 9999, "only %lld of %lld bit-identical", (long long)ident,
                   (long long)n);
@@ -241,9 +242,9 @@ START_TEST(loglikes_tri2) { check_loglikes("tri2", "ark:feats/lda.ark"); }
 END_TEST
 /* The cuBLAS path (used for models with > 128 Gaussians in a pdf). */
 START_TEST(loglikes_tri2_gemm) {
-  setenv("KIO_GALIGN_LL", "gemm", 1);
+  kio_setting_override(KIO_SET_DEV_LIKELIHOODS, "gemm");
   check_loglikes("tri2", "ark:feats/lda.ark");
-  unsetenv("KIO_GALIGN_LL");
+  kio_setting_override(KIO_SET_DEV_LIKELIHOODS, NULL);
 }
 END_TEST
 
@@ -301,9 +302,9 @@ END_TEST
 /* A first-pass workspace of one token per frame: every utterance overflows
  * and is decoded again on the device with a larger one; same results. */
 START_TEST(decoder_regrow) {
-  setenv("KIO_GALIGN_TOKS_PER_FRAME", "1", 1);
+  kio_setting_override(KIO_SET_DEV_TOKS_PER_FRAME, "1");
   check_decoder("mono", "ark:noisy/delta.ark", 0);
-  unsetenv("KIO_GALIGN_TOKS_PER_FRAME");
+  kio_setting_override(KIO_SET_DEV_TOKS_PER_FRAME, NULL);
 }
 END_TEST
 
@@ -432,9 +433,9 @@ static void check_full(const char *model, const char *feats, const char *graphs,
 
   /* Sub-batches of ~1000 frames give the same answers as one batch. */
   galign_result *sub = calloc(fx.n, sizeof *sub);
-  setenv("KIO_GALIGN_BATCH_FRAMES", "1000", 1);
+  kio_setting_override(KIO_SET_DEV_BATCH_FRAMES, "1000");
   ck_assert_int_eq(galign_cuda_align_batch(c, fx.n, fx.gp, fx.fp, 0, sub, redo, &nr), KIO_OK);
-  unsetenv("KIO_GALIGN_BATCH_FRAMES");
+  kio_setting_override(KIO_SET_DEV_BATCH_FRAMES, NULL);
   ck_assert_int_eq(nr, 0);
   int64_t sub_same = 0;
   for (int i = 0; i < fx.n; i++) {
@@ -487,9 +488,9 @@ START_TEST(full_long) {
 }
 END_TEST
 START_TEST(full_tri2_gemm) {
-  setenv("KIO_GALIGN_LL", "gemm", 1);
+  kio_setting_override(KIO_SET_DEV_LIKELIHOODS, "gemm");
   check_full("tri2", "ark:feats/lda.ark", "tri2", "ark:kaldi/tri2/ali.ark");
-  unsetenv("KIO_GALIGN_LL");
+  kio_setting_override(KIO_SET_DEV_LIKELIHOODS, NULL);
 }
 END_TEST
 
@@ -589,7 +590,7 @@ static void check_chunks(const char *model, const char *feats, const char *chunk
   galign_result *ref = cpu_align_all(&fx, 1);
   galign_cuda *c = new_cuda(&fx);
   ck_assert(galign_cuda_chunks_usable(c));
-  if (chunk) setenv("GALIGN_GPU_CHUNK_FRAMES", chunk, 1);
+  if (chunk) kio_setting_override(KIO_SET_DEV_CHUNK_FRAMES, chunk);
   galign_cuda_chunks *k = NULL;
   ck_assert_int_eq(galign_cuda_chunks_new(c, &k), KIO_OK);
   galign_cpu_ws *w = galign_cpu_ws_new();
@@ -602,7 +603,7 @@ static void check_chunks(const char *model, const char *feats, const char *chunk
                                        sizeof err) == KIO_OK, "%s: %s", fx.keys[i], err);
     retried += got[i].retried;
   }
-  unsetenv("GALIGN_GPU_CHUNK_FRAMES");
+  kio_setting_override(KIO_SET_DEV_CHUNK_FRAMES, NULL);
   assert_same(&fx, ref, got, 1, "chunks");
   int64_t nch;
   size_t peak;
@@ -630,16 +631,16 @@ START_TEST(chunks_noisy_tri1) {
 END_TEST
 
 /* Through the dispatcher (--use-gpu=yes): utterances over
- * GALIGN_GPU_LONG_FRAMES take the chunked path on worker threads beside the
+ * KALDI_GPU_DEV_LONG_FRAMES take the chunked path on worker threads beside the
  * device batch; they equal the CPU path bit for bit, the others as in
  * aligner_gpu_vs_cpu. A NaN feature in a long utterance fails the batch with
  * the CPU path's error, as Kaldi's lazy decodable would. */
 START_TEST(aligner_long) {
   fixture fx;
   fx_load(&fx, "tri1", "ark:feats/delta.ark", "tri1", 0);
-  setenv("GALIGN_GPU_LONG_FRAMES", "300", 1);
-  setenv("GALIGN_GPU_CHUNK_FRAMES", "128", 1);
-  setenv("GALIGN_CPU_THREADS", "3", 1);
+  kio_setting_override(KIO_SET_DEV_LONG_FRAMES, "300");
+  kio_setting_override(KIO_SET_DEV_CHUNK_FRAMES, "128");
+  kio_setting_override(KIO_SET_CPU_THREADS, "3");
   galign_aligner *ag = NULL, *ac = NULL;
   ck_assert_int_eq(galign_aligner_new(&ag, GALIGN_GPU_YES, &fx.tm, &fx.am, &fx.o), KIO_OK);
   ck_assert(galign_aligner_is_gpu(ag));
@@ -673,9 +674,9 @@ START_TEST(aligner_long) {
   kio_log_set_handler(NULL, NULL);
   printf("aligner: %d long utterances of %d on the chunked path identical to the CPU\n", nlong,
          fx.n);
-  unsetenv("GALIGN_GPU_LONG_FRAMES");
-  unsetenv("GALIGN_GPU_CHUNK_FRAMES");
-  unsetenv("GALIGN_CPU_THREADS");
+  kio_setting_override(KIO_SET_DEV_LONG_FRAMES, NULL);
+  kio_setting_override(KIO_SET_DEV_CHUNK_FRAMES, NULL);
+  kio_setting_override(KIO_SET_CPU_THREADS, NULL);
   free_results(rg, fx.n);
   free_results(rc, fx.n);
   galign_aligner_free(ag);

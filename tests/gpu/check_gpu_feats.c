@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/sys/settings.h"
 #include "base/matrix/compressed-matrix.h"
 #include "device/cuda-util.h"
 #include "base/feat/feat.h"
@@ -152,8 +153,8 @@ static int run_case(const char *pipe, int bs, const char *ref) {
 #define SPLICE "splice-feats --left-context=3 --right-context=3 ark:- ark:-"
 
 static void profile(const char *prof, const char *threads) {
-  setenv("KIO_BLAS_PROFILE", prof, 1);
-  setenv("KIO_FEATS_BLAS_THREADS", threads, 1);
+  kio_setting_override(KIO_SET_BLAS_PROFILE, prof);
+  kio_setting_override(KIO_SET_DEV_FEATS_BLAS_THREADS, threads);
   char desc[256];
   ck_assert_int_eq(kio_cuda_select(0, desc, sizeof desc), KIO_OK);
 }

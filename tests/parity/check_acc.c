@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/settings.h"
 #include "base/sys/log.h"
 #include "base/matrix/matrix.h"
 #include "base/model/model.h"
@@ -443,6 +444,6 @@ Suite *acc_suite(void) {
  * profile (gpu-acc/acc-cpu-fast.c); tests/cli/acc-fast.sh checks the other
  * profiles and this CPU's own against Kaldi. */
 int main(void) {
-  setenv("KIO_BLAS_PROFILE", "skx", 1);
+  kio_setting_override(KIO_SET_BLAS_PROFILE, "skx");
   return tu_run_suite(acc_suite());
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "base/sys/settings.h"
 #include "tests/lib/test-util.h"
 #include "base/sys/log.h"
 #include "gpu-align/gpu-align.h"
@@ -728,7 +729,7 @@ END_TEST
 START_TEST(test_speed) {
   static const int which[] = { 0, 2 };
   static const float beams[] = { 10, 40 };
-  setenv("GALIGN_CPU_THREADS", "1", 1);
+  kio_setting_override(KIO_SET_CPU_THREADS, "1");
   for (int w = 0; w < 2; w++) {
     const fixture *f = &FIX[which[w]];
     kio_tmodel tm; memset(&tm, 0, sizeof tm);

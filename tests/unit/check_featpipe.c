@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/settings.h"
 #include "base/feat/feat.h"
 #include "base/feat/feat-ops.h"
 #include "base/feat/feat-pool.h"
@@ -98,7 +99,7 @@ END_TEST
 /* With fewer than 16 output rows and 8 frames or more per call, every
  * output is one plain FMA chain: the emulation must give exactly that. */
 START_TEST(gemm_small_rows_is_one_chain) {
-  setenv("KIO_BLAS_PROFILE", "hsw", 1);  /* the tiled model (forked test: cache fresh) */
+  kio_setting_override(KIO_SET_BLAS_PROFILE, "hsw");  /* the tiled model (forked test: cache fresh) */
   ck_assert_int_eq(kio_featop_profile(), KIO_FEATOP_HSW);
   int32_t T = 20, K = 13, M = 5;
   float in[20 * 13], w[5 * 13], wt[13 * 5], out[20 * 5];
@@ -251,8 +252,8 @@ END_TEST
  * between (the spliced matrix made), on utterances shorter than the context
  * too, with 1 and 3 workers. */
 START_TEST(splice_into_transform) {
-  setenv("KIO_BLAS_PROFILE", _i ? "hsw" : "skx", 1);
-  setenv("KIO_FEATS_BLAS_THREADS", "2", 1);
+  kio_setting_override(KIO_SET_BLAS_PROFILE, _i ? "hsw" : "skx");
+  kio_setting_override(KIO_SET_DEV_FEATS_BLAS_THREADS, "2");
   tu_logcap_start();
   const char *ark = tu_tmp_path("short.ark");
   char spec[600];
@@ -271,7 +272,7 @@ START_TEST(splice_into_transform) {
   }
   ck_assert_int_eq(kio_writer_close(w), KIO_OK);
   for (int workers = 1; workers <= 3; workers += 2) {
-    setenv("KIO_FEATS_THREADS", workers == 1 ? "1" : "3", 1);
+    kio_setting_override(KIO_SET_FEATS_THREADS, workers == 1 ? "1" : "3");
     char a[800], b[800];
     const char *sp = "splice-feats --print-args=false --left-context=3 --right-context=3";
     const char *tf = "transform-feats --print-args=false featpipe/final.mat ark:- ark:-";
@@ -415,7 +416,7 @@ static void par_add(par_buf *b, const void *p, size_t n) {
 /* The chain's archive bytes, then its stderr and status (scenario 0-2); or
  * (3) the first 40 entries taken by the table reader, which then closes. */
 static par_buf par_run(int scenario, const char *threads) {
-  setenv("KIO_FEATS_THREADS", threads, 1);
+  kio_setting_override(KIO_SET_FEATS_THREADS, threads);
   char cmd[4000];
   par_cmd(cmd, sizeof cmd, scenario == 1, scenario == 2 ? "par-miss.u2s" : "par.u2s");
   par_buf b = {0};

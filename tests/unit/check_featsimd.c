@@ -1,6 +1,6 @@
 /* The vector kernels of the feature chain (feat-ops.c AVX2, feat-simd.c
  * AVX-512, compressed-matrix.c's AVX-512 decompression) give the scalar
- * code's bits: every level the CPU has (base/sys/simd.h; KIO_NO_SIMD's switch)
+ * code's bits: every level the CPU has (base/sys/simd.h; KALDI_GPU_DEV_NO_SIMD's switch)
  * against level 0, on odd shapes (tails of 8 and 16 lanes, 1-3 frames,
  * clamped delta windows) and awkward values (-0, tiny, large). The scalar
  * code itself is checked against Kaldi by cli/featpipe.sh and
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/settings.h"
 #include "base/feat/feat-ops.h"
 #include "base/io/io.h"
 #include "base/sys/log.h"
@@ -56,7 +57,7 @@ static int top_level(void) {
   } while (0)
 
 START_TEST(cmvn_apply_levels) {
-  setenv("KIO_BLAS_PROFILE", kProfiles[_i], 1);
+  kio_setting_override(KIO_SET_BLAS_PROFILE, kProfiles[_i]);
   int dims[] = {1, 13, 16, 17, 40};
   for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)
     for (int var = 0; var <= 1; var++) {
@@ -75,7 +76,7 @@ START_TEST(cmvn_apply_levels) {
 END_TEST
 
 START_TEST(deltas_levels) {
-  setenv("KIO_BLAS_PROFILE", kProfiles[_i], 1);
+  kio_setting_override(KIO_SET_BLAS_PROFILE, kProfiles[_i]);
   int dims[] = {1, 13, 16, 20, 33, 40};
   int frames[] = {1, 2, 5, 50};
   for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)

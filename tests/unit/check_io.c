@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/sys/settings.h"
 #include "base/model/fst.h"
 #include "base/io/gzip-input.h"
 #include "base/io/io.h"
@@ -357,7 +358,7 @@ END_TEST
 
 /* ---- "gunzip -c PATH |" decompressed in-process (base/io/gzip-input.c) ----
  * The oracle is the real gunzip: each case is read once in-process and once
- * through popen (KIO_GUNZIP_PIPE=1); bytes, gzip's stderr and the close
+ * through popen (KALDI_GPU_GUNZIP_PIPE=1); bytes, gzip's stderr and the close
  * status/WARNING must be identical. */
 typedef struct {
   char *data, *err;
@@ -368,8 +369,8 @@ typedef struct {
 
 static void gz_read(const char *rx, int force_pipe, size_t limit, gz_result *r) {
   memset(r, 0, sizeof *r);
-  if (force_pipe) setenv("KIO_GUNZIP_PIPE", "1", 1);
-  else unsetenv("KIO_GUNZIP_PIPE");
+  if (force_pipe) kio_setting_override(KIO_SET_GUNZIP_PIPE, "1");
+  else kio_setting_override(KIO_SET_GUNZIP_PIPE, NULL);
   cap_start();
   tu_stderr_start();
   kio_input *in = NULL;
@@ -390,7 +391,7 @@ static void gz_read(const char *rx, int force_pipe, size_t limit, gz_result *r) 
   r->warnings = cap.warnings;
   snprintf(r->warn, sizeof r->warn, "%s", cap.last);
   kio_log_set_handler(NULL, NULL);
-  unsetenv("KIO_GUNZIP_PIPE");
+  kio_setting_override(KIO_SET_GUNZIP_PIPE, NULL);
 }
 
 static void gz_free_result(gz_result *r) {
@@ -497,10 +498,10 @@ START_TEST(gzip_table_reader) {
   kio_seq_reader *a, *b;
   ck_assert_int_eq(kio_seq_open(&a, "ark:gunzip -c graphs/mono.fsts.gz|", &kio_fst_holder),
                    KIO_OK);
-  setenv("KIO_GUNZIP_PIPE", "1", 1);
+  kio_setting_override(KIO_SET_GUNZIP_PIPE, "1");
   ck_assert_int_eq(kio_seq_open(&b, "ark:gunzip -c graphs/mono.fsts.gz|", &kio_fst_holder),
                    KIO_OK);
-  unsetenv("KIO_GUNZIP_PIPE");
+  kio_setting_override(KIO_SET_GUNZIP_PIPE, NULL);
   int n = 0;
   for (; !kio_seq_done(a); kio_seq_next(a), kio_seq_next(b), n++) {
     ck_assert(!kio_seq_done(b));
@@ -632,10 +633,10 @@ START_TEST(gzip_shell_forms) {
   gz_free_result(&r);
   snprintf(rx, sizeof rx, "gunzip -c %s/x.gz|", gz_dir);
   ck_assert(gz_in_process(rx));
-  setenv("KIO_GUNZIP_PIPE", "1", 1);
+  kio_setting_override(KIO_SET_GUNZIP_PIPE, "1");
   kio_gzip *g;
   ck_assert_ptr_null(kio_gzip_open("gunzip -c graphs/mono.fsts.gz", &g));
-  unsetenv("KIO_GUNZIP_PIPE");
+  kio_setting_override(KIO_SET_GUNZIP_PIPE, NULL);
   gz_rmdir();
 }
 END_TEST

@@ -1,0 +1,153 @@
+/* Every environment variable the project reads, in one table.
+ *
+ * Each row: the identifier (KIO_SET_<ID>), the variable's name, an earlier
+ * name still read (NULL: none), who it is for, and one line of help.
+ *   USER      documented for users; the prefix is always KALDI_GPU_.
+ *   DEV       developers' measuring and debugging switches (KALDI_GPU_DEV_);
+ *             documented in docs/settings.md, never needed for correct runs.
+ *   TEST      test hooks: read only by test builds (kio_test_hook); shipped
+ *             programs never see them.
+ *   EXTERNAL  not ours: variables other tools define that we honour as they
+ *             do (the thread counts OpenBLAS reads, XDG_RUNTIME_DIR, ...).
+ * The table is read once, at the first call (thread-safe); an earlier name
+ * is honoured with one WARNING saying the new one. Values that do not parse
+ * give one WARNING naming the variable and the value, and the default.
+ * docs/settings.md is generated from this table (make settings-doc). */
+#ifndef KIO_SETTINGS_H
+#define KIO_SETTINGS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KIO_SETTINGS(X)                                                                    \
+  /* ---- users ---- */                                                                    \
+  X(SERVICE, "KALDI_GPU_SERVICE", NULL, USER,                                              \
+    "Use the per-user GPU service: yes (default) or no (0): every job on its own context") \
+  X(SERVICE_DIR, "KALDI_GPU_SERVICE_DIR", NULL, USER,                                      \
+    "Directory of the service's socket (default $XDG_RUNTIME_DIR/kaldi-gpu, else "         \
+    "/tmp/kaldi-gpu-UID); private to the user (0700)")                                     \
+  X(SERVICE_BIN, "KALDI_GPU_SERVICE_BIN", NULL, USER,                                      \
+    "The service program to start (default: kaldi-gpu-service beside the running program)") \
+  X(SERVICE_IDLE, "KALDI_GPU_SERVICE_IDLE", NULL, USER,                                    \
+    "Seconds the service stays up without clients (default 60)")                           \
+  X(SERVICE_VERBOSE, "KALDI_GPU_SERVICE_VERBOSE", NULL, USER,                              \
+    "The service's own log verbosity, as --verbose (default 0)")                           \
+  X(DEVICE, "KALDI_GPU_DEVICE", "KIO_CUDA_DEVICE", USER,                                   \
+    "CUDA device number to use (default: the least busy; CUDA_VISIBLE_DEVICES applies "    \
+    "first)")                                                                              \
+  X(MARGIN, "KALDI_GPU_MARGIN", NULL, USER,                                                \
+    "Margin mode for unchanged recipes: frames of band around the alignment the output "   \
+    "replaces (default off)")                                                              \
+  X(BLAS_PROFILE, "KALDI_GPU_BLAS_PROFILE", "KIO_BLAS_PROFILE", USER,                      \
+    "Round as Kaldi linked with this OpenBLAS kernel family (skx, hsw, ...); default: "     \
+    "matched to the Kaldi in use")                                                         \
+  X(FEATS_PIPE, "KALDI_GPU_FEATS_PIPE", "KIO_FEATS_PIPE", USER,                            \
+    "0: run the recipes' feature pipelines as real pipes instead of in-process")           \
+  X(FEATS_GPU, "KALDI_GPU_FEATS_GPU", "KIO_FEATS_GPU", USER,                               \
+    "1: compute delta/LDA/fMLLR feature chains on the device (gmm-align-compiled, own "    \
+    "context; default 0)")                                                                 \
+  X(FEATS_THREADS, "KALDI_GPU_FEATS_THREADS", "KIO_FEATS_THREADS", USER,                   \
+    "Threads of the in-process feature chain (default: this job's share of the cores)")    \
+  X(CPU_THREADS, "KALDI_GPU_CPU_THREADS", "GALIGN_CPU_THREADS", USER,                      \
+    "Threads of the CPU aligner (default: this job's share of the cores, at most 16)")     \
+  X(GUNZIP_PIPE, "KALDI_GPU_GUNZIP_PIPE", "KIO_GUNZIP_PIPE", USER,                         \
+    "1: run 'gunzip -c FILE|' inputs as real pipes instead of in-process zlib")            \
+  /* ---- developers ---- */                                                               \
+  X(DEV_CUDA_SYNC, "KALDI_GPU_DEV_CUDA_SYNC", "KIO_CUDA_SYNC", DEV,                        \
+    "1: synchronise and check after every kernel launch")                                  \
+  X(DEV_NO_SIMD, "KALDI_GPU_DEV_NO_SIMD", "KIO_NO_SIMD", DEV,                              \
+    "1: scalar code only on the CPU (the vector paths' oracle)")                           \
+  X(DEV_SIMD_MAX, "KALDI_GPU_DEV_SIMD_MAX", "KIO_SIMD_MAX", DEV,                           \
+    "Highest CPU vector level used: avx2 or avx512")                                       \
+  X(DEV_FEATS_BLAS_THREADS, "KALDI_GPU_DEV_FEATS_BLAS_THREADS", "KIO_FEATS_BLAS_THREADS",  \
+    DEV, "Threads of transform-feats' product (default: as OpenBLAS would use)")           \
+  X(DEV_LONG_FRAMES, "KALDI_GPU_DEV_LONG_FRAMES", "GALIGN_GPU_LONG_FRAMES", DEV,           \
+    "Frames above which a GPU run aligns an utterance on host threads with chunked "       \
+    "device likelihoods (default 6000)")                                                   \
+  X(DEV_CHUNK_FRAMES, "KALDI_GPU_DEV_CHUNK_FRAMES", "GALIGN_GPU_CHUNK_FRAMES", DEV,        \
+    "Frames of one likelihood chunk of a long utterance")                                  \
+  X(DEV_BATCH_FRAMES, "KALDI_GPU_DEV_BATCH_FRAMES", "KIO_GALIGN_BATCH_FRAMES", DEV,        \
+    "Frames of one device likelihood batch")                                               \
+  X(DEV_LIKELIHOODS, "KALDI_GPU_DEV_LIKELIHOODS", "KIO_GALIGN_LL", DEV,                    \
+    "Likelihood kernel: exact (default) or gemm (cuBLAS)")                                 \
+  X(DEV_MARGIN_LIKELIHOODS, "KALDI_GPU_DEV_MARGIN_LIKELIHOODS", "KIO_GALIGN_MARGIN_LL",    \
+    DEV, "Margin mode's likelihoods: banded or full")                                      \
+  X(DEV_DEC_BLOCK, "KALDI_GPU_DEV_DEC_BLOCK", "KIO_GALIGN_DEC_BLOCK", DEV,                 \
+    "Threads per block of the device decoder (default: sized to the batch)")               \
+  X(DEV_DEC_CARVEOUT, "KALDI_GPU_DEV_DEC_CARVEOUT", "KIO_GALIGN_DEC_CARVEOUT", DEV,        \
+    "default: no L1 carve-out hint for the decoder")                                       \
+  X(DEV_TOKS_PER_FRAME, "KALDI_GPU_DEV_TOKS_PER_FRAME", "KIO_GALIGN_TOKS_PER_FRAME", DEV,  \
+    "Initial device decoder tokens per frame")                                             \
+  X(DEV_ACC_STREAM_PRIORITY, "KALDI_GPU_DEV_ACC_STREAM_PRIORITY",                          \
+    "KIO_GACC_STREAM_PRIORITY", DEV, "high: the accumulator's stream at high priority")    \
+  X(DEV_GRAPHS_NO_TUNE, "KALDI_GPU_DEV_GRAPHS_NO_TUNE", "TGRAPH_NO_TUNE", DEV,             \
+    "1: compile-train-graphs keeps glibc's malloc settings")                               \
+  /* ---- test hooks (test builds only) ---- */                                            \
+  X(TEST_SERVICE_FORCE, "KALDI_GPU_TEST_SERVICE_FORCE", NULL, TEST,                       \
+    "1: use the service even without a GPU device node")                                   \
+  X(TEST_CPU_TOK_START, "KALDI_GPU_TEST_CPU_TOK_START", "GALIGN_CPU_TOK_START", TEST,      \
+    "The CPU decoder's initial token arena (the long-utterance paths on short data)")      \
+  X(TEST_CPU_LL_CACHE, "KALDI_GPU_TEST_CPU_LL_CACHE", "GALIGN_CPU_LL_CACHE", TEST,         \
+    "Likelihood cache entries of the CPU aligner's retry pass")                            \
+  X(TEST_SERVICE_CPU, "KALDI_GPU_TEST_SERVICE_CPU", "KALDI_GPU_SERVICE_CPU", TEST,         \
+    "The service and its clients on the CPU backend as if there were N devices")           \
+  X(TEST_SERVICE_DROP, "KALDI_GPU_TEST_SERVICE_DROP", "KALDI_GPU_SERVICE_TEST_DROP", TEST, \
+    "The service drops a connection after N batches")                                     \
+  /* ---- other tools' variables, honoured as they do ---- */                              \
+  X(CUDA_VISIBLE_DEVICES, "CUDA_VISIBLE_DEVICES", NULL, EXTERNAL,                         \
+    "The CUDA runtime's device mask (part of the service's identity)")                     \
+  X(XDG_RUNTIME_DIR, "XDG_RUNTIME_DIR", NULL, EXTERNAL,                                    \
+    "The user's runtime directory (the service's socket directory)")                       \
+  X(GZIP, "GZIP", NULL, EXTERNAL, "gzip's default options (the in-process gunzip)")        \
+  X(OPENBLAS_NUM_THREADS, "OPENBLAS_NUM_THREADS", NULL, EXTERNAL,                          \
+    "OpenBLAS's thread count (transform-feats' product, as Kaldi's)")                      \
+  X(GOTO_NUM_THREADS, "GOTO_NUM_THREADS", NULL, EXTERNAL, "as OPENBLAS_NUM_THREADS")       \
+  X(OMP_NUM_THREADS, "OMP_NUM_THREADS", NULL, EXTERNAL, "as OPENBLAS_NUM_THREADS")         \
+  X(GLIBC_TUNABLES, "GLIBC_TUNABLES", NULL, EXTERNAL,                                      \
+    "glibc's malloc settings (compile-train-graphs tunes them unless set)")
+
+typedef enum {
+#define KIO_SETTING_ID_(id, name, old, aud, help) KIO_SET_##id,
+  KIO_SETTINGS(KIO_SETTING_ID_)
+#undef KIO_SETTING_ID_
+  KIO_SET_COUNT
+} kio_setting;
+
+typedef enum { KIO_SET_FOR_USER, KIO_SET_FOR_DEV, KIO_SET_FOR_TEST, KIO_SET_FOR_EXTERNAL } kio_setting_audience;
+
+typedef struct {
+  const char *name, *old_name, *help;
+  kio_setting_audience audience;
+} kio_setting_info;
+const kio_setting_info *kio_setting_describe(kio_setting s);
+
+/* The value (NULL when unset or empty). Test hooks always give NULL here:
+ * use kio_test_hook. */
+const char *kio_setting_str(kio_setting s);
+/* An integer in [lo, hi]; def when unset; def and one WARNING when it does
+ * not parse or is out of range. */
+long long kio_setting_int(kio_setting s, long long def, long long lo, long long hi);
+/* 1 for 1/yes/true/on, 0 for 0/no/false/off; def when unset; def and one
+ * WARNING otherwise. */
+int kio_setting_flag(kio_setting s, int def);
+/* The index of the value in choices (NULL-terminated); def when unset; def
+ * and one WARNING listing the choices otherwise. */
+int kio_setting_choice(kio_setting s, const char *const *choices, int def);
+
+/* This process's own value from now on (NULL: unset), whatever the
+ * environment says; children still inherit the environment. E.g. the
+ * service never hands work to a service. */
+void kio_setting_override(kio_setting s, const char *value);
+
+/* A test hook's value: NULL in shipped programs (base/sys/test-hooks.c);
+ * test builds link tests/lib/test-hooks.c, which reads the environment. */
+const char *kio_test_hook(kio_setting s);
+/* The environment's value of a test hook (NULL for any other setting): what
+ * the test builds' kio_test_hook returns. */
+const char *kio_test_hook_lookup(kio_setting s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
