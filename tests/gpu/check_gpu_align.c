@@ -217,7 +217,7 @@ static void check_loglikes_g(const char *model, const char *feats, const char *g
   /* The exact kernel (default for models with <= 128 Gaussians per pdf)
    * follows the CPU's operation order: only expf/log rounding in a rare
    * near-midpoint case may differ. KALDI_GPU_DEV_LIKELIHOODS=gemm selects cuBLAS. */
-  const char *mode = getenv("KALDI_GPU_DEV_LIKELIHOODS");
+  const char *mode = kio_setting_str(KIO_SET_DEV_LIKELIHOODS);
   if (!(mode && !strcmp(mode, "gemm")))
     ck_assert_msg(ident * 10000 >= n * 9999, "only %lld of %lld bit-identical", (long long)ident,
                   (long long)n);
