@@ -27,6 +27,9 @@
 #   --gpu-bin DIR        our programs (default this repo's gmmbin-gpu)
 #   --mono-utts N        utterances for train_mono, shortest first (default 1500)
 #   --mono-opts "OPTS"   extra train_mono.sh options, e.g. "--num-iters 10"
+#   --cmd CMD            how the steps scripts run their jobs: run.pl (default), or
+#                        slurm.pl / queue.pl with the corpus' conf/slurm.conf / conf/queue.conf
+#                        (docs/cluster.md)
 # Two runs (e.g. Kaldi side, then ours) may share one corpus copy with
 # different --exp dirs, one after the other: data/ (its split dirs, the mono
 # subset) is shared and written on first use, so never run them at once.
@@ -40,7 +43,7 @@ top=$(cd "$here/../../.." && pwd)
 
 nj=4 train=data/train exp="" kaldi_only=false stage=1 stop_stage=12
 work=$here/work corpus=$SYNTH_CORPUS_DIR kaldi_bundle="" gpu_bin=$top/gmmbin-gpu
-mono_utts=1500 mono_opts=""
+mono_utts=1500 mono_opts="" cmd=run.pl
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 1; }
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { [ "$1" = --help ] || [ "$1" = -h ] || echo "run.sh: option $1 needs a value" >&2; usage; }
@@ -48,7 +51,7 @@ while [ $# -gt 0 ]; do
     --nj) nj=$2 ;; --train) train=$2 ;; --exp) exp=$2 ;; --kaldi-only) kaldi_only=$2 ;;
     --stage) stage=$2 ;; --stop-stage) stop_stage=$2 ;; --work) work=$2 ;; --corpus) corpus=$2 ;;
     --kaldi-bundle) kaldi_bundle=$2 ;; --gpu-bin) gpu_bin=$2 ;; --mono-utts) mono_utts=$2 ;;
-    --mono-opts) mono_opts=$2 ;;
+    --mono-opts) mono_opts=$2 ;; --cmd) cmd=$2 ;;
     *) echo "run.sh: unknown option $1" >&2; usage ;;
   esac
   shift 2
@@ -121,7 +124,7 @@ done
   echo "kaldi: $kaldi_from"
   echo "kaldi-only: $kaldi_only"
   echo "gpu-bin: ${GPU_BIN:-}"
-  echo "options: --nj $nj --train $train --mono-utts $mono_utts --mono-opts '$mono_opts' --stage $stage --stop-stage $stop_stage"
+  echo "options: --nj $nj --train $train --mono-utts $mono_utts --mono-opts '$mono_opts' --stage $stage --stop-stage $stop_stage --cmd '$cmd'"
   for p in $ours gmm-align-acc-compiled gmm-est gmm-init-mono compile-train-graphs acc-tree-stats \
            gmm-latgen-faster gmm-est-fmllr fstcomposecontext; do
     echo "which $p: $(command -v "$p" || echo '-')"
@@ -174,7 +177,7 @@ mono() {
     mv "$mono_data.tmp" "$mono_data"
   fi
   # shellcheck disable=SC2086  # mono_opts is a list of options
-  steps/train_mono.sh $mono_opts --nj "$nj" --cmd run.pl "$mono_data" data/lang "$exp/mono"
+  steps/train_mono.sh $mono_opts --nj "$nj" --cmd "$cmd" "$mono_data" data/lang "$exp/mono"
 }
 ntest=$(wc -l <data/test/spk2utt)  # decoding splits data/test per speaker
 njd=$((nj < ntest ? nj : ntest))
@@ -188,17 +191,17 @@ results() {
   cat "$exp/results"
 }
 run_stage mono mono
-run_stage mono_ali steps/align_si.sh --nj "$nj" --cmd run.pl "$train" data/lang "$exp/mono" "$exp/mono_ali"
-run_stage tri1 steps/train_deltas.sh --cmd run.pl 1500 15000 "$train" data/lang "$exp/mono_ali" "$exp/tri1"
-run_stage tri1_ali steps/align_si.sh --nj "$nj" --cmd run.pl "$train" data/lang "$exp/tri1" "$exp/tri1_ali"
-run_stage tri2 steps/train_lda_mllt.sh --cmd run.pl --splice-opts "--left-context=3 --right-context=3" \
+run_stage mono_ali steps/align_si.sh --nj "$nj" --cmd "$cmd" "$train" data/lang "$exp/mono" "$exp/mono_ali"
+run_stage tri1 steps/train_deltas.sh --cmd "$cmd" 1500 15000 "$train" data/lang "$exp/mono_ali" "$exp/tri1"
+run_stage tri1_ali steps/align_si.sh --nj "$nj" --cmd "$cmd" "$train" data/lang "$exp/tri1" "$exp/tri1_ali"
+run_stage tri2 steps/train_lda_mllt.sh --cmd "$cmd" --splice-opts "--left-context=3 --right-context=3" \
   2000 20000 "$train" data/lang "$exp/tri1_ali" "$exp/tri2"
-run_stage tri2_ali steps/align_si.sh --nj "$nj" --cmd run.pl "$train" data/lang "$exp/tri2" "$exp/tri2_ali"
-run_stage tri3 steps/train_sat.sh --cmd run.pl 2500 25000 "$train" data/lang "$exp/tri2_ali" "$exp/tri3"
+run_stage tri2_ali steps/align_si.sh --nj "$nj" --cmd "$cmd" "$train" data/lang "$exp/tri2" "$exp/tri2_ali"
+run_stage tri3 steps/train_sat.sh --cmd "$cmd" 2500 25000 "$train" data/lang "$exp/tri2_ali" "$exp/tri3"
 run_stage tri2_graph utils/mkgraph.sh data/lang_test "$exp/tri2" "$exp/tri2/graph"
-run_stage tri2_decode steps/decode.sh --nj "$njd" --cmd run.pl "$exp/tri2/graph" data/test "$exp/tri2/decode"
+run_stage tri2_decode steps/decode.sh --nj "$njd" --cmd "$cmd" "$exp/tri2/graph" data/test "$exp/tri2/decode"
 run_stage tri3_graph utils/mkgraph.sh data/lang_test "$exp/tri3" "$exp/tri3/graph"
-run_stage tri3_decode steps/decode_fmllr.sh --nj "$njd" --cmd run.pl "$exp/tri3/graph" data/test "$exp/tri3/decode"
+run_stage tri3_decode steps/decode_fmllr.sh --nj "$njd" --cmd "$cmd" "$exp/tri3/graph" data/test "$exp/tri3/decode"
 run_stage results results
 [ $stop_stage -lt 12 ] || sed 's/^/run.sh: WER /' "$exp/results"
 if [ "${RECIPE_TIME_PROGRAMS:-0}" = 1 ] && [ -f "$exp/prog_times" ]; then
