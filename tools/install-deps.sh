@@ -1,11 +1,19 @@
 #!/bin/sh
 # Installs the Debian 12 packages this project needs (root; apt).
 #   tools/install-deps.sh              install whatever is missing
+#   tools/install-deps.sh --slurm      the same, and Slurm and MUNGE (slurm-wlm, munge)
+#                                      for tests/cli/slurm.sh, which runs the recipe
+#                                      under a one-node Slurm (SKIP without them)
 # The CUDA toolkit is not a Debian package here: NVIDIA's cuda-toolkit in
 # /usr/local/cuda (or ./configure --cudatk-dir=DIR); without it ./configure
 # builds the CPU path only.
 set -e
 pkgs="gcc g++ make pkg-config libfst-dev check libsubunit-dev zlib1g-dev gzip"
+case ${1:-} in
+  "") ;;
+  --slurm) pkgs="$pkgs slurm-wlm munge" ;;
+  *) echo "usage: tools/install-deps.sh [--slurm]" >&2; exit 1 ;;
+esac
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
