@@ -64,9 +64,21 @@ start_cluster() {
   proc=$(cat "$cdir/proctrack")
   . "$cdir/env"
 }
-stop_cluster() {  # the one in cdir
+# stop_cluster: the one in cdir; then none of its daemons, cgroups or files
+# may be left.
+stop_cluster() {
+  local pids node p st
+  pids=$(cat "$cdir"/run/*.pid "$cdir/munge-key/munged.pid" 2>/dev/null)
+  node=$(cat "$cdir/node")
   "$cluster" stop "$cdir"
   clusters=${clusters/ $cdir/}
+  for p in $pids; do
+    st=$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null)
+    [ -z "$st" ] || [ "$st" = Z ] || fail "cluster.sh stop left $(cat "/proc/$p/comm") ($p) running"
+  done
+  [ ! -e "$cdir" ] || fail "cluster.sh stop left $cdir"
+  ! ls -d /sys/fs/cgroup/*/slurm_"$node" >/dev/null 2>&1 ||
+    fail "cluster.sh stop left cgroups: $(ls -d /sys/fs/cgroup/*/slurm_"$node")"
 }
 # wait_jobs ID...: until none is pending or running (at most 10 minutes)
 wait_jobs() {
@@ -231,6 +243,7 @@ for dd in mono mono_ali; do
   done
 done
 no_leftovers "recipe"
+stop_cluster
 [ $fails = "$before" ] &&
   echo "recipe through slurm.pl (proctrack/$proc, $((t1 - t0)) s): $njobs jobs, $used through the service ($started service starts, $lost jobs lost it and went on alone): model and alignments identical to run.pl's; nothing left after the idle time"
 [ $fails = 0 ] || exit 1

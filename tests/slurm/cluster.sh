@@ -33,18 +33,19 @@ log_tails() {
   done
 }
 pid_of() { [ -f "$1" ] && cat "$1" 2>/dev/null; }
-alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
+# Running (a zombie is not: where init does not reap, daemons end as zombies)
+alive() {
+  local st
+  [ -n "$1" ] && st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) && [ -n "$st" ] && [ "$st" != Z ]
+}
 # Pids of what this cluster's jobs started: slurmstepd gives each job's
 # processes SLURM_JOB_ID and SLURM_CONF (a shell that sourced DIR/env has
 # only the latter).
 job_leftovers() {
-  local p e
-  for e in /proc/[0-9]*/environ; do
+  local e p
+  for e in $(grep -lzxF "SLURM_CONF=$conf" /proc/[0-9]*/environ 2>/dev/null); do
     p=${e#/proc/}; p=${p%/environ}
-    [ "$p" = $$ ] && continue
-    { tr '\0' '\n' <"$e"; } 2>/dev/null |
-      awk -v c="SLURM_CONF=$conf" '$0 == c { a = 1 } /^SLURM_JOB_ID=/ { b = 1 } END { exit !(a && b) }' &&
-      echo "$p"
+    [ "$p" != $$ ] && grep -qz '^SLURM_JOB_ID=' "$e" 2>/dev/null && echo "$p"
   done
 }
 wait_gone() {  # seconds pid...: 0 once none is alive
