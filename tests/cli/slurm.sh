@@ -1,8 +1,9 @@
 #!/bin/bash
 # Our programs under a real Slurm (tests/slurm/cluster.sh: a one-node
 # cluster of this machine), with the per-node GPU service in its CPU test
-# mode (KALDI_GPU_SERVICE=force, KALDI_GPU_SERVICE_CPU=1: there is no GPU
-# here) and a short idle time (KALDI_GPU_SERVICE_IDLE, 4 s).
+# mode (there is no GPU here: the test build's hooks
+# KALDI_GPU_TEST_SERVICE_FORCE=1, KALDI_GPU_TEST_SERVICE_CPU=1, so the
+# programs are TEST_BIN's) and a short idle time (KALDI_GPU_SERVICE_IDLE, 4 s).
 # 1. A job ends while others use the service it started: job A aligns
 #    (starting the service), then jobs B, C and D connect to it
 #    (gmm-acc-stats-ali, gmm-align-acc-compiled, gmm-align-compiled, each
@@ -14,8 +15,8 @@
 #    kills what a job leaves behind when it ends.
 # 2. The recipe: steps/train_mono.sh (300 shortest utterances, 10
 #    iterations) and steps/align_si.sh through Kaldi's slurm.pl, --nj 4, with
-#    a conf/slurm.conf as a user writes it, our gmmbin-gpu first on the
-#    recipe's PATH (egs/synth/s5): the model and every alignment identical to
+#    a conf/slurm.conf as a user writes it, our programs (TEST_BIN) first on
+#    the recipe's PATH (egs/synth/s5): the model and every alignment identical to
 #    the same run through run.pl (our programs, service off: the CPU path);
 #    no process of the jobs left after the idle time.
 # Today's service is started inside the first job that wants it and so is
@@ -26,14 +27,16 @@
 # SLURM_TEST_JOB_END=1 fails on it and runs the recipe under cgroup tracking.
 # Needs root, slurm-wlm and munge (tools/install-deps.sh --slurm), the Kaldi
 # bundle and the corpus (tests/cli/recipe.sh), else SKIP.
-# Env: BIN = dir of our programs, TOP = repo root. Exit 0 pass, 1 fail, 77 skip.
+# Env: TEST_BIN = our programs built with the test hooks, TOP = repo root.
+# Exit 0 pass, 1 fail, 77 skip.
 set -u
-: "${BIN:?}" "${TOP:?}"
-BIN=$(cd "$BIN" && pwd) || exit 1
+: "${TEST_BIN:?}" "${TOP:?}"
+BIN=$(cd "$TEST_BIN" && pwd) || exit 1
 . "$TOP/tests/cli/lib/recipe-setup.sh"
 for p in gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled align-equal-compiled kaldi-gpu-service; do
   [ -x "$BIN/$p" ] || { echo "SKIP: $BIN/$p not built"; exit 77; }
 done
+recipe_inputs
 strict=${SLURM_TEST_JOB_END:-0}
 cluster=$TOP/tests/slurm/cluster.sh
 tmp=$(mktemp -d /tmp/slurm-cli.XXXXXX) || exit 1
@@ -49,8 +52,8 @@ cleanup() {
 trap cleanup EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-export KALDI_GPU_SERVICE=force KALDI_GPU_SERVICE_CPU=1 KALDI_GPU_SERVICE_IDLE=4
-unset KALDI_GPU_SERVICE_BIN KALDI_GPU_SERVICE_TEST_DROP
+export KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_SERVICE_CPU=1 KALDI_GPU_SERVICE_IDLE=4
+unset KALDI_GPU_SERVICE KALDI_GPU_SERVICE_BIN KALDI_GPU_TEST_SERVICE_DROP KALDI_GPU_BLAS_PROFILE
 
 # start_cluster NAME MODE: a cluster in $tmp/NAME; sets cdir, proc.
 start_cluster() {
@@ -110,7 +113,7 @@ job_end() {  # NAME (of the cluster)
   local d=$tmp/$1.jobs s=$tmp/svc-$1 a bcd hold p rc survived
   mkdir -p "$d"
   # The fixtures' Kaldi rounds as our skx profile (tests/cli/service.sh).
-  local env="export KIO_BLAS_PROFILE=skx KALDI_GPU_SERVICE_DIR=$s; cd $fix"
+  local env="export KALDI_GPU_BLAS_PROFILE=skx KALDI_GPU_SERVICE_DIR=$s; cd $fix"
   cat >"$d/a.sh" <<EOF
 #!/bin/bash
 $env
@@ -189,7 +192,6 @@ else
 fi
 
 # ---- 2. the recipe through slurm.pl ----
-recipe_inputs
 recipe_kaldi "$tmp"
 recipe_corpus "$tmp"
 e=$tmp/synth-s5
