@@ -12,7 +12,9 @@
 #    the idle time, no process of the jobs may be left. Run with process
 #    tracking by the process tree (proctrack/linuxproc) and, where the
 #    machine allows it, by cgroup (proctrack/cgroup), where the scheduler
-#    kills what a job leaves behind when it ends.
+#    kills what a job leaves behind when it ends: there with the jobs of
+#    root and of an ordinary user (nobody), who cannot move a process out of
+#    the job's cgroup.
 # 2. The recipe: steps/train_mono.sh (300 shortest utterances, 10
 #    iterations) and steps/align_si.sh through Kaldi's slurm.pl, --nj 4, with
 #    a conf/slurm.conf as a user writes it, our programs (TEST_BIN) first on
@@ -109,9 +111,16 @@ opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=1
 ( cd "$fix" && KALDI_GPU_SERVICE=no "$BIN/gmm-align-compiled" $opts --use-gpu=no models/mono/final.mdl \
     "ark:gunzip -c graphs/mono.fsts.gz|" ark:noisy/delta.ark ark:"$tmp/noisy-cpu.ali" ) 2>"$tmp/noisy-cpu.log" ||
   { cat "$tmp/noisy-cpu.log"; echo "FAIL: the CPU reference alignment"; exit 1; }
-job_end() {  # NAME (of the cluster)
-  local d=$tmp/$1.jobs s=$tmp/svc-$1 a bcd hold p rc survived
+job_end() {  # NAME [USER]: the jobs as root, or as USER
+  local d=$tmp/$1.jobs s=$tmp/svc-$1 a bcd hold p rc survived who=root sub=()
   mkdir -p "$d"
+  if [ -n "${2:-}" ]; then
+    # the user's jobs write into d; the service directory is the user's own
+    who="user $2"
+    sub=(setpriv --reuid="$(id -u "$2")" --regid="$(id -g "$2")" --clear-groups)
+    chmod 1777 "$d"
+    mkdir -m 700 "$s" && chown "$(id -u "$2"):$(id -g "$2")" "$s"
+  fi
   # The fixtures' Kaldi rounds as our skx profile (tests/cli/service.sh).
   local env="export KALDI_GPU_BLAS_PROFILE=skx KALDI_GPU_SERVICE_DIR=$s; cd $fix"
   cat >"$d/a.sh" <<EOF
@@ -147,9 +156,9 @@ wait %2; echo \$? >$d/c.rc
 wait %3; echo \$? >$d/d.rc
 EOF
   chmod +x "$d/a.sh" "$d/bcd.sh"
-  a=$(sbatch --parsable -o "$d/a.out" "$d/a.sh") || { fail "$1: sbatch"; return; }
+  a=$("${sub[@]}" sbatch --parsable --chdir="$d" -o "$d/a.out" "$d/a.sh") || { fail "$1: sbatch"; return; }
   for p in $(seq 600); do [ -e "$d/a.aligned" ] && break; sleep 0.1; done
-  bcd=$(sbatch --parsable -o "$d/bcd.out" "$d/bcd.sh") || { fail "$1: sbatch"; return; }
+  bcd=$("${sub[@]}" sbatch --parsable --chdir="$d" -o "$d/bcd.out" "$d/bcd.sh") || { fail "$1: sbatch"; return; }
   wait_jobs "$a" || { fail "$1: job A did not end"; return; }
   survived=no; pgrep -f -- "--socket=$s/" >/dev/null && survived=yes
   touch "$d/release"
@@ -167,8 +176,8 @@ EOF
     bad="$bad c: output differs from Kaldi's;"
   [ "$(cat "$d/d.rc")" != 0 ] || cmp -s "$d/d.ali" "$tmp/noisy-cpu.ali" || bad="$bad d: alignment differs from the CPU path's;"
   local lost; lost=$(grep -l 'GPU service not usable: lost\|Lost the GPU service' "$d"/[bcd].log 2>/dev/null | wc -l)
-  local what="proctrack/$proc: the service died with job A"
-  [ "$survived" = yes ] && what="proctrack/$proc: the service outlived job A"
+  local what="proctrack/$proc, jobs of $who: the service died with job A"
+  [ "$survived" = yes ] && what="proctrack/$proc, jobs of $who: the service outlived job A"
   if [ -z "$bad" ]; then
     echo "job end: $what; jobs B, C, D finished with Kaldi's outputs ($lost of them lost the service and went on alone)"
   elif [ "$proc" = cgroup ] && [ "$strict" != 1 ]; then
@@ -176,7 +185,7 @@ EOF
   else
     fail "job end: $what; then:$bad"
   fi
-  no_leftovers "job end ($proc)"
+  no_leftovers "job end ($proc, $who)"
 }
 
 start_cluster lp linuxproc
@@ -185,6 +194,15 @@ lp=$cdir cg=""
 start_cluster cg auto
 if [ "$proc" = cgroup ]; then
   job_end cg
+  # A user's job cannot move a process out of its cgroup (root can): the
+  # case where the other jobs must carry on without the service.
+  if id nobody >/dev/null 2>&1 &&
+     setpriv --reuid="$(id -u nobody)" --regid="$(id -g nobody)" --clear-groups \
+       test -x "$BIN/gmm-align-compiled" -a -r "$fix/models/mono/final.mdl"; then
+    job_end cgu nobody
+  else
+    echo "job end as a user not run: no user nobody, or it cannot read $BIN and $fix"
+  fi
   cg=$cdir
 else
   echo "no cgroup tracking on this machine: the job end checked under linuxproc only"
