@@ -60,10 +60,12 @@ wait_gone() {  # seconds pid...: 0 once none is alive
 }
 
 free_port() {  # a TCP port nobody listens on or uses (from a random start)
-  local used p
-  used=$(awk 'NR > 1 { split($2, a, ":"); print strtonum("0x" a[2]) }' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u)
+  local used=" ${1:-0} " h p
+  for h in $(awk 'FNR > 1 { n = split($2, a, ":"); print a[n] }' /proc/net/tcp /proc/net/tcp6 2>/dev/null); do
+    used="$used $((16#$h)) "
+  done
   p=$((20000 + RANDOM % 30000))
-  while grep -qx "$p" <<<"$used" || [ "$p" = "${1:-0}" ]; do p=$((p + 1)); done
+  while [[ $used == *" $p "* ]]; do p=$((p + 1)); done
   echo "$p"
 }
 
