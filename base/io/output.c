@@ -1,5 +1,6 @@
 /* wxfilename streams (reference 1.1): standard output, "| cmd" pipes and
- * files; and what becomes of them when the program dies of a fatal error.
+ * files; and what becomes of them when the program dies of a fatal error or
+ * is killed.
  *
  * A program's outputs are kept only if it finishes: every output opened
  * here is recorded, and kio_outputs_abandon() (called by kio_fatal_exit)
@@ -8,27 +9,33 @@
  *  - a regular file is removed (even one already closed: the run that wrote
  *    it failed). It is removed only if the path still names the file we
  *    wrote (symbolic links resolved at open).
- *  - an output pipe's command runs in a process group of its own, which is
- *    killed (SIGKILL) while we still hold the write end: the command never
- *    sees the end of its input, so e.g. "gzip -c >x.gz" never writes its
- *    trailer and "gunzip -t x.gz" reports the truncation. A pipe already
- *    closed has finished its stream: too late (callers close their inputs
- *    first, see the table writer and the programs).
+ *  - an output pipe's command is killed (SIGKILL) while its input is still
+ *    open: the command never sees the end of its input, so e.g.
+ *    "gzip -c >x.gz" never writes its trailer and "gunzip -t x.gz" reports
+ *    the truncation. A pipe already closed has finished its stream: too late
+ *    (callers close their inputs first, see the table writer and the
+ *    programs).
  *  - standard output, or a file that is not a regular one (FIFO, device):
  *    nothing can be taken back. A table writer registers a "mark" for it:
  *    the start of an entry cut short (a key and a lone '\0', a binary header
  *    without its 'B'), which every Kaldi archive reader rejects, so the
  *    program reading our archive fails instead of taking a short archive as
  *    complete.
- * Because the pipe's command is in another process group, it no longer gets
- * the terminal's or a job killer's signals to our group: SIGHUP, SIGINT,
- * SIGQUIT and SIGTERM are caught (when their action is the default) to kill
- * the pipes' groups the same way before dying of the signal. SIGPIPE is
- * caught too (a no-op handler), so that a write to a pipe or standard output
- * whose reader is gone fails with EPIPE and the table code reports it (an
- * ERROR naming the output) instead of the process vanishing; caught, not
- * ignored, so that the commands we start get the default action back when
- * they exec. */
+ * A program can also die without running any code of ours: SIGKILL to its
+ * process group (a job killer, scancel) or to it alone (the OOM killer). An
+ * output pipe's command must then not see the end of its input either, or
+ * gzip would close a valid stream holding part of the utterances. So the
+ * command runs under a guard (GUARD below: a shell in a process group of its
+ * own, which that SIGKILL does not reach) that holds the pipe's write end
+ * too and learns of our end through a socket: "done" when the stream is
+ * complete (kio_output_close), after which it lets the command see the end of
+ * its input and reports its exit status; the end of the socket without
+ * "done" (we died, however) makes it kill its process group, the command
+ * with it. SIGPIPE is caught (a no-op handler), so that a write to a pipe or
+ * standard output whose reader is gone fails with EPIPE and the table code
+ * reports it (an ERROR naming the output) instead of the process vanishing;
+ * caught, not ignored, so that the commands we start get the default action
+ * back when they exec. */
 #include "io.h"
 
 #include <errno.h>
@@ -39,6 +46,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -61,7 +69,7 @@ typedef struct out_rec {
   char *path;             /* regular: the resolved path */
   dev_t dev;
   ino_t ino;
-  pid_t pid;              /* pipe: the command's shell, leader of its group */
+  pid_t pid;              /* pipe: its guard, leader of the command's group */
   char *mark;             /* bytes that make the stream visibly incomplete */
   size_t mark_len;
   int abandoned;
@@ -72,33 +80,13 @@ struct kio_output {
   kio_wx_kind kind;
   char *name;
   char *buf;
-  pid_t pid;              /* pipe: the command's shell */
+  pid_t pid;              /* pipe: its guard */
+  int ctl;                /* pipe: the guard's control socket */
   out_rec *rec;
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static out_rec *g_recs;
-
-/* Process groups of the open output pipes, read by the signal handler. */
-enum { MAX_PIPE_GROUPS = 64 };
-static volatile sig_atomic_t g_groups[MAX_PIPE_GROUPS];
-_Static_assert(sizeof(pid_t) <= sizeof(sig_atomic_t), "pid_t fits a sig_atomic_t");
-
-static void kill_pipe_groups(void) {
-  for (int i = 0; i < MAX_PIPE_GROUPS; i++) {
-    pid_t g = (pid_t)g_groups[i];
-    if (g > 0) kill(-g, SIGKILL);
-  }
-}
-
-static void on_fatal_signal(int sig) {
-  int saved = errno;
-  kill_pipe_groups();
-  errno = saved;
-  /* SA_RESETHAND restored the default action: die of the signal itself
-   * (it is blocked until this handler returns). */
-  raise(sig);
-}
 
 static void on_sigpipe(int sig) { (void)sig; }  /* the write returns EPIPE */
 
@@ -115,29 +103,6 @@ static void catch_if_default(int sig, void (*handler)(int), int flags) {
 }
 
 static void install_sigpipe(void) { catch_if_default(SIGPIPE, on_sigpipe, SA_RESTART); }
-static void install_forwarding(void) {
-  static const int sigs[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM };
-  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-    catch_if_default(sigs[i], on_fatal_signal, SA_RESETHAND);
-}
-
-static void group_add(pid_t pid) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, install_forwarding);
-  pthread_mutex_lock(&g_mu);
-  for (int i = 0; i < MAX_PIPE_GROUPS; i++)
-    if (g_groups[i] == 0) { g_groups[i] = pid; break; }
-  /* more pipes than slots: only kio_outputs_abandon kills the others */
-  pthread_mutex_unlock(&g_mu);
-}
-
-static void group_remove(pid_t pid) {
-  pthread_mutex_lock(&g_mu);
-  for (int i = 0; i < MAX_PIPE_GROUPS; i++)
-    if (g_groups[i] == pid) g_groups[i] = 0;
-  pthread_mutex_unlock(&g_mu);
-}
-
 static void rec_link(out_rec *r) {
   pthread_mutex_lock(&g_mu);
   r->next = g_recs;
@@ -156,36 +121,80 @@ static void rec_unlink_free(out_rec *r) {
   free(r);
 }
 
-/* "sh -c cmd" reading from a new pipe, leader of a process group of its
- * own; as popen(cmd, "w") otherwise. Returns the write end (close-on-exec,
- * so later commands do not hold it open) or -1. */
-static int spawn_writer(const char *cmd, pid_t *pid) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+/* The guard of an output pipe (see the top of the file), run as
+ * sh -c GUARD sh CMD with fd 5 the pipe's read end, 3 its write end and 4
+ * the control socket. The command runs as an asynchronous list (stdin
+ * redirected explicitly: such a list's is /dev/null otherwise) and holds
+ * none of the three beyond its input. */
+static const char GUARD[] =
+    "{ eval \"$1\"; } <&5 3>&- 4>&- 5<&- &\n"
+    "exec 5<&- </dev/null\n"
+    "if read -r m <&4 && [ \"$m\" = done ]; then\n"
+    "  exec 3>&-\n"
+    "  wait $!\n"
+    "  echo $? >&4\n"
+    "else\n"
+    "  kill -9 0\n"
+    "fi\n";
+
+/* Starts cmd under its guard, leader of a process group of its own. Returns
+ * the pipe's write end (close-on-exec, so later commands do not hold it
+ * open) and the control socket (*ctl), or -1. */
+static int spawn_writer(const char *cmd, pid_t *pid, int *ctl) {
+  int p[2], sv[2], hi[3] = {-1, -1, -1};
+  if (pipe2(p, O_CLOEXEC) != 0) return -1;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  /* above the child's fds 3-5, so that no dup2 overwrites a later source */
+  const int src[3] = {p[0], p[1], sv[1]}, dst[3] = {5, 3, 4};
+  int rc = 0;
+  for (int i = 0; i < 3 && !rc; i++)
+    if ((hi[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 6)) < 0) rc = errno;
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
   posix_spawnattr_init(&at);
-  if (fds[0] == STDIN_FILENO) {  /* stdin was closed: move the read end */
-    int fd = fcntl(fds[0], F_DUPFD_CLOEXEC, 3);
-    close(fds[0]);
-    fds[0] = fd;
-  }
-  int rc = fds[0] < 0 ? errno : 0;
-  if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[0], STDIN_FILENO);
+  for (int i = 0; i < 3 && !rc; i++) rc = posix_spawn_file_actions_adddup2(&fa, hi[i], dst[i]);
   if (!rc) rc = posix_spawnattr_setpgroup(&at, 0);
   if (!rc) rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
-  char *argv[] = { "sh", "-c", (char *)cmd, NULL };
+  char *argv[] = { "sh", "-c", (char *)GUARD, "sh", (char *)cmd, NULL };
   if (!rc) rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
-  if (fds[0] >= 0) close(fds[0]);
+  for (int i = 0; i < 3; i++)
+    if (hi[i] >= 0) close(hi[i]);
+  close(p[0]);
+  close(sv[1]);
   if (rc) {
-    close(fds[1]);
+    close(p[1]);
+    close(sv[0]);
     errno = rc;
     return -1;
   }
-  return fds[1];
+  *ctl = sv[0];
+  return p[1];
+}
+
+/* The command's wait status, as the guard reports it ("$?" of its wait:
+ * 128 + the signal for a command killed by one); -1 if the guard did not. */
+static int guard_status(int ctl) {
+  char b[16];
+  size_t n = 0;
+  while (n < sizeof b - 1) {
+    ssize_t r = read(ctl, b + n, sizeof b - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+    if (memchr(b, '\n', n)) break;
+  }
+  b[n] = '\0';
+  char *end;
+  long e = strtol(b, &end, 10);
+  if (end == b || *end != '\n' || e < 0 || e > 255) return -1;
+  return e > 128 ? (int)(e - 128) : (int)(e << 8);
 }
 
 static int wait_status(pid_t pid) {
@@ -246,10 +255,12 @@ int kio_output_open_q(kio_output **pout, const char *wx, int binary,
     out->f = stdout;
   } else if (kind == KIO_WX_PIPE) {
     fflush(NULL);
-    int fd = spawn_writer(wx + 1, &out->pid);
+    out->ctl = -1;
+    int fd = spawn_writer(wx + 1, &out->pid, &out->ctl);
     if (fd >= 0 && !(out->f = fdopen(fd, "w"))) {
       close(fd);
       kill(-out->pid, SIGKILL);
+      close(out->ctl);
       wait_status(out->pid);
     }
     if (!out->f)
@@ -263,7 +274,6 @@ int kio_output_open_q(kio_output **pout, const char *wx, int binary,
     output_free(out);
     goto fail;
   }
-  if (kind == KIO_WX_PIPE) group_add(out->pid);
   if (output_record(out) != KIO_OK) {
     kio_output_discard(out);
     kio_set_error("out of memory");
@@ -317,10 +327,14 @@ int kio_output_close(kio_output *out) {
     pthread_mutex_unlock(&g_mu);
   }
   if (out->kind == KIO_WX_PIPE) {
-    /* the command sees the end of its input: from here on it finishes */
+    /* The command sees the end of its input: from here on it finishes. Not
+     * after a failed write: it would complete a stream with a hole. */
+    if (ret != KIO_OK) kill(-out->pid, SIGKILL);
+    else if (send(out->ctl, "done\n", 5, MSG_NOSIGNAL) != 5) ret = KIO_ERR;
     fclose(out->f);
-    group_remove(out->pid);
-    int status = wait_status(out->pid);
+    int status = guard_status(out->ctl);
+    close(out->ctl);
+    wait_status(out->pid);
     if (status != 0) {
       KIO_WARN("Pipe %s had nonzero return status %d", out->name, status);
       ret = KIO_ERR;
@@ -342,7 +356,6 @@ static void abandon_rec(out_rec *r) {
   r->abandoned = 1;
   if (r->kind == KIO_WX_PIPE && r->pid > 0) {
     kill(-r->pid, SIGKILL);
-    kill(r->pid, SIGKILL);  /* in case it left its group */
   } else if (r->regular) {
     struct stat st;
     if (stat(r->path, &st) == 0 && st.st_dev == r->dev && st.st_ino == r->ino)
@@ -369,7 +382,7 @@ void kio_output_discard(kio_output *out) {
   if (out->kind == KIO_WX_PIPE) {
     if (!r) kill(-out->pid, SIGKILL);
     fclose(out->f);  /* the command is dead: nothing reads what is flushed */
-    group_remove(out->pid);
+    close(out->ctl);
     wait_status(out->pid);
   } else if (out->kind == KIO_WX_FILE) {
     fclose(out->f);

@@ -3,8 +3,9 @@
  * symbolic link, never a file that replaced ours), output pipes' commands
  * are killed before they see the end of their input (gzip leaves no valid
  * stream), standard output gets the archive's "entry cut short" mark that
- * readers reject; kio_fatal_exit exits 255; the termination signals kill the
- * pipes' groups too; a vanished reader is a write error, not SIGPIPE.
+ * readers reject; kio_fatal_exit exits 255; a process that dies of a signal
+ * takes its pipes' commands with it (their guard kills them); a vanished
+ * reader is a write error, not SIGPIPE.
  * Everything that abandons outputs runs in a child process (fork), so the
  * suite's own process keeps its outputs whatever Check's fork mode. */
 #include <fcntl.h>
@@ -178,8 +179,8 @@ START_TEST(fatal_exit_status) {
 }
 END_TEST
 
-/* Dying of SIGTERM: the pipe's command (in its own process group) is killed
- * first, so its stream stays incomplete, as it did in our process group. */
+/* Dying of SIGTERM (no handler of ours runs): the pipe's guard sees us go
+ * without "done" and kills the command, so its stream stays incomplete. */
 static void signal_child(void *arg) {
   const char *gz = arg;
   signal(SIGTERM, SIG_DFL);  /* Check's runner catches it; a program does not */
