@@ -23,6 +23,15 @@ extern "C" int kio_cuda_debug_sync(void) {
   return v;
 }
 
+extern "C" int kio_cuda_context_broken(char *why, int why_len) {
+  size_t free_b = 0, total_b = 0;
+  /* a context with a sticky error fails every call, this one included */
+  cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+  if (e == cudaSuccess) return 0;
+  if (why && why_len > 0) snprintf(why, (size_t)why_len, "CUDA error %s", cudaGetErrorString(e));
+  return 1;
+}
+
 static __thread int t_device = -1;
 
 extern "C" void kio_cuda_use_device(int dev) { t_device = dev; }

@@ -35,6 +35,12 @@ void kio_cuda_warm_up(void);
 void kio_cuda_prefer_blocking_sync(void);
 /* 1 when KALDI_GPU_DEV_CUDA_SYNC=1: synchronise and check after every launch. */
 int kio_cuda_debug_sync(void);
+/* 0 when the context of the calling thread's current device still works;
+ * 1 (the error's text in why) when it has a sticky error (a kernel fault,
+ * an uncorrectable ECC error, ...): every later call on it fails, and only
+ * a new process gets a working context. Cheap (no synchronisation): the GPU
+ * service asks after a failed batch. */
+int kio_cuda_context_broken(char *why, int why_len);
 
 #ifdef __cplusplus
 }

@@ -1,46 +1,22 @@
-/* The link to the per-user GPU service: paths, start on first use, framed
- * messages and their encoding (see svc-link.h). */
+/* The link to the per-user GPU service: framed messages, their encoding,
+ * and the transport with its bounds (see svc-link.h; where the service is
+ * and how it starts: svc-start.c). */
 #include "svc-link.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <signal.h>
-#include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/file.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/sys/log.h"
 #include "base/sys/settings.h"
-
-enum { MSG_MAGIC = 0x3153474b };  /* "KGS1" */
-/* Largest message accepted (a batch of features and graphs). */
-#define MAX_MSG ((uint64_t)16 << 30)
-
-struct kio_svc {
-  int fd;
-  uint8_t *rbuf;
-  size_t rcap;
-  char err[160];
-};
-
-static void setwhy(char *why, size_t n, const char *fmt, ...) {
-  if (!why || !n) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, n, fmt, ap);
-  va_end(ap);
-}
+#include "svc-internal.h"
 
 /* ---------------- messages ---------------- */
 
@@ -218,21 +194,71 @@ int kio_rd_log_lines(kio_msg_reader *r) {
   return r->bad ? KIO_ERR : KIO_OK;
 }
 
-/* ---------------- transport ---------------- */
+int kio_rd_log_text(kio_msg_reader *r, char *buf, size_t n) {
+  size_t k = 0;
+  if (n) buf[0] = '\0';
+  uint32_t cnt = kio_rd_u32(r);
+  for (uint32_t i = 0; i < cnt && !r->bad; i++) {
+    kio_rd_i32(r);
+    kio_rd_i32(r);
+    kio_rd_str(r);
+    kio_rd_str(r);
+    const char *msg = kio_rd_str(r);
+    if (r->bad || k + 1 >= n) continue;
+    int w = snprintf(buf + k, n - k, "%s%s", k ? "; " : "", msg);
+    k = w < 0 ? k : k + (size_t)w < n ? k + (size_t)w : n - 1;
+  }
+  return r->bad ? KIO_ERR : KIO_OK;
+}
 
-static int write_all_iov(int fd, struct iovec *iov, int n) {
+/* ---------------- transport ----------------
+ * Sockets are non-blocking; every wait is a poll bounded by the connection's
+ * timeouts, restarted by any progress. Sends are serialised (a heartbeat may
+ * come from another thread). */
+
+static double remaining(double limit_s, double since) {
+  if (limit_s < 0) return -1;
+  double left = limit_s - (kio_now_s() - since);
+  return left > 0 ? left : 0;
+}
+
+/* Waits for events on fd for at most limit_s after since (< 0: forever).
+ * 1 ready, 0 timed out, -1 error. */
+static int wait_fd(int fd, short events, double limit_s, double since) {
+  for (;;) {
+    double left = remaining(limit_s, since);
+    int ms = left < 0 ? -1 : left > 1e6 ? 1000000000 : (int)(left * 1000.0 + 0.999);
+    struct pollfd p = {fd, events, 0};
+    int r = poll(&p, 1, ms);
+    if (r > 0) return 1;
+    if (r == 0) return 0;
+    if (errno != EINTR) return -1;
+  }
+}
+
+/* Writes iov[0..n) completely. 0, -1 (errno), or -2 (no progress for stall_s). */
+static int write_all_iov(kio_svc *s, struct iovec *iov, int n) {
+  double since = kio_now_s();
   while (n > 0) {
-    /* sendmsg with MSG_NOSIGNAL: a service that went away is an error
-     * to handle (fallback), not a SIGPIPE that kills the job */
+    /* sendmsg with MSG_NOSIGNAL: a peer that went away is an error to
+     * handle (fallback), not a SIGPIPE that kills the job */
     struct msghdr mh;
     memset(&mh, 0, sizeof mh);
     mh.msg_iov = iov;
     mh.msg_iovlen = (size_t)(n > IOV_MAX ? IOV_MAX : n);
-    ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+    ssize_t w = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return -1;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+      int r = wait_fd(s->fd, POLLOUT, s->stall_s, since);
+      if (r == 0) {
+        s->fired_s = s->stall_s;
+        return -2;
+      }
+      if (r < 0) return -1;
+      continue;
     }
+    since = s->last_io = kio_now_s();
     size_t left = (size_t)w;
     while (n > 0 && left >= iov->iov_len) {
       left -= iov->iov_len;
@@ -247,16 +273,51 @@ static int write_all_iov(int fd, struct iovec *iov, int n) {
   return 0;
 }
 
-static int read_all(int fd, void *p, size_t n) {
+/* Reads exactly n bytes. 0; 1 the peer closed before any byte; -1 error or
+ * closed mid-way; -2 timed out (first_s for the first byte, then stall_s
+ * without progress). */
+static int read_all(kio_svc *s, void *p, size_t n, double first_s) {
   uint8_t *b = p;
+  int any = 0;
+  double since = kio_now_s();
   while (n > 0) {
-    ssize_t r = read(fd, b, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return r == 0 ? 1 : -1;  /* 1: the peer closed */
-    b += r;
-    n -= (size_t)r;
+    ssize_t r = read(s->fd, b, n);
+    if (r > 0) {
+      b += r;
+      n -= (size_t)r;
+      any = 1;
+      since = s->last_io = kio_now_s();
+      continue;
+    }
+    if (r == 0) return any ? -1 : 1;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    double lim = any ? s->stall_s : first_s;
+    int w = wait_fd(s->fd, POLLIN, lim, since);
+    if (w == 0) {
+      s->fired_s = lim;
+      return -2;
+    }
+    if (w < 0) return -1;
   }
   return 0;
+}
+
+static void set_io_error(kio_svc *s, int rc, const char *what) {
+  if (rc == -2)
+    snprintf(s->err, sizeof s->err, "no sign of life from the %s for %g s", what,
+             s->fired_s);
+  else
+    snprintf(s->err, sizeof s->err, "%s the %s failed: %s",
+             s->sending ? "write to" : "read from", what, strerror(errno));
+}
+
+/* Finishes a heartbeat another thread began (with s->send_mu held). */
+static int finish_heartbeat(kio_svc *s) {
+  if (!s->hb_left) return 0;
+  struct iovec v = {s->hb + (sizeof s->hb - s->hb_left), s->hb_left};
+  s->hb_left = 0;
+  return write_all_iov(s, &v, 1);
 }
 
 int kio_svc_send(kio_svc *s, uint32_t type, const kio_msg *m) {
@@ -278,42 +339,85 @@ int kio_svc_send(kio_svc *s, uint32_t type, const kio_msg *m) {
     iov[k].iov_len = m->seg[i].len;
     k++;
   }
-  int rc = write_all_iov(s->fd, iov, k);
+  pthread_mutex_lock(&s->send_mu);
+  s->sending = 1;
+  int rc = finish_heartbeat(s);
+  if (rc == 0) rc = write_all_iov(s, iov, k);
+  if (rc != 0) set_io_error(s, rc, s->peer);
+  s->sending = 0;
+  pthread_mutex_unlock(&s->send_mu);
   if (iov != stack) free(iov);
-  if (rc != 0) {
-    snprintf(s->err, sizeof s->err, "write to the GPU service failed: %s", strerror(errno));
-    return KIO_ERR;
+  return rc == 0 ? KIO_OK : KIO_ERR;
+}
+
+void kio_svc_heartbeat(kio_svc *s) {
+  if (pthread_mutex_trylock(&s->send_mu) != 0) return;  /* a message is going out */
+  if (!s->hb_left && !s->broken) {
+    uint32_t hdr[4] = {MSG_MAGIC, KIO_SVC_BUSY, 0, 0};
+    memcpy(s->hb, hdr, sizeof hdr);
+    ssize_t w = send(s->fd, s->hb, sizeof s->hb, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) s->broken = 1;
+    else if (w < (ssize_t)sizeof s->hb) s->hb_left = sizeof s->hb - (size_t)(w > 0 ? w : 0);
+    if (w > 0) s->last_io = kio_now_s();
   }
-  return KIO_OK;
+  pthread_mutex_unlock(&s->send_mu);
+}
+
+/* The payload buffer grows with the bytes that arrive (a peer that claims a
+ * huge length and sends little costs little). */
+static int read_payload(kio_svc *s, uint64_t len) {
+  size_t got = 0;
+  while (got < len) {
+    if (got == s->rcap) {
+      size_t cap = s->rcap < 65536 ? 65536 : 2 * s->rcap;
+      if (cap > len) cap = (size_t)len;
+      /* 8-aligned (malloc is), so arrays can be used in place */
+      uint8_t *b = realloc(s->rbuf, cap);
+      if (!b) {
+        snprintf(s->err, sizeof s->err, "out of memory (%zu bytes)", cap);
+        return -3;
+      }
+      s->rbuf = b;
+      s->rcap = cap;
+    }
+    size_t want = (size_t)(len < s->rcap ? len : s->rcap) - got;
+    int rc = read_all(s, s->rbuf + got, want, s->stall_s);
+    if (rc != 0) return rc == 1 ? -1 : rc;
+    got += want;
+  }
+  return 0;
 }
 
 int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *payload) {
   uint32_t hdr[4];
   memset(payload, 0, sizeof *payload);
-  int rc = read_all(s->fd, hdr, sizeof hdr);
-  if (rc != 0) {
-    snprintf(s->err, sizeof s->err, "%s", rc > 0 ? "the GPU service closed the connection"
-                                                 : "read from the GPU service failed");
-    return KIO_ERR;
+  uint64_t len;
+  for (;;) {
+    int rc = read_all(s, hdr, sizeof hdr, s->wait_s);
+    if (rc != 0) {
+      if (rc == 1) snprintf(s->err, sizeof s->err, "the %s closed the connection", s->peer);
+      else set_io_error(s, rc, s->peer);
+      return KIO_ERR;
+    }
+    len = (uint64_t)hdr[2] | ((uint64_t)hdr[3] << 32);
+    if (hdr[0] == MSG_MAGIC && hdr[1] == KIO_SVC_BUSY && len == 0) continue;
+    break;
   }
-  uint64_t len = (uint64_t)hdr[2] | ((uint64_t)hdr[3] << 32);
-  if (hdr[0] != MSG_MAGIC || len > MAX_MSG || (expect && hdr[1] != expect)) {
-    snprintf(s->err, sizeof s->err, "unexpected message from the GPU service (type %u)",
+  if (hdr[0] != MSG_MAGIC || (expect && hdr[1] != expect)) {
+    snprintf(s->err, sizeof s->err, "unexpected message from the %s (type %u)", s->peer,
              (unsigned)hdr[1]);
     return KIO_ERR;
   }
-  if (len > s->rcap) {
-    free(s->rbuf);
-    s->rcap = 0;
-    /* 8-aligned (malloc is), so arrays can be used in place */
-    if (!(s->rbuf = malloc(len))) {
-      snprintf(s->err, sizeof s->err, "out of memory (%llu bytes)", (unsigned long long)len);
-      return KIO_ERR;
-    }
-    s->rcap = len;
+  if (len > s->max_len) {
+    snprintf(s->err, sizeof s->err, "message of %llu bytes from the %s refused (limit %llu)",
+             (unsigned long long)len, s->peer, (unsigned long long)s->max_len);
+    return KIO_ERR;
   }
-  if (len && read_all(s->fd, s->rbuf, len) != 0) {
-    snprintf(s->err, sizeof s->err, "the GPU service connection broke mid-message");
+  int rc = len ? read_payload(s, len) : 0;
+  if (rc != 0) {
+    if (rc == -2) set_io_error(s, -2, s->peer);
+    else if (rc == -1)
+      snprintf(s->err, sizeof s->err, "the %s connection broke mid-message", s->peer);
     return KIO_ERR;
   }
   if (type) *type = hdr[1];
@@ -324,237 +428,50 @@ int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *pa
 
 const char *kio_svc_error(const kio_svc *s) { return s ? s->err : ""; }
 
+void kio_svc_set_timeouts(kio_svc *s, double wait_s, double stall_s) {
+  s->wait_s = wait_s;
+  s->stall_s = stall_s;
+}
+
+void kio_svc_set_limit(kio_svc *s, uint64_t max_len) { s->max_len = max_len; }
+
+double kio_svc_timeout(void) {
+  return (double)kio_setting_int(KIO_SET_SERVICE_TIMEOUT, 30, 1, 1 << 20);
+}
+
+void kio_svc_shutdown(kio_svc *s) { shutdown(s->fd, SHUT_RDWR); }
+
+double kio_svc_quiet_for(const kio_svc *s) { return kio_now_s() - s->last_io; }
+
 void kio_svc_close(kio_svc *s) {
   if (!s) return;
   if (s->fd >= 0) close(s->fd);
+  pthread_mutex_destroy(&s->send_mu);
   free(s->rbuf);
   free(s);
 }
 
-static kio_svc *wrap(int fd) {
+kio_svc *kio_svc_wrap(int fd, int service_side) {
   kio_svc *s = calloc(1, sizeof *s);
   if (!s) { close(fd); return NULL; }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+    close(fd);
+    free(s);
+    return NULL;
+  }
   s->fd = fd;
+  pthread_mutex_init(&s->send_mu, NULL);
+  s->last_io = kio_now_s();
+  if (service_side) {
+    s->peer = "job";
+    s->wait_s = s->stall_s = -1;
+    s->max_len = KIO_SVC_MAX_HELLO;
+  } else {
+    s->peer = "GPU service";
+    s->wait_s = s->stall_s = kio_svc_timeout();
+    s->max_len = UINT64_MAX;  /* replies: what this job asked for */
+  }
   return s;
 }
 
-/* ---------------- paths and identity ---------------- */
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-  const uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
-/* The service binary: $KALDI_GPU_SERVICE_BIN, else beside this program. */
-static int service_bin(char *out, size_t n) {
-  const char *e = kio_setting_str(KIO_SET_SERVICE_BIN);
-  if (e) {
-    snprintf(out, n, "%s", e);
-    return 0;
-  }
-  char self[PATH_MAX];
-  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (k <= 0) return -1;
-  self[k] = '\0';
-  char *slash = strrchr(self, '/');
-  if (!slash) return -1;
-  *slash = '\0';
-  static const char name[] = "/kaldi-gpu-service";
-  size_t len = strlen(self);
-  if (len + sizeof name > n) return -1;
-  memcpy(out, self, len);
-  memcpy(out + len, name, sizeof name);
-  return 0;
-}
-
-static int private_dir(char *dir, size_t n, char *why, size_t why_len) {
-  const char *e = kio_setting_str(KIO_SET_SERVICE_DIR);
-  const char *xdg = kio_setting_str(KIO_SET_XDG_RUNTIME_DIR);
-  struct stat st;
-  if (e && *e) snprintf(dir, n, "%s", e);
-  else if (xdg && *xdg && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode))
-    snprintf(dir, n, "%s/kaldi-gpu", xdg);
-  else
-    snprintf(dir, n, "/tmp/kaldi-gpu-%u", (unsigned)getuid());
-  if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-    setwhy(why, why_len, "cannot create %s: %s", dir, strerror(errno));
-    return -1;
-  }
-  if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
-      (st.st_mode & 077)) {
-    setwhy(why, why_len, "%s is not a private directory of this user (0700)", dir);
-    return -1;
-  }
-  /* absolute: the service runs from / */
-  char abs[PATH_MAX];
-  if (dir[0] != '/' && realpath(dir, abs)) snprintf(dir, n, "%s", abs);
-  return 0;
-}
-
-int kio_svc_paths(char *dir, size_t dir_len, char *sock, size_t sock_len, char *why,
-                  size_t why_len) {
-  if (private_dir(dir, dir_len, why, why_len) != 0) return KIO_ERR;
-  char bin[PATH_MAX];
-  struct stat st;
-  memset(&st, 0, sizeof st);
-  if (service_bin(bin, sizeof bin) != 0 || stat(bin, &st) != 0) {
-    setwhy(why, why_len, "no service program (kaldi-gpu-service) beside this program");
-    return KIO_ERR;
-  }
-  uint64_t h = 1469598103934665603ull;
-  h = fnv1a(h, bin, strlen(bin));
-  h = fnv1a(h, &st.st_ino, sizeof st.st_ino);
-  h = fnv1a(h, &st.st_mtim, sizeof st.st_mtim);
-  /* The environment the service computes under: devices, and the rounding
-   * profile (KALDI_GPU_BLAS_PROFILE) its arithmetic follows. */
-  static const kio_setting keyed[] = { KIO_SET_CUDA_VISIBLE_DEVICES, KIO_SET_DEVICE, KIO_SET_BLAS_PROFILE };
-  for (size_t k = 0; k < sizeof keyed / sizeof keyed[0]; k++) {
-    const char *v = kio_setting_str(keyed[k]);
-    h = fnv1a(h, v ? v : "\1", v ? strlen(v) : 1);
-  }
-  int w = snprintf(sock, sock_len, "%s/gpu-%016llx.sock", dir, (unsigned long long)h);
-  if (w < 0 || (size_t)w >= sizeof(((struct sockaddr_un *)0)->sun_path) || (size_t)w >= sock_len) {
-    setwhy(why, why_len, "socket path too long under %s", dir);
-    return KIO_ERR;
-  }
-  return KIO_OK;
-}
-
-int kio_svc_wanted(void) {
-  const char *e = kio_setting_str(KIO_SET_SERVICE);
-  if (e && (!strcmp(e, "0") || !strcasecmp(e, "no") || !strcasecmp(e, "false"))) return 0;
-  if (kio_test_hook(KIO_SET_TEST_SERVICE_FORCE)) return 1;  /* tests: without a device node */
-  return access("/dev/nvidiactl", F_OK) == 0 || access("/dev/nvidia0", F_OK) == 0;
-}
-
-static int try_connect(const char *sock) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  struct sockaddr_un a;
-  memset(&a, 0, sizeof a);
-  a.sun_family = AF_UNIX;
-  snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return -1;
-  }
-  return fd;
-}
-
-/* Starts the service detached (its own session, no inherited descriptors),
- * stderr appended to DIR/service.log. */
-static int spawn(const char *dir, const char *sock, char *why, size_t why_len) {
-  char bin[PATH_MAX], logp[PATH_MAX + 32], sockopt[PATH_MAX + 16];
-  char found[PATH_MAX];
-  if (service_bin(found, sizeof found) != 0 || !realpath(found, bin)) {
-    setwhy(why, why_len, "cannot locate kaldi-gpu-service");
-    return -1;
-  }
-  snprintf(logp, sizeof logp, "%s/service.log", dir);
-  snprintf(sockopt, sizeof sockopt, "--socket=%s", sock);
-  pid_t pid = fork();
-  if (pid < 0) {
-    setwhy(why, why_len, "fork failed: %s", strerror(errno));
-    return -1;
-  }
-  if (pid == 0) {
-    /* First child: a new session, then a grandchild that is no child of the job. */
-    setsid();
-    pid_t g = fork();
-    if (g != 0) _exit(g < 0 ? 1 : 0);
-    if (chdir("/") != 0) _exit(1);  /* hold no job's directory */
-    signal(SIGPIPE, SIG_IGN);
-    int nul = open("/dev/null", O_RDWR);
-    int lg = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (nul >= 0) { dup2(nul, 0); dup2(nul, 1); }
-    if (lg >= 0) dup2(lg, 2);
-    long maxfd = sysconf(_SC_OPEN_MAX);
-    for (long fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++) close((int)fd);
-    setenv("KALDI_GPU_SERVICE", "no", 1);  /* the service itself never recurses */
-    execl(bin, "kaldi-gpu-service", sockopt, (char *)NULL);
-    _exit(127);
-  }
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-  return 0;
-}
-
-int kio_svc_connect(kio_svc **out, int may_start, char *why, size_t why_len) {
-  *out = NULL;
-  char dir[PATH_MAX], sock[PATH_MAX];
-  if (kio_svc_paths(dir, sizeof dir, sock, sizeof sock, why, why_len) != KIO_OK) return KIO_ERR;
-  int fd = try_connect(sock);
-  if (fd < 0 && may_start) {
-    /* One starter at a time: the others wait here, then find it running. */
-    char lockp[PATH_MAX + 8];
-    snprintf(lockp, sizeof lockp, "%s.lock", sock);
-    int lk = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (lk < 0 || flock(lk, LOCK_EX) != 0) {
-      setwhy(why, why_len, "cannot lock %s: %s", lockp, strerror(errno));
-      if (lk >= 0) close(lk);
-      return KIO_ERR;
-    }
-    fd = try_connect(sock);
-    if (fd < 0) {
-      unlink(sock);  /* stale: nobody answers on it */
-      if (spawn(dir, sock, why, why_len) == 0) {
-        /* The service binds at once (before it sets up the GPU); wait for it. */
-        for (int i = 0; i < 1000 && fd < 0; i++) {
-          struct timespec ts = {0, 10 * 1000 * 1000};
-          nanosleep(&ts, NULL);
-          fd = try_connect(sock);
-        }
-        if (fd < 0) setwhy(why, why_len, "the GPU service did not start (see %s/service.log)", dir);
-      }
-    }
-    close(lk);  /* releases the lock */
-  } else if (fd < 0) {
-    setwhy(why, why_len, "no GPU service running");
-  }
-  if (fd < 0) return KIO_ERR;
-  if (!(*out = wrap(fd))) {
-    setwhy(why, why_len, "out of memory");
-    return KIO_ERR;
-  }
-  return KIO_OK;
-}
-
-/* ---------------- the service's side ---------------- */
-
-int kio_svc_listen(const char *sock, char *why, size_t why_len) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    setwhy(why, why_len, "socket: %s", strerror(errno));
-    return -1;
-  }
-  struct sockaddr_un a;
-  memset(&a, 0, sizeof a);
-  a.sun_family = AF_UNIX;
-  snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
-  mode_t old = umask(077);
-  int rc = bind(fd, (struct sockaddr *)&a, sizeof a);
-  umask(old);
-  if (rc != 0 || listen(fd, 256) != 0) {
-    setwhy(why, why_len, "cannot listen on %s: %s", sock, strerror(errno));
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-int kio_svc_accept(int listen_fd, kio_svc **out) {
-  *out = NULL;
-  int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-  if (fd < 0) return KIO_ERR;
-  struct ucred cr;
-  socklen_t len = sizeof cr;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.uid != geteuid()) {
-    close(fd);
-    return KIO_ERR;
-  }
-  if (!(*out = wrap(fd))) return KIO_ERR;
-  return KIO_OK;
-}

@@ -12,12 +12,20 @@
  * Place and safety: a directory private to the user, $KALDI_GPU_SERVICE_DIR or
  * $XDG_RUNTIME_DIR/kaldi-gpu or /tmp/kaldi-gpu-UID, created 0700 and refused
  * unless it is a real directory owned by the user with no group/other bits.
- * One socket per service identity: the service binary (path, inode, mtime) and
- * the devices it may use (CUDA_VISIBLE_DEVICES, KALDI_GPU_DEVICE) and the
- * rounding profile (KALDI_GPU_BLAS_PROFILE), so a rebuilt
- * binary or another device mask never talks to an old service. The service
- * also checks the peer's uid (SO_PEERCRED). A socket nobody answers on is
- * stale: it is removed (under a lock) and a new service started.
+ * One socket per service identity: the host, the service binary (path,
+ * inode, mtime), the physical GPUs the job sees (their UUIDs, so that two
+ * jobs that both see "device 0" of different cards never share a service),
+ * the device switches (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
+ * KALDI_GPU_DEVICE) and the rounding profile (KALDI_GPU_BLAS_PROFILE). Every
+ * file of the directory names the host, so that hosts sharing it (a shared
+ * file system) never touch each other's. The service also checks the
+ * peer's uid (SO_PEERCRED). A socket nobody answers on is stale: it is
+ * removed and a new service started (svc-start.c).
+ *
+ * No wait on the service is unbounded: a job gives up on a service that
+ * shows no sign of life for KALDI_GPU_SERVICE_TIMEOUT seconds (30); the
+ * service sends a heartbeat (BUSY) every second while it works for the job,
+ * so a long batch on a busy device is not taken for a hang.
  *
  * Switches: KALDI_GPU_SERVICE=no (or 0) disables it; KALDI_GPU_SERVICE_BIN
  * names the binary (default: kaldi-gpu-service beside the running program);
@@ -33,7 +41,7 @@
 extern "C" {
 #endif
 
-enum { KIO_SVC_PROTOCOL = 1 };
+enum { KIO_SVC_PROTOCOL = 2 };
 
 /* Message types. Requests from a job, replies from the service. */
 enum {
@@ -44,8 +52,13 @@ enum {
   KIO_SVC_ACC = 5,        /* job: a batch to accumulate */
   KIO_SVC_ACCUMULATED = 6,/* service: per-utterance results */
   KIO_SVC_STATS = 7,      /* job: send the statistics */
-  KIO_SVC_STATS_ARE = 8   /* service: the statistics */
+  KIO_SVC_STATS_ARE = 8,  /* service: the statistics */
+  KIO_SVC_BUSY = 9        /* service: still working for you (empty; never
+                             returned by kio_svc_recv) */
 };
+/* A reply's status: anything but KIO_OK means the service could not do the
+ * work (its device failed, it ran out of memory, ...): the job does it
+ * itself, which gives the same result or the same error. */
 /* What a connection does (HELLO). */
 enum { KIO_SVC_KIND_ALIGN = 1, KIO_SVC_KIND_ACC = 2 };
 
@@ -96,37 +109,85 @@ struct kio_log_deferred;
 void kio_msg_put_lines(kio_msg *m, const struct kio_log_deferred *lines);
 /* Logs the lines read from r; KIO_ERR if malformed. */
 int kio_rd_log_lines(kio_msg_reader *r);
+/* Reads the lines without logging them: their texts, joined by "; ". */
+int kio_rd_log_text(kio_msg_reader *r, char *buf, size_t n);
 
 /* ---- a connection ---- */
 typedef struct kio_svc kio_svc;
+
+/* Largest messages: a HELLO (options and the model's bytes) and a request
+ * (a batch). A longer one is refused before anything is allocated for it;
+ * the buffer of a message grows as its bytes arrive, never by what its
+ * header claims. Jobs split batches to stay under KIO_SVC_MAX_REQUEST. */
+#define KIO_SVC_MAX_HELLO ((uint64_t)1 << 30)
+#define KIO_SVC_MAX_REQUEST ((uint64_t)2 << 30)
 
 /* 1 if a job with --use-gpu other than "no" should try the service: not
  * disabled by KALDI_GPU_SERVICE, and a GPU device node exists (so machines
  * without a GPU never try). Cheap: no CUDA call. */
 int kio_svc_wanted(void);
-/* Connects to the service, starting it if it is not running (may_start).
+/* Connects to the service, starting it if it is not running (may_start),
+ * with the job's bounds on every later wait (KALDI_GPU_SERVICE_TIMEOUT).
  * On failure returns KIO_ERR without logging and puts the reason in why
- * (for the caller's LOG line). */
+ * (for the caller's LOG line). Never waits longer than the start wait
+ * (10 s) plus that timeout; a failed start is remembered for
+ * KIO_SVC_FAILED_FOR seconds, during which jobs do not try again. */
+enum { KIO_SVC_FAILED_FOR = 120 };
 int kio_svc_connect(kio_svc **s, int may_start, char *why, size_t why_len);
 void kio_svc_close(kio_svc *s);
 /* Sends m as one message of the given type. KIO_ERR if the link failed. */
 int kio_svc_send(kio_svc *s, uint32_t type, const kio_msg *m);
 /* Receives one message: *type, and a payload valid until the next receive
- * on this connection. KIO_ERR if the link failed or the message is not one
- * of the expected type (expect = 0: any). */
+ * on this connection. KIO_ERR if the link failed, timed out, or the message
+ * is not one of the expected type (expect = 0: any). Heartbeats are
+ * consumed here (each one restarts the wait). */
 int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *payload);
 /* Why the last send/recv failed ("" if it did not). */
 const char *kio_svc_error(const kio_svc *s);
+/* Bounds on waiting for the peer, in seconds (< 0: none): wait_s for the
+ * first byte of a message, stall_s for the rest of it and for a send that
+ * does not progress. */
+void kio_svc_set_timeouts(kio_svc *s, double wait_s, double stall_s);
+/* The longest message this end accepts (bytes). */
+void kio_svc_set_limit(kio_svc *s, uint64_t max_len);
+/* The job's wait without a sign of life (KALDI_GPU_SERVICE_TIMEOUT). */
+double kio_svc_timeout(void);
 
 /* ---- the service's side ---- */
-/* The socket path for this process's identity (see above) and the private
- * directory; KIO_ERR with why if the directory is unsafe. */
-int kio_svc_paths(char *dir, size_t dir_len, char *sock, size_t sock_len, char *why,
-                  size_t why_len);
+/* The paths of this process's service (see above): the private directory,
+ * the socket, and the log. fresh: the GPUs' UUIDs asked of the driver, not
+ * taken from the directory's cache (the service checks the job's view so).
+ * KIO_ERR with why if the directory is unsafe. */
+typedef struct {
+  char dir[4096], sock[4096], log[4096];
+} kio_svc_paths_t;
+int kio_svc_paths(kio_svc_paths_t *p, int fresh, char *why, size_t why_len);
+/* The identity behind the socket name, in words (kaldi-gpu-service
+ * --print-identity), with the time its UUIDs took. */
+void kio_svc_describe(char *buf, size_t n, int fresh);
+/* Drops the cached UUIDs of this process's view of the GPUs. */
+void kio_svc_forget_gpus(void);
+/* The service's check at start, before it initialises CUDA: sock is the
+ * socket of this process's identity asked of the driver (fresh UUIDs); the
+ * UUIDs in gpus. KIO_ERR (the cached view dropped) with why otherwise. */
+int kio_svc_check_identity(const char *sock, char *gpus, size_t n, char *why, size_t why_len);
 /* Binds and listens on sock (mode 0600). Returns the fd or -1 (why). */
 int kio_svc_listen(const char *sock, char *why, size_t why_len);
 /* Wraps an accepted fd; KIO_ERR (fd closed) if the peer is another user. */
 int kio_svc_accept(int listen_fd, kio_svc **s);
+/* A heartbeat (BUSY) to the job, unless a message is being sent to it
+ * now. Never blocks; callable from any thread. */
+void kio_svc_heartbeat(kio_svc *s);
+/* Wakes whatever waits on this connection (the service's shutdown): its
+ * receive or send fails at once. Callable from any thread. */
+void kio_svc_shutdown(kio_svc *s);
+/* Seconds since the last byte went either way on this connection. */
+double kio_svc_quiet_for(const kio_svc *s);
+/* The start-up of the service: a CPU affinity of the whole machine (not
+ * the starting job's), and a control group of the user's own outside the
+ * job's where the system lets us move there. Says what it did in what;
+ * 1 if it moved to another control group (whose devices may differ). */
+int kio_svc_leave_job(char *what, size_t n);
 #ifdef __cplusplus
 }
 #endif

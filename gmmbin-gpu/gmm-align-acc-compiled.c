@@ -107,8 +107,17 @@ int main(int argc, char *argv[]) {
   char why[256] = "";
   if (galign_aligner_is_remote(galign_pipeline_aligner(g_pipe))) {
     /* the aligner is on the GPU service: so are the statistics */
-    if (gacc_new_remote(&g_acc.acc, tm, am, why, sizeof why) != KIO_OK)
-      KIO_LOG("Accumulating on a GPU context of our own (GPU service not usable: %s)", why);
+    gacc_on_loss on_loss = cfg.use_gpu == GALIGN_GPU_OPTIONAL ? GACC_LOSS_GPU_OR_CPU
+                           : cfg.use_gpu == GALIGN_GPU_WAIT   ? GACC_LOSS_GPU_WAIT
+                                                              : GACC_LOSS_GPU;
+    if (gacc_new_remote(&g_acc.acc, tm, am, on_loss, why, sizeof why) != KIO_OK) {
+      if (on_loss == GACC_LOSS_GPU_OR_CPU && kio_cuda_device_count() <= 0) {
+        KIO_LOG("Accumulating on the CPU (GPU service not usable: %s)", why);
+        gpu = 0;
+      } else {
+        KIO_LOG("Accumulating on a GPU context of our own (GPU service not usable: %s)", why);
+      }
+    }
   }
   if (!g_acc.acc) {
     if (gpu && kio_cuda_select(0, NULL, 0) != KIO_OK) fatal();

@@ -561,6 +561,20 @@ extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   return KIO_OK;
 }
 
+extern "C" int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in) {
+  size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
+  cudaStream_t st = c->stream;
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_tacc, in->tacc, sizeof(double) * ((size_t)c->num_tids + 1),
+                               cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_occ, in->occ, sizeof(double) * G, cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_mean, in->mean_acc, sizeof(double) * GD,
+                               cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_var, in->var_acc, sizeof(double) * GD,
+                               cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  return KIO_OK;
+}
+
 extern "C" int gacc_cuda_bind_thread(gacc_cuda *c) {
   KIO_CUDA_TRY(cudaSetDevice(c->device));
   return KIO_OK;

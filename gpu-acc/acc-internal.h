@@ -42,6 +42,9 @@ int gacc_cuda_accumulate_mats(gacc_cuda *c, int32_t n_frames, const kio_matrix *
 
 /* Copies tacc, occ, mean_acc, var_acc into out (already shaped). */
 int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out);
+/* The reverse: the device statistics become in's (a job that lost the GPU
+ * service goes on from the service's last statistics). */
+int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in);
 
 /* Page-locked host memory (plain malloc without CUDA). Silent: KIO_ERR on
  * failure, *p = NULL; the caller logs. */

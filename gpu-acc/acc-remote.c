@@ -7,17 +7,42 @@
  *   HELLO:       u32 protocol, u32 kind (acc), array model bytes
  *   ACC:         u32 n, then per utterance str key, i32 rows, cols, arrays
  *                features, transition-ids
- *   ACCUMULATED: i32 status, log lines, then per utterance f32 like, i32 frames
+ *   ACCUMULATED: i32 status, log lines, then (status KIO_OK) per utterance
+ *                f32 like, i32 frames
  *   STATS / STATS_ARE: i32 status, log lines, arrays tacc, occ, mean_acc,
  *                var_acc, f64 total_like, total_frames
  * One batch at a time is in flight: an asynchronous entry sends its batch
- * and returns; the reply is collected before the next batch is sent. */
+ * and returns; the reply is collected before the next batch is sent.
+ *
+ * A lost service (gone, silent for the timeout, or unable to do a batch)
+ * must not cost the job its statistics, and the service's are lost with it:
+ * which of the batches in flight it had added is unknowable. So the job
+ * keeps a copy of every batch it sent since a checkpoint: the service's
+ * statistics fetched (STATS) into the job's own (a->st) whenever the kept
+ * batches would pass a bound (max(128 MB, 4 x the statistics), so the
+ * checkpoints cost little). On a loss the job goes on from the checkpoint
+ * on its own GPU context or the CPU (as --use-gpu allows, as the aligner
+ * does): it redoes the kept batches, in order, then the rest. The sums are
+ * added in the same order as in an undisturbed run, so the statistics are
+ * the same bits. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/cuda-util.h"
 #include "device/svc-link.h"
+#include "base/sys/settings.h"
 #include "acc-internal.h"
 #include "acc-remote.h"
+
+/* A batch sent since the last checkpoint: copies of its keys, features and
+ * alignments in one block. */
+typedef struct kept {
+  struct kept *next;
+  int n;
+  gacc_utt *utts;
+  kio_matrix *mats;
+  size_t bytes;
+} kept;
 
 struct gacc_remote {
   kio_svc *svc;
@@ -25,23 +50,154 @@ struct gacc_remote {
   int pending;            /* utterances of the batch in flight (0: none) */
   gacc_utt_result *res;   /* where its results go (NULL: only the sums) */
   char desc[160];
+  gacc_on_loss on_loss;
+  kept *kept_first, *kept_last;
+  size_t kept_bytes, keep_limit;
+  double ck_like;         /* a->like_sum, a->frames_sum at the checkpoint */
+  int64_t ck_frames;
 };
 
-static int lost(gacc_remote *r) {
-  KIO_ERROR("Lost the GPU service during accumulation: %s", kio_svc_error(r->svc));
-  return KIO_ERR;
+static void kept_free_all(gacc_remote *r) {
+  while (r->kept_first) {
+    kept *k = r->kept_first;
+    r->kept_first = k->next;
+    free(k);
+  }
+  r->kept_last = NULL;
+  r->kept_bytes = 0;
 }
 
-int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am, char *why,
-                    size_t why_len) {
+/* A copy of the batch, appended to the kept ones; NULL without memory. */
+static kept *keep_batch(gacc_remote *r, int n, const gacc_utt *utts) {
+  size_t bytes = sizeof(kept) + (size_t)n * (sizeof(gacc_utt) + sizeof(kio_matrix));
+  for (int i = 0; i < n; i++) {
+    const kio_matrix *f = utts[i].feats;
+    bytes += ((size_t)f->rows * (size_t)f->cols * sizeof(float) + 7) / 8 * 8;
+    bytes += ((size_t)f->rows * sizeof(int32_t) + 7) / 8 * 8;
+    bytes += (strlen(utts[i].key) + 8) / 8 * 8;
+  }
+  kept *k = malloc(bytes);
+  if (!k) return NULL;
+  k->next = NULL;
+  k->n = n;
+  k->bytes = bytes;
+  k->utts = (gacc_utt *)(k + 1);
+  k->mats = (kio_matrix *)(k->utts + n);
+  char *p = (char *)(k->mats + n);
+  for (int i = 0; i < n; i++) {
+    const kio_matrix *f = utts[i].feats;
+    size_t fb = (size_t)f->rows * (size_t)f->cols * sizeof(float);
+    size_t ab = (size_t)f->rows * sizeof(int32_t), kb = strlen(utts[i].key) + 1;
+    float *x = (float *)p;
+    if (fb) memcpy(x, f->data, fb);
+    p += (fb + 7) / 8 * 8;
+    int32_t *ali = (int32_t *)p;
+    if (ab) memcpy(ali, utts[i].ali, ab);
+    p += (ab + 7) / 8 * 8;
+    char *key = p;
+    memcpy(key, utts[i].key, kb);
+    p += (kb + 7) / 8 * 8;
+    k->mats[i] = (kio_matrix){f->rows, f->cols, x, 0};
+    k->utts[i] = (gacc_utt){key, &k->mats[i], ali};
+  }
+  if (r->kept_last) r->kept_last->next = k;
+  else r->kept_first = k;
+  r->kept_last = k;
+  r->kept_bytes += bytes;
+  return k;
+}
+
+/* Our own backend for the rest of the job, as on_loss allows (the
+ * aligner's order: our own GPU context, else the CPU if optional); the
+ * statistics go on from the checkpoint in a->st. desc: what it is. */
+static int own_backend(gacc_acc *a, gacc_on_loss on_loss, char *desc, size_t n) {
+  if (on_loss == GACC_LOSS_GPU_OR_CPU && kio_cuda_device_count() <= 0) {
+    snprintf(desc, n, "accumulating on the CPU");
+    return KIO_OK;
+  }
+  char dev[200] = "";
+  kio_log_deferred *quiet = NULL;
+  if (on_loss == GACC_LOSS_GPU_OR_CPU) kio_log_defer(&quiet);  /* the CPU is fine too */
+  int rc = kio_cuda_select(on_loss == GACC_LOSS_GPU_WAIT, dev, sizeof dev);
+  if (rc == KIO_OK) rc = gacc_cuda_new(&a->cuda, &a->st, a->am);
+  if (rc == KIO_OK) rc = gacc_cuda_load(a->cuda, &a->st);
+  if (on_loss == GACC_LOSS_GPU_OR_CPU) {
+    kio_log_defer(NULL);
+    kio_log_discard(&quiet);
+  }
+  if (rc == KIO_OK) {
+    snprintf(desc, n, "accumulating on the GPU: %s", dev);
+    return KIO_OK;
+  }
+  gacc_cuda_free(a->cuda);
+  a->cuda = NULL;
+  if (on_loss != GACC_LOSS_GPU_OR_CPU) return KIO_ERR;
+  snprintf(desc, n, "GPU not usable; accumulating on the CPU");
+  return KIO_OK;
+}
+
+/* The service is lost (why): the job goes on by itself from the last
+ * checkpoint, redoing the kept batches (the one in flight's results into
+ * its caller's res). KIO_OK once redone; KIO_ERR: a fatal error, logged. */
+static int fall_back(gacc_acc *a, const char *why) {
+  gacc_remote *r = a->remote;
+  kept *todo = r->kept_first;
+  /* the batch in flight is the last one kept */
+  kept *pending = r->pending ? r->kept_last : NULL;
+  gacc_utt_result *pending_res = r->pending ? r->res : NULL;
+  r->kept_first = r->kept_last = NULL;
+  int redo = 0;
+  for (kept *k = todo; k; k = k->next) redo += k->n;
+  a->like_sum = r->ck_like;
+  a->frames_sum = r->ck_frames;
+  gacc_on_loss on_loss = r->on_loss;
+  gacc_remote_free(a);
+  a->is_gpu = 0;
+  char desc[260];
+  int rc = own_backend(a, on_loss, desc, sizeof desc);
+  if (rc == KIO_OK) {
+    a->is_gpu = a->cuda != NULL;
+    KIO_LOG("GPU service lost during accumulation (%s): %s, from its last statistics "
+            "(%d utterances redone)", why, desc, redo);
+  } else {
+    KIO_ERROR("GPU service lost during accumulation (%s), and no GPU of our own for "
+              "--use-gpu=%s", why, on_loss == GACC_LOSS_GPU_WAIT ? "wait" : "yes");
+  }
+  gacc_utt_result *scratch = NULL;
+  int cap = 0;
+  while (todo) {
+    kept *k = todo;
+    todo = k->next;
+    gacc_utt_result *res = k == pending ? pending_res : NULL;
+    if (!res && rc == KIO_OK) {
+      if (k->n > cap) {
+        free(scratch);
+        cap = k->n;
+        if (!(scratch = malloc((size_t)cap * sizeof *scratch))) {
+          KIO_ERROR("Out of memory");
+          rc = KIO_ERR;
+        }
+      }
+      res = scratch;
+    }
+    if (rc == KIO_OK) rc = gacc_accumulate_batch(a, k->n, k->utts, res);
+    free(k);
+  }
+  free(scratch);
+  return rc;
+}
+
+int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am,
+                    gacc_on_loss on_loss, char *why, size_t why_len) {
   *out = NULL;
   gacc_remote *r = calloc(1, sizeof *r);
   if (!r) { snprintf(why, why_len, "out of memory"); return KIO_ERR; }
+  r->on_loss = on_loss;
   char *model = NULL;
   size_t len = 0;
   kio_log_deferred *quiet = NULL;
   kio_log_defer(&quiet);
-  int rc = gacc_new(out, "cpu", tm, am);  /* the shape, the checks, the sums */
+  int rc = gacc_new(out, "cpu", tm, am);  /* the shape, the checks, the checkpoint */
   if (rc == KIO_OK) rc = kio_model_to_bytes(tm, am, &model, &len);
   kio_log_defer(NULL);
   kio_log_discard(&quiet);
@@ -49,6 +205,12 @@ int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am, 
     snprintf(why, why_len, "cannot set up the model");
     goto fail;
   }
+  const gacc_stats *st = &(*out)->st;
+  size_t stats_bytes = sizeof(double) * ((size_t)st->num_tids + 1 + (size_t)st->num_gauss +
+                                         2 * (size_t)st->num_gauss * (size_t)st->dim);
+  r->keep_limit = 4 * stats_bytes > ((size_t)128 << 20) ? 4 * stats_bytes : (size_t)128 << 20;
+  const char *t = kio_test_hook(KIO_SET_TEST_ACC_KEEP_BYTES);
+  if (t) r->keep_limit = (size_t)strtoull(t, NULL, 10);
   if (kio_svc_connect(&r->svc, 1, why, why_len) != KIO_OK) goto fail;
   kio_msg_put_u32(&r->msg, KIO_SVC_PROTOCOL);
   kio_msg_put_u32(&r->msg, KIO_SVC_KIND_ACC);
@@ -88,8 +250,18 @@ void gacc_remote_free(gacc_acc *a) {
   if (!r) return;
   kio_svc_close(r->svc);
   kio_msg_free(&r->msg);
+  kept_free_all(r);
   free(r);
   a->remote = NULL;
+}
+
+/* The text of a failed reply's lines, for the LOG line of the loss. */
+static int lost_batch(gacc_acc *a, kio_msg_reader *rd, const char *what) {
+  char text[160], why[220];
+  if (kio_rd_log_text(rd, text, sizeof text) != KIO_OK || !text[0])
+    snprintf(text, sizeof text, "no reason given");
+  snprintf(why, sizeof why, "the service could not %s: %s", what, text);
+  return fall_back(a, why);
 }
 
 /* Collects the reply of the batch in flight, if any. */
@@ -97,89 +269,144 @@ int gacc_remote_wait(gacc_acc *a) {
   gacc_remote *r = a->remote;
   if (!r->pending) return KIO_OK;
   int n = r->pending;
-  r->pending = 0;
   kio_msg_reader rd;
-  if (kio_svc_recv(r->svc, KIO_SVC_ACCUMULATED, NULL, &rd) != KIO_OK) return lost(r);
+  if (kio_svc_recv(r->svc, KIO_SVC_ACCUMULATED, NULL, &rd) != KIO_OK)
+    return fall_back(a, kio_svc_error(r->svc));
   int32_t status = kio_rd_i32(&rd);
-  if (kio_rd_log_lines(&rd) != KIO_OK) return lost(r);
-  if (status != KIO_OK) return KIO_ERR;
-  for (int i = 0; i < n; i++) {
-    gacc_utt_result u;
-    u.like = kio_rd_f32(&rd);
-    u.frames = kio_rd_i32(&rd);
-    if (rd.bad) return lost(r);
-    if (r->res) r->res[i] = u;
-    a->like_sum += (double)u.like;
-    a->frames_sum += u.frames;
+  if (status != KIO_OK) return lost_batch(a, &rd, "accumulate a batch");
+  kio_log_deferred *lines = NULL;
+  kio_log_defer(&lines);
+  int lrc = kio_rd_log_lines(&rd);
+  kio_log_defer(NULL);
+  gacc_utt_result *u = malloc((size_t)n * sizeof *u);
+  for (int i = 0; i < n && u; i++) {
+    u[i].like = kio_rd_f32(&rd);
+    u[i].frames = kio_rd_i32(&rd);
   }
+  if (lrc != KIO_OK || rd.bad || !u) {
+    kio_log_discard(&lines);
+    free(u);
+    return fall_back(a, u ? "malformed reply from the GPU service" : "out of memory");
+  }
+  kio_log_replay(&lines);
+  r->pending = 0;
+  for (int i = 0; i < n; i++) {
+    if (r->res) r->res[i] = u[i];
+    a->like_sum += (double)u[i].like;
+    a->frames_sum += u[i].frames;
+  }
+  free(u);
   return KIO_OK;
 }
 
-/* Sends a batch (checked first); its results go to res when collected. */
-static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
+/* The service's statistics so far into a->st; the kept batches are then
+ * no longer needed. */
+static int checkpoint(gacc_acc *a) {
   gacc_remote *r = a->remote;
-  if (gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
-  for (int i = 0; i < n; i++)
-    if (gacc_check_utt(a, &utts[i]) != KIO_OK) return KIO_ERR;
-  kio_msg *m = &r->msg;
-  kio_msg_reset(m);
-  kio_msg_put_u32(m, (uint32_t)n);
-  for (int i = 0; i < n; i++) {
-    const kio_matrix *f = utts[i].feats;
-    kio_msg_put_str(m, utts[i].key);
-    kio_msg_put_i32(m, f->rows);
-    kio_msg_put_i32(m, f->cols);
-    kio_msg_put_ref(m, f->data, (size_t)f->rows * (size_t)f->cols, sizeof(float));
-    kio_msg_put_ref(m, utts[i].ali, (size_t)f->rows, sizeof(int32_t));
-  }
-  if (kio_svc_send(r->svc, KIO_SVC_ACC, m) != KIO_OK) return lost(r);
-  r->pending = n;
-  r->res = res;
-  return KIO_OK;
-}
-
-int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
-  if (n <= 0) return KIO_OK;
-  if (send_batch(a, n, utts, res) != KIO_OK) return KIO_ERR;
-  return gacc_remote_wait(a);
-}
-
-int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
-  if (n <= 0) return gacc_remote_wait(a);
-  return send_batch(a, n, utts, res);
-}
-
-int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts) {
-  if (n <= 0) return gacc_remote_wait(a);
-  return send_batch(a, n, utts, NULL);
-}
-
-int gacc_remote_stats(gacc_acc *a, gacc_stats *out) {
-  gacc_remote *r = a->remote;
-  if (gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
-  kio_msg_reset(&r->msg);
   kio_msg_reader rd;
+  kio_msg_reset(&r->msg);
   if (kio_svc_send(r->svc, KIO_SVC_STATS, &r->msg) != KIO_OK ||
       kio_svc_recv(r->svc, KIO_SVC_STATS_ARE, NULL, &rd) != KIO_OK)
-    return lost(r);
+    return fall_back(a, kio_svc_error(r->svc));
   int32_t status = kio_rd_i32(&rd);
-  if (kio_rd_log_lines(&rd) != KIO_OK) return lost(r);
-  if (status != KIO_OK) return KIO_ERR;
+  if (status != KIO_OK) return lost_batch(a, &rd, "return the statistics");
+  gacc_stats *out = &a->st;
+  kio_log_deferred *lines = NULL;
+  kio_log_defer(&lines);
+  int lrc = kio_rd_log_lines(&rd);
+  kio_log_defer(NULL);
   size_t gd = (size_t)out->num_gauss * (size_t)out->dim, n1, n2, n3, n4;
   const double *tacc = kio_rd_arr(&rd, sizeof(double), (size_t)out->num_tids + 1, &n1);
   const double *occ = kio_rd_arr(&rd, sizeof(double), (size_t)out->num_gauss, &n2);
   const double *mean = kio_rd_arr(&rd, sizeof(double), gd, &n3);
   const double *var = kio_rd_arr(&rd, sizeof(double), gd, &n4);
   double total_like = kio_rd_f64(&rd), total_frames = kio_rd_f64(&rd);
-  if (rd.bad || n1 != (size_t)out->num_tids + 1 || n2 != (size_t)out->num_gauss || n3 != gd ||
-      n4 != gd)
-    return lost(r);
+  if (lrc != KIO_OK || rd.bad || n1 != (size_t)out->num_tids + 1 ||
+      n2 != (size_t)out->num_gauss || n3 != gd || n4 != gd) {
+    kio_log_discard(&lines);
+    return fall_back(a, "malformed reply from the GPU service");
+  }
+  kio_log_replay(&lines);
   out->total_like = total_like;
   out->total_frames = total_frames;
   memcpy(out->tacc, tacc, n1 * sizeof(double));
   memcpy(out->occ, occ, n2 * sizeof(double));
   memcpy(out->mean_acc, mean, n3 * sizeof(double));
   memcpy(out->var_acc, var, n4 * sizeof(double));
+  r->ck_like = a->like_sum;
+  r->ck_frames = a->frames_sum;
+  kept_free_all(r);
+  return KIO_OK;
+}
+
+enum { GONE = 2 };  /* send_batch: the service was lost before the batch went */
+
+/* Sends a batch (checked first, kept); its results go to res when
+ * collected. GONE: the service was lost before (the job goes on by itself
+ * already): the caller's entry does the batch on the new backend. */
+static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
+  if (gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
+  if (!a->remote) return GONE;
+  gacc_remote *r = a->remote;
+  for (int i = 0; i < n; i++)
+    if (gacc_check_utt(a, &utts[i]) != KIO_OK) return KIO_ERR;
+  if (r->kept_first && r->kept_bytes >= r->keep_limit) {
+    if (checkpoint(a) != KIO_OK) return KIO_ERR;
+    if (!a->remote) return GONE;
+  }
+  kept *k = keep_batch(r, n, utts);
+  if (!k) return fall_back(a, "out of memory keeping a batch") == KIO_OK ? GONE : KIO_ERR;
+  kio_msg *m = &r->msg;
+  kio_msg_reset(m);
+  kio_msg_put_u32(m, (uint32_t)n);
+  for (int i = 0; i < n; i++) {
+    const kio_matrix *f = k->utts[i].feats;
+    kio_msg_put_str(m, k->utts[i].key);
+    kio_msg_put_i32(m, f->rows);
+    kio_msg_put_i32(m, f->cols);
+    kio_msg_put_ref(m, f->data, (size_t)f->rows * (size_t)f->cols, sizeof(float));
+    kio_msg_put_ref(m, k->utts[i].ali, (size_t)f->rows, sizeof(int32_t));
+  }
+  /* in flight from here: a loss redoes it, its results into res */
+  r->pending = n;
+  r->res = res;
+  if (kio_svc_send(r->svc, KIO_SVC_ACC, m) != KIO_OK) return fall_back(a, kio_svc_error(r->svc));
+  return KIO_OK;
+}
+
+int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
+  if (n <= 0) return KIO_OK;
+  int rc = send_batch(a, n, utts, res);
+  if (rc == GONE) return gacc_accumulate_batch(a, n, utts, res);
+  if (rc != KIO_OK) return KIO_ERR;
+  return a->remote ? gacc_remote_wait(a) : KIO_OK;
+}
+
+int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
+  if (n <= 0) return gacc_remote_wait(a);
+  int rc = send_batch(a, n, utts, res);
+  return rc == GONE ? gacc_accumulate_batch(a, n, utts, res) : rc;
+}
+
+int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts) {
+  if (n <= 0) return gacc_remote_wait(a);
+  int rc = send_batch(a, n, utts, NULL);
+  return rc == GONE ? gacc_accumulate_batch_async(a, n, utts) : rc;
+}
+
+int gacc_remote_stats(gacc_acc *a, gacc_stats *out) {
+  if (gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
+  if (a->remote && checkpoint(a) != KIO_OK) return KIO_ERR;
+  if (!a->remote) return gacc_get_stats(a, out);  /* lost: ours */
+  /* the checkpoint brought the service's statistics into a->st */
+  const gacc_stats *s = &a->st;
+  size_t gd = (size_t)s->num_gauss * (size_t)s->dim;
+  memcpy(out->tacc, s->tacc, sizeof(double) * ((size_t)s->num_tids + 1));
+  memcpy(out->occ, s->occ, sizeof(double) * (size_t)s->num_gauss);
+  memcpy(out->mean_acc, s->mean_acc, sizeof(double) * gd);
+  memcpy(out->var_acc, s->var_acc, sizeof(double) * gd);
+  out->total_like = s->total_like;
+  out->total_frames = s->total_frames;
   return KIO_OK;
 }
 
@@ -211,10 +438,14 @@ int gacc_serve_hello(kio_msg_reader *req, const void **model, size_t *model_len)
   return req->bad ? KIO_ERR : KIO_OK;
 }
 
-int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *reply) {
+int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *reply,
+                   int *batch_rc) {
   kio_log_discard(&s->lines);
+  *batch_rc = KIO_OK;
   uint32_t n = kio_rd_u32(req);
-  if (req->bad || n > (1u << 24)) return KIO_ERR;
+  /* an utterance takes more than 32 bytes of the request: a count the
+   * payload cannot hold allocates nothing */
+  if (req->bad || n > req->len / 32) return KIO_ERR;
   if ((int)n > s->cap) {
     gacc_utt *u = realloc(s->utts, n * sizeof *u);
     if (u) s->utts = u;
@@ -240,6 +471,7 @@ int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *rep
   kio_log_defer(&s->lines);
   int rc = gacc_accumulate_batch(a, (int)n, s->utts, s->res);
   kio_log_defer(NULL);
+  *batch_rc = rc;
   kio_msg_reset(reply);
   kio_msg_put_i32(reply, rc);
   kio_msg_put_lines(reply, s->lines);
@@ -251,11 +483,12 @@ int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *rep
   return KIO_OK;
 }
 
-int gacc_serve_stats(gacc_serve *s, gacc_acc *a, kio_msg *reply) {
+int gacc_serve_stats(gacc_serve *s, gacc_acc *a, kio_msg *reply, int *batch_rc) {
   kio_log_discard(&s->lines);
   kio_log_defer(&s->lines);
   int rc = gacc_get_stats(a, &s->st);
   kio_log_defer(NULL);
+  *batch_rc = rc;
   kio_msg_reset(reply);
   kio_msg_put_i32(reply, rc);
   kio_msg_put_lines(reply, s->lines);

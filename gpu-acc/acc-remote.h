@@ -28,10 +28,12 @@ typedef struct gacc_serve gacc_serve;
 gacc_serve *gacc_serve_new(void);
 void gacc_serve_free(gacc_serve *s);
 /* An ACC request accumulated into a (log lines captured), the ACCUMULATED
- * reply in reply. KIO_ERR only for a malformed request. */
-int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *reply);
+ * reply in reply, the batch's status in *batch_rc. KIO_ERR only for a
+ * malformed request. */
+int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *reply,
+                   int *batch_rc);
 /* The STATS_ARE reply (refers to s until the next call). */
-int gacc_serve_stats(gacc_serve *s, gacc_acc *a, kio_msg *reply);
+int gacc_serve_stats(gacc_serve *s, gacc_acc *a, kio_msg *reply, int *batch_rc);
 
 #ifdef __cplusplus
 }

@@ -75,10 +75,14 @@ int gacc_is_gpu(const gacc_acc *a);
 /* The accumulator on the per-user GPU service (device/svc-link.h): connects
  * (starting the service if needed) and hands it the model. On failure
  * returns KIO_ERR without logging, with the reason in why. gacc_is_gpu is 1
- * for it; every entry works as on the GPU backend. A lost service is a
- * fatal error of the next entry. */
-int gacc_new_remote(gacc_acc **a, const kio_tmodel *tm, const kio_am_gmm *am, char *why,
-                    size_t why_len);
+ * for it; every entry works as on the GPU backend. If the service is lost
+ * (gone, silent, its device failed), the accumulator goes on by itself with
+ * the same statistics (one LOG line says so), on what on_loss allows, as
+ * --use-gpu says: our own GPU context or else the CPU (optional), our own
+ * GPU context or a fatal error (yes; wait: waiting for a device). */
+typedef enum { GACC_LOSS_GPU_OR_CPU, GACC_LOSS_GPU, GACC_LOSS_GPU_WAIT } gacc_on_loss;
+int gacc_new_remote(gacc_acc **a, const kio_tmodel *tm, const kio_am_gmm *am,
+                    gacc_on_loss on_loss, char *why, size_t why_len);
 /* The service's device, "" if a is not on the service. */
 const char *gacc_remote_desc(const gacc_acc *a);
 void gacc_free(gacc_acc *a);

@@ -5,10 +5,14 @@
  *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features,
  *            i32 band_T (margin band, 0: none), arrays topo_pos, band_lo, band_hi
  *            (empty without a band)
- *   ALIGNED: i32 status, log lines, then per utterance
+ *   ALIGNED: i32 status, log lines, then (status KIO_OK) per utterance
  *            i32 ok, retried, band_failed, num_frames, f32 like, score,
  *            arrays ali, per_frame
- * Arrays are sent from where they are (no copy) and used in place. */
+ * Arrays are sent from where they are (no copy) and used in place. A batch
+ * the service could not align (status not KIO_OK: its device failed, ...)
+ * is the job's to align, as when the service is lost: its own backend gives
+ * the same results, or the same fatal error. A batch larger than a request
+ * may be (KIO_SVC_MAX_REQUEST) goes in several. */
 #include "align-remote.h"
 
 #include <stdlib.h>
@@ -119,6 +123,15 @@ static int lost(galign_remote *r, const char *why) {
   return GALIGN_REMOTE_LOST;
 }
 
+/* Bytes of utterance i in an ALIGN request (an upper bound). */
+static uint64_t utt_bytes(const galign_graph *g, const kio_matrix *f) {
+  uint64_t ns = (uint64_t)g->fst.num_states, na = (uint64_t)g->fst.num_arcs;
+  uint64_t b = 160 + 4 * (ns + 1) + sizeof(kio_arc) * na + 4 * ns + 4 * (uint64_t)g->num_pdfs_used +
+               4 * na + 4 * (uint64_t)f->rows * (uint64_t)f->cols;
+  if (g->band_T == f->rows) b += 4 * ns + 8 * ((uint64_t)g->band_T + 1);
+  return b;
+}
+
 /* Sends utterances [first, first + n) as one ALIGN request on connection c. */
 static int send_chunk(galign_remote *r, int c, int first, int n,
                       const galign_graph *const *graphs, const kio_matrix *const *feats,
@@ -152,19 +165,28 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
   return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
 }
 
-/* Receives the reply for [first, first + n) on connection c: logs its
- * lines, fills the results. KIO_OK, KIO_ERR (the batch's fatal error) or
+/* Receives the reply for [first, first + n) on connection c: its lines
+ * into *lines (logged once the whole batch is in), the results. KIO_OK or
  * GALIGN_REMOTE_LOST. */
 static int recv_chunk(galign_remote *r, int c, int first, int n,
                       const kio_matrix *const *feats, int want_per_frame,
-                      galign_result *results) {
+                      galign_result *results, kio_log_deferred **lines) {
   kio_msg_reader rd;
   if (kio_svc_recv(r->svc[c], KIO_SVC_ALIGNED, NULL, &rd) != KIO_OK)
     return lost(r, kio_svc_error(r->svc[c]));
   int32_t status = kio_rd_i32(&rd);
+  if (status != KIO_OK) {
+    char text[160], why[200];
+    if (kio_rd_log_text(&rd, text, sizeof text) != KIO_OK || !text[0])
+      snprintf(text, sizeof text, "no reason given");
+    snprintf(why, sizeof why, "the service could not align a batch: %s", text);
+    return lost(r, why);
+  }
   /* The lines come first, as the aligner printed them before returning. */
-  if (kio_rd_log_lines(&rd) != KIO_OK) return lost(r, "malformed reply from the GPU service");
-  if (status != KIO_OK) return KIO_ERR;
+  kio_log_defer(lines);
+  int lrc = kio_rd_log_lines(&rd);
+  kio_log_defer(NULL);
+  if (lrc != KIO_OK) return lost(r, "malformed reply from the GPU service");
   for (int i = first; i < first + n; i++) {
     galign_result *res = &results[i];
     int32_t ok = kio_rd_i32(&rd), retried = kio_rd_i32(&rd), band_failed = kio_rd_i32(&rd);
@@ -215,17 +237,62 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
   }
   for (; c < k; c++) start[c] = n - (k - c);
   start[k] = n;
-  for (int c = 0; c < k; c++)
-    if (send_chunk(r, c, start[c], start[c + 1] - start[c], graphs, feats, want_per_frame) !=
-        KIO_OK)
-      return lost(r, kio_svc_error(r->svc[c]));
-  int rc = KIO_OK;
-  for (int c = 0; c < k; c++) {
-    int rc_c = recv_chunk(r, c, start[c], start[c + 1] - start[c], feats, want_per_frame,
-                          results);
-    if (rc_c == GALIGN_REMOTE_LOST) return rc_c;
-    if (rc_c != KIO_OK) rc = rc_c;
+  /* Each chunk in requests of at most KIO_SVC_MAX_REQUEST bytes: in rounds,
+   * one request per connection each. The replies' log lines are kept, and
+   * logged in input order once the whole batch is in (a batch the service
+   * loses is aligned again here, with its own lines). */
+  int pos[MAX_CONN], end_of[MAX_CONN];
+  for (int c = 0; c < k; c++) pos[c] = start[c];
+  struct part { int first; kio_log_deferred *lines; } *parts = NULL;
+  int nparts = 0, cap = 0, rc = KIO_OK;
+  while (rc == KIO_OK) {
+    int sent = 0;
+    for (int c = 0; c < k && rc == KIO_OK; c++) {
+      end_of[c] = pos[c];
+      uint64_t bytes = 64;
+      while (end_of[c] < start[c + 1]) {
+        uint64_t u = utt_bytes(graphs[end_of[c]], feats[end_of[c]]);
+        if (end_of[c] > pos[c] && bytes + u > KIO_SVC_MAX_REQUEST) break;
+        bytes += u;
+        end_of[c]++;
+      }
+      if (end_of[c] == pos[c]) continue;
+      if (bytes > KIO_SVC_MAX_REQUEST)
+        rc = lost(r, "an utterance too large for a request to the GPU service");
+      else if (send_chunk(r, c, pos[c], end_of[c] - pos[c], graphs, feats, want_per_frame) !=
+               KIO_OK)
+        rc = lost(r, kio_svc_error(r->svc[c]));
+      sent = 1;
+    }
+    if (!sent) break;
+    for (int c = 0; c < k && rc == KIO_OK; c++) {
+      if (end_of[c] == pos[c]) continue;
+      if (nparts == cap) {
+        cap = cap ? 2 * cap : 2 * MAX_CONN;
+        struct part *np = realloc(parts, (size_t)cap * sizeof *np);
+        if (!np) { rc = lost(r, "out of memory"); break; }
+        parts = np;
+      }
+      parts[nparts].first = pos[c];
+      parts[nparts].lines = NULL;
+      rc = recv_chunk(r, c, pos[c], end_of[c] - pos[c], feats, want_per_frame, results,
+                      &parts[nparts].lines);
+      nparts++;
+      pos[c] = end_of[c];
+    }
   }
+  /* in input order: by first utterance (parts of one round are in order) */
+  for (int i = 1; i < nparts; i++)
+    for (int j = i; j > 0 && parts[j - 1].first > parts[j].first; j--) {
+      struct part t = parts[j];
+      parts[j] = parts[j - 1];
+      parts[j - 1] = t;
+    }
+  for (int i = 0; i < nparts; i++) {
+    if (rc == KIO_OK) kio_log_replay(&parts[i].lines);
+    else kio_log_discard(&parts[i].lines);
+  }
+  free(parts);
   return rc;
 }
 
@@ -308,10 +375,13 @@ static int graph_ok(const galign_graph *g, int32_t num_pdfs) {
 }
 
 int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
-                       kio_msg *reply) {
+                       kio_msg *reply, int *batch_rc) {
   serve_clear_results(s);
+  *batch_rc = KIO_OK;
   uint32_t n = kio_rd_u32(req), want_pf = kio_rd_u32(req);
-  if (req->bad || n > (1u << 24) || grow(s, (int)n) != KIO_OK) return KIO_ERR;
+  /* an utterance takes more than 64 bytes of the request: a count the
+   * payload cannot hold allocates nothing */
+  if (req->bad || n > req->len / 64 || grow(s, (int)n) != KIO_OK) return KIO_ERR;
   const size_t big = req->len;
   int32_t num_pdfs = galign_aligner_num_pdfs(a);
   for (uint32_t i = 0; i < n; i++) {
@@ -355,6 +425,7 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
   kio_log_defer(&s->lines);
   int rc = galign_align_batch(a, (int)n, s->gptr, s->fptr, (int)want_pf, s->res);
   kio_log_defer(NULL);
+  *batch_rc = rc;
   kio_msg_reset(reply);
   kio_msg_put_i32(reply, rc);
   kio_msg_put_lines(reply, s->lines);

@@ -33,9 +33,10 @@ const char *galign_remote_desc(const galign_remote *r);
 /* Why the last call returned GALIGN_REMOTE_LOST. */
 const char *galign_remote_error(const galign_remote *r);
 
-/* As galign_align_batch. KIO_OK; KIO_ERR (a fatal error of the batch, its
- * ERROR lines logged here as the service's aligner printed them); or
- * GALIGN_REMOTE_LOST. */
+/* As galign_align_batch: KIO_OK, or GALIGN_REMOTE_LOST (the service is
+ * gone, did not answer in time, or could not align the batch): the caller
+ * aligns the batch on its own backend, which gives the same results or the
+ * same fatal error. */
 int galign_remote_align(galign_remote *r, int n, const galign_graph *const *graphs,
                         const kio_matrix *const *feats, int want_per_frame,
                         galign_result *results);
@@ -55,10 +56,11 @@ galign_serve *galign_serve_new(void);
 void galign_serve_free(galign_serve *s);
 /* Decodes an ALIGN request, aligns it with a (on the calling thread, its
  * log lines captured), encodes the ALIGNED reply into reply (which refers
- * to s's results until the next call). KIO_ERR only for a malformed request
- * (then the connection should be dropped). */
+ * to s's results until the next call); *batch_rc: the batch's status.
+ * KIO_ERR only for a malformed request (then the connection should be
+ * dropped). */
 int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
-                       kio_msg *reply);
+                       kio_msg *reply, int *batch_rc);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,20 @@
 /* The GPU service's loop, connections, model cache and pools (see
- * gpu-service.h). */
+ * gpu-service.h).
+ *
+ * Lifecycle: every wait has a bound. A job must send its HELLO, and the
+ * rest of any message it starts, within the stall time
+ * (KALDI_GPU_SERVICE_TIMEOUT); between requests a job may think as long as
+ * it likes, but a connection without traffic does not keep the service up
+ * past its idle time. While a request is worked on, a ticker thread sends
+ * the job a heartbeat every second, so the job can tell a long batch from a
+ * stopped service. SIGTERM/SIGINT, the idle exit and a broken device
+ * context end the service promptly: the socket goes first (the next job
+ * starts a fresh service), connections without work in flight are closed
+ * at once (their jobs go on by themselves), work in flight gets a few
+ * seconds to finish. A context with a sticky error (kernel fault, ECC) is
+ * found after a failed batch or before a connection is served; the
+ * process then restarts this way, since only a new process gets a working
+ * context. */
 #include "gpu-service.h"
 
 #include <errno.h>
@@ -45,9 +60,17 @@ typedef struct model_entry {
 
 enum { MAX_DEV = 16 };
 
+/* A connection, registered while its thread runs. */
+typedef struct conn {
+  struct conn *next;
+  kio_svc *s;
+  volatile int busy;     /* a request is being worked on: heartbeats go out */
+} conn;
+
 static struct {
   pthread_mutex_t mu;
   model_entry *models;
+  conn *conns;
   int active;            /* connections being served */
   int ndev;              /* devices served (CUDA ordinals in dev_id) */
   int dev_id[MAX_DEV];
@@ -59,8 +82,67 @@ static struct {
   int verbose;           /* a LOG line per connection with its times */
   int device_ok;
   char desc[200];        /* the device, or why it is not usable */
+  double stall_s;        /* a job's silence allowed inside a message */
+  volatile int broken;   /* a device context broke: restart */
+  char broken_why[240];
+  int batches;           /* tests: batches begun, all connections */
+  int break_after, stop_after;
+  double slow_s;
   volatile sig_atomic_t stop;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+/* The device context broke (sticky error): stop serving, so the next job
+ * starts a fresh service. */
+static void mark_broken(const char *why) {
+  pthread_mutex_lock(&g.mu);
+  if (!g.broken) {
+    snprintf(g.broken_why, sizeof g.broken_why, "%s", why);
+    g.broken = 1;
+  }
+  pthread_mutex_unlock(&g.mu);
+}
+
+/* After a batch failed on device d's context (or before a connection is
+ * served there): does the context still work? */
+static void check_device(void) {
+  char why[200];
+  if (!g.use_cpu && kio_cuda_context_broken(why, sizeof why)) mark_broken(why);
+}
+
+/* Test faults, before each batch (tests/cli/service.sh): the whole service
+ * stops (SIGSTOP) or is slow, or its device context breaks. 1: the batch
+ * must fail as on a broken context. */
+static int test_faults(void) {
+  pthread_mutex_lock(&g.mu);
+  int n = ++g.batches;
+  pthread_mutex_unlock(&g.mu);
+  if (g.stop_after && n == g.stop_after + 1) raise(SIGSTOP);
+  if (g.slow_s > 0) sleep_s(g.slow_s);
+  if (g.break_after && n > g.break_after) {
+    mark_broken("the device context is broken (test hook KALDI_GPU_TEST_SERVICE_BREAK)");
+    return 1;
+  }
+  return 0;
+}
+
+/* The reply to a request the service could not do: a status other than
+ * KIO_OK and the reason as a log line (the job logs it in its own LOG line
+ * and does the work itself). */
+static void failed_reply(kio_msg *m, const char *why) {
+  kio_log_deferred *lines = NULL;
+  kio_log_defer(&lines);
+  KIO_LOG("%s", why);
+  kio_log_defer(NULL);
+  kio_msg_reset(m);
+  kio_msg_put_i32(m, KIO_ERR);
+  kio_msg_put_lines(m, lines);
+  kio_log_discard(&lines);
+}
 
 static void on_signal(int sig) {
   (void)sig;
@@ -187,8 +269,29 @@ static int send_ready(kio_svc *s, kio_msg *m, int status, const char *desc) {
   return kio_svc_send(s, KIO_SVC_READY, m);
 }
 
+/* The next request of a connection; heartbeats go out while it is worked
+ * on (c->busy, cleared by done()). Between requests the job may take its
+ * time; the service's end wakes the wait (kio_svc_shutdown). */
+static int next_request(conn *c, uint32_t expect, uint32_t *type, kio_msg_reader *rd) {
+  if (g.broken || g.stop) return KIO_ERR;
+  if (kio_svc_recv(c->s, expect, type, rd) != KIO_OK) {
+    const char *e = kio_svc_error(c->s);
+    if (strstr(e, "refused")) KIO_WARN("%s; closing the connection", e);
+    return KIO_ERR;
+  }
+  c->busy = 1;
+  return KIO_OK;
+}
+
+static int reply(conn *c, uint32_t type, kio_msg *m) {
+  int rc = kio_svc_send(c->s, type, m);
+  c->busy = 0;
+  return rc;
+}
+
 /* The alignment requests of a connection, until it closes. */
-static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opts *o, int d) {
+static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *o, int d) {
+  kio_svc *s = c->s;
   double t_new = kio_now_s();
   galign_aligner *a = pool_take(e, o, d);
   const int pooled_one = a != NULL;
@@ -201,40 +304,56 @@ static void serve_align(kio_svc *s, kio_msg *m, model_entry *e, const galign_opt
     if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, why);
     kio_log_discard(&lines);
     if (rc != KIO_OK) {
+      check_device();
       send_ready(s, m, KIO_ERR, why[0] ? why : "cannot set up the aligner");
       return;
     }
   }
   t_new = kio_now_s() - t_new;
   galign_serve *sv = galign_serve_new();
-  if (!sv || send_ready(s, m, KIO_OK, g.dev_desc[d]) != KIO_OK) {
+  int ok = sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK;
+  c->busy = 0;
+  if (!ok) {
     galign_serve_free(sv);
     galign_aligner_free(a);
     return;
   }
+  kio_svc_set_timeouts(s, -1, g.stall_s);
+  kio_svc_set_limit(s, KIO_SVC_MAX_REQUEST);
   kio_msg_reader rd;
-  int served = 0;
+  int served = 0, failed = 0;
   double t0 = kio_now_s(), busy = 0;
   while ((!g.drop_after || served++ < g.drop_after) &&
-         kio_svc_recv(s, KIO_SVC_ALIGN, NULL, &rd) == KIO_OK) {
+         next_request(c, KIO_SVC_ALIGN, NULL, &rd) == KIO_OK) {
     double t1 = kio_now_s();
-    if (galign_serve_align(sv, a, &rd, m) != KIO_OK) {
+    int batch_rc = KIO_OK;
+    if (test_faults()) {
+      failed_reply(m, g.broken_why);
+      batch_rc = KIO_ERR;
+    } else if (galign_serve_align(sv, a, &rd, m, &batch_rc) != KIO_OK) {
       KIO_WARN("Malformed alignment request; closing the connection");
       break;
     }
     busy += kio_now_s() - t1;
-    if (kio_svc_send(s, KIO_SVC_ALIGNED, m) != KIO_OK) break;
+    if (batch_rc != KIO_OK) {
+      failed = 1;
+      check_device();
+    }
+    if (reply(c, KIO_SVC_ALIGNED, m) != KIO_OK || failed) break;
   }
   if (g.verbose)
     KIO_LOG("align connection (device %d): %.3f s setting up (%s aligner), %d batches, "
             "%.3f s aligning, %.3f s connected", d, t_new, pooled_one ? "pooled" : "new", served,
             busy, kio_now_s() - t0);
   galign_serve_free(sv);
-  pool_put(e, o, d, a);  /* an aligner keeps no state between batches */
+  /* an aligner keeps no state between batches; one that failed is not trusted */
+  if (failed || g.broken) galign_aligner_free(a);
+  else pool_put(e, o, d, a);
 }
 
 /* The accumulation requests of a connection: one job's statistics. */
-static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e, int d) {
+static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
+  kio_svc *s = c->s;
   gacc_acc *a = NULL;
   kio_log_deferred *lines = NULL;
   char why[200] = "";
@@ -246,30 +365,43 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e, int d) {
   if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, why);
   kio_log_discard(&lines);
   if (rc != KIO_OK) {
+    check_device();
     send_ready(s, m, KIO_ERR, why[0] ? why : "cannot set up the accumulator");
     return;
   }
   gacc_serve *sv = gacc_serve_new();
-  if (sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK) {
+  int ok = sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK;
+  c->busy = 0;
+  if (ok) {
+    kio_svc_set_timeouts(s, -1, g.stall_s);
+    kio_svc_set_limit(s, KIO_SVC_MAX_REQUEST);
     kio_msg_reader rd;
     uint32_t type;
     int served = 0;
     double t0 = kio_now_s(), busy = 0;
     while ((!g.drop_after || served++ < g.drop_after) &&
-           kio_svc_recv(s, 0, &type, &rd) == KIO_OK) {
-      uint32_t reply;
+           next_request(c, 0, &type, &rd) == KIO_OK) {
+      uint32_t reply_type;
       double t1 = kio_now_s();
+      int batch_rc = KIO_OK;
       if (type == KIO_SVC_ACC) {
-        if (gacc_serve_acc(sv, a, &rd, m) != KIO_OK) break;
-        reply = KIO_SVC_ACCUMULATED;
+        reply_type = KIO_SVC_ACCUMULATED;
+        if (test_faults()) {
+          failed_reply(m, g.broken_why);
+          batch_rc = KIO_ERR;
+        } else if (gacc_serve_acc(sv, a, &rd, m, &batch_rc) != KIO_OK) {
+          break;
+        }
       } else if (type == KIO_SVC_STATS) {
-        gacc_serve_stats(sv, a, m);
-        reply = KIO_SVC_STATS_ARE;
+        gacc_serve_stats(sv, a, m, &batch_rc);
+        reply_type = KIO_SVC_STATS_ARE;
       } else {
         break;
       }
       busy += kio_now_s() - t1;
-      if (kio_svc_send(s, reply, m) != KIO_OK) break;
+      if (batch_rc != KIO_OK) check_device();
+      /* after a failure the statistics are not trusted: the job redoes them */
+      if (reply(c, reply_type, m) != KIO_OK || batch_rc != KIO_OK) break;
     }
     if (g.verbose)
       KIO_LOG("acc connection (device %d): %d requests, %.3f s setting up, %.3f s "
@@ -282,10 +414,18 @@ static void serve_acc(kio_svc *s, kio_msg *m, model_entry *e, int d) {
 }
 
 static void *conn_main(void *arg) {
-  kio_svc *s = arg;
+  conn *c = arg;
+  kio_svc *s = c->s;
   kio_msg m = {0};
   kio_msg_reader rd;
-  if (kio_svc_recv(s, KIO_SVC_HELLO, NULL, &rd) != KIO_OK) goto out;
+  /* the HELLO must come within the stall time: a silent client does not
+   * keep the service (or its thread) */
+  kio_svc_set_timeouts(s, g.stall_s, g.stall_s);
+  if (kio_svc_recv(s, KIO_SVC_HELLO, NULL, &rd) != KIO_OK) {
+    if (strstr(kio_svc_error(s), "refused")) KIO_WARN("%s; closing the connection", kio_svc_error(s));
+    goto out;
+  }
+  c->busy = 1;  /* the job waits for READY: heartbeats while the model is set up */
   uint32_t proto = kio_rd_u32(&rd), kind = kio_rd_u32(&rd);
   galign_opts o;
   galign_opts_default(&o);
@@ -321,10 +461,12 @@ static void *conn_main(void *arg) {
   kio_cuda_use_device(g.dev_id[d]);
   if (!g.use_cpu && kio_cuda_select(0, NULL, 0) != KIO_OK) {
     send_ready(s, &m, KIO_ERR, "cannot use the device");
+  } else if (!g.use_cpu && (check_device(), g.broken)) {
+    send_ready(s, &m, KIO_ERR, g.broken_why);
   } else if (kind == KIO_SVC_KIND_ALIGN) {
-    serve_align(s, &m, e, &o, d);
+    serve_align(c, &m, e, &o, d);
   } else {
-    serve_acc(s, &m, e, d);
+    serve_acc(c, &m, e, d);
   }
   pthread_mutex_lock(&g.mu);
   g.dev_active[d]--;
@@ -332,25 +474,49 @@ static void *conn_main(void *arg) {
   model_put(e);
 out:
   kio_msg_free(&m);
-  kio_svc_close(s);
   pthread_mutex_lock(&g.mu);
+  for (conn **pp = &g.conns; *pp; pp = &(*pp)->next)
+    if (*pp == c) { *pp = c->next; break; }
   g.active--;
   g.last_activity = kio_now_s();
   pthread_mutex_unlock(&g.mu);
+  kio_svc_close(s);
+  free(c);
   return NULL;
 }
 
 static void start_connection(kio_svc *s) {
+  conn *c = calloc(1, sizeof *c);
+  if (!c) { kio_svc_close(s); return; }
+  c->s = s;
   pthread_attr_t at;
   pthread_attr_init(&at);
   pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
   pthread_t th;
   pthread_mutex_lock(&g.mu);
+  c->next = g.conns;
+  g.conns = c;
   g.active++;
   g.last_activity = kio_now_s();
   pthread_mutex_unlock(&g.mu);
-  if (pthread_create(&th, &at, conn_main, s) != 0) conn_main(s);
+  if (pthread_create(&th, &at, conn_main, c) != 0) conn_main(c);
   pthread_attr_destroy(&at);
+}
+
+/* Heartbeats: every connection with a request being worked on hears from
+ * the service every second, or four times within the jobs' timeout if that
+ * is shorter (the service runs under the starting job's settings). */
+static void *ticker_main(void *arg) {
+  (void)arg;
+  const double beat = g.stall_s / 4 < 1.0 ? g.stall_s / 4 : 1.0;
+  for (;;) {
+    sleep_s(beat / 2);
+    pthread_mutex_lock(&g.mu);
+    for (conn *c = g.conns; c; c = c->next)
+      if (c->busy && kio_svc_quiet_for(c->s) >= beat) kio_svc_heartbeat(c->s);
+    pthread_mutex_unlock(&g.mu);
+  }
+  return NULL;
 }
 
 /* ---------------- the loop ---------------- */
@@ -385,10 +551,39 @@ static void start_devices(void) {
   kio_log_discard(&lines);
 }
 
+static int count_active(int *busy) {
+  pthread_mutex_lock(&g.mu);
+  int n = g.active, b = 0;
+  for (conn *c = g.conns; c; c = c->next) b += c->busy != 0;
+  pthread_mutex_unlock(&g.mu);
+  if (busy) *busy = b;
+  return n;
+}
+
+/* Closes the connections (all, or those without work in flight). */
+static void shut_connections(int all) {
+  pthread_mutex_lock(&g.mu);
+  for (conn *c = g.conns; c; c = c->next)
+    if (all || !c->busy) kio_svc_shutdown(c->s);
+  pthread_mutex_unlock(&g.mu);
+}
+
+/* Idle: nothing worked on, no connection heard from for idle_s, none
+ * opened or closed for idle_s. */
+static int is_idle(double idle_s) {
+  pthread_mutex_lock(&g.mu);
+  int idle = kio_now_s() - g.last_activity > idle_s;
+  for (conn *c = g.conns; c && idle; c = c->next)
+    if (c->busy || kio_svc_quiet_for(c->s) <= idle_s) idle = 0;
+  pthread_mutex_unlock(&g.mu);
+  return idle;
+}
+
 int gsvc_serve(const gsvc_config *cfg) {
   signal(SIGPIPE, SIG_IGN);
   signal(SIGTERM, on_signal);
   signal(SIGINT, on_signal);
+  signal(SIGHUP, SIG_IGN);  /* no terminal: a hang-up of the starting job's is not ours */
   char why[256] = "";
   int lfd = kio_svc_listen(cfg->socket, why, sizeof why);
   if (lfd < 0) {
@@ -400,8 +595,16 @@ int gsvc_serve(const gsvc_config *cfg) {
   g.use_cpu = cfg->use_cpu;
   g.drop_after = cfg->drop_after;
   g.verbose = cfg->verbose;
+  g.stall_s = cfg->stall_s > 0 ? cfg->stall_s : 30;
+  g.break_after = cfg->break_after;
+  g.stop_after = cfg->stop_after;
+  g.slow_s = cfg->slow_s;
   /* Jobs may connect already; they wait for READY while the devices start. */
-  if (g.use_cpu) {
+  if (cfg->refuse) {
+    g.device_ok = 0;
+    g.ndev = 1;
+    snprintf(g.desc, sizeof g.desc, "%s", cfg->refuse);
+  } else if (g.use_cpu) {
     g.device_ok = 1;
     g.ndev = cfg->use_cpu > 1 && cfg->use_cpu <= MAX_DEV ? cfg->use_cpu : 1;
     snprintf(g.desc, sizeof g.desc, "the CPU (service test mode)");
@@ -421,28 +624,59 @@ int gsvc_serve(const gsvc_config *cfg) {
   }
   KIO_LOG("Serving %s on %s (pid %d); %d device(s): %s", g.device_ok ? "jobs" : "refusals",
           cfg->socket, (int)getpid(), g.ndev, g.desc);
+  if (!g.device_ok && cfg->failed_marker) {
+    /* jobs need not start another service to learn the same */
+    FILE *f = fopen(cfg->failed_marker, "w");
+    if (f) {
+      fprintf(f, "the service has no usable GPU: %s\n", g.desc);
+      fclose(f);
+    }
+  }
+  pthread_t tick;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&tick, &at, ticker_main, NULL) != 0)
+    KIO_WARN("No heartbeat thread: jobs may give up on long batches");
+  pthread_attr_destroy(&at);
   g.last_activity = kio_now_s();
   /* Without a device there is nothing to keep: refuse for a moment, then go. */
   double idle_s = g.device_ok ? (double)cfg->idle_s : 2.0;
   for (;;) {
     struct pollfd p = {lfd, POLLIN, 0};
     int r = poll(&p, 1, 250);
-    if (r > 0 && (p.revents & POLLIN)) {
+    if (r > 0 && (p.revents & POLLIN) && !g.stop && !g.broken) {
       kio_svc *s;
       if (kio_svc_accept(lfd, &s) == KIO_OK) start_connection(s);
       continue;
     }
     evict(idle_s);
-    pthread_mutex_lock(&g.mu);
-    int idle = g.active == 0 && kio_now_s() - g.last_activity > idle_s;
-    pthread_mutex_unlock(&g.mu);
-    if (idle || g.stop) break;
+    if (g.stop || g.broken || is_idle(idle_s)) break;
   }
   /* Remove the socket first (if it is still ours), so new jobs start a new
-   * service, then serve whoever is already queued. */
+   * service. */
   struct stat now_st;
   if (have_ino && stat(cfg->socket, &now_st) == 0 && now_st.st_ino == sockst.st_ino)
     unlink(cfg->socket);
+  const char *end = g.stop ? "Stopped by a signal" : g.broken ? "Restarting" : NULL;
+  if (g.broken) KIO_LOG("%s: exiting, so that the next job starts a fresh service", g.broken_why);
+  if (end) {
+    /* Jobs without work in flight go on by themselves at once; work in
+     * flight gets a few seconds. */
+    close(lfd);
+    shut_connections(0);
+    for (double t0 = kio_now_s(); count_active(NULL) && kio_now_s() - t0 < 5.0;) {
+      shut_connections(0);
+      sleep_s(0.02);
+    }
+    shut_connections(1);
+    for (double t0 = kio_now_s(); count_active(NULL) && kio_now_s() - t0 < 1.0;) sleep_s(0.02);
+    KIO_LOG("%s: exiting", end);
+    fflush(stderr);
+    /* threads may still be inside the device (a broken context): no teardown */
+    _exit(0);
+  }
+  /* Idle: serve whoever is already queued, close silent connections. */
   for (;;) {
     struct pollfd p = {lfd, POLLIN, 0};
     if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
@@ -450,12 +684,9 @@ int gsvc_serve(const gsvc_config *cfg) {
       if (kio_svc_accept(lfd, &s) == KIO_OK) start_connection(s);
       continue;
     }
-    pthread_mutex_lock(&g.mu);
-    int active = g.active;
-    pthread_mutex_unlock(&g.mu);
-    if (!active) break;
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    if (is_idle(idle_s)) shut_connections(0);
+    if (!count_active(NULL)) break;
+    sleep_s(0.02);
   }
   close(lfd);
   evict(-1.0);

@@ -33,6 +33,9 @@ extern "C" {
     "Seconds the service stays up without clients (default 60)")                           \
   X(SERVICE_VERBOSE, "KALDI_GPU_SERVICE_VERBOSE", NULL, USER,                              \
     "The service's own log verbosity, as --verbose (default 0)")                           \
+  X(SERVICE_TIMEOUT, "KALDI_GPU_SERVICE_TIMEOUT", NULL, USER,                              \
+    "Seconds a job waits without a sign of life from the service (it sends one every "     \
+    "second while it works) before the job goes on by itself (default 30)")                \
   X(DEVICE, "KALDI_GPU_DEVICE", "KIO_CUDA_DEVICE", USER,                                   \
     "CUDA device number to use (default: the least busy; CUDA_VISIBLE_DEVICES applies "    \
     "first)")                                                                              \
@@ -94,9 +97,27 @@ extern "C" {
     "The service and its clients on the CPU backend as if there were N devices")           \
   X(TEST_SERVICE_DROP, "KALDI_GPU_TEST_SERVICE_DROP", "KALDI_GPU_SERVICE_TEST_DROP", TEST, \
     "The service drops a connection after N batches")                                     \
+  X(TEST_SERVICE_BREAK, "KALDI_GPU_TEST_SERVICE_BREAK", NULL, TEST,                        \
+    "The service's device context breaks after N batches (all connections together)")      \
+  X(TEST_SERVICE_STOP, "KALDI_GPU_TEST_SERVICE_STOP", NULL, TEST,                          \
+    "The service stops itself (SIGSTOP) after N batches")                                  \
+  X(TEST_SERVICE_SLOW, "KALDI_GPU_TEST_SERVICE_SLOW", NULL, TEST,                          \
+    "Seconds the service spends on each batch before it works on it (a busy device)")     \
+  X(TEST_SERVICE_NO_START, "KALDI_GPU_TEST_SERVICE_NO_START", NULL, TEST,                  \
+    "The service never starts: exit (at once) or hang (before it listens)")                \
+  X(TEST_SERVICE_START_WAIT, "KALDI_GPU_TEST_SERVICE_START_WAIT", NULL, TEST,              \
+    "Seconds a job waits for a service it started to listen (default 10)")                 \
+  X(TEST_HOSTNAME, "KALDI_GPU_TEST_HOSTNAME", NULL, TEST,                                  \
+    "The host name in the service's identity and file names")                              \
+  X(TEST_GPU_UUIDS, "KALDI_GPU_TEST_GPU_UUIDS", NULL, TEST,                                \
+    "The physical GPUs (UUIDs, comma-separated) in the service's identity, without CUDA")  \
+  X(TEST_ACC_KEEP_BYTES, "KALDI_GPU_TEST_ACC_KEEP_BYTES", NULL, TEST,                      \
+    "Bytes of batches a job keeps to redo accumulation the service may have lost")         \
   /* ---- other tools' variables, honoured as they do ---- */                              \
   X(CUDA_VISIBLE_DEVICES, "CUDA_VISIBLE_DEVICES", NULL, EXTERNAL,                         \
     "The CUDA runtime's device mask (part of the service's identity)")                     \
+  X(CUDA_DEVICE_ORDER, "CUDA_DEVICE_ORDER", NULL, EXTERNAL,                               \
+    "The CUDA runtime's device numbering (part of the service's identity)")                \
   X(XDG_RUNTIME_DIR, "XDG_RUNTIME_DIR", NULL, EXTERNAL,                                    \
     "The user's runtime directory (the service's socket directory)")                       \
   X(GZIP, "GZIP", NULL, EXTERNAL, "gzip's default options (the in-process gunzip)")        \

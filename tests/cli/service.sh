@@ -130,7 +130,7 @@ KALDI_GPU_TEST_SERVICE_CPU=2 align two models/tri1/final.mdl "ark:gunzip -c grap
 grep -q '(device 1 of 2), 2 connections (through the GPU service)' "$tmp/two.log" ||
   fail "--num-gpus=2: $(grep galign_aligner_new "$tmp/two.log")"
 same_run tri1.cpu two
-grep -q '2 device(s)' "$KALDI_GPU_SERVICE_DIR/service.log" || fail "the service did not serve 2 devices"
+grep -q '2 device(s)' "$KALDI_GPU_SERVICE_DIR"/service-*.log || fail "the service did not serve 2 devices"
 
 # 9. Idle exit: the service goes away and removes its socket.
 stop_service

@@ -1,0 +1,254 @@
+#!/bin/bash
+# The GPU service's failures, without a GPU (the service's CPU test mode and
+# the test hooks of base/sys/settings.h): whatever becomes of the service
+# (gone, stopped, slow, its device context broken, never started, killed
+# with the job that started it), every job finishes on its own with the
+# outputs of an undisturbed run, after a bounded wait. Checked:
+#   A. a lost service during accumulation: the statistics are Kaldi's;
+#   B. a stopped service: the jobs give up after KALDI_GPU_SERVICE_TIMEOUT;
+#      a slow one (heartbeats) is waited for;
+#   C. a broken device context: the job goes on by itself, the service
+#      exits, the next job gets a fresh one;
+#   D. a service that never starts: the jobs wait side by side, bounded,
+#      and the failure is remembered for the next ones;
+#   E. clusters: host and physical GPUs in the identity and the file names,
+#      the service outside the job's session and CPU affinity, a service
+#      killed mid-run.
+# (The service's own bounds, a silent client, SIGTERM and oversized messages:
+# tests/unit/check_svc.c.) Env: TEST_BIN, TOP. Exit 0 pass, 1 fail, 77 skip.
+set -u
+export KALDI_GPU_BLAS_PROFILE=skx
+: "${TEST_BIN:?}" "${TOP:?}"
+BIN=$(cd "$TEST_BIN" && pwd) || exit 1
+for p in gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled kaldi-gpu-service; do
+  if [ ! -x "$BIN/$p" ]; then echo "SKIP: $BIN/$p not built"; exit 77; fi
+done
+cd "$TOP/tests/data" || exit 1
+tmp=$(mktemp -d /tmp/service-faults.XXXXXX)
+export KALDI_GPU_SERVICE_DIR=$tmp/svc KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_SERVICE_CPU=1
+export KALDI_GPU_SERVICE_IDLE=30 KALDI_GPU_SERVICE_TIMEOUT=1
+unset KALDI_GPU_SERVICE_BIN KALDI_GPU_TEST_SERVICE_DROP KALDI_GPU_TEST_SERVICE_BREAK \
+  KALDI_GPU_TEST_SERVICE_STOP KALDI_GPU_TEST_SERVICE_SLOW KALDI_GPU_TEST_SERVICE_NO_START \
+  KALDI_GPU_TEST_SERVICE_START_WAIT KALDI_GPU_TEST_HOSTNAME KALDI_GPU_TEST_GPU_UUIDS \
+  KALDI_GPU_TEST_ACC_KEEP_BYTES CUDA_VISIBLE_DEVICES
+# The services of this test: their command lines name its directory.
+svc_pids() { pgrep -f -- "--socket=$KALDI_GPU_SERVICE_DIR/"; }
+stop_service() {
+  local p
+  for p in $(svc_pids); do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
+  for _ in $(seq 50); do [ -z "$(svc_pids)" ] && break; sleep 0.05; done
+}
+trap 'stop_service; rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+now() { date +%s.%N; }
+took() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+under() { awk -v t="$1" -v m="$2" 'BEGIN { exit !(t < m) }'; }  # T MAX
+opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40"
+G="ark:gunzip -c graphs/mono.fsts.gz|"
+
+align() {  # NAME [OPTIONS...]: the noisy mono fixture (retries, a failure)
+  local name=$1; shift
+  "$BIN/gmm-align-compiled" $opts "$@" models/mono/final.mdl "$G" ark:noisy/delta.ark \
+    "ark,t:$tmp/$name.ali" "ark,t:$tmp/$name.scores" 2>"$tmp/$name.log"
+  echo $? >"$tmp/$name.rc"
+}
+onepass() {  # NAME [OPTIONS...]: Kaldi's mono alignment and statistics
+  local name=$1; shift
+  "$BIN/gmm-align-acc-compiled" $opts "$@" models/mono/final.mdl "$G" ark:feats/delta.ark \
+    "ark:$tmp/$name.ali" "$tmp/$name.acc" 2>"$tmp/$name.log"
+  echo $? >"$tmp/$name.rc"
+}
+acc() {  # NAME [OPTIONS...]: Kaldi's tri2 statistics
+  local name=$1; shift
+  "$BIN/gmm-acc-stats-ali" "$@" models/tri2/final.mdl ark:feats/lda.ark ark:kaldi/tri2/ali.ark \
+    "$tmp/$name.acc" 2>"$tmp/$name.log"
+  echo $? >"$tmp/$name.rc"
+}
+# Messages without the command line and the backend lines.
+msgs() {
+  sed -e 1d -e "/:galign_aligner_new()/d" -e "/:galign_align_batch().*GPU service not usable/d" \
+    -e "/:fall_back()/d" -e "/:make_acc()/d" -e "/:main().*GPU service not usable/d" "$1" |
+    sed 's/^\([A-Z]*\) ([^)]*) /\1 /'
+}
+same_align() {  # NAME: = the CPU path's run
+  cmp -s "$tmp/$1.ali" "$tmp/cpu.ali" || fail "$1: alignments differ from the CPU path's"
+  cmp -s "$tmp/$1.scores" "$tmp/cpu.scores" || fail "$1: scores differ"
+  [ "$(cat "$tmp/$1.rc")" = 0 ] || fail "$1: exit code $(cat "$tmp/$1.rc")"
+  diff <(msgs "$tmp/$1.log") <(msgs "$tmp/cpu.log") >/dev/null || fail "$1: messages differ"
+}
+same_onepass() {
+  cmp -s "$tmp/$1.ali" kaldi/mono/ali.ark || fail "$1: alignment differs from Kaldi's"
+  cmp -s "$tmp/$1.acc" kaldi/mono/final.acc || fail "$1: statistics differ from Kaldi's"
+  [ "$(cat "$tmp/$1.rc")" = 0 ] || fail "$1: exit code $(cat "$tmp/$1.rc")"
+}
+same_acc() {
+  cmp -s "$tmp/$1.acc" kaldi/tri2/final.acc || fail "$1: statistics differ from Kaldi's"
+  [ "$(cat "$tmp/$1.rc")" = 0 ] || fail "$1: exit code $(cat "$tmp/$1.rc"): $(grep ERROR "$tmp/$1.log")"
+}
+said() {  # NAME PATTERN: the job's log says it
+  grep -q -- "$2" "$tmp/$1.log" || fail "$1: no line '$2': $(grep -i 'service' "$tmp/$1.log" | tail -n 3)"
+}
+align cpu --use-gpu=no
+
+# A. The service lost during accumulation: the job redoes what the service
+# may have lost from its last statistics (kept batches; a small bound makes
+# checkpoints between batches) and writes Kaldi's statistics.
+for d in 1 3 6; do
+  KALDI_GPU_TEST_SERVICE_DROP=$d KALDI_GPU_TEST_ACC_KEEP_BYTES=300000 onepass "drop$d" --batch-size=4
+  same_onepass "drop$d"
+  said "drop$d" 'GPU service lost during accumulation'
+  stop_service
+done
+grep -q 'from its last statistics ([1-9][0-9]* utterances redone)' "$tmp/drop6.log" ||
+  fail "drop6: $(grep fall_back "$tmp/drop6.log")"
+KALDI_GPU_TEST_SERVICE_DROP=1 acc accdrop   # lost when the statistics are asked for
+same_acc accdrop
+said accdrop 'GPU service lost during accumulation'
+stop_service
+
+# B. A stopped service: bounded waits, then the job's own backend. Before
+# the job comes (the READY wait), and mid-run (a hook stops the service
+# after 2 batches).
+align warm
+grep -q 'through the GPU service' "$tmp/warm.log" || fail "warm: the service was not used"
+kill -STOP $(svc_pids)
+t0=$(now)
+align stopped & acc accstopped & wait
+t=$(took "$t0")
+same_align stopped
+same_acc accstopped
+said stopped 'no sign of life from the GPU service for 1 s'
+said accstopped 'no sign of life from the GPU service for 1 s'
+under "$t" 6 || fail "stopped service: the jobs took $t s (timeout 1 s)"
+stop_service
+t0=$(now)
+KALDI_GPU_TEST_SERVICE_STOP=2 align stop2 --batch-size=4
+KALDI_GPU_TEST_SERVICE_STOP=2 onepass onestop2 --batch-size=4
+t=$(took "$t0")
+same_align stop2
+said stop2 'lost: no sign of life'
+same_onepass onestop2
+under "$t" 8 || fail "service stopped mid-run: the jobs took $t s"
+stop_service
+# A slow batch (3 s, timeout 1 s) is no hang: the heartbeats keep the job.
+KALDI_GPU_TEST_SERVICE_SLOW=3 align slow
+same_align slow
+grep -q 'GPU service not usable' "$tmp/slow.log" && fail "slow: the job gave up on a working service"
+grep -q 'through the GPU service' "$tmp/slow.log" || fail "slow: the service was not used"
+stop_service
+
+# C. A broken device context: the batch comes back failed, the job aligns
+# it itself; the service exits, and the next job starts a fresh one.
+KALDI_GPU_TEST_SERVICE_BREAK=2 align broken --batch-size=4
+same_align broken
+said broken 'lost: the service could not align a batch: the device context is broken'
+for _ in $(seq 60); do [ -z "$(svc_pids)" ] && break; sleep 0.05; done
+[ -n "$(svc_pids)" ] && fail "broken context: the service did not exit"
+grep -q 'exiting, so that the next job starts a fresh service' "$KALDI_GPU_SERVICE_DIR"/service-*.log ||
+  fail "broken context: no restart line in the service log"
+starts=$(cat "$KALDI_GPU_SERVICE_DIR"/service-*.log | grep -c 'Serving jobs')
+align fresh
+grep -q 'through the GPU service' "$tmp/fresh.log" || fail "after the restart: the service was not used"
+[ "$(cat "$KALDI_GPU_SERVICE_DIR"/service-*.log | grep -c 'Serving jobs')" = $((starts + 1)) ] ||
+  fail "after the restart: no fresh service"
+same_align fresh
+stop_service
+KALDI_GPU_TEST_SERVICE_BREAK=3 onepass onebroken --batch-size=4
+same_onepass onebroken
+stop_service
+
+# D. A service that never starts: exits at once, or hangs before it listens
+# (start wait 2 s). Jobs starting together wait together, not in turn; the
+# failure is remembered, so the next job does not try.
+rm -f "$KALDI_GPU_SERVICE_DIR"/*.failed
+t0=$(now)
+for i in 1 2 3; do KALDI_GPU_TEST_SERVICE_NO_START=exit align "exit$i" & done; wait
+t=$(took "$t0")
+for i in 1 2 3; do same_align "exit$i"; said "exit$i" 'GPU service not usable: .*exited at start'; done
+under "$t" 5 || fail "a service that exits at start: 3 jobs took $t s"
+ls "$KALDI_GPU_SERVICE_DIR"/gpu-*.failed >/dev/null 2>&1 || fail "no marker of the failed start"
+rm -f "$KALDI_GPU_SERVICE_DIR"/*.failed
+t0=$(now)
+for i in 1 2 3; do
+  KALDI_GPU_TEST_SERVICE_NO_START=hang KALDI_GPU_TEST_SERVICE_START_WAIT=2 align "hang$i" &
+done
+wait
+t=$(took "$t0")
+for i in 1 2 3; do same_align "hang$i"; said "hang$i" 'did not listen within 2 s'; done
+under "$t" 5.5 || fail "a service that hangs at start: 3 jobs took $t s (2 s each, together)"
+[ -n "$(svc_pids)" ] && fail "the hanging service was left running"
+t0=$(now)
+KALDI_GPU_TEST_SERVICE_NO_START=hang KALDI_GPU_TEST_SERVICE_START_WAIT=2 align remembered
+t=$(took "$t0")
+same_align remembered
+said remembered 'its start failed [0-9]* s ago (the service did not listen within 2 s.*), not tried again within 120 s'
+under "$t" 1.5 || fail "the failed start was not remembered: the job took $t s"
+[ -n "$(svc_pids)" ] && fail "a service was started although the failure was remembered"
+touch -d '-200 seconds' "$KALDI_GPU_SERVICE_DIR"/gpu-*.failed
+align retried
+grep -q 'through the GPU service' "$tmp/retried.log" || fail "an old failure still kept the jobs off"
+stop_service
+
+# E. Clusters. Files name the host: a host never touches another's (a stale
+# socket of host A stays when host B's job starts its service).
+KALDI_GPU_TEST_HOSTNAME=hostA align hostA
+ls "$KALDI_GPU_SERVICE_DIR"/gpu-hostA-*.sock >/dev/null 2>&1 || fail "no socket named for hostA"
+ls "$KALDI_GPU_SERVICE_DIR"/service-hostA.log >/dev/null 2>&1 || fail "no log named for hostA"
+stop_service   # killed: hostA's socket stays, as another host's would
+KALDI_GPU_TEST_HOSTNAME=hostB align hostB
+grep -q 'through the GPU service' "$tmp/hostB.log" || fail "hostB: the service was not used"
+ls "$KALDI_GPU_SERVICE_DIR"/gpu-hostA-*.sock >/dev/null 2>&1 || fail "hostB's job removed hostA's socket"
+stop_service
+# The physical GPUs: two jobs that both see device 0 of different cards get
+# two services; the same card, one.
+export CUDA_VISIBLE_DEVICES=0
+KALDI_GPU_TEST_GPU_UUIDS=GPU-aaaa align gpuA1
+KALDI_GPU_TEST_GPU_UUIDS=GPU-bbbb align gpuB
+KALDI_GPU_TEST_GPU_UUIDS=GPU-aaaa align gpuA2
+for n in gpuA1 gpuB gpuA2; do grep -q 'through the GPU service' "$tmp/$n.log" || fail "$n: no service"; done
+[ "$(svc_pids | wc -l)" = 2 ] || fail "GPUs by UUID: $(svc_pids | wc -l) services, expected 2"
+KALDI_GPU_TEST_GPU_UUIDS=GPU-aaaa "$BIN/kaldi-gpu-service" --print-identity >"$tmp/id.txt" 2>&1
+grep -q 'GPUs GPU-aaaa (test stand-in' "$tmp/id.txt" || fail "--print-identity: $(cat "$tmp/id.txt")"
+unset CUDA_VISIBLE_DEVICES
+stop_service
+# Started outside the job: its own session, the machine's CPUs (not the
+# CPU the job was bound to), and it survives the job's process group being
+# killed mid-run.
+if command -v taskset >/dev/null && [ "$(nproc --all)" -gt 1 ]; then
+  taskset -c 0 "$BIN/gmm-align-compiled" $opts models/mono/final.mdl "$G" ark:noisy/delta.ark \
+    ark:/dev/null 2>"$tmp/pinned.log"
+  p=$(svc_pids)
+  all=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+  got=$(grep Cpus_allowed_list "/proc/$p/status" 2>/dev/null | cut -f2)
+  [ "$got" = "$all" ] || fail "the service kept the job's CPU affinity: $got (machine: $all)"
+  grep -q 'CPU affinity' "$KALDI_GPU_SERVICE_DIR"/service-*.log || fail "no affinity line in the log"
+fi
+stop_service
+KALDI_GPU_TEST_SERVICE_SLOW=0.3 align slowsvc   # a service whose batches take 0.3 s
+p=$(svc_pids)
+[ "$(ps -o sid= -p "$p" | tr -d ' ')" != "$(ps -o sid= -p $$ | tr -d ' ')" ] ||
+  fail "the service is in the session of the job that started it"
+set -m
+align killedjob --batch-size=4 &
+job=$!
+set +m
+sleep 1
+kill -9 -- "-$job" 2>/dev/null
+wait "$job" 2>/dev/null
+kill -0 "$p" 2>/dev/null || fail "the service died with the job's process group"
+# The service killed mid-run (its allocation ended under Slurm, say): the
+# jobs using it finish on their own.
+align midkill --batch-size=4 &
+a=$!
+onepass onemidkill --batch-size=4 &
+b=$!
+sleep 1
+stop_service
+wait "$a" "$b"
+same_align midkill
+said midkill 'GPU service not usable: lost'
+same_onepass onemidkill
+
+[ $fails = 0 ] || { echo "service-faults.sh: $fails failure(s)"; exit 1; }
+echo "service-faults.sh: all passed"
