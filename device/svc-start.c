@@ -527,9 +527,12 @@ int kio_svc_connect(kio_svc **out, int may_start, char *why, size_t why_len) {
   }
   /* Under the lock: decide only. */
   fd = try_connect(p.sock);
-  if (fd >= 0) {
+  if (fd >= 0 || errno == EAGAIN) {  /* up meanwhile (busy: bounded) */
     close(lk);
-    return wrap_job(fd, out, why, why_len);
+    if (fd < 0) fd = connect_bounded(p.sock, T);
+    if (fd >= 0) return wrap_job(fd, out, why, why_len);
+    setwhy(why, why_len, "the GPU service accepted no connection for %g s", T);
+    return KIO_ERR;
   }
   if (failed_recently(failp, &age, reason, sizeof reason)) {
     close(lk);
@@ -552,11 +555,17 @@ int kio_svc_connect(kio_svc **out, int may_start, char *why, size_t why_len) {
   }
   flock(lk, LOCK_UN);
   /* The service listens at once (before it sets up the GPU); wait for it. */
-  int died = 0;
-  while ((fd = try_connect(p.sock)) < 0 && wall_now() - t0 < W) {
+  int died = 0, listening = 0;
+  for (;;) {
+    fd = try_connect(p.sock);
+    if (fd >= 0 || errno == EAGAIN) {  /* listening (busy: bounded) */
+      listening = 1;
+      if (fd < 0) fd = connect_bounded(p.sock, T);
+      break;
+    }
+    if (wall_now() - t0 >= W) break;
     if (!alive(pid)) {
       died = 1;
-      fd = try_connect(p.sock);  /* it may have listened just before */
       break;
     }
     sleep_ms(10);
@@ -565,20 +574,23 @@ int kio_svc_connect(kio_svc **out, int may_start, char *why, size_t why_len) {
   pid_t now_pid;
   double now_t;
   read_start(lk, &now_pid, &now_t);
-  if (fd < 0) fd = try_connect(p.sock);
-  if (fd < 0 && locked && now_pid == pid) {
+  if (fd < 0 && !listening && locked && now_pid == pid) {
     /* This start failed: say so to the next jobs; a service still hanging
-     * in its start is ended (it would bind later, unseen). */
+     * in its start is ended (it would listen later, unseen). */
     if (alive(pid)) kill(pid, SIGKILL);
     snprintf(reason, sizeof reason, died ? "the service exited at start"
                                          : "the service did not listen within %g s", W);
     char line[PATH_MAX + 300];
-    if (snprintf(line, sizeof line, "%s (see %s)\n", reason, p.log) < (int)sizeof line)
+    if (snprintf(line, sizeof line, "%s; see %s\n", reason, p.log) < (int)sizeof line)
       write_atomic(failp, line);
   }
   if (locked && now_pid == pid) write_start(lk, 0, 0);
   close(lk);
   if (fd >= 0) return wrap_job(fd, out, why, why_len);
+  if (listening) {
+    setwhy(why, why_len, "the GPU service accepted no connection for %g s", T);
+    return KIO_ERR;
+  }
   if (failed_recently(failp, &age, reason, sizeof reason))
     setwhy(why, why_len, "%s; not tried again within %d s", reason, KIO_SVC_FAILED_FOR);
   else
@@ -683,10 +695,10 @@ int kio_svc_leave_job(char *what, size_t n) {
       if (fd >= 0) close(fd);
     }
   }
-  if (cur[0])
-    snprintf(what + k, n - (size_t)k, "; in the starting job's control group %s (it ends "
-             "with that job's allocation if the system ends the group; jobs then go on "
-             "by themselves)", cur);
+  if (cur[0] && strcmp(cur, "/") != 0)
+    snprintf(what + k, n - (size_t)k, "; in the starting job's control group %s (if the "
+             "system ends it with that job, the jobs still using the service go on by "
+             "themselves)", cur);
   return 0;
 }
 

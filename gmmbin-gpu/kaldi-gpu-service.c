@@ -68,10 +68,16 @@ int main(int argc, char *argv[]) {
     free(sock);
     sock = strdup(paths.sock);
   }
-  /* Before anything touches CUDA here: is this the service the socket
-   * names (the job's view of the GPUs may come from a stale cache)? Then
-   * leave the starting job's CPU affinity and, where allowed, its control
-   * group, keeping the job's GPUs by their UUIDs. */
+  /* Listen at once: the jobs that started us connect and wait for READY
+   * meanwhile. Then, before anything touches CUDA here: is this the service
+   * the socket names (the job's view of the GPUs may come from a stale
+   * cache)? Then leave the starting job's CPU affinity and, where allowed,
+   * its control group, keeping the job's GPUs by their UUIDs. */
+  int lfd = kio_svc_listen(sock, why, sizeof why);
+  if (lfd < 0) {
+    KIO_ERROR("%s", why);
+    return 1;
+  }
   char gpus[4096] = "", what[PATH_MAX + 512];
   const char *refuse = NULL;
   if (kio_svc_check_identity(sock, gpus, sizeof gpus, why, sizeof why) != KIO_OK) refuse = why;
@@ -93,7 +99,7 @@ int main(int argc, char *argv[]) {
   const char *stop = kio_test_hook(KIO_SET_TEST_SERVICE_STOP);
   const char *slow = kio_test_hook(KIO_SET_TEST_SERVICE_SLOW);
   int verbose = (int)kio_setting_int(KIO_SET_SERVICE_VERBOSE, 0, 0, 6);
-  gsvc_config cfg = {sock, idle, cpu ? atoi(cpu) : 0, drop ? atoi(drop) : 0, verbose > 0,
+  gsvc_config cfg = {sock, lfd, idle, cpu ? atoi(cpu) : 0, drop ? atoi(drop) : 0, verbose > 0,
                      kio_svc_timeout(), refuse, refuse ? NULL : failed,
                      brk ? atoi(brk) : 0, stop ? atoi(stop) : 0, slow ? atof(slow) : 0.0};
   /* KALDI_GPU_SERVICE_VERBOSE=2: also the backends' time split (VLOG[2]). */

@@ -374,24 +374,53 @@ static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result 
   return KIO_OK;
 }
 
+/* Utterances [first, end) that fit one request (KIO_SVC_MAX_REQUEST): at
+ * least one. */
+static int request_end(int first, int n, const gacc_utt *utts) {
+  uint64_t bytes = 64;
+  int i = first;
+  for (; i < n; i++) {
+    const kio_matrix *f = utts[i].feats;
+    uint64_t u = 64 + strlen(utts[i].key) + 4 * (uint64_t)f->rows * ((uint64_t)f->cols + 1);
+    if (i > first && bytes + u > KIO_SVC_MAX_REQUEST) break;
+    bytes += u;
+  }
+  return i;
+}
+
+/* A batch in requests the service accepts; the last one stays in flight.
+ * entry: which entry of the accumulator a lost service hands the rest to
+ * (0 batch, 1 start, 2 async). */
+static int send_all(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res, int entry) {
+  for (int first = 0; first < n;) {
+    int end = request_end(first, n, utts), m = end - first;
+    gacc_utt_result *r = res ? res + first : NULL;
+    int rc = a->remote ? send_batch(a, m, utts + first, r) : GONE;
+    if (rc == GONE) {
+      rc = entry == 2 ? gacc_accumulate_batch_async(a, n - first, utts + first)
+                      : gacc_accumulate_batch(a, n - first, utts + first, r);
+      return rc;
+    }
+    if (rc != KIO_OK) return KIO_ERR;
+    first = end;
+    if (first < n && a->remote && gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
+  }
+  return entry == 0 && a->remote ? gacc_remote_wait(a) : KIO_OK;
+}
+
 int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
   if (n <= 0) return KIO_OK;
-  int rc = send_batch(a, n, utts, res);
-  if (rc == GONE) return gacc_accumulate_batch(a, n, utts, res);
-  if (rc != KIO_OK) return KIO_ERR;
-  return a->remote ? gacc_remote_wait(a) : KIO_OK;
+  return send_all(a, n, utts, res, 0);
 }
 
 int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
   if (n <= 0) return gacc_remote_wait(a);
-  int rc = send_batch(a, n, utts, res);
-  return rc == GONE ? gacc_accumulate_batch(a, n, utts, res) : rc;
+  return send_all(a, n, utts, res, 1);
 }
 
 int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts) {
   if (n <= 0) return gacc_remote_wait(a);
-  int rc = send_batch(a, n, utts, NULL);
-  return rc == GONE ? gacc_accumulate_batch_async(a, n, utts) : rc;
+  return send_all(a, n, utts, NULL, 2);
 }
 
 int gacc_remote_stats(gacc_acc *a, gacc_stats *out) {

@@ -22,6 +22,7 @@ extern "C" {
 
 typedef struct {
   const char *socket;  /* path to listen on (kio_svc_paths gives the default) */
+  int listen_fd;       /* > 0: already listening on socket (kio_svc_listen) */
   int idle_s;          /* exit after this long without a connection */
   int use_cpu;         /* tests: align/accumulate on the CPU backend, as if it
                           were use_cpu devices (0: the GPUs) */

@@ -114,6 +114,8 @@ static void check_device(void) {
   if (!g.use_cpu && kio_cuda_context_broken(why, sizeof why)) mark_broken(why);
 }
 
+void gsvc_cuda_break_context(void);  /* fault-cuda.cu */
+
 /* Test faults, before each batch (tests/cli/service.sh): the whole service
  * stops (SIGSTOP) or is slow, or its device context breaks. 1: the batch
  * must fail as on a broken context. */
@@ -124,6 +126,10 @@ static int test_faults(void) {
   if (g.stop_after && n == g.stop_after + 1) raise(SIGSTOP);
   if (g.slow_s > 0) sleep_s(g.slow_s);
   if (g.break_after && n > g.break_after) {
+    if (!g.use_cpu) {  /* a GPU: break its context for real, the batch runs into it */
+      gsvc_cuda_break_context();
+      return 0;
+    }
     mark_broken("the device context is broken (test hook KALDI_GPU_TEST_SERVICE_BREAK)");
     return 1;
   }
@@ -459,9 +465,11 @@ static void *conn_main(void *arg) {
   g.dev_active[d]++;
   pthread_mutex_unlock(&g.mu);
   kio_cuda_use_device(g.dev_id[d]);
-  if (!g.use_cpu && kio_cuda_select(0, NULL, 0) != KIO_OK) {
+  int usable = g.use_cpu || kio_cuda_select(0, NULL, 0) == KIO_OK;
+  if (usable) check_device();  /* health before each connection, not only at start */
+  if (!usable) {
     send_ready(s, &m, KIO_ERR, "cannot use the device");
-  } else if (!g.use_cpu && (check_device(), g.broken)) {
+  } else if (g.broken) {
     send_ready(s, &m, KIO_ERR, g.broken_why);
   } else if (kind == KIO_SVC_KIND_ALIGN) {
     serve_align(c, &m, e, &o, d);
@@ -585,7 +593,7 @@ int gsvc_serve(const gsvc_config *cfg) {
   signal(SIGINT, on_signal);
   signal(SIGHUP, SIG_IGN);  /* no terminal: a hang-up of the starting job's is not ours */
   char why[256] = "";
-  int lfd = kio_svc_listen(cfg->socket, why, sizeof why);
+  int lfd = cfg->listen_fd > 0 ? cfg->listen_fd : kio_svc_listen(cfg->socket, why, sizeof why);
   if (lfd < 0) {
     KIO_ERROR("%s", why);
     return 1;

@@ -3,17 +3,21 @@
 # compute-sanitizer run, kernel timings, the demo and the benchmark; logs
 # under $OUT. Prepare here with `make all && dev/device/device-pack.sh`, then run
 # with carry [".carry"]. Usage: dev/device/gpu-session.sh [step...]
-#   steps: gpu-tests all-tests sanitize feats kernels demo bench (default: all)
+#   steps: gpu-tests all-tests sanitize feats kernels demo bench service (default: all)
 #   feats: the feature chains on the device (issue 8, gpu-feats): its suite,
 #   gmm-align-compiled KALDI_GPU_FEATS_GPU=1 vs 0 (cli/gpu-feats.sh), the device
 #   chain under compute-sanitizer, timings (dev/bench/gfeat-bench.sh, FEATS_COPIES)
+#   service: the GPU service's failures with a GPU (issue 25): the fault tests
+#   (the jobs fall back to contexts of their own), the identity's cost
+#   (cuInit + UUIDs, no context: one job, then 16 at once; per visible GPU),
+#   a real broken context (a trapping kernel) found and the service restarted
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export BUILD=.carry/build
 cp .carry/gmmbin-gpu/* gmmbin-gpu/
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-steps=${*:-gpu-tests all-tests sanitize feats kernels demo bench}
+steps=${*:-gpu-tests all-tests sanitize feats kernels demo bench service}
 { date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; } 2>&1 | tee "$OUT/env.txt"
 for s in $steps; do
   echo "=== $s ($(date -u +%T)) ==="
@@ -78,6 +82,7 @@ for s in $steps; do
         done
         rm -rf "$d" ) 2>&1 | tee "$OUT/feats.log"
       COPIES=${FEATS_COPIES:-255} WORK=/tmp/gfeat-bench dev/bench/gfeat-bench.sh "$BUILD" 2>&1 | tee "$OUT/feats-bench.log" ;;
+    service) dev/device/service-faults.sh "$BUILD" 2>&1 | tee "$OUT/service.log" ;;
     kernels) ( cd tests/data && KIO_GPU_BENCH=500 CK_RUN_CASE=bench "../../$BUILD/tests/gpu/check_gpu_align" ) 2>&1 | tail -n 30 | tee "$OUT/kernels.log" ;;
     demo) tools/demo.sh 2>&1 | tee "$OUT/demo.log" ;;
     bench) dev/bench/bench.sh 2>&1 | tee "$OUT/bench.log" ;;

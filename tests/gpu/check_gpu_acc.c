@@ -15,6 +15,7 @@
 #include "base/matrix/matrix.h"
 #include "base/model/model.h"
 #include "base/io/table.h"
+#include "gpu-acc/acc-internal.h"
 #include "gpu-acc/gpu-acc.h"
 #include "tests/lib/test-util.h"
 
@@ -271,6 +272,77 @@ START_TEST(gpu_bad_tid_is_error) {
 }
 END_TEST
 
+/* A job that lost the GPU service goes on from the service's statistics on
+ * a context of its own (gpu-acc/acc-remote.c): statistics loaded into a
+ * new device accumulator (gacc_cuda_load), then the rest of the
+ * utterances, give the bits of one accumulator over all of them. */
+START_TEST(gpu_continues_from_loaded_stats) {
+  select_gpu();
+  kio_tmodel tm;
+  kio_am_gmm am;
+  memset(&tm, 0, sizeof tm);
+  memset(&am, 0, sizeof am);
+  ck_assert_int_eq(kio_model_read("models/mono/final.mdl", &tm, &am), KIO_OK);
+  kio_seq_reader *r = NULL;
+  kio_ra_reader *ra = NULL;
+  ck_assert_int_eq(kio_seq_open(&r, "ark:feats/delta.ark", &kio_matrix_holder), KIO_OK);
+  ck_assert_int_eq(kio_ra_open(&ra, "ark:kaldi/mono/ali.ark", &kio_int_vec_holder), KIO_OK);
+  enum { MAXU = 64 };
+  kio_matrix m[MAXU];
+  int32_t *a[MAXU];
+  char *keys[MAXU];
+  gacc_utt u[MAXU];
+  gacc_utt_result res[MAXU];
+  int n = 0;
+  memset(m, 0, sizeof m);
+  for (; !kio_seq_done(r) && n < MAXU; kio_seq_next(r)) {
+    const kio_matrix *f = kio_seq_value(r);
+    const kio_int_vec *v = kio_ra_value(ra, kio_seq_key(r));
+    ck_assert(v && v->n == f->rows);
+    ck_assert_int_eq(kio_matrix_resize(&m[n], f->rows, f->cols), KIO_OK);
+    memcpy(m[n].data, f->data, sizeof(float) * (size_t)f->rows * (size_t)f->cols);
+    a[n] = malloc(sizeof(int32_t) * (size_t)v->n);
+    memcpy(a[n], v->v, sizeof(int32_t) * (size_t)v->n);
+    keys[n] = strdup(kio_seq_key(r));
+    u[n] = (gacc_utt){keys[n], &m[n], a[n]};
+    n++;
+  }
+  kio_seq_close(r);
+  kio_ra_close(ra);
+  ck_assert_int_ge(n, 4);
+  int half = n / 2;
+  gacc_acc *all, *first, *rest;
+  ck_assert_int_eq(gacc_new(&all, "cpu", &tm, &am), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(all, n, u, res), KIO_OK);
+  ck_assert_int_eq(gacc_new(&first, "cpu", &tm, &am), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(first, half, u, res), KIO_OK);
+  ck_assert_int_eq(gacc_new(&rest, "gpu", &tm, &am), KIO_OK);
+  ck_assert_int_eq(gacc_cuda_load(rest->cuda, &first->st), KIO_OK);
+  rest->st.total_like = first->st.total_like;
+  rest->st.total_frames = first->st.total_frames;
+  ck_assert_int_eq(gacc_accumulate_batch(rest, n - half, u + half, res), KIO_OK);
+  gacc_stats sa, sr;
+  memset(&sa, 0, sizeof sa);
+  memset(&sr, 0, sizeof sr);
+  ck_assert_int_eq(gacc_get_stats(all, &sa), KIO_OK);
+  ck_assert_int_eq(gacc_get_stats(rest, &sr), KIO_OK);
+  ck_assert(sa.total_like == sr.total_like && sa.total_frames == sr.total_frames);
+  ck_assert_msg(stats_identical(&sa, &sr), "continued statistics differ from one run's");
+  gacc_stats_free(&sa);
+  gacc_stats_free(&sr);
+  gacc_free(all);
+  gacc_free(first);
+  gacc_free(rest);
+  for (int i = 0; i < n; i++) {
+    kio_matrix_free(&m[i]);
+    free(a[i]);
+    free(keys[i]);
+  }
+  kio_tmodel_free(&tm);
+  kio_am_gmm_free(&am);
+}
+END_TEST
+
 Suite *gpu_acc_suite(void) {
   Suite *s = suite_create("gpu_acc");
   TCase *t = tcase_create("gpu");
@@ -284,9 +356,11 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, gpu_bad_tid_is_error);
   tcase_add_test(t, gpu_async_equals_sync);
   tcase_add_test(t, gpu_async_bad_like_logged_at_wait);
+  tcase_add_test(t, gpu_continues_from_loaded_stats);
   suite_add_tcase(s, t);
   return s;
 }
+
 
 int main(void) {
   if (!tu_gpu_available()) return TU_EXIT_SKIP;
