@@ -184,9 +184,9 @@ void kio_svc_shutdown(kio_svc *s);
 /* Seconds since the last byte went either way on this connection. */
 double kio_svc_quiet_for(const kio_svc *s);
 /* The start-up of the service: a CPU affinity of the whole machine (not
- * the starting job's), and a control group of the user's own outside the
- * job's where the system lets us move there. Says what it did in what;
- * 1 if it moved to another control group (whose devices may differ). */
+ * the starting job's), and, started from a scheduler's job (Slurm,
+ * GridEngine), out of that job's control groups where it may (root). Says
+ * what it did in what; 1 if it moved (its devices may then differ). */
 int kio_svc_leave_job(char *what, size_t n);
 #ifdef __cplusplus
 }

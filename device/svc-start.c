@@ -635,36 +635,56 @@ int kio_svc_accept(int listen_fd, kio_svc **out) {
   return KIO_OK;
 }
 
-/* A control group of the user's own to move the service to: the highest
- * ancestor of ours (cgroup v2) that the user owns, strictly above our
- * own group (moving needs write access to the common ancestor). */
-static int own_cgroup(char *out, size_t n, char *cur, size_t cur_n) {
-  char buf[4096];
-  if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0) return -1;
-  char *line = strstr(buf, "0::/");
-  if (!line || (line != buf && line[-1] != '\n')) return -1;
-  char *path = line + 3, *nl = strchr(path, '\n');
-  if (nl) *nl = '\0';
-  snprintf(cur, cur_n, "%s", path);
-  char full[PATH_MAX];
-  snprintf(full, sizeof full, "/sys/fs/cgroup%s", path);
-  char *top = NULL;
-  char *slash = strrchr(full, '/');
-  while (slash && slash > full + strlen("/sys/fs/cgroup")) {
-    *slash = '\0';
-    struct stat st;
-    char procs[PATH_MAX + 16];
-    snprintf(procs, sizeof procs, "%s/cgroup.procs", full);
-    if (stat(full, &st) == 0 && st.st_uid == getuid() && access(procs, W_OK) == 0) {
-      free(top);
-      top = strdup(full);
-    }
-    slash = strrchr(full, '/');
+/* Under a scheduler's job (Slurm: SLURM_JOB_ID; GridEngine: JOB_ID and
+ * SGE_ROOT), the job's control groups, which the scheduler kills when the
+ * job ends: the service leaves them where it may, i.e. it moves to the root
+ * of every hierarchy (cgroup v1: each controller's; v2: the one), all or
+ * none (one left is enough to be killed; a partial move leaves groups the
+ * scheduler cannot remove). Only root may; a user's service stays, and the
+ * jobs still using it go on by themselves when it is killed. Elsewhere
+ * nothing is moved. *moved: 1 if it moved. */
+static void leave_cgroups(char *what, size_t n, int *moved) {
+  *moved = 0;
+  const char *slurm = kio_setting_str(KIO_SET_SLURM_JOB_ID);
+  const char *sge = kio_setting_str(KIO_SET_SGE_ROOT) ? kio_setting_str(KIO_SET_JOB_ID) : NULL;
+  if (!slurm && !sge) return;
+  char buf[8192];
+  if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0) return;
+  enum { MAXH = 32 };
+  char procs[MAXH][PATH_MAX], where[MAXH][256];
+  int nh = 0, ok = 1;
+  char *save = NULL;
+  for (char *line = strtok_r(buf, "\n", &save); line && ok; line = strtok_r(NULL, "\n", &save)) {
+    char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2 || !strcmp(c2 + 1, "/")) continue;  /* at a root already */
+    *c2 = '\0';
+    const char *ctrl = c1 + 1;
+    if (!strncmp(ctrl, "name=", 5)) ctrl += 5;
+    if (nh == MAXH) { ok = 0; break; }
+    snprintf(where[nh], sizeof where[nh], "%s:%s", *ctrl ? ctrl : "unified", c2 + 1);
+    int w = snprintf(procs[nh], sizeof procs[nh], "/sys/fs/cgroup%s%s/cgroup.procs",
+                     *ctrl ? "/" : "", ctrl);
+    if (w < 0 || (size_t)w >= sizeof procs[nh] || access(procs[nh], W_OK) != 0) ok = 0;
+    nh++;
   }
-  if (!top) return -1;
-  snprintf(out, n, "%s", top);
-  free(top);
-  return 0;
+  size_t k = strlen(what);
+  if (!nh) return;
+  if (!ok) {
+    snprintf(what + k, n - k, "; in the control groups of %s job %s, which this user cannot "
+             "leave (if the scheduler ends the service with that job, the jobs still using "
+             "it go on by themselves)", slurm ? "Slurm" : "GridEngine", slurm ? slurm : sge);
+    return;
+  }
+  int done = 0;
+  for (int i = 0; i < nh; i++) {
+    int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
+    if (fd >= 0 && write(fd, "0\n", 2) == 2) done++;
+    if (fd >= 0) close(fd);
+  }
+  *moved = done > 0;
+  snprintf(what + k, n - k, "; moved out of the control groups of %s job %s (%d of %d: %s%s)",
+           slurm ? "Slurm" : "GridEngine", slurm ? slurm : sge, done, nh, where[0],
+           nh > 1 ? ", ..." : "");
 }
 
 int kio_svc_leave_job(char *what, size_t n) {
@@ -674,32 +694,17 @@ int kio_svc_leave_job(char *what, size_t n) {
   CPU_ZERO(&all);
   for (long c = 0; c < ncpu && c < CPU_SETSIZE; c++) CPU_SET((int)c, &all);
   int had = sched_getaffinity(0, sizeof was, &was) == 0 ? CPU_COUNT(&was) : -1;
+  int moved = 0;
+  what[0] = '\0';
+  leave_cgroups(what, n, &moved);  /* first: a cpuset left may allow more CPUs */
+  char tail[PATH_MAX + 256];
+  snprintf(tail, sizeof tail, "%s", what);
   sched_setaffinity(0, sizeof all, &all);
   cpu_set_t now;
   int has = sched_getaffinity(0, sizeof now, &now) == 0 ? CPU_COUNT(&now) : -1;
-  int k = snprintf(what, n, "CPU affinity %d of %ld CPUs (the starting job's: %d)", has,
-                   ncpu, had);
-  if (k < 0 || (size_t)k >= n) return 0;
-  char cur[PATH_MAX] = "", top[PATH_MAX], dest[PATH_MAX + 32], procs[PATH_MAX + 64];
-  if (own_cgroup(top, sizeof top, cur, sizeof cur) == 0) {
-    snprintf(dest, sizeof dest, "%s/kaldi-gpu-service", top);
-    snprintf(procs, sizeof procs, "%s/cgroup.procs", dest);
-    if ((mkdir(dest, 0755) == 0 || errno == EEXIST)) {
-      int fd = open(procs, O_WRONLY | O_CLOEXEC);
-      if (fd >= 0 && write(fd, "0\n", 2) == 2) {
-        close(fd);
-        snprintf(what + k, n - (size_t)k, "; moved from the control group %s to %s", cur,
-                 dest + strlen("/sys/fs/cgroup"));
-        return 1;
-      }
-      if (fd >= 0) close(fd);
-    }
-  }
-  if (cur[0] && strcmp(cur, "/") != 0)
-    snprintf(what + k, n - (size_t)k, "; in the starting job's control group %s (if the "
-             "system ends it with that job, the jobs still using the service go on by "
-             "themselves)", cur);
-  return 0;
+  snprintf(what, n, "CPU affinity %d of %ld CPUs (the starting job's: %d)%s", has, ncpu, had,
+           tail);
+  return moved;
 }
 
 int kio_svc_check_identity(const char *sock, char *gpus, size_t n, char *why, size_t why_len) {

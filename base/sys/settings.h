@@ -118,6 +118,11 @@ extern "C" {
     "The CUDA runtime's device mask (part of the service's identity)")                     \
   X(CUDA_DEVICE_ORDER, "CUDA_DEVICE_ORDER", NULL, EXTERNAL,                               \
     "The CUDA runtime's device numbering (part of the service's identity)")                \
+  X(SLURM_JOB_ID, "SLURM_JOB_ID", NULL, EXTERNAL,                                         \
+    "Set in a Slurm job: the service it starts leaves the job's control groups if it may") \
+  X(JOB_ID, "JOB_ID", NULL, EXTERNAL,                                                      \
+    "GridEngine's job number (with SGE_ROOT: as SLURM_JOB_ID)")                            \
+  X(SGE_ROOT, "SGE_ROOT", NULL, EXTERNAL, "Set under GridEngine")                          \
   X(XDG_RUNTIME_DIR, "XDG_RUNTIME_DIR", NULL, EXTERNAL,                                    \
     "The user's runtime directory (the service's socket directory)")                       \
   X(GZIP, "GZIP", NULL, EXTERNAL, "gzip's default options (the in-process gunzip)")        \

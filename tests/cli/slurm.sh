@@ -21,12 +21,12 @@
 #    the recipe's PATH (egs/synth/s5): the model and every alignment identical to
 #    the same run through run.pl (our programs, service off: the CPU path);
 #    no process of the jobs left after the idle time.
-# Today's service is started inside the first job that wants it and so is
-# killed with that job under cgroup tracking, and a job accumulating
-# through it then fails ("Lost the GPU service during accumulation"). With
-# SLURM_TEST_JOB_END=0 (the default for now) that outcome of check 1 under
-# cgroup tracking is printed as KNOWN and the recipe runs under linuxproc;
-# SLURM_TEST_JOB_END=1 fails on it and runs the recipe under cgroup tracking.
+# Under cgroup tracking root's service leaves the job's cgroups and outlives
+# it; a user's cannot and dies with job A, and the jobs still using it go on
+# by themselves (the accumulators from the service's last statistics). Both
+# must give Kaldi's outputs, and the recipe runs under cgroup tracking.
+# SLURM_TEST_JOB_END=0 reverts to printing a failure of check 1 under cgroup
+# tracking as KNOWN and running the recipe under linuxproc.
 # Needs root, slurm-wlm and munge (tools/install-deps.sh --slurm), the Kaldi
 # bundle and the corpus (tests/cli/recipe.sh), else SKIP.
 # Env: TEST_BIN = our programs built with the test hooks, TOP = repo root.
@@ -39,7 +39,7 @@ for p in gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled align-equal
   [ -x "$BIN/$p" ] || { echo "SKIP: $BIN/$p not built"; exit 77; }
 done
 recipe_inputs
-strict=${SLURM_TEST_JOB_END:-0}
+strict=${SLURM_TEST_JOB_END:-1}
 cluster=$TOP/tests/slurm/cluster.sh
 tmp=$(mktemp -d /tmp/slurm-cli.XXXXXX) || exit 1
 chmod 755 "$tmp"  # munged wants its socket's directories searchable by all
@@ -175,7 +175,7 @@ EOF
   [ "$(cat "$d/c.rc")" != 0 ] || { cmp -s "$d/c.acc" "$fix/kaldi/mono/final.acc" && cmp -s "$d/c.ali" "$fix/kaldi/mono/ali.ark"; } ||
     bad="$bad c: output differs from Kaldi's;"
   [ "$(cat "$d/d.rc")" != 0 ] || cmp -s "$d/d.ali" "$tmp/noisy-cpu.ali" || bad="$bad d: alignment differs from the CPU path's;"
-  local lost; lost=$(grep -l 'GPU service not usable: lost\|Lost the GPU service' "$d"/[bcd].log 2>/dev/null | wc -l)
+  local lost; lost=$(grep -l 'GPU service not usable: lost\|GPU service lost during accumulation' "$d"/[bcd].log 2>/dev/null | wc -l)
   local what="proctrack/$proc, jobs of $who: the service died with job A"
   [ "$survived" = yes ] && what="proctrack/$proc, jobs of $who: the service outlived job A"
   if [ -z "$bad" ]; then
@@ -252,8 +252,8 @@ njobs=$(grep -l '^# Running on' "$e"/exp_slurm/*/log/*.log | wc -l)
 grep -q 'SLURM_JOB_ID' "$e/exp_slurm/mono/log/acc.1.1.log" || fail "the jobs did not run under Slurm (no SLURM_JOB_ID in their logs)"
 used=$(grep -l 'through the GPU service' "$e"/exp_slurm/*/log/*.log | wc -l)
 [ "$used" -gt 0 ] || fail "no job used the service"
-lost=$(grep -l 'GPU service not usable: lost\|Lost the GPU service' "$e"/exp_slurm/*/log/*.log | wc -l)
-started=$(grep -c 'Serving jobs on' "$KALDI_GPU_SERVICE_DIR/service.log")
+lost=$(grep -l 'GPU service not usable: lost\|GPU service lost during accumulation' "$e"/exp_slurm/*/log/*.log | wc -l)
+started=$(cat "$KALDI_GPU_SERVICE_DIR"/service-*.log | grep -c 'Serving jobs on')
 cmp -s "$e/exp_runpl/mono/final.mdl" "$e/exp_slurm/mono/final.mdl" || fail "mono/final.mdl differs from the run.pl run's"
 for dd in mono mono_ali; do
   for j in 1 2 3 4; do
