@@ -19,7 +19,8 @@ struct kio_svc {
   double wait_s, stall_s;  /* see kio_svc_set_timeouts */
   double fired_s;          /* the bound that expired last */
   uint64_t max_len;        /* longest message accepted */
-  double last_io;          /* kio_now_s of the last byte either way */
+  _Atomic double last_io;  /* kio_now_s of the last byte either way (read by
+                              the service's main and ticker threads) */
   pthread_mutex_t send_mu; /* one message (or heartbeat) at a time */
   int sending;
   uint8_t hb[16];          /* a heartbeat's header ... */

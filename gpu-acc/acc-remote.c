@@ -4,7 +4,8 @@
  * keeps the per-utterance sums; the service keeps the statistics on its
  * device and runs the same accumulator code a local GPU run would.
  * Wire format:
- *   HELLO:       u32 protocol, u32 kind (acc), array model bytes
+ *   HELLO:       u32 protocol, u32 kind (acc), f32 the job's timeout, array
+ *                model bytes
  *   ACC:         u32 n, then per utterance str key, i32 rows, cols, arrays
  *                features, transition-ids
  *   ACCUMULATED: i32 status, log lines, then (status KIO_OK) per utterance
@@ -214,6 +215,7 @@ int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am,
   if (kio_svc_connect(&r->svc, 1, why, why_len) != KIO_OK) goto fail;
   kio_msg_put_u32(&r->msg, KIO_SVC_PROTOCOL);
   kio_msg_put_u32(&r->msg, KIO_SVC_KIND_ACC);
+  kio_msg_put_f32(&r->msg, (float)kio_svc_timeout());  /* the heartbeats this job needs */
   kio_msg_put_ref(&r->msg, model, len, 1);
   kio_msg_reader rd;
   if (kio_svc_send(r->svc, KIO_SVC_HELLO, &r->msg) != KIO_OK ||

@@ -1,5 +1,7 @@
 /* Alignment through the GPU service: the job's backend and the service's
  * handler of one batch (see align-remote.h). Wire format of a batch:
+ *   HELLO:   u32 protocol, u32 kind (align), f32 the job's timeout, options,
+ *            array model bytes
  *   ALIGN:   u32 n, u32 want_per_frame, then per utterance
  *            i32 num_states, num_arcs, start, num_pdfs_used, rows, cols,
  *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features,
@@ -52,6 +54,7 @@ static int open_conn(galign_remote *r, int c, const char *model, size_t len,
   kio_msg_reset(m);
   kio_msg_put_u32(m, KIO_SVC_PROTOCOL);
   kio_msg_put_u32(m, KIO_SVC_KIND_ALIGN);
+  kio_msg_put_f32(m, (float)kio_svc_timeout());  /* the heartbeats this job needs */
   put_opts(m, o);
   kio_msg_put_ref(m, model, len, 1);
   kio_msg_reader rd;

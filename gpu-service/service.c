@@ -64,7 +64,9 @@ enum { MAX_DEV = 16 };
 typedef struct conn {
   struct conn *next;
   kio_svc *s;
-  volatile int busy;     /* a request is being worked on: heartbeats go out */
+  _Atomic int busy;      /* a request is being worked on: heartbeats go out */
+  double beat;           /* seconds between heartbeats: a quarter of the job's
+                            timeout, at most 1 */
 } conn;
 
 static struct {
@@ -83,7 +85,7 @@ static struct {
   int device_ok;
   char desc[200];        /* the device, or why it is not usable */
   double stall_s;        /* a job's silence allowed inside a message */
-  volatile int broken;   /* a device context broke: restart */
+  _Atomic int broken;    /* a device context broke: restart */
   char broken_why[240];
   int batches;           /* tests: batches begun, all connections */
   int break_after, stop_after;
@@ -433,6 +435,8 @@ static void *conn_main(void *arg) {
   }
   c->busy = 1;  /* the job waits for READY: heartbeats while the model is set up */
   uint32_t proto = kio_rd_u32(&rd), kind = kio_rd_u32(&rd);
+  float job_timeout = kio_rd_f32(&rd);
+  c->beat = job_timeout > 0 && job_timeout / 4 < 1.0f ? job_timeout / 4 : 1.0;
   galign_opts o;
   galign_opts_default(&o);
   const void *model = NULL;
@@ -497,6 +501,7 @@ static void start_connection(kio_svc *s) {
   conn *c = calloc(1, sizeof *c);
   if (!c) { kio_svc_close(s); return; }
   c->s = s;
+  c->beat = 1.0;
   pthread_attr_t at;
   pthread_attr_init(&at);
   pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
@@ -512,16 +517,15 @@ static void start_connection(kio_svc *s) {
 }
 
 /* Heartbeats: every connection with a request being worked on hears from
- * the service every second, or four times within the jobs' timeout if that
- * is shorter (the service runs under the starting job's settings). */
+ * the service every second, or four times within its job's timeout if that
+ * is shorter. */
 static void *ticker_main(void *arg) {
   (void)arg;
-  const double beat = g.stall_s / 4 < 1.0 ? g.stall_s / 4 : 1.0;
   for (;;) {
-    sleep_s(beat / 2);
+    sleep_s(0.05);
     pthread_mutex_lock(&g.mu);
     for (conn *c = g.conns; c; c = c->next)
-      if (c->busy && kio_svc_quiet_for(c->s) >= beat) kio_svc_heartbeat(c->s);
+      if (c->busy && kio_svc_quiet_for(c->s) >= c->beat) kio_svc_heartbeat(c->s);
     pthread_mutex_unlock(&g.mu);
   }
   return NULL;

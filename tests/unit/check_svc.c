@@ -182,6 +182,7 @@ START_TEST(huge_count_allocates_nothing) {
   kio_msg m = {0};
   kio_msg_put_u32(&m, KIO_SVC_PROTOCOL);
   kio_msg_put_u32(&m, KIO_SVC_KIND_ALIGN);
+  kio_msg_put_f32(&m, 30.0f);  /* the job's timeout */
   const float opts[5] = {10, 40, 1, 0.1f, 0.1f};
   for (int i = 0; i < 5; i++) kio_msg_put_f32(&m, opts[i]);
   kio_msg_put_i32(&m, 0);
