@@ -78,6 +78,7 @@ $(BUILD)/test-bin/%: $(BUILD)/gmmbin-gpu/%.c.o $(TEST_HOOKS) $(LIBS)
 $(BUILD)/tests/%.c.o: CFLAGS += $(CHECK_CFLAGS)
 define tool_rule
 $(BUILD)/tools/$(basename $(notdir $(1))): $(call obj,$(1)) $(LIBS)
+	@mkdir -p $$(dir $$@)
 	$$(CXX) $$(SAN) -o $$@ $$< $$(LIBS) $$(LDLIBS)
 endef
 $(foreach t,$(TOOL_SRC),$(eval $(call tool_rule,$(t))))

@@ -140,7 +140,9 @@ static int own_backend(gacc_acc *a, gacc_on_loss on_loss, char *desc, size_t n) 
 /* The service is lost (why): the job goes on by itself from the last
  * checkpoint, redoing the kept batches (the one in flight's results into
  * its caller's res). KIO_OK once redone; KIO_ERR: a fatal error, logged. */
-static int fall_back(gacc_acc *a, const char *why) {
+static int fall_back(gacc_acc *a, const char *why_in) {
+  char why[240];  /* why_in may be the connection's, freed below */
+  snprintf(why, sizeof why, "%s", why_in);
   gacc_remote *r = a->remote;
   kept *todo = r->kept_first;
   /* the batch in flight is the last one kept */
