@@ -139,8 +139,8 @@ said stop2 'lost: no sign of life'
 same_onepass onestop2
 under "$t" 8 || fail "service stopped mid-run: the jobs took $t s"
 stop_service
-# A slow batch (3 s, timeout 1 s) is no hang: the heartbeats keep the job.
-KALDI_GPU_TEST_SERVICE_SLOW=3 align slow
+# A slow batch (3 s, timeout 2 s) is no hang: the heartbeats keep the job.
+KALDI_GPU_SERVICE_TIMEOUT=2 KALDI_GPU_TEST_SERVICE_SLOW=3 align slow
 same_align slow
 grep -q 'GPU service not usable' "$tmp/slow.log" && fail "slow: the job gave up on a working service"
 grep -q 'through the GPU service' "$tmp/slow.log" || fail "slow: the service was not used"
