@@ -7,7 +7,7 @@
 #   feats: the feature chains on the device (issue 8, gpu-feats): its suite,
 #   gmm-align-compiled KALDI_GPU_FEATS_GPU=1 vs 0 (cli/gpu-feats.sh), the device
 #   chain under compute-sanitizer, timings (dev/bench/gfeat-bench.sh, FEATS_COPIES)
-#   service: the GPU service's failures with a GPU (issue 25): the fault tests
+#   service: the GPU service's failures with a GPU: the fault tests
 #   (the jobs fall back to contexts of their own), the identity's cost
 #   (cuInit + UUIDs, no context: one job, then 16 at once; per visible GPU),
 #   a real broken context (a trapping kernel) found and the service restarted
