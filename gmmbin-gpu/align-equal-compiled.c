@@ -38,6 +38,7 @@ int main(int argc, char **argv) {
     kio_opts_free(po);
     return 1;
   }
+  kio_log_ours();
 
   kio_seq_reader *graphs = NULL;
   kio_ra_reader *feats = NULL;

@@ -61,6 +61,7 @@ int main(int argc, char **argv) {
     free(disambig_rx);
     return 1;
   }
+  kio_log_ours();
 
   kio_ctx_dep tree;
   memset(&tree, 0, sizeof tree);

@@ -135,6 +135,7 @@ int main(int argc, char **argv) {
     free(disambig_rx);
     return 1;
   }
+  kio_log_ours();
   if (batch_size < 1) batch_size = 1;
 
   kio_ctx_dep tree;

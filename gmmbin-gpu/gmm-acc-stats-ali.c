@@ -277,6 +277,7 @@ int main(int argc, char *argv[]) {
     kio_opts_print_usage(po);
     exit(1);
   }
+  kio_log_ours();
   galign_use_gpu mode;
   if (galign_parse_use_gpu(use_gpu, &mode) != KIO_OK) {
     KIO_ERROR("Invalid value --use-gpu=%s: use yes|no|optional|wait", use_gpu);

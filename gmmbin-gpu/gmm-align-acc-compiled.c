@@ -90,6 +90,7 @@ int main(int argc, char *argv[]) {
     kio_opts_print_usage(po);
     RETURN(1);
   }
+  kio_log_ours();
   if (galign_pipeline_cli_apply(&cli, &cfg) != KIO_OK) fatal();
   cfg.model_rxfilename = kio_opts_arg(po, 1);
   cfg.graphs_rspecifier = kio_opts_arg(po, 2);

@@ -72,6 +72,7 @@ int main(int argc, char *argv[]) {
     kio_opts_print_usage(po);
     RETURN(1);
   }
+  kio_log_ours();
   if (galign_pipeline_cli_apply(&cli, &cfg) != KIO_OK) kio_fatal_exit();
   gopts.transition_scale = cfg.opts.transition_scale;
   gopts.self_loop_scale = cfg.opts.self_loop_scale;

@@ -1,5 +1,6 @@
 /* Kaldi-format logging (reference 1.12) and the per-thread error detail. */
 #include "log.h"
+#include "version.h"
 
 #include <execinfo.h>
 #include <math.h>
@@ -118,6 +119,10 @@ void kio_log_set_program(const char *argv0) {
   pthread_mutex_lock(&g_mutex);
   snprintf(g_program, sizeof g_program, "%s", base_name(argv0));
   pthread_mutex_unlock(&g_mutex);
+}
+
+void kio_log_ours(void) {
+  KIO_LOG(KIO_PLUGIN_ID " (GPU plugin program, not Kaldi's own %s)", g_program);
 }
 
 const char *kio_log_program(void) { return t_program ? t_program : g_program; }

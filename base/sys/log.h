@@ -25,6 +25,11 @@ enum { KIO_LOG_INFO = 0, KIO_LOG_WARNING = -1, KIO_LOG_ERROR = -2, KIO_LOG_ASSER
 typedef void (*kio_log_handler)(int level, const char *func, const char *file,
                                 int line, const char *msg, void *user);
 
+/* The first LOG line of each of our programs, once its arguments are
+ * accepted: "kaldi-gpu-align VERSION (GPU plugin program, not Kaldi's own
+ * PROGRAM)", so a log reader can tell ours from Kaldi's. Tests that compare
+ * logs with Kaldi's leave out lines from this function (kio_log_ours). */
+void kio_log_ours(void);
 /* Program name (basename of argv[0]) shown in log lines. */
 void kio_log_set_program(const char *argv0);
 const char *kio_log_program(void);

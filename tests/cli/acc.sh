@@ -32,6 +32,7 @@ norm() {
        /^\[ Stack-Trace: \]$/ {skip=1; next}
        skip && /^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG)/ {skip=0}
        skip {next}
+       /^LOG \([^)]*:kio_log_ours\(\)/ {next}
        /^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG\[[0-9]+\]) \(/ {
          lvl=$1; i=index($0, ") "); print lvl " " substr($0, i + 2); next }
        {print}' "$1" | grep -v -E '^LOG (Accumulating on the|No GPU found; accumulating|GPU not usable; accumulating)'

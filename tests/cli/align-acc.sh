@@ -36,6 +36,7 @@ norm() {
        skip && /^$/ {skip=0; next}
        skip {next}
        /^LOG \([^)]*:(galign_|kio_cuda_|make_acc)[a-z_]*\(\)/ {next}
+       /^LOG \([^)]*:kio_log_ours\(\)/ {next}
        /^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG\[[0-9]+\]) \(/ {
          lvl=$1; i=index($0, ") "); print lvl " " substr($0, i + 2); next }
        {print}' "$1" | grep -v -E '^LOG (Accumulating on the|No GPU found; accumulating|GPU not usable; accumulating)'

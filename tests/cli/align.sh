@@ -41,6 +41,7 @@ norm() {
        skip && /^$/ {skip=0; next}
        skip {next}
        /^LOG \([^)]*:(galign_|kio_cuda_)[a-z_]*\(\)/ {next}
+       /^LOG \([^)]*:kio_log_ours\(\)/ {next}
        /^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG\[[0-9]+\]) \(/ {
          lvl=$1; i=index($0, ") "); print lvl " " substr($0, i + 2); next }
        /^exit=[0-9]+$/ {next}
