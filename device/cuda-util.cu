@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cuda-util.h"
@@ -15,6 +16,102 @@ extern "C" int kio_cuda_device_count(void) {
     return 0;
   }
   return n;
+}
+
+/* The device code of this build (configure's CUDA_SASS / CUDA_PTX). */
+#ifndef KIO_CUDA_SASS
+#define KIO_CUDA_SASS ""
+#endif
+#ifndef KIO_CUDA_PTX
+#define KIO_CUDA_PTX 0
+#endif
+
+static int try_context(int dev);
+
+/* Compiled like every kernel of ours: the runtime picks its code for a
+ * device as it picks theirs. */
+__global__ void kio_k_probe(int *p) {
+  if (p) *p = 0;
+}
+
+extern "C" const char *kio_cuda_build_archs(void) {
+  static char buf[512];
+  if (!buf[0]) {
+    size_t n = 0;
+    const char *s = KIO_CUDA_SASS;
+    while (*s && n + 16 < sizeof buf) {
+      while (*s == ' ') s++;
+      if (!*s) break;
+      n += (size_t)snprintf(buf + n, sizeof buf - n, "%ssm_", n ? " " : "");
+      while (*s && *s != ' ' && n + 2 < sizeof buf) buf[n++] = *s++;
+      buf[n] = '\0';
+    }
+    if (KIO_CUDA_PTX) snprintf(buf + n, sizeof buf - n, " + PTX compute_%d", KIO_CUDA_PTX);
+  }
+  return buf;
+}
+
+/* 1 if this build has SASS for architecture arch (10 * major + minor). */
+static int has_sass(int arch) {
+  const char *s = KIO_CUDA_SASS;
+  while (*s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s) break;
+    if (v == arch) return 1;
+    s = end;
+  }
+  return 0;
+}
+
+extern "C" void kio_cuda_env_info(kio_cuda_env *e) {
+  memset(e, 0, sizeof *e);
+  cudaDriverGetVersion(&e->driver);
+  cudaRuntimeGetVersion(&e->runtime);
+  cudaError_t r = cudaGetDeviceCount(&e->count);
+  if (r != cudaSuccess) {
+    e->count = 0;
+    snprintf(e->why, sizeof e->why, "%s", cudaGetErrorString(r));
+  } else if (e->count == 0) {
+    snprintf(e->why, sizeof e->why, "no CUDA device");
+  }
+  cudaGetLastError();
+}
+
+/* The code the runtime picked for the current device; 0 (why) if none. */
+static int picked_code(int *from_ptx, char *why, size_t why_len) {
+  cudaFuncAttributes fa;
+  cudaError_t r = cudaFuncGetAttributes(&fa, kio_k_probe);
+  if (r != cudaSuccess) {
+    cudaGetLastError();
+    snprintf(why, why_len, "%s (this build has %s)", cudaGetErrorString(r), kio_cuda_build_archs());
+    return 0;
+  }
+  /* the driver's compilation of our PTX reports the device's own version */
+  *from_ptx = !has_sass(fa.binaryVersion);
+  return fa.binaryVersion;
+}
+
+extern "C" int kio_cuda_device_info(int dev, kio_cuda_dev_info *d) {
+  memset(d, 0, sizeof *d);
+  cudaDeviceProp p;
+  cudaError_t r = cudaGetDeviceProperties(&p, dev);
+  if (r != cudaSuccess) {
+    cudaGetLastError();
+    snprintf(d->why, sizeof d->why, "%s", cudaGetErrorString(r));
+    return KIO_ERR;
+  }
+  snprintf(d->name, sizeof d->name, "%s", p.name);
+  d->major = p.major;
+  d->minor = p.minor;
+  d->sms = p.multiProcessorCount;
+  d->mem_gib = p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0);
+  if (!try_context(dev)) {
+    snprintf(d->why, sizeof d->why, "no CUDA context (busy in exclusive mode?)");
+    return KIO_ERR;
+  }
+  d->code_arch = picked_code(&d->from_ptx, d->why, sizeof d->why);
+  return d->code_arch ? KIO_OK : KIO_ERR;
 }
 
 extern "C" int kio_cuda_debug_sync(void) {
@@ -129,6 +226,16 @@ extern "C" int kio_cuda_select(int wait, char *desc, int desc_len) {
   if (waited) KIO_WARN("Waited %d seconds before creating CUDA context", waited);
   cudaDeviceProp p;
   KIO_CUDA_TRY(cudaGetDeviceProperties(&p, dev));
+  /* A device this build has no code for fails at the first launch with
+   * "no kernel image": say so now, naming the fix. */
+  char why[384];
+  int from_ptx = 0;
+  if (!picked_code(&from_ptx, why, sizeof why)) {
+    KIO_ERROR("No device code for %s (sm_%d%d) in this build: %s; rebuild with "
+              "./configure --cuda-arch=sm_%d%d (or no --cuda-arch: every architecture "
+              "of the CUDA toolkit)", p.name, p.major, p.minor, why, p.major, p.minor);
+    return KIO_ERR;
+  }
   if (desc)
     snprintf(desc, desc_len, "%s, %d SMs, %.1f GiB", p.name, p.multiProcessorCount,
              p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));

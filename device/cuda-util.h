@@ -42,6 +42,30 @@ int kio_cuda_debug_sync(void);
  * service asks after a failed batch. */
 int kio_cuda_context_broken(char *why, int why_len);
 
+/* What `kaldi-gpu-service --describe` shows (tools/check-recipe.sh). */
+typedef struct {
+  int driver, runtime; /* CUDA versions (1000 * major + 10 * minor), 0: none */
+  int count;           /* visible devices */
+  char why[256];       /* when count is 0: the runtime's reason */
+} kio_cuda_env;
+void kio_cuda_env_info(kio_cuda_env *e);
+/* One visible device and the code of this build it runs: code_arch is the
+ * architecture (10 * major + minor) of the kernel code the runtime picked
+ * (SASS built for the device or for an older one of its family, or the
+ * driver's compilation of the PTX: from_ptx); 0 with why when this build
+ * has none for the device. Creates the device's context. */
+typedef struct {
+  char name[256];
+  int major, minor, sms;
+  double mem_gib;
+  int code_arch, from_ptx;
+  char why[256];
+} kio_cuda_dev_info;
+int kio_cuda_device_info(int dev, kio_cuda_dev_info *d);
+/* The device code this build carries: "sm_75 sm_80 ... + PTX compute_121"
+ * ("" without CUDA). */
+const char *kio_cuda_build_archs(void);
+
 #ifdef __cplusplus
 }
 

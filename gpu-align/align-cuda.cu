@@ -73,8 +73,20 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   for (int32_t p = 0; p < g->num_pdfs; p++)
     if (g->pdf_offset[p + 1] - g->pdf_offset[p] > maxc) maxc = g->pdf_offset[p + 1] - g->pdf_offset[p];
   static const char *const kernels[] = {"exact", "gemm", NULL};
-  c->ll_exact = maxc <= GALIGN_LL_MAXC && galign_cu_ll_exact_smem(g->dim) <= GALIGN_LL_MAX_SMEM &&
+  /* The exact kernel's tile of features (galign_cu_ll_exact_smem: 1 KiB per
+   * dimension) must fit one block's shared memory, which depends on the
+   * GPU: 64 KiB on sm_75, 99 KiB on sm_86/89/120, 163 KiB on sm_80/87,
+   * 227 KiB on sm_90/100. Every usual dimension (39, 40, 48) fits all. */
+  int optin = 0;
+  KIO_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, c->device));
+  const size_t smem = galign_cu_ll_exact_smem(g->dim);
+  const int fits = smem <= GALIGN_LL_MAX_SMEM && smem <= (size_t)optin;
+  c->ll_exact = maxc <= GALIGN_LL_MAXC && fits &&
                 kio_setting_choice(KIO_SET_DEV_LIKELIHOODS, kernels, 0) == 0;
+  if (!fits && smem <= GALIGN_LL_MAX_SMEM && maxc <= GALIGN_LL_MAXC)
+    KIO_LOG("Feature dimension %d: the exact likelihood kernel needs %zu KiB of shared "
+            "memory per block, this GPU gives %d KiB; likelihoods through cuBLAS (may "
+            "differ from the CPU path's rounding)", (int)g->dim, smem >> 10, optin >> 10);
   if (c->ll_exact && galign_cu_ll_exact_upload(c, g) != KIO_OK) return KIO_ERR;
   KIO_VLOG(1, "Device likelihoods: %s (at most %d Gaussians per pdf)",
            c->ll_exact ? "exact kernel (CPU order)" : "cuBLAS SGEMM", (int)maxc);

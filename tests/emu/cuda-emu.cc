@@ -238,7 +238,11 @@ cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int dev) {
   (void)dev;
-  *v = a == cudaDevAttrMultiProcessorCount ? 4 : 0;
+  /* EMU_SMEM_OPTIN: a smaller GPU's shared memory per block (default: an H100's) */
+  const char *optin = getenv("EMU_SMEM_OPTIN");
+  *v = a == cudaDevAttrMultiProcessorCount ? 4
+       : a == cudaDevAttrMaxSharedMemoryPerBlockOptin ? (optin ? atoi(optin) : 227 * 1024)
+       : 0;
   return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
