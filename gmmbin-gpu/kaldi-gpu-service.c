@@ -2,7 +2,10 @@
  * programs hand their batches to (gpu-service/gpu-service.h). Jobs start it
  * on first use (device/svc-start.c); it is not meant to be run by hand, but can
  * be, e.g. to keep it up longer: kaldi-gpu-service --idle-timeout=600, or to
- * see which service a job would use: kaldi-gpu-service --print-identity. */
+ * see which service a job would use: kaldi-gpu-service --print-identity.
+ * --describe prints what a job started in this environment would use (GPUs,
+ * the code of this build they run, the service's directory, socket and
+ * identity, the rounding profile) and exits: tools/check-recipe.sh shows it. */
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,10 +15,74 @@
 
 #include "base/sys/log.h"
 #include "base/sys/options.h"
+#include "base/sys/version.h"
+#include "device/cuda-util.h"
 #include "device/svc-link.h"
+#include "gpu-acc/gpu-acc.h"
 #include "gpu-service/gpu-service.h"
 #include "base/program/program.h"
 #include "base/sys/settings.h"
+
+/* --describe: one "key: value" line each, on stdout. 0, or 1 when a job
+ * here would not get a GPU. */
+static int describe(void) {
+  printf("program: %s (%s)\n", KIO_PLUGIN_ID, kio_log_program());
+  const char *cvd = kio_setting_str(KIO_SET_CUDA_VISIBLE_DEVICES);
+  printf("CUDA_VISIBLE_DEVICES: %s\n", cvd ? cvd : "(unset: every GPU)");
+  printf("device code: %s\n", KIO_HAVE_CUDA ? kio_cuda_build_archs() : "none (built without CUDA)");
+  kio_cuda_env e;
+  kio_cuda_env_info(&e);
+  if (KIO_HAVE_CUDA) {
+    char drv[32] = "none";
+    if (e.driver) snprintf(drv, sizeof drv, "%d.%d", e.driver / 1000, e.driver % 1000 / 10);
+    printf("CUDA: driver %s, runtime %d.%d (a driver of the runtime's version or later is needed)\n",
+           drv, e.runtime / 1000, e.runtime % 1000 / 10);
+  }
+  int usable = 0;
+  if (e.count == 0) printf("gpus: none (%s): the programs run on the CPU path\n", e.why);
+  for (int d = 0; d < e.count; d++) {
+    kio_cuda_dev_info di;
+    if (kio_cuda_device_info(d, &di) == KIO_OK) {
+      usable++;
+      char code[96];
+      if (di.from_ptx)
+        snprintf(code, sizeof code, "PTX compiled by the driver for sm_%d", di.code_arch);
+      else
+        snprintf(code, sizeof code, "SASS sm_%d", di.code_arch);
+      printf("gpu %d: %s, sm_%d%d, %d SMs, %.1f GiB; runs this build's %s\n", d, di.name,
+             di.major, di.minor, di.sms, di.mem_gib, code);
+    } else {
+      printf("gpu %d: %s%ssm_%d%d: NOT USABLE: %s\n", d, di.name, di.name[0] ? ", " : "",
+             di.major, di.minor, di.why);
+    }
+  }
+  const char *svc = kio_setting_str(KIO_SET_SERVICE);
+  if (kio_svc_wanted())
+    printf("service: used (one per user and machine; KALDI_GPU_SERVICE=no turns it off)\n");
+  else if (svc && *svc)
+    printf("service: not used (KALDI_GPU_SERVICE=%s)\n", svc);
+  else
+    printf("service: not used (no GPU device node on this machine)\n");
+  static kio_svc_paths_t paths;
+  char why[512], id[8192];
+  if (kio_svc_paths(&paths, 0, why, sizeof why) != KIO_OK) {
+    printf("service directory: UNUSABLE: %s\n", why);
+  } else {
+    printf("service directory: %s\n", paths.dir);
+    kio_svc *s = NULL;
+    int up = kio_svc_connect(&s, 0, why, sizeof why) == KIO_OK;
+    kio_svc_close(s);
+    printf("service socket: %s (%s)\n", paths.sock,
+           up ? "a service is running" : "not running: the first job starts it");
+    kio_svc_describe(id, sizeof id, 0);
+    printf("service identity: %s\n", id);
+  }
+  /* The profile the accumulator and aligner compute with. */
+  const char *prof = kio_setting_str(KIO_SET_BLAS_PROFILE);
+  printf("rounding profile: %s (%s)\n", gacc_blas_profile_name(),
+         prof ? "KALDI_GPU_BLAS_PROFILE" : "default");
+  return usable ? 0 : 1;
+}
 
 int main(int argc, char *argv[]) {
   kio_program_start(argc, argv);
@@ -24,8 +91,6 @@ int main(int argc, char *argv[]) {
       "and models, and aligns/accumulates the batches the programs hand it.\n"
       "Started by the programs on first use; exits when idle.\n"
       "Usage:  kaldi-gpu-service [options]\n";
-  /* The service never hands work to a service. */
-  kio_setting_override(KIO_SET_SERVICE, "no");
   int32_t idle = (int32_t)kio_setting_int(KIO_SET_SERVICE_IDLE, 60, 1, 1 << 30);
   char *sock = strdup("");
   int print_id = 0;
@@ -36,6 +101,9 @@ int main(int argc, char *argv[]) {
   kio_opts_bool(po, "print-identity", &print_id,
                 "Print the identity of the service this environment's jobs use (host, "
                 "GPUs, device switches) and how long finding it took, then exit");
+  int describe_only = 0;
+  kio_opts_bool(po, "describe", &describe_only,
+                "Print what a job started here would use (GPUs, service, rounding profile) and exit");
   int prc = kio_opts_parse(po, argc, argv);
   if (prc == KIO_OPTS_HELP) return 0;
   if (prc != KIO_OPTS_OK) return 255;
@@ -43,6 +111,14 @@ int main(int argc, char *argv[]) {
     kio_opts_print_usage(po);
     return 1;
   }
+  if (describe_only) {  /* before the override below: the jobs' view */
+    int rc = describe();
+    kio_opts_free(po);
+    free(sock);
+    return rc;
+  }
+  /* The service never hands work to a service. */
+  kio_setting_override(KIO_SET_SERVICE, "no");
   if (print_id) {
     char d[8192];
     kio_svc_describe(d, sizeof d, 0);
@@ -53,6 +129,7 @@ int main(int argc, char *argv[]) {
     free(sock);
     return 0;
   }
+  kio_log_ours();
   /* Test switch (tests/cli/service.sh): a service that never starts. */
   const char *no_start = kio_test_hook(KIO_SET_TEST_SERVICE_NO_START);
   if (no_start && !strcmp(no_start, "exit")) return 3;
