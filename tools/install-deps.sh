@@ -8,7 +8,8 @@
 # /usr/local/cuda (or ./configure --cudatk-dir=DIR); without it ./configure
 # builds the CPU path only.
 set -e
-pkgs="gcc g++ make pkg-config libfst-dev check libsubunit-dev zlib1g-dev gzip"
+# python3-matplotlib: the plots of tools/compare-recipe.sh --out (optional there).
+pkgs="gcc g++ make pkg-config libfst-dev check libsubunit-dev zlib1g-dev gzip python3-matplotlib"
 case ${1:-} in
   "") ;;
   --slurm) pkgs="$pkgs slurm-wlm munge" ;;
