@@ -114,7 +114,7 @@ def alignments(plt, rows, out):
         ax.text(i - 0.2, a, "%.2f" % a, ha="center", va="bottom", fontsize=7)
         ax.text(i + 0.2, b, "%.2f" % b, ha="center", va="bottom", fontsize=7)
     lo = min(fr + ut)
-    ax.set_ylim(max(0.0, lo - (100.0 - lo) * 0.5 - 1.0), 100.5)
+    ax.set_ylim(max(0.0, lo - (100.0 - lo) * 0.5 - 1.0), 100.0 + max(0.5, (100.0 - lo) * 0.08))
     ax.set_xlim(-0.7, len(rows) - 0.3)
     ax.set_xticks(x)
     ax.set_xticklabels(names, rotation=20)
