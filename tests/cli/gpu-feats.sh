@@ -65,10 +65,11 @@ own() { grep -E '^(LOG|WARNING|ERROR) \(gmm-align-compiled'; }
 # LOG lines, in order.
 chain() { grep -v -E '^(LOG|WARNING|ERROR) \(gmm-align-compiled' | grep -v -E '^WARNING'; }
 # Where the device path prints them: the command lines before the program's
-# first own line, the final LOG lines before its summary.
+# first own line (after the line naming the program ours), the final LOG
+# lines before its summary.
 placed() {
   awk 'BEGIN { bad = 0 }
-       /^(LOG|WARNING|ERROR) \(gmm-align-compiled/ { own++ }
+       /^(LOG|WARNING|ERROR) \(gmm-align-compiled/ && !/:kio_log_ours\(\)/ { own++ }
        /Overall log-likelihood per frame/ { summary = 1 }
        NR > 1 && NF > 0 && !/^(LOG|WARNING|ERROR|VLOG)/ && own > 0 { bad = 1 }
        /^LOG \((apply-cmvn|transform-feats|copy-feats)/ && summary { bad = 1 }
