@@ -56,7 +56,7 @@ $(BUILD)/%.cu.o: %.cu config.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 # The device code this build carries, for kaldi-gpu-service --describe.
-$(BUILD)/base/cuda-util.cu.o: NVCCFLAGS += -DKIO_CUDA_SASS='"$(CUDA_SASS)"' -DKIO_CUDA_PTX=$(CUDA_PTX)
+$(BUILD)/device/cuda-util.cu.o: NVCCFLAGS += -DKIO_CUDA_SASS='"$(CUDA_SASS)"' -DKIO_CUDA_PTX=$(CUDA_PTX)
 
 define layer_rule
 $(call lib_name,$(1)): $(call layer_objs,$(1))

@@ -24,7 +24,7 @@ replaced="gmm-align-compiled align-equal-compiled gmm-acc-stats-ali compile-trai
 own="gmm-align-acc-compiled kaldi-gpu-service"
 
 # Everything below runs after path.sh, in a subshell: its variables
-# (CUDA_VISIBLE_DEVICES, KIO_BLAS_PROFILE, ...) count too.
+# (CUDA_VISIBLE_DEVICES, KALDI_GPU_BLAS_PROFILE, ...) count too.
 # path.sh may exit (a stock one does when KALDI_ROOT is wrong): try it first.
 err=$( (. ./path.sh >/dev/null) 2>&1) || {
   echo "Recipe: $PWD: sourcing path.sh failed (steps/*.sh would fail too):"
@@ -37,7 +37,7 @@ err=$( (. ./path.sh >/dev/null) 2>&1) || {
   echo "Recipe: $PWD (path.sh sourced as steps/*.sh do)"
   [ "${KALDI_ONLY:-false}" = true ] && echo "KALDI_ONLY=true is set: an enabled path.sh leaves our programs out"
   # "ours VERSION" if the file is one of our programs (it holds our
-  # identification string: base/version.h), else empty.
+  # identification string: base/sys/version.h), else empty.
   whose() {
     local v
     v=$(LC_ALL=C grep -a -o -m1 'kaldi-gpu-align [0-9][0-9A-Za-z.~+-]*' "$1" 2>/dev/null | head -1)

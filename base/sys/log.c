@@ -1,6 +1,6 @@
 /* Kaldi-format logging (reference 1.12) and the per-thread error detail. */
 #include "log.h"
-#include "version.h"
+#include "base/sys/version.h"
 
 #include <execinfo.h>
 #include <math.h>

@@ -8,7 +8,7 @@
 # ours (its log's first LOG line names us and our version); enabling twice
 # changes nothing; undo restores path.sh byte for byte (also one without a
 # final newline); a linked path.sh is refused; KALDI_ONLY=true; path.sh's
-# own CUDA_VISIBLE_DEVICES / KIO_BLAS_PROFILE reach the check; a failing
+# own CUDA_VISIBLE_DEVICES / KALDI_GPU_BLAS_PROFILE reach the check; a failing
 # path.sh is reported. Then every program's first LOG line.
 # Env: BIN = dir of our programs, TOP = repo root. Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -22,8 +22,8 @@ tmp=$(mktemp -d /tmp/enable-recipe-cli.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-version=$(sed -n 's/^#define KIO_PLUGIN_VERSION "\(.*\)"$/\1/p' "$TOP/base/version.h")
-[ -n "$version" ] || { echo "FAIL: no KIO_PLUGIN_VERSION in base/version.h"; exit 1; }
+version=$(sed -n 's/^#define KIO_PLUGIN_VERSION "\(.*\)"$/\1/p' "$TOP/base/sys/version.h")
+[ -n "$version" ] || { echo "FAIL: no KIO_PLUGIN_VERSION in base/sys/version.h"; exit 1; }
 id="kaldi-gpu-align $version"
 replaced="gmm-align-compiled align-equal-compiled gmm-acc-stats-ali compile-train-graphs gmm-align align-equal"
 # Our service directory and its sockets stay in the test's directory.
@@ -114,11 +114,11 @@ check_out kaldi_only 1 KALDI_ONLY=true
 grep -q '^NOT ENABLED' "$tmp/kaldi_only.out" || fail "KALDI_ONLY=true: our programs still first"
 
 # 4. path.sh's own environment reaches the check.
-printf 'export CUDA_VISIBLE_DEVICES=3\nexport KIO_BLAS_PROFILE=hsw\n' >"$R/env.sh"
+printf 'export CUDA_VISIBLE_DEVICES=3\nexport KALDI_GPU_BLAS_PROFILE=hsw\n' >"$R/env.sh"
 sed -i 's|^export LC_ALL=C$|&\n. ./env.sh|' "$R/path.sh"
 check_out env 0
 grep -q '^  CUDA_VISIBLE_DEVICES: 3$' "$tmp/env.out" || fail "path.sh's CUDA_VISIBLE_DEVICES not shown"
-grep -q '^  rounding profile: hsw ' "$tmp/env.out" || fail "path.sh's KIO_BLAS_PROFILE not shown"
+grep -q '^  rounding profile: hsw ' "$tmp/env.out" || fail "path.sh's KALDI_GPU_BLAS_PROFILE not shown"
 cp "$tmp/enabled.path.sh" "$R/path.sh"
 
 # 5. Undo: the original bytes; again: nothing to do.

@@ -4,15 +4,15 @@
 # (kaldi-gpu-service --describe), then the GPU suites; and a build without
 # code for this GPU (sm_80 only): refused with its ERROR under
 # --use-gpu=yes, the CPU path (same alignment) under --use-gpu=optional.
-#   here:  make -j2 all && tools/gpu-arch-check.sh pack    (stages .carry/)
-#   there: tools/gpu-arch-check.sh run      (device call with carry [".carry"];
+#   here:  make -j2 all && dev/device/gpu-arch-check.sh pack    (stages .carry/)
+#   there: dev/device/gpu-arch-check.sh run      (device call with carry [".carry"];
 #          logs under $OUT; last line "gpu-arch-check: N passed, N failed")
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 case "${1:-}" in
 pack)
   [ -f config.mk ] || { echo "gpu-arch-check: run ./configure && make first" >&2; exit 1; }
-  tools/device-pack.sh || exit 1
+  dev/device/device-pack.sh || exit 1
   cp config.mk .carry/config.mk
   # The same programs with device code for sm_80 alone (an A100 build).
   make -j2 BUILD=build-sm80 CUDA_GENCODE="-gencode=arch=compute_80,code=sm_80" CUDA_SASS=80 CUDA_PTX=0 \
