@@ -30,7 +30,7 @@ elif [ -n "${KALDI_ROOT:-}" ] && [ -x "$KALDI_ROOT/src/gmmbin/gmm-acc-stats-ali"
   kaldi=$KALDI_ROOT/src/gmmbin/gmm-acc-stats-ali
 fi
 
-. "$top/tools/acc-bench-data.sh"
+. "$top/dev/bench/acc-bench-data.sh"
 acc_bench_data || exit 1
 feats="ark:$data/feats.ark"
 [ "${ACC_BENCH_PIPE:-0}" = 1 ] && feats="ark,s,cs:cat $data/feats.ark |"

@@ -21,7 +21,7 @@ reps=${ACC_BENCH_REPS:-3}
 data=$top/bench-data/acc
 fix=${ACC_BENCH_FIX:-$top/tests/data}
 [ -e /dev/nvidiactl ] || { echo "acc-service-bench: SKIP (no GPU)"; exit 0; }
-. "$top/tools/acc-bench-data.sh"
+. "$top/dev/bench/acc-bench-data.sh"
 acc_bench_data || exit 1
 mdl=$fix/models/tri1/final.mdl
 svc=$(mktemp -d /tmp/acc-service-bench.XXXXXX)

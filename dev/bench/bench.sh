@@ -63,7 +63,7 @@ if [ -n "${KALDI_BUNDLE:-}" ] && [ -x "$KALDI_BUNDLE/bin/gmm-align-compiled" ]; 
 elif [ -n "${KALDI_ROOT:-}" ] && [ -x "$KALDI_ROOT/src/gmmbin/gmm-align-compiled" ]; then
   kaldi_bin=$KALDI_ROOT/src/gmmbin
 else
-  . "$top/tools/recipe-env.sh"
+  . "$top/dev/device/recipe-env.sh"
   if [ -n "$KALDI_BUNDLE_TAR" ]; then
     if [ ! -x "$data/kaldi/kb/bin/gmm-align-compiled" ]; then
       echo "bench: unpacking $KALDI_BUNDLE_TAR into bench-data/kaldi"

@@ -18,7 +18,7 @@ set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 [ -n "${KALDI_BUNDLE:-}" ] && . "$KALDI_BUNDLE/env.sh"
 # Round as the Kaldi on PATH does (its OpenBLAS kernels), unless told.
-. "$top/tools/feat-profile.sh"
+. "$top/dev/bench/feat-profile.sh"
 feat_profile "$top"
 fc=$top/${BUILD:-build}/tools/feat-copy
 [ -x "$fc" ] || { echo "feat-bench: $fc not built (run make)"; exit 1; }

@@ -41,7 +41,7 @@ base=/tmp/recipe-device
 case ${1:-} in
   pack)
     [ $# -eq 2 ] || { echo "usage: $0 pack DIR" >&2; exit 1; }
-    . "$top/tools/recipe-env.sh"
+    . "$top/dev/device/recipe-env.sh"
     [ -n "$KALDI_BUNDLE_TAR" ] && [ -n "$SYNTH_CORPUS_TAR" ] || { echo "pack: no shared inputs found" >&2; exit 1; }
     s=$(mktemp -d); mkdir -p "$s/in/gmmbin-gpu" "$s/in/tools"
     cp "$KALDI_BUNDLE_TAR" "$SYNTH_CORPUS_TAR" "$SYNTH_CORPUS_DIR/unpack.sh" "$s/in/"
@@ -179,7 +179,7 @@ done
 # Our align_si from the Kaldi side's models: single-pass agreement (dev/device/recipe-cross.sh).
 if [ "$cross" = true ] && [ -d "$work/synth-s5/exp_kaldi" ] && [ -n "$gpu_bin" ]; then
   say "cross: our align_si from exp_kaldi's models"
-  TOOLS=${TOOLS:-$top/build/tools} "$top/tools/recipe-cross.sh" "$work/synth-s5" "$gpu_bin" \
+  TOOLS=${TOOLS:-$top/build/tools} "$top/dev/device/recipe-cross.sh" "$work/synth-s5" "$gpu_bin" \
     "$work/kaldi/kb" "$nj" "$train" >"$out/cross.md" 2>>"$p" || rc=1
   cat "$out/cross.md" >>"$out/report.md"
   say "cross: done"

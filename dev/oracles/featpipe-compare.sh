@@ -11,7 +11,7 @@ set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 [ -n "${KALDI_BUNDLE:-}" ] && . "$KALDI_BUNDLE/env.sh"
 # Round as the Kaldi on PATH does (its OpenBLAS kernels), unless told.
-. "$top/tools/feat-profile.sh"
+. "$top/dev/bench/feat-profile.sh"
 feat_profile "$top"
 echo "profile $KALDI_GPU_BLAS_PROFILE (OpenBLAS core ${FEAT_BLAS_CORE:-not asked})"
 fc=$top/${BUILD:-build}/tools/feat-copy
