@@ -71,8 +71,18 @@ static int after_open(void *u, galign_pipeline *p) {
   char why[256] = "";
   if (galign_aligner_is_remote(galign_pipeline_aligner(p))) {
     /* the aligner is on the GPU service: so are the statistics */
-    if (gacc_new_remote(&f->acc, tm, am, why, sizeof why) != KIO_OK)
-      KIO_LOG("Accumulating on a GPU context of our own (GPU service not usable: %s)", why);
+    galign_use_gpu mode = f->al.use_gpu;
+    gacc_on_loss on_loss = mode == GALIGN_GPU_OPTIONAL ? GACC_LOSS_GPU_OR_CPU
+                           : mode == GALIGN_GPU_WAIT   ? GACC_LOSS_GPU_WAIT
+                                                       : GACC_LOSS_GPU;
+    if (gacc_new_remote(&f->acc, tm, am, on_loss, why, sizeof why) != KIO_OK) {
+      if (on_loss == GACC_LOSS_GPU_OR_CPU && kio_cuda_device_count() <= 0) {
+        KIO_LOG("Accumulating on the CPU (GPU service not usable: %s)", why);
+        gpu = 0;
+      } else {
+        KIO_LOG("Accumulating on a GPU context of our own (GPU service not usable: %s)", why);
+      }
+    }
   }
   if (!f->acc) {
     if (gpu && kio_cuda_select(0, NULL, 0) != KIO_OK) return KIO_ERR;

@@ -207,7 +207,10 @@ static int make_acc(gacc_acc **acc, galign_use_gpu mode, const kio_tmodel *tm,
   }
   char why[256] = "", note[320] = "";
   if (kio_svc_wanted()) {
-    if (gacc_new_remote(acc, tm, am, why, sizeof why) == KIO_OK) {
+    gacc_on_loss on_loss = mode == GALIGN_GPU_OPTIONAL ? GACC_LOSS_GPU_OR_CPU
+                           : mode == GALIGN_GPU_WAIT   ? GACC_LOSS_GPU_WAIT
+                                                       : GACC_LOSS_GPU;
+    if (gacc_new_remote(acc, tm, am, on_loss, why, sizeof why) == KIO_OK) {
       KIO_LOG("Accumulating on the GPU: %s (through the GPU service)", gacc_remote_desc(*acc));
       return KIO_OK;
     }
