@@ -198,14 +198,32 @@ int kga_aligner_boost_silence(kga_aligner *al, const int32_t *phones, int n, flo
 
 /* ---------------- archives ---------------- */
 
+/* The batch's results so far (o->results): they point into the batch,
+ * which lives until the pipeline's progress call ends it. */
 typedef struct {
   const kga_archive_opts *o;
+  kga_align_result *batch;
+  int n, cap;
 } each_ctx;
 
-/* The pipeline's cfg.each: one utterance to the caller's result callback. */
+static void batch_clear(each_ctx *e) {
+  for (int i = 0; i < e->n; i++) free((void *)e->batch[i].words);
+  e->n = 0;
+}
+
+/* The pipeline's cfg.each: one utterance to the caller's result callback,
+ * and into the batch for its results callback. */
 static int each(void *user, const galign_pipeline_utt *u, int status) {
-  const kga_archive_opts *o = ((each_ctx *)user)->o;
-  if (!o->result) return 0;
+  each_ctx *e = user;
+  const kga_archive_opts *o = e->o;
+  if (!o->result && !o->results) return 0;
+  if (o->results && e->n == e->cap) {
+    int cap = e->cap ? 2 * e->cap : 256;
+    kga_align_result *b = realloc(e->batch, (size_t)cap * sizeof *b);
+    if (!b) { KIO_ERROR("Out of memory"); return 1; }
+    e->batch = b;
+    e->cap = cap;
+  }
   kga_align_result r;
   memset(&r, 0, sizeof r);
   r.key = u->key;
@@ -225,15 +243,21 @@ static int each(void *user, const galign_pipeline_utt *u, int status) {
       r.words = w;
     }
   }
-  int stop = o->result(o->user, &r);
-  free(w);
-  return stop != 0;
+  int stop = o->result ? o->result(o->user, &r) != 0 : 0;
+  if (o->results) e->batch[e->n++] = r;  /* words freed with the batch */
+  else free(w);
+  return stop;
 }
 
+/* The pipeline's cfg.progress, at the end of each batch. */
 static int progress(void *user, const galign_pipeline_counts *n) {
-  const kga_archive_opts *o = ((each_ctx *)user)->o;
-  if (!o->progress) return 0;
-  return o->progress(o->user, n->num_done, n->num_err, n->frame_count) != 0;
+  each_ctx *e = user;
+  const kga_archive_opts *o = e->o;
+  int stop = 0;
+  if (o->results && e->n > 0) stop = o->results(o->user, e->n, e->batch) != 0;
+  batch_clear(e);
+  if (!stop && o->progress) stop = o->progress(o->user, n->num_done, n->num_err, n->frame_count);
+  return stop != 0;
 }
 
 int kga_archive_run(kga_call *c, kga_aligner *al, const char *graphs, const char *feats,
@@ -269,7 +293,7 @@ int kga_archive_run(kga_call *c, kga_aligner *al, const char *graphs, const char
   cfg.aligner = &al->backend;
   cfg.warm_wait = kga_aligner_warm_wait;
   cfg.warm_user = al;
-  each_ctx ec = {o};
+  each_ctx ec = {o, NULL, 0, 0};
   cfg.each = each;
   cfg.progress = progress;
   cfg.each_user = &ec;
@@ -292,6 +316,8 @@ int kga_archive_run(kga_call *c, kga_aligner *al, const char *graphs, const char
     counts->frames = n.frame_count;
     counts->total_like = n.tot_like;
   }
+  batch_clear(&ec);  /* a batch cut short */
+  free(ec.batch);
   double t0 = kio_now_s();
   if (ok) ok = galign_pipeline_close(p) == KIO_OK;
   if (!ok) {

@@ -228,6 +228,9 @@ typedef struct {
   /* each utterance that reached the decoder, in input order, on the
    * calling thread; the result is valid during the call; nonzero: stop */
   int (*result)(void *user, const kga_align_result *r);
+  /* the same, a batch at a time (n results in input order, after the
+   * batch's lines and writes; fewer calls for a binding) */
+  int (*results)(void *user, int n, const kga_align_result *r);
   kga_progress_fn progress;
   void *user;
 } kga_archive_opts;

@@ -89,7 +89,7 @@ static int kaldi_log(const char *path, char ***out) {
 
 /* Every utterance of an archive call, as the result callback saw it. */
 typedef struct {
-  int n, aligned, failed, retried, stop_at, progress_calls;
+  int n, aligned, failed, retried, stop_at, progress_calls, batched;
   char *keys[64];
   int status[64];
   int32_t *ali[64], nf[64], *words[64], nw[64];
@@ -122,6 +122,22 @@ static int on_result(void *user, const kga_align_result *r) {
     if (r->status == KGA_UTT_FAILED) s->failed++;
   }
   return s->stop_at && s->n == s->stop_at;
+}
+
+/* The batch form: the same utterances, in the same order, a batch at once. */
+static int on_results(void *user, int n, const kga_align_result *r) {
+  results *s = user;
+  ck_assert_int_gt(n, 0);
+  ck_assert_int_le(s->batched + n, s->n);
+  for (int i = 0; i < n; i++) {
+    int k = s->batched++;
+    ck_assert_str_eq(r[i].key, s->keys[k]);
+    ck_assert_int_eq(r[i].status, s->status[k]);
+    if (r[i].status == KGA_UTT_ALIGNED)
+      ck_assert(!memcmp(r[i].ali, s->ali[k], sizeof(int32_t) * (size_t)r[i].num_frames));
+    if (r[i].words) ck_assert(!memcmp(r[i].words, s->words[k], sizeof(int32_t) * (size_t)r[i].num_words));
+  }
+  return 0;
 }
 
 static int on_progress(void *user, int64_t done, int64_t errors, int64_t frames) {
@@ -195,10 +211,12 @@ START_TEST(test_archive_mono) {
   x.flags = KGA_WANT_PER_FRAME | KGA_WANT_WORDS;
   results r = {0};
   x.result = on_result;
+  x.results = on_results;
   x.progress = on_progress;
   x.user = &r;
   kga_align_counts n;
   ck_assert_int_eq(kga_align_archive(al, MONO_GRAPHS, "ark:feats/delta.ark", &x, &n), KGA_OK);
+  ck_assert_int_eq(r.batched, 40);
   kga_aligner_free(al);
   char *err = tu_stderr_end();
   ck_assert_str_eq(err, "");  /* nothing printed: everything went to the callback */
@@ -257,10 +275,12 @@ START_TEST(test_archive_noisy) {
   kga_archive_opts_init(&x);
   results r = {0};
   x.result = on_result;
+  x.results = on_results;
   x.user = &r;
   kga_align_counts n;
   ck_assert_int_eq(kga_align_archive(al, "ark:gunzip -c graphs/tri1.fsts.gz|",
                                      "ark:noisy/delta.ark", &x, &n), KGA_OK);
+  ck_assert_int_eq(r.batched, 40);
   ck_assert_int_eq(r.n, 40);
   ck_assert_int_eq(r.retried, 40);
   ck_assert_int_eq(r.failed, 39);
