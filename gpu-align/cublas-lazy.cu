@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "align-cuda-impl.h"
 #include "base/sys/settings.h"
@@ -35,7 +36,12 @@ static void *galign_cublas_open(const char *name) {
   if (h) return h;
   const char *path = kio_setting_str(KIO_SET_CUBLAS);
   if (path) {
-    char lt[4096];
+    char lt[4096], lib[4096];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {  /* the folder: our major's name */
+      snprintf(lib, sizeof lib, "%s/%s", path, name);
+      path = lib;
+    }
     const char *slash = strrchr(path, '/');
     int dir = slash ? (int)(slash - path + 1) : 0;
     snprintf(lt, sizeof lt, "%.*slibcublasLt.so.%s", dir, path, GALIGN_STR(CUBLAS_VER_MAJOR));
@@ -43,7 +49,7 @@ static void *galign_cublas_open(const char *name) {
     void *hl = dlopen(lt, RTLD_NOW | RTLD_LOCAL);
     (void)hl;  /* stays loaded for the life of the process */
     h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) snprintf(g_err, sizeof g_err, "cannot load %s (KALDI_GPU_CUBLAS): %s", path, dlerror());
+    if (!h) snprintf(g_err, sizeof g_err, "cannot load %.200s (KALDI_GPU_CUBLAS): %s", path, dlerror());
     return h;
   }
   h = dlopen(name, RTLD_NOW | RTLD_LOCAL);

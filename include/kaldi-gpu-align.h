@@ -102,11 +102,12 @@ typedef enum {
 KGA_EXTERN int kga_parse_use_gpu(const char *s, kga_use_gpu *out);
 
 /* The cuBLAS the GPU path loads when it first needs one (only models with
- * many Gaussians per pdf do), given before that: a path to libcublas.so.N
- * (its libcublasLt is loaded from the same folder first). Without it the
- * library uses a cuBLAS already loaded in the process, else
- * $KALDI_GPU_CUBLAS, else the toolkit's by soname. See docs/python.md (a
- * process that also loads PyTorch). */
+ * many Gaussians per pdf do), given before that: a path to libcublas.so.N,
+ * or the folder that holds it (its libcublasLt from the same folder is
+ * loaded first). A cuBLAS of the same major version already loaded in the
+ * process is always used instead; without either, $KALDI_GPU_CUBLAS, else
+ * the toolkit's by soname. See docs/python.md (a process that also loads
+ * PyTorch). Nothing is loaded here. */
 KGA_EXTERN int kga_set_cublas_library(const char *path);
 
 /* ---------------- graphs and results of in-memory calls ---------------- */
@@ -336,6 +337,21 @@ KGA_EXTERN int kga_fused_archive(kga_fused *f, const char *graphs_rspecifier,
 KGA_EXTERN void kga_fused_get_counts(const kga_fused *f, kga_acc_counts *c);
 KGA_EXTERN int kga_fused_write(kga_fused *f, const char *wxfilename, int binary);
 KGA_EXTERN int kga_fused_write_mem(kga_fused *f, int binary, void **bytes, size_t *len);
+
+/* ---------------- reading tables ---------------- */
+
+/* Reads a table of float matrices (features: archives, scp, the recipes'
+ * feature pipes in-process) in order: fn(user, key, rows x cols row-major
+ * floats valid during the call) per entry; nonzero from fn stops
+ * (KGA_ECANCELED). log: where the reading's lines go (NULL: nowhere). */
+typedef int (*kga_matrix_fn)(void *user, const char *key, const float *data, int32_t rows,
+                             int32_t cols);
+KGA_EXTERN int kga_read_matrices(const char *rspecifier, kga_matrix_fn fn, void *user,
+                                 kga_log_fn log, void *log_user);
+/* The same for int32 vectors (alignments, transcripts). */
+typedef int (*kga_int32_vector_fn)(void *user, const char *key, const int32_t *v, int32_t n);
+KGA_EXTERN int kga_read_int32_vectors(const char *rspecifier, kga_int32_vector_fn fn,
+                                      void *user, kga_log_fn log, void *log_user);
 
 /* ---------------- memory, layouts ---------------- */
 

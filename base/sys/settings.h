@@ -58,8 +58,11 @@ extern "C" {
   X(GUNZIP_PIPE, "KALDI_GPU_GUNZIP_PIPE", "KIO_GUNZIP_PIPE", USER,                         \
     "1: run 'gunzip -c FILE|' inputs as real pipes instead of in-process zlib")            \
   X(CUBLAS, "KALDI_GPU_CUBLAS", NULL, USER,                                                \
-    "Path of the libcublas.so.N to load if the GPU path needs cuBLAS (libcublasLt from "   \
-    "its folder first; default: one already loaded, else the toolkit's)")                  \
+    "Path of the libcublas.so.N (or its folder) to load if the GPU path needs cuBLAS "     \
+    "(libcublasLt from there first; default: one already loaded, else the toolkit's)")     \
+  X(LIBRARY, "KALDI_GPU_LIBRARY", NULL, USER,                                              \
+    "The Python binding: path of the libkaldi-gpu-align.so to load (default: the "        \
+    "package's own, else the system's)")                                                   \
   /* ---- developers ---- */                                                               \
   X(DEV_CUDA_SYNC, "KALDI_GPU_DEV_CUDA_SYNC", "KIO_CUDA_SYNC", DEV,                        \
     "1: synchronise and check after every kernel launch")                                  \
