@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "align-cuda-impl.h"
 #include "base/sys/settings.h"
@@ -35,13 +36,13 @@ static void *galign_cublas_open(const char *name) {
   void *h = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
   if (h) return h;
   const char *path = kio_setting_str(KIO_SET_CUBLAS);
+  char lt[4096], lib[4096];
+  struct stat st;
+  if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {  /* the folder: our major's name */
+    snprintf(lib, sizeof lib, "%s/%s", path, name);
+    path = access(lib, F_OK) == 0 ? lib : NULL;  /* another major there: not for us */
+  }
   if (path) {
-    char lt[4096], lib[4096];
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {  /* the folder: our major's name */
-      snprintf(lib, sizeof lib, "%s/%s", path, name);
-      path = lib;
-    }
     const char *slash = strrchr(path, '/');
     int dir = slash ? (int)(slash - path + 1) : 0;
     snprintf(lt, sizeof lt, "%.*slibcublasLt.so.%s", dir, path, GALIGN_STR(CUBLAS_VER_MAJOR));

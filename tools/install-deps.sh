@@ -8,7 +8,8 @@
 # /usr/local/cuda (or ./configure --cudatk-dir=DIR); without it ./configure
 # builds the CPU path only.
 set -e
-pkgs="gcc g++ make pkg-config libfst-dev check libsubunit-dev zlib1g-dev gzip"
+# python3-numpy, python3-venv: the Python binding's tests (python/tests).
+pkgs="gcc g++ make pkg-config libfst-dev check libsubunit-dev zlib1g-dev gzip python3-numpy python3-venv"
 case ${1:-} in
   "") ;;
   --slurm) pkgs="$pkgs slurm-wlm munge" ;;

@@ -15,7 +15,9 @@ and checks that
   - with a GPU: a torch matmul on the device before and after our probe.
 
 The probe: with the package importable, kaldi_gpu_align's Aligner on
-tests/data (mono, recipe options) compared with Kaldi's alignment; without
+tests/data (mono, recipe options) compared with Kaldi's alignment, its
+likelihoods through cuBLAS (KALDI_GPU_DEV_LIKELIHOODS=gemm: on a GPU our
+library then loads cuBLAS, next to torch's); without
 it, --lib PATH [--probe SYMBOL] loads a shared library through ctypes and
 calls SYMBOL (int (*)(void)) if given.
 
@@ -41,6 +43,8 @@ order, lib, probe, data, here = sys.argv[1:6]
 out = {}
 def run_probe():
     if lib == "-":
+        # the cuBLAS path of the likelihoods, so that a GPU run loads cuBLAS
+        os.environ.setdefault("KALDI_GPU_DEV_LIKELIHOODS", "gemm")
         sys.path.insert(0, here)
         import numpy as np, kaldi_gpu_align as kga, kaldi_ark
         al = kga.Aligner(os.path.join(data, "models/mono/final.mdl"), beam=10, retry_beam=40,
