@@ -11,10 +11,13 @@ HAVE_CUDA ?= 0
 SAN ?=
 OPT ?= -O2
 # -ffp-contract=off: no fused multiply-add, so the CPU path rounds exactly as written.
-# -fPIC: the same objects make the static libraries and the shared one.
-CFLAGS = -std=c11 -D_GNU_SOURCE -I. $(OPT) -g -Wall -Wextra -ffp-contract=off -pthread -fPIC \
+# -fPIC: the same objects make the static libraries and the shared one
+# (no interposition: calls inside an object may be inlined as without
+# -fPIC; docs/journal/python.md: no measurable cost on the CPU path).
+PIC ?= -fPIC -fno-semantic-interposition
+CFLAGS = -std=c11 -D_GNU_SOURCE -I. $(OPT) -g -Wall -Wextra -ffp-contract=off -pthread $(PIC) \
          -DKIO_HAVE_CUDA=$(HAVE_CUDA) $(SAN) $(EXTRA_CFLAGS)
-CXXFLAGS = -std=c++17 -I. $(OPT) -g -Wall -Wextra -Wno-unused-parameter -fPIC $(FST_CFLAGS) $(SAN)
+CXXFLAGS = -std=c++17 -I. $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(PIC) $(FST_CFLAGS) $(SAN)
 NVCCFLAGS = -O3 -std=c++17 -I. $(CUDA_GENCODE) -DKIO_HAVE_CUDA=1 -Xcompiler -Wall,-fPIC --fmad=false \
             $(EXTRA_NVCCFLAGS)
 
