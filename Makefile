@@ -72,9 +72,11 @@ $(call lib_name,$(1)): $(call layer_objs,$(1))
 endef
 $(foreach l,$(LAYERS),$(eval $(call layer_rule,$(l))))
 
+# (A sanitizer build leaves the sanitizer runtime to the program that
+# loads the library: no --no-undefined there.)
 $(SHLIB): $(foreach l,$(SO_LAYERS),$(call lib_name,$(l))) api/kaldi-gpu-align.map
 	$(CXX) $(SAN) -shared -o $@ -Wl,-soname,libkaldi-gpu-align.so.1 \
-	  -Wl,--version-script=api/kaldi-gpu-align.map -Wl,--no-undefined \
+	  -Wl,--version-script=api/kaldi-gpu-align.map $(if $(SAN),,-Wl,--no-undefined) \
 	  -Wl,--whole-archive $(call lib_name,api) -Wl,--no-whole-archive \
 	  $(foreach l,$(filter-out api,$(SO_LAYERS)),$(call lib_name,$(l))) $(LDLIBS)
 
