@@ -187,8 +187,8 @@ static int utt_is_bad(const kio_tmodel *tm, const kio_am_gmm *am, const kio_matr
  * dim, multiply-adds) takes a few ms on one core, less than the GPU
  * service's connection, model upload and round trip (20-50 ms measured on
  * the H200 with 16 jobs at once): train_mono's jobs, e.g. With
- * --use-gpu=optional it runs on the CPU (issue 12: "small jobs may take the
- * faster path on their own"); the statistics are the same bits either way. */
+ * --use-gpu=optional it runs on the CPU (small jobs take the faster path on
+ * their own); the statistics are the same bits either way. */
 #define SMALL_JOB_WORK 3e7
 
 /* Chooses the backend as --use-gpu says: the GPU service, else a GPU
