@@ -79,9 +79,16 @@ int kga_acc_archive(kga_acc *a, const char *feats, const char *alis, kga_progres
                            user};
   a->t_created = 0;
   gacc_pipeline_counts n;
-  kga_archive_lock();
+  int st = kga_busy_take(&c, &a->busy);
+  if (st != KGA_OK) return kga_call_end(&c, st);
+  st = kga_archive_lock(&c);
+  if (st != KGA_OK) {
+    kga_busy_give(&a->busy);
+    return kga_call_end(&c, st);
+  }
   int rc = gacc_pipeline_run(&a->backend, &a->tm, &a->am, &cfg, &n);
   kga_archive_unlock();
+  kga_busy_give(&a->busy);
   kga_acc_counts k = {n.num_done, n.num_err, n.tot_t, n.tot_like};
   add_counts(&a->counts, &k);
   if (counts) *counts = k;
@@ -126,12 +133,13 @@ int kga_acc_batch(kga_acc *a, int n, const kga_acc_utt *utts, float *likes) {
     which[nu++] = i;
     frames += x->rows;
   }
+  if (kga_busy_take(&c, &a->busy) != KGA_OK) { st = KGA_EINVAL; goto out; }
   st = KGA_ERROR;
-  if (!a->backend &&
-      gacc_pipeline_new_acc(&a->backend, (galign_use_gpu)a->o.use_gpu, &a->tm, &a->am, 1,
-                            frames) != KIO_OK)
-    goto out;
-  if (nu > 0 && gacc_accumulate_batch(a->backend, nu, u, r) != KIO_OK) goto out;
+  int ok = (a->backend || gacc_pipeline_new_acc(&a->backend, (galign_use_gpu)a->o.use_gpu,
+                                                &a->tm, &a->am, 1, frames) == KIO_OK) &&
+           (nu == 0 || gacc_accumulate_batch(a->backend, nu, u, r) == KIO_OK);
+  kga_busy_give(&a->busy);
+  if (!ok) goto out;
   char buf[32];
   for (int k = 0; k < nu; k++) {
     a->counts.done++;

@@ -175,6 +175,8 @@ int kga_aligner_boost_silence(kga_aligner *al, const int32_t *phones, int n, flo
   if (!sorted_unique(phones, n))  /* Kaldi asserts it (GetPdfsForPhones) */
     return kga_call_end(&c, kga_call_fail(&c, KGA_EINVAL, "silence phones must be sorted and "
                                           "unique"));
+  int st = kga_busy_take(&c, &al->busy);
+  if (st != KGA_OK) return kga_call_end(&c, st);
   const kio_tmodel *tm = &al->tm;
   uint8_t *is_pdf = calloc((size_t)al->am.num_pdfs + 1, 1);
   if (!is_pdf) return kga_call_end(&c, KGA_ENOMEM);
@@ -193,6 +195,7 @@ int kga_aligner_boost_silence(kga_aligner *al, const int32_t *phones, int n, flo
     al->model_changed = 1;
   }
   free(is_pdf);
+  kga_busy_give(&al->busy);
   return kga_call_end(&c, rc);
 }
 
@@ -340,9 +343,14 @@ int kga_align_archive(kga_aligner *al, const char *graphs, const char *feats,
   kga_archive_opts d;
   if (!o) { kga_archive_opts_init(&d); o = &d; }
   if (!graphs || !feats) return kga_call_end(&c, KGA_EINVAL);
-  kga_archive_lock();
-  int st = kga_archive_run(&c, al, graphs, feats, o, 1, NULL, counts);
-  kga_archive_unlock();
+  int st = kga_busy_take(&c, &al->busy);
+  if (st != KGA_OK) return kga_call_end(&c, st);
+  st = kga_archive_lock(&c);
+  if (st == KGA_OK) {
+    st = kga_archive_run(&c, al, graphs, feats, o, 1, NULL, counts);
+    kga_archive_unlock();
+  }
+  kga_busy_give(&al->busy);
   return kga_call_end(&c, st);
 }
 
@@ -514,15 +522,18 @@ int kga_align_batch(kga_aligner *al, int n, const kga_utt *utts, unsigned flags,
                kio_fmt_g(b2, g->retry_beam));
     return kga_call_end(&c, KGA_ERROR);
   }
-  if (n > 0 && ensure_backend(al) != KIO_OK) return kga_call_end(&c, KGA_ERROR);
-  for (int base = 0; base < n; base += al->o.batch_size) {
+  int st = kga_busy_take(&c, &al->busy);
+  if (st != KGA_OK) return kga_call_end(&c, st);
+  if (n > 0 && ensure_backend(al) != KIO_OK) st = KGA_ERROR;
+  for (int base = 0; base < n && st == KGA_OK; base += al->o.batch_size) {
     int m = n - base < al->o.batch_size ? n - base : al->o.batch_size;
     if (align_chunk(al, utts, base, m, flags, out) != KIO_OK) {
       kga_align_results_free(out, n);
-      return kga_call_end(&c, KGA_ERROR);
+      st = KGA_ERROR;
     }
   }
-  return kga_call_end(&c, KGA_OK);
+  kga_busy_give(&al->busy);
+  return kga_call_end(&c, st);
 }
 
 void kga_align_results_free(kga_align_result *r, int n) {

@@ -148,9 +148,14 @@ int kga_fused_archive(kga_fused *f, const char *graphs, const char *feats,
   f->frames0 = f->frames;
   kga_archive_ext ext = {after_open, accumulate, before_summary, after_summary, f};
   kga_align_counts n;
-  kga_archive_lock();
-  int st = kga_archive_run(&c, &f->al, graphs, feats, o, 0, &ext, &n);
-  kga_archive_unlock();
+  int st = kga_busy_take(&c, &f->al.busy);
+  if (st != KGA_OK) return kga_call_end(&c, st);
+  st = kga_archive_lock(&c);
+  if (st == KGA_OK) {
+    st = kga_archive_run(&c, &f->al, graphs, feats, o, 0, &ext, &n);
+    kga_archive_unlock();
+  }
+  kga_busy_give(&f->al.busy);
   if (counts) *counts = n;
   if (st == KGA_OK) {
     f->counts.done += n.done;

@@ -5,6 +5,7 @@
 #define KGA_API_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "include/kaldi-gpu-align.h"
@@ -20,6 +21,7 @@ typedef struct kga_call {
   int mute;               /* 1: lines dropped (cleaning up after a fatal error:
                              Kaldi prints nothing after its ERROR line) */
   char err[1024];         /* the first ERROR line's message */
+  int direct_before;      /* the thread's kio_log_thread_direct() before */
   struct kga_call *prev;  /* the frame this one is nested in (same thread) */
 } kga_call;
 
@@ -33,11 +35,17 @@ int kga_call_end(kga_call *c, int status);
  * kept as the call's error, nothing is logged. Returns status. */
 int kga_call_fail(kga_call *c, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A handle's calls do not overlap (one would corrupt the other's work
+ * buffers): KGA_OK with *busy taken, or KGA_EINVAL (reason kept in c). */
+int kga_busy_take(kga_call *c, atomic_int *busy);
+static inline void kga_busy_give(atomic_int *busy) { atomic_store(busy, 0); }
 /* kio status -> kga status: KIO_OK -> KGA_OK, anything else -> KGA_ERROR. */
 static inline int kga_from_kio(int rc) { return rc == 0 ? KGA_OK : KGA_ERROR; }
-/* Archive calls run one at a time per process (the pipeline's log capture
- * is process-wide). */
-void kga_archive_lock(void);
+/* Archive calls (the pipelines) run one at a time per process: their log
+ * capture is process-wide. KGA_OK, or KGA_EINVAL (reason kept in c) when
+ * this thread is inside one already (from a callback: waiting would never
+ * end). */
+int kga_archive_lock(kga_call *c);
 void kga_archive_unlock(void);
 
 /* ---- graphs (api-graph.c) ---- */
@@ -63,6 +71,7 @@ struct kga_aligner {
   pthread_t warm;           /* CUDA context being created */
   int warm_running;
   pthread_mutex_t warm_mu;
+  atomic_int busy;          /* a call is running on it */
 };
 /* KGA_OK, or KGA_EINVAL with the reason kept in c. */
 int kga_aligner_check_opts(kga_call *c, const kga_aligner_opts *o);
@@ -100,6 +109,7 @@ struct kga_acc {
   kio_tmodel tm;
   kio_am_gmm am;
   gacc_acc *backend;
+  atomic_int busy;
   kga_acc_counts counts;
   double t_created;  /* for the first run's time line (model read included) */
 };

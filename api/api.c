@@ -109,6 +109,8 @@ void kga_call_begin(kga_call *c, kga_log_fn log, void *log_user) {
   c->log_user = log_user;
   c->prev = t_call;
   t_call = c;
+  c->direct_before = kio_log_thread_direct();
+  kio_log_set_thread_direct(1);  /* a pipeline beside us leaves our lines alone */
   kio_clear_error();
   pthread_mutex_lock(&g_mu);
   if (g_nactive == g_cap_active) {
@@ -130,6 +132,7 @@ int kga_call_end(kga_call *c, int status) {
     }
   pthread_mutex_unlock(&g_mu);
   t_call = c->prev;
+  kio_log_set_thread_direct(c->direct_before);
   if (status != KGA_OK) {
     const char *m = c->err[0] ? c->err : kio_last_error()[0] ? kio_last_error()
                                                               : kga_status_string(status);
@@ -150,8 +153,37 @@ int kga_call_fail(kga_call *c, int status, const char *fmt, ...) {
   return status;
 }
 
-void kga_archive_lock(void) { pthread_mutex_lock(&g_archive_mu); }
-void kga_archive_unlock(void) { pthread_mutex_unlock(&g_archive_mu); }
+static pthread_t g_archive_owner;
+static int g_archive_owned;
+
+int kga_archive_lock(kga_call *c) {
+  pthread_mutex_lock(&g_mu);
+  int mine = g_archive_owned && pthread_equal(g_archive_owner, pthread_self());
+  pthread_mutex_unlock(&g_mu);
+  if (mine)
+    return kga_call_fail(c, KGA_EINVAL, "an archive call from inside another one (a callback): "
+                         "they run one at a time");
+  pthread_mutex_lock(&g_archive_mu);
+  pthread_mutex_lock(&g_mu);
+  g_archive_owner = pthread_self();
+  g_archive_owned = 1;
+  pthread_mutex_unlock(&g_mu);
+  return KGA_OK;
+}
+
+int kga_busy_take(kga_call *c, atomic_int *busy) {
+  if (atomic_exchange(busy, 1))
+    return kga_call_fail(c, KGA_EINVAL, "the handle is in use by another call (one call at a "
+                         "time per handle)");
+  return KGA_OK;
+}
+
+void kga_archive_unlock(void) {
+  pthread_mutex_lock(&g_mu);
+  g_archive_owned = 0;
+  pthread_mutex_unlock(&g_mu);
+  pthread_mutex_unlock(&g_archive_mu);
+}
 
 const char *kga_last_error(void) { return t_last_error; }
 

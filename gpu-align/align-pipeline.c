@@ -47,7 +47,7 @@ static void capture_handler(int level, const char *func, const char *file, int l
                             const char *msg, void *user) {
   (void)user;
   event_list *l = galign_t_capture;
-  if (!l && !t_is_main) l = g_align_capture;
+  if (!l && !t_is_main && !kio_log_thread_direct()) l = g_align_capture;
   if (l) {
     const char *tp = kio_log_thread_program();
     event e = {-1, level, line, strdup(func ? func : ""), strdup(file ? file : ""),

@@ -11,9 +11,11 @@
  *   would have printed (e.g. "Could not open ..." naming the file or key),
  *   for the calling thread.
  * - Handles are opaque, made by kga_X_new() and released by kga_X_free()
- *   (NULL accepted). A handle is used by one thread at a time; different
- *   handles may be used on different threads at once, except that archive
- *   calls (kga_*_archive) run one at a time per process (a second one waits).
+ *   (NULL accepted). One call at a time per handle (a second one, e.g. from
+ *   a callback of the first, fails with KGA_EINVAL); different handles may
+ *   work on different threads at once. Archive calls (kga_*_archive) run
+ *   one at a time per process: a second one waits (one made from a
+ *   callback of another fails with KGA_EINVAL).
  * - Options structs are filled with defaults by kga_X_opts_init() before
  *   the caller changes fields; strings in them are borrowed for the call.
  * - Nothing is printed unless the caller asks: log lines go to the log

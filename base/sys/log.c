@@ -122,6 +122,9 @@ void kio_log_set_program(const char *argv0) {
 
 const char *kio_log_program(void) { return t_program ? t_program : g_program; }
 void kio_log_set_thread_program(const char *name) { t_program = name; }
+static _Thread_local int t_direct;
+void kio_log_set_thread_direct(int on) { t_direct = on; }
+int kio_log_thread_direct(void) { return t_direct; }
 const char *kio_log_thread_program(void) { return t_program; }
 void kio_log_set_verbose(int verbose) { atomic_store(&g_verbose, verbose); }
 int kio_log_verbose(void) { return atomic_load(&g_verbose); }

@@ -36,6 +36,11 @@ void kio_log_set_thread_program(const char *name);
 /* The calling thread's override (NULL: none), e.g. to keep it with a
  * captured line that another thread prints later. */
 const char *kio_log_thread_program(void);
+/* 1: this thread's lines belong to its own caller (a library call running
+ * beside a pipeline): a component capturing the lines of threads it does
+ * not know (the pipeline's aligner threads) leaves them alone. */
+void kio_log_set_thread_direct(int on);
+int kio_log_thread_direct(void);
 void kio_log_set_verbose(int verbose);
 int kio_log_verbose(void);
 /* NULL restores the default (stderr, Kaldi format). */

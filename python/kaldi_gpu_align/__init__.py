@@ -301,6 +301,18 @@ class Aligner(_Handle):
             lib.kga_align_results_free(out, n)
 
 
+_open_runs = threading.local()  # archive loops this thread is inside
+
+
+def _no_open_run():
+    """Archive calls run one at a time per process: one started inside the
+    loop of another (same thread) would wait for that loop forever."""
+    if getattr(_open_runs, "n", 0):
+        raise RuntimeError("an archive call inside an align_archive loop: archive calls run "
+                           "one at a time (finish or close the loop first; in-memory calls "
+                           "are fine here)")
+
+
 class _ArchiveRun:
     """An archive call run in a thread of its own (the GIL released while
     C works), its results handed over a batch at a time."""
@@ -309,6 +321,7 @@ class _ArchiveRun:
 
     def __init__(self, owner, fn, graphs, feats, details, words, per_frame, order, progress,
                  ali_ws, scores_ws, per_frame_ws):
+        _no_open_run()
         if order not in _lib.ORDER:
             raise ValueError(f"order={order!r}: graphs or features")
         self.owner, self.fn = owner, fn
@@ -354,8 +367,10 @@ class _ArchiveRun:
         self.q.put((self._END, st, err))
 
     def items(self):
+        _no_open_run()
         t = threading.Thread(target=self._run, name="kaldi-gpu-align", daemon=True)
         t.start()
+        _open_runs.n = getattr(_open_runs, "n", 0) + 1
         try:
             while True:
                 item = self.q.get()
@@ -372,6 +387,7 @@ class _ArchiveRun:
                     return
                 yield from item
         finally:
+            _open_runs.n -= 1
             self.stop.set()
             while t.is_alive():
                 try:
@@ -418,6 +434,7 @@ class Accumulator(_Handle):
     def accumulate_archive(self, feats_rspecifier, ali_rspecifier, *, progress=None):
         """gmm-acc-stats-ali's loop over the tables; returns this call's
         counts (done, errors, frames, total_like)."""
+        _no_open_run()
         cbs = _Callbacks()
         cb = _progress_cb(cbs, progress)
         c = _lib.AccCounts()

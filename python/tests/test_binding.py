@@ -286,6 +286,35 @@ class Callbacks(unittest.TestCase):
             self.assertFalse(os.path.exists(f"{tmp}/cut.ark"))
             self.assertEqual(len(list(al.align_archive(MONO_G, "ark:feats/delta.ark"))), 40)
 
+    def test_calls_inside_a_loop(self):
+        graphs = dict(kga.read_graphs("graphs/mono.fsts.gz"))
+        feats = dict(kga.read_matrices("ark:feats/delta.ark"))
+        ref = kaldi_alis("kaldi/mono/ali.ark")
+        lines = Lines()
+        # batches of 2: more than the queue holds, so the loop starts with the
+        # call still running
+        with kga.Aligner(MONO, use_gpu=USE, log=lines, batch_size=2, **OPTS) as al, \
+                kga.Aligner(MONO, use_gpu=USE, **OPTS) as al2, \
+                kga.Accumulator(MONO, use_gpu=USE) as acc:
+            n = 0
+            for key, ali in al.align_archive(MONO_G, "ark:feats/delta.ark"):
+                if n == 0:  # the handle is busy with the loop
+                    with self.assertRaises(ValueError):
+                        al.align_batch([key], [graphs[key]], [feats[key]])
+                # in-memory calls of other handles inside the loop
+                r = al2.align_batch([key], [graphs[key]], [feats[key]])[0]
+                np.testing.assert_array_equal(r.alignment, ref[key])
+                acc.accumulate_batch([key], [feats[key]], [ali])
+                n += 1
+                if n == 2:
+                    with self.assertRaises(RuntimeError):  # another archive call: refused
+                        acc.accumulate_archive("ark:feats/delta.ark", "ark:kaldi/mono/ali.ark")
+            self.assertEqual(n, 40)
+            if not GPU:
+                self.assertEqual(acc.stats_bytes(), Path("kaldi/mono/final.acc").read_bytes())
+            # the archive call's lines are Kaldi's, none of the in-memory calls' in between
+            self.assertEqual(sum(m.startswith("en-029") for _, _, m in lines.lines), 40)
+
     def test_gil_released(self):
         """A Python thread keeps running while the library aligns."""
         ticks, stop = [0], threading.Event()

@@ -421,6 +421,26 @@ START_TEST(test_cancel) {
 }
 END_TEST
 
+/* Calls made from a result callback: the same handle is busy; another
+ * archive call would wait for this one; another handle's in-memory call
+ * works (and its lines stay its own). */
+typedef struct { kga_aligner *self, *other; const kga_utt *u; int checked; } reentry;
+
+static int on_result_reenter(void *user, const kga_align_result *r) {
+  (void)r;
+  reentry *e = user;
+  if (e->checked++) return 0;
+  kga_align_result out;
+  ck_assert_int_eq(kga_align_batch(e->self, 1, e->u, 0, &out), KGA_EINVAL);
+  ck_assert_ptr_nonnull(strstr(kga_last_error(), "in use"));
+  ck_assert_int_eq(kga_align_archive(e->other, MONO_GRAPHS, "ark:feats/delta.ark", NULL, NULL),
+                   KGA_EINVAL);
+  ck_assert_int_eq(kga_align_batch(e->other, 1, e->u, 0, &out), KGA_OK);
+  ck_assert_int_eq(out.status, KGA_UTT_ALIGNED);
+  kga_align_results_free(&out, 1);
+  return 0;
+}
+
 /* ---------------- in memory ---------------- */
 
 typedef struct {
@@ -691,6 +711,28 @@ START_TEST(test_boost) {
 }
 END_TEST
 
+START_TEST(test_reentry) {
+  kga_aligner_opts o;
+  aligner_opts(&o, NULL);
+  kga_aligner *a, *b;
+  ck_assert_int_eq(kga_aligner_new(&a, MONO, &o), KGA_OK);
+  ck_assert_int_eq(kga_aligner_new(&b, MONO, &o), KGA_OK);
+  mem_set s;
+  read_mem(&s, MONO_GRAPHS, "ark:feats/delta.ark", 0);
+  kga_utt u = {s.keys[0], s.g[0], s.f[0].data, s.f[0].rows, s.f[0].cols};
+  reentry e = {a, b, &u, 0};
+  kga_archive_opts x;
+  kga_archive_opts_init(&x);
+  x.result = on_result_reenter;
+  x.user = &e;
+  ck_assert_int_eq(kga_align_archive(a, MONO_GRAPHS, "ark:feats/delta.ark", &x, NULL), KGA_OK);
+  ck_assert_int_eq(e.checked, 40);
+  mem_free(&s);
+  kga_aligner_free(a);
+  kga_aligner_free(b);
+}
+END_TEST
+
 START_TEST(test_misc) {
   ck_assert_ptr_nonnull(strstr(kga_version(), "Kaldi 5.5"));
   ck_assert_int_eq(kga_sizeof("kga_aligner_opts"), sizeof(kga_aligner_opts));
@@ -714,6 +756,7 @@ int main(void) {
   tcase_add_test(tc, test_acc);
   tcase_add_test(tc, test_fused);
   tcase_add_test(tc, test_boost);
+  tcase_add_test(tc, test_reentry);
   tcase_add_test(tc, test_misc);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
