@@ -20,9 +20,10 @@
  *   the caller changes fields; strings in them are borrowed for the call.
  * - Nothing is printed unless the caller asks: log lines go to the log
  *   callback of the handle's options (kga_log_stderr prints them as Kaldi
- *   does). Nothing touches CUDA when the library is loaded; the GPU is set
- *   up at the first call that needs it (so a process may load the library
- *   and fork before using it).
+ *   does). Nothing touches CUDA when the library is loaded: an aligner
+ *   starts creating its GPU context when it is made (use_gpu other than
+ *   no), the accumulator at its first call (so a process may load the
+ *   library and fork, and make its handles in the children).
  * - rspecifiers and wspecifiers are Kaldi's ("ark:f.ark", "scp:f.scp",
  *   "ark:gunzip -c f.gz|", "ark,s,cs:...", "ark:-"); the recipes' feature
  *   pipes ("ark:apply-cmvn ... | add-deltas ... |") are computed in-process.
