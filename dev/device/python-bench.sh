@@ -4,10 +4,11 @@
 # gmm-align-compiled on the same data (own CUDA context for both, recipe
 # options, the same process start to exit measured for both; the goal: the
 # Python run within 1.2x of the program's). Logs under $OUT.
-# Prepare here: make all && dev/device/device-pack.sh   (PACK_NUMPY=1 also
+# On the GPU host (like gpu-session.sh it copies .carry's programs over
+# gmmbin-gpu/). Prepare here: make all && dev/device/device-pack.sh   (PACK_NUMPY=1 also
 # carries this machine's numpy, for a GPU host without python3-numpy).
 # Run: carry [".carry"], command dev/device/python-bench.sh [tests] [bench]
-# Env: PYBENCH_HOURS (100), PYBENCH_MODELS ("tri2 mono"), PYBENCH_REPS (2),
+# Env: PYBENCH_HOURS (100), PYBENCH_MODELS ("tri2"; "tri2 mono" for both), PYBENCH_REPS (2),
 # PYBENCH_WORK (work folder, /tmp/pybench), PYBENCH_USE_GPU (yes).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,14 +42,15 @@ for s in $steps; do
       per=$(sed -n 's/.*over \([0-9]*\) frames\..*/\1/p' tests/data/kaldi/mono/align.log)  # frames per copy
       copies=$(( (hours * 360000 + per - 1) / per ))
       echo "data: $copies copies of tests/data = $(awk "BEGIN{printf \"%.1f\", $copies*$per/360000}") h" | tee "$OUT/bench.log"
-      for m in ${PYBENCH_MODELS:-tri2 mono}; do
+      for m in ${PYBENCH_MODELS:-tri2}; do
         f=delta; [ $m = tri2 ] && f=lda
         [ -s "$work/$f.ark" ] || $BUILD/tools/replicate-archive --print-args=false --type=matrix \
           --copies=$copies "ark:tests/data/feats/$f.ark" "ark:$work/$f.ark" 2>>"$OUT/replicate.log"
-        [ -s "$work/$m.fsts.gz" ] || $BUILD/tools/replicate-archive --print-args=false --type=fst \
-          --copies=$copies "ark:gunzip -c tests/data/graphs/$m.fsts.gz|" "ark:|gzip -c >$work/$m.fsts.gz" 2>>"$OUT/replicate.log"
-        cat "$work/$f.ark" "$work/$m.fsts.gz" >/dev/null  # page cache, for both alike
-        g="ark:gunzip -c $work/$m.fsts.gz|" x="ark,s,cs:$work/$f.ark"
+        # graphs uncompressed: gzip would take minutes to write them
+        [ -s "$work/$m.fsts" ] || $BUILD/tools/replicate-archive --print-args=false --type=fst \
+          --copies=$copies "ark:gunzip -c tests/data/graphs/$m.fsts.gz|" "ark:$work/$m.fsts" 2>>"$OUT/replicate.log"
+        cat "$work/$f.ark" "$work/$m.fsts" >/dev/null  # page cache, for both alike
+        g="ark:$work/$m.fsts" x="ark,s,cs:$work/$f.ark"
         for r in $(seq 1 "${PYBENCH_REPS:-2}"); do
           s0=$(date +%s.%N)
           KALDI_GPU_SERVICE=no gmmbin-gpu/gmm-align-compiled --use-gpu=$gpu $opts tests/data/models/$m/final.mdl \
