@@ -11,17 +11,26 @@ HAVE_CUDA ?= 0
 SAN ?=
 OPT ?= -O2
 # -ffp-contract=off: no fused multiply-add, so the CPU path rounds exactly as written.
-CFLAGS = -std=c11 -D_GNU_SOURCE -I. $(OPT) -g -Wall -Wextra -ffp-contract=off -pthread \
+# -fPIC: the same objects make the static libraries and the shared one
+# (no interposition: calls inside an object may be inlined as without
+# -fPIC; docs/journal/python.md: no measurable cost on the CPU path).
+PIC ?= -fPIC -fno-semantic-interposition
+CFLAGS = -std=c11 -D_GNU_SOURCE -I. $(OPT) -g -Wall -Wextra -ffp-contract=off -pthread $(PIC) \
          -DKIO_HAVE_CUDA=$(HAVE_CUDA) $(SAN) $(EXTRA_CFLAGS)
-CXXFLAGS = -std=c++17 -I. $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(FST_CFLAGS) $(SAN)
+CXXFLAGS = -std=c++17 -I. $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(PIC) $(FST_CFLAGS) $(SAN)
 NVCCFLAGS = -O3 -std=c++17 -I. $(CUDA_GENCODE) -DKIO_HAVE_CUDA=1 -Xcompiler -Wall,-fPIC --fmad=false \
             $(EXTRA_NVCCFLAGS)
 
 # One static library per folder, linked top to bottom: a call from a lower
 # folder to a higher one fails to link, so the dependencies stay one-way
 # (docs/architecture.md draws them).
-LAYERS := gpu-service gpu-acc gpu-align gpu-feats train-graphs device base/program \
+LAYERS := api gpu-service gpu-acc gpu-align gpu-feats train-graphs device base/program \
           base/feat base/model base/matrix base/io base/sys
+# The public library (include/kaldi-gpu-align.h): api/ and the layers below
+# it that a client needs (not the service's own side), one shared object
+# exporting only kga_* (api/kaldi-gpu-align.map).
+SO_LAYERS := api gpu-acc gpu-align gpu-feats train-graphs device base/feat base/model \
+             base/matrix base/io base/sys
 layer_src = $(sort $(wildcard $(1)/*.c $(1)/*.cc) $(if $(filter 1,$(HAVE_CUDA)),$(wildcard $(1)/*.cu)))
 layer_objs = $(call obj,$(call layer_src,$(1)))
 lib_name = $(BUILD)/lib$(subst /,-,$(1)).a
@@ -30,6 +39,7 @@ BUILD ?= build$(if $(SAN),-san)
 obj = $(patsubst %,$(BUILD)/%.o,$(1))
 
 LIBS      := $(foreach l,$(LAYERS),$(call lib_name,$(l)))
+SHLIB     := $(BUILD)/libkaldi-gpu-align.so
 LDLIBS    := $(FST_LIBS) $(CUDA_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 PROGS := $(patsubst %.c,%,$(sort $(wildcard gmmbin-gpu/*.c)))
@@ -43,7 +53,8 @@ TOOLS := $(addprefix $(BUILD)/tools/,$(basename $(notdir $(TOOL_SRC))))
 .SECONDARY:
 .PHONY: all test test-gpu test-asan bench bench-acc demo install clean lint fuzz settings-doc
 TEST_PROGS := $(patsubst gmmbin-gpu/%,$(BUILD)/test-bin/%,$(PROGS))
-all: $(if $(SAN),$(patsubst gmmbin-gpu/%,$(BUILD)/gmmbin-gpu/%,$(PROGS)),$(PROGS)) $(TESTS) $(TOOLS) $(TEST_PROGS)
+all: $(if $(SAN),$(patsubst gmmbin-gpu/%,$(BUILD)/gmmbin-gpu/%,$(PROGS)),$(PROGS)) $(TESTS) $(TOOLS) $(TEST_PROGS) \
+     $(SHLIB)
 
 $(BUILD)/%.c.o: %.c
 	@mkdir -p $(dir $@)
@@ -63,6 +74,14 @@ $(call lib_name,$(1)): $(call layer_objs,$(1))
 	@rm -f $$@; $$(if $$^,ar rcs $$@ $$^,printf "!<arch>\n" > $$@)
 endef
 $(foreach l,$(LAYERS),$(eval $(call layer_rule,$(l))))
+
+# (A sanitizer build leaves the sanitizer runtime to the program that
+# loads the library: no --no-undefined there.)
+$(SHLIB): $(foreach l,$(SO_LAYERS),$(call lib_name,$(l))) api/kaldi-gpu-align.map
+	$(CXX) $(SAN) -shared -o $@ -Wl,-soname,libkaldi-gpu-align.so.1 \
+	  -Wl,--version-script=api/kaldi-gpu-align.map $(if $(SAN),,-Wl,--no-undefined) \
+	  -Wl,--whole-archive $(call lib_name,api) -Wl,--no-whole-archive \
+	  $(foreach l,$(filter-out api,$(SO_LAYERS)),$(call lib_name,$(l))) $(LDLIBS)
 
 # Programs are linked with the C++ driver because of the OpenFst bridge.
 gmmbin-gpu/%: $(BUILD)/gmmbin-gpu/%.c.o $(LIBS)
@@ -125,12 +144,15 @@ settings-doc: all
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-	  --suppress=missingIncludeSystem -I. base device train-graphs gpu-feats gpu-align gpu-acc gpu-service gmmbin-gpu tools
+	  --suppress=missingIncludeSystem -I. base device train-graphs gpu-feats gpu-align gpu-acc gpu-service api gmmbin-gpu tools
 
 PREFIX ?= /usr/local
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/libkaldi-gpu-align.so.1
+	ln -sf libkaldi-gpu-align.so.1 $(DESTDIR)$(PREFIX)/lib/libkaldi-gpu-align.so
+	install -m 644 include/kaldi-gpu-align.h $(DESTDIR)$(PREFIX)/include
 
 clean:
 	rm -rf build build-san $(PROGS)

@@ -203,22 +203,42 @@ static void gpu_uuids(const char *dir, const char *host, int fresh, char *out, s
   *secs = kio_now_s() - t0;
 }
 
-/* The service binary: $KALDI_GPU_SERVICE_BIN, else beside this program. */
+/* dir_of(path) + rel into out; 0, or -1 if it does not fit. */
+static int beside(char *out, size_t n, const char *path, const char *rel) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return -1;
+  int w = snprintf(out, n, "%.*s%s", (int)(slash - path), path, rel);
+  return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+/* The service binary: $KALDI_GPU_SERVICE_BIN, else beside this program,
+ * else (this code in the shared library, loaded by a program that is not
+ * ours: a Python binding) beside that library or in its ../bin. */
 static int service_bin(char *out, size_t n) {
   const char *e = kio_setting_str(KIO_SET_SERVICE_BIN);
   if (e) {
     snprintf(out, n, "%s", e);
     return 0;
   }
+  static const char name[] = "/kaldi-gpu-service";
   char self[PATH_MAX];
   ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
   if (k <= 0) return -1;
   self[k] = '\0';
-  char *slash = strrchr(self, '/');
-  if (!slash) return -1;
-  *slash = '\0';
-  int w = snprintf(out, n, "%s/kaldi-gpu-service", self);
-  return w < 0 || (size_t)w >= n ? -1 : 0;
+  if (beside(out, n, self, name) != 0) return -1;
+  Dl_info di;
+  if (access(out, X_OK) == 0 || !dladdr((void *)service_bin, &di) || !di.dli_fname ||
+      !strcmp(di.dli_fname, self))
+    return 0;
+  char lib[PATH_MAX];
+  if (beside(lib, sizeof lib, di.dli_fname, name) == 0 && access(lib, X_OK) == 0) {
+    snprintf(out, n, "%s", lib);
+    return 0;
+  }
+  if (beside(lib, sizeof lib, di.dli_fname, "/../bin/kaldi-gpu-service") == 0 &&
+      access(lib, X_OK) == 0)
+    snprintf(out, n, "%s", lib);
+  return 0;
 }
 
 static int private_dir(char *dir, size_t n, char *why, size_t why_len) {

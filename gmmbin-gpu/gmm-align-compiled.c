@@ -1,20 +1,20 @@
 /* gmm-align-compiled: drop-in replacement of Kaldi's gmmbin/gmm-align-compiled
- * (reference section 5). The work (batches aligned through gpu-align on the
- * CPU or a CUDA GPU, messages and outputs emitted in input order exactly as
- * Kaldi prints them one utterance at a time) is gpu-align/align-pipeline.c. */
+ * (reference section 5). The work goes through the public library
+ * (include/kaldi-gpu-align.h: kga_align_archive, on the CPU or a CUDA GPU,
+ * messages and outputs emitted in input order exactly as Kaldi prints them
+ * one utterance at a time); the command line, Kaldi's option parsing and
+ * the fatal exit stay the programs' own (base/). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "api/api-cli.h"
 #include "base/io/io.h"
+#include "base/program/program.h"
 #include "base/sys/log.h"
 #include "base/sys/options.h"
 #include "gpu-align/align-pipeline.h"
-#include "gpu-align/gpu-align.h"
-#include "base/program/program.h"
-
-static galign_pipeline *g_pipe;
+#include "include/kaldi-gpu-align.h"
 
 int main(int argc, char *argv[]) {
   kio_program_start(argc, argv);
@@ -49,25 +49,18 @@ int main(int argc, char *argv[]) {
   cfg.feats_rspecifier = kio_opts_arg(po, 3);
   cfg.ali_wspecifier = kio_opts_arg(po, 4);
   cfg.scores_wspecifier = kio_opts_opt_arg(po, 5);
-  cfg.gpu_feats = 1;  /* KALDI_GPU_FEATS_GPU=1: the feature chain on our own GPU context */
 
-  /* A fatal error (ERROR logged) leaves the tables open: kio_fatal_exit
-   * abandons the outputs (base/io/io.h) and exits 255. */
-  if (galign_pipeline_open(&g_pipe, &cfg) != KIO_OK) kio_fatal_exit();
-  if (galign_pipeline_run(g_pipe, NULL, NULL) != KIO_OK) kio_fatal_exit();
-  galign_pipeline_log_summary(g_pipe);
-  galign_pipeline_counts n;
-  galign_pipeline_get_counts(g_pipe, &n);
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  /* An error found while closing a table (Kaldi finds it in a destructor
-   * and aborts) is a fatal error too. */
-  if (galign_pipeline_close(g_pipe) != KIO_OK) kio_fatal_exit();
-  galign_pipeline_free(g_pipe);
-  g_pipe = NULL;
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  KIO_VLOG(2, "Closing and freeing took %.3f s",
-           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-  RETURN(n.num_done != 0 ? 0 : 1);
+  /* A fatal error (ERROR logged): the library has abandoned the outputs;
+   * kio_fatal_exit exits 255. */
+  kga_aligner_opts ao;
+  kga_archive_opts xo;
+  kga_cli_options(&cfg, &ao, &xo);
+  kga_aligner *al;
+  if (kga_aligner_new(&al, cfg.model_rxfilename, &ao) != KGA_OK) kio_fatal_exit();
+  kga_align_counts n;
+  if (kga_align_archive(al, cfg.graphs_rspecifier, cfg.feats_rspecifier, &xo, &n) != KGA_OK)
+    kio_fatal_exit();
+  kga_aligner_free(al);
+  RETURN(n.done != 0 ? 0 : 1);
 #undef RETURN
 }

@@ -293,9 +293,12 @@ int galign_prior_from_output(const char *ali_wspecifier, galign_prior_table **t)
   char *rs = malloc(len);
   if (!rs) return KIO_OK;
   snprintf(rs, len, "ark:gunzip -c %s|", f);
+  kio_log_handler prev_h;
+  void *prev_u;
+  kio_log_get_handler(&prev_h, &prev_u);
   kio_log_set_handler(quiet, NULL);
   int rc = galign_prior_table_read(t, rs);
-  kio_log_set_handler(NULL, NULL);
+  kio_log_set_handler(prev_h, prev_u);
   free(rs);
   if (rc != KIO_OK) {
     *t = NULL;

@@ -5,9 +5,7 @@
  * emission in input order with captured log lines replayed where Kaldi
  * prints them, and the per-batch hook. */
 #include "align-pipeline.h"
-#include "align-batch.h"
-#include "align-gfeat.h"
-#include "align-margin.h"
+#include "align-pipeline-impl.h"
 #include "align-source.h"
 
 #include <pthread.h>
@@ -31,12 +29,16 @@
 
 /* ---------------- captured log lines (align-batch.h) ---------------- */
 
-/* Where this thread's log lines go: NULL = print now (on the thread that
- * runs the pipeline). Threads the aligner starts itself have no capture of
- * their own and use g_align_capture. */
-static _Thread_local event_list *t_capture;
+/* galign_t_capture: where this thread's log lines go (NULL: print now).
+ * Threads the aligner starts itself have no capture of their own and use
+ * g_align_capture. */
+_Thread_local event_list *galign_t_capture;
 static _Thread_local int t_is_main;
 static event_list *volatile g_align_capture;
+/* The handler in place before the pipeline's (NULL: the default): lines
+ * printed now go there. */
+static kio_log_handler g_prev_handler;
+static void *g_prev_user;
 
 /* Called by base/sys/log.c under its (recursive) mutex. A line printed now goes
  * through base/sys/log.c's default handler: with the mutex held, no other
@@ -44,8 +46,8 @@ static event_list *volatile g_align_capture;
 static void capture_handler(int level, const char *func, const char *file, int line,
                             const char *msg, void *user) {
   (void)user;
-  event_list *l = t_capture;
-  if (!l && !t_is_main) l = g_align_capture;
+  event_list *l = galign_t_capture;
+  if (!l && !t_is_main && !kio_log_thread_direct()) l = g_align_capture;
   if (l) {
     const char *tp = kio_log_thread_program();
     event e = {-1, level, line, strdup(func ? func : ""), strdup(file ? file : ""),
@@ -53,207 +55,9 @@ static void capture_handler(int level, const char *func, const char *file, int l
     if (e.func && e.file && e.msg && (!tp || e.prog) && galign_ev_push(l, e) == 0) return;
     free(e.func); free(e.file); free(e.msg); free(e.prog);
   }
-  kio_log_set_handler(NULL, NULL);
+  kio_log_set_handler(g_prev_handler, g_prev_user);
   kio_logf(level, func, file ? file : "", line, "%s", msg);
   kio_log_set_handler(capture_handler, NULL);
-}
-
-/* ---------------- pipeline state ---------------- */
-
-struct galign_pipeline {
-  galign_pipeline_cfg cfg;
-  kio_tmodel tm;
-  kio_am_gmm am;
-  galign_aligner *aligner;
-  int beams_ok, want_per_frame, prep_threads;
-  kio_seq_reader *graphs;
-  kio_ra_reader *feats;
-  galign_gfeat *gf;       /* features computed on the device (align-gfeat.h) */
-  /* gmm-align's form (tr): features in order, transcripts by key */
-  int tr;
-  kio_seq_reader *fseq;
-  kio_ra_reader *trans;
-  /* graph queue: archives are read ahead by a thread (gq_*), scp graphs in
-   * the main thread as Kaldi does (direct) */
-  int gq_direct, gq_thread_on, gq_stop, gq_started;
-  struct gitem *gq;
-  long gq_head, gq_tail;  /* items consumed / produced (gq[i % GQ_CAP]) */
-  pthread_mutex_t gq_mu;
-  pthread_cond_t gq_cv;
-  pthread_t gq_thread;
-  kio_writer *ali, *scores, *per_frame;
-  int closed;
-  batch bufs[2];
-  batch *cur, *next;
-  /* worker thread (one batch at a time) */
-  batch *wb;
-  pthread_t thread;
-  int running;
-  atomic_int wb_done, init_done;  /* set by the worker / init thread when it ends */
-  /* aligner creation, overlapping the opening of the tables; before it,
-   * the device's context is created while the model is read */
-  pthread_t init_thread, warm_thread;
-  int init_running, init_rc, warm_running;
-  event_list init_lines;
-  galign_pipeline_hook hook;
-  void *user;
-  galign_pipeline_counts n;
-  galign_prior_table *priors;  /* margin mode's prior alignments (or NULL) */
-  galign_margin_counts mc;
-  /* seconds: setup, reading (graphs, features), preparation, alignment,
-   * writing, hook; t_start = open */
-  double t_start, t_setup, t_read, t_graphs, t_feats, t_prep, t_align, t_write, t_hook;
-  double t_prep_main;  /* preparation done by the reading thread (t_prep: worker) */
-};
-
-/* A graph read ahead, with the lines logged while advancing to it. */
-enum { GQ_CAP = 1024 };  /* ~14 MB of tri graphs: the reader rarely waits for us */
-typedef struct gitem {
-  char *key;
-  kio_fst fst;
-  int end;             /* no more graphs (done) */
-  event_list lines;
-} gitem;
-
-/* ---------------- graph queue ---------------- */
-
-/* Produces item number p->gq_tail (the caller has room for it): advances the
- * reader (except for the first) and takes its key and graph. */
-static void gq_produce(galign_pipeline *p) {
-  gitem *it = &p->gq[p->gq_tail % GQ_CAP];
-  event_list *saved = t_capture;  /* the main thread's, without a thread */
-  t_capture = &it->lines;
-  if (p->gq_started) kio_seq_next(p->graphs);
-  p->gq_started = 1;
-  it->end = kio_seq_done(p->graphs);
-  if (!it->end) {
-    char *k = strdup(kio_seq_key(p->graphs));
-    /* Archives: the value cannot fail; on no memory the queue ends here. */
-    if (!k || kio_seq_take(p->graphs, &it->fst) != KIO_OK) {
-      free(k);
-      k = NULL;
-      it->end = 1;
-    }
-    free(it->key);
-    it->key = k;
-  }
-  t_capture = saved;
-}
-
-static void *gq_main(void *arg) {
-  galign_pipeline *p = arg;
-  pthread_mutex_lock(&p->gq_mu);
-  for (;;) {
-    while (!p->gq_stop && p->gq_tail - p->gq_head >= GQ_CAP)
-      pthread_cond_wait(&p->gq_cv, &p->gq_mu);
-    if (p->gq_stop) break;
-    pthread_mutex_unlock(&p->gq_mu);
-    gq_produce(p);
-    pthread_mutex_lock(&p->gq_mu);
-    int end = p->gq[p->gq_tail % GQ_CAP].end;
-    p->gq_tail++;
-    pthread_cond_broadcast(&p->gq_cv);
-    if (end) break;
-  }
-  pthread_mutex_unlock(&p->gq_mu);
-  return NULL;
-}
-
-/* Starts the queue (after the tables are open). */
-static int gq_open(galign_pipeline *p) {
-  kio_rspec spec;
-  p->gq_direct = kio_parse_rspecifier(p->cfg.graphs_rspecifier, &spec) != KIO_OK ||
-                 spec.kind != KIO_SPEC_ARCHIVE;
-  if (p->gq_direct) return KIO_OK;
-  p->gq = calloc(GQ_CAP, sizeof *p->gq);
-  if (!p->gq) { KIO_ERROR("Out of memory"); return KIO_ERR; }
-  pthread_mutex_init(&p->gq_mu, NULL);
-  pthread_cond_init(&p->gq_cv, NULL);
-  p->gq_thread_on = pthread_create(&p->gq_thread, NULL, gq_main, p) == 0;
-  return KIO_OK;
-}
-
-/* Stops and joins the reading thread (it finishes the entry it reads). */
-static void gq_join(galign_pipeline *p) {
-  if (!p->gq_thread_on) return;
-  pthread_mutex_lock(&p->gq_mu);
-  p->gq_stop = 1;
-  pthread_cond_broadcast(&p->gq_cv);
-  pthread_mutex_unlock(&p->gq_mu);
-  pthread_join(p->gq_thread, NULL);
-  p->gq_thread_on = 0;
-}
-
-static void gq_free(galign_pipeline *p) {
-  gq_join(p);
-  if (!p->gq) return;
-  for (int i = 0; i < GQ_CAP; i++) {
-    free(p->gq[i].key);
-    kio_fst_free(&p->gq[i].fst);
-    galign_ev_free(&p->gq[i].lines);
-  }
-  free(p->gq);
-  p->gq = NULL;
-  pthread_mutex_destroy(&p->gq_mu);
-  pthread_cond_destroy(&p->gq_cv);
-}
-
-/* Item i (>= gq_head), once produced. */
-static gitem *gq_item(galign_pipeline *p, long i) {
-  if (!p->gq_thread_on) {
-    while (p->gq_tail <= i) gq_produce(p), p->gq_tail++;
-    return &p->gq[i % GQ_CAP];
-  }
-  pthread_mutex_lock(&p->gq_mu);
-  while (p->gq_tail <= i) pthread_cond_wait(&p->gq_cv, &p->gq_mu);
-  pthread_mutex_unlock(&p->gq_mu);
-  return &p->gq[i % GQ_CAP];
-}
-
-/* The graph source seen by read_batch: the current entry is gq_head. */
-static int gs_done(galign_pipeline *p) {
-  if (p->tr) return kio_seq_done(p->fseq);
-  return p->gq_direct ? kio_seq_done(p->graphs) : gq_item(p, p->gq_head)->end;
-}
-static const char *gs_key(galign_pipeline *p) {
-  return p->gq_direct ? kio_seq_key(p->graphs) : gq_item(p, p->gq_head)->key;
-}
-/* 1 if the next entry may have the same key (then the features are copied:
- * a doubly sorted reader cannot give the object out twice). */
-static int gs_next_same(galign_pipeline *p, const char *key) {
-  if (p->gq_direct) return 1;
-  const gitem *it = gq_item(p, p->gq_head + 1);
-  return !it->end && !strcmp(it->key, key);
-}
-/* Moves the current graph into *dst (its old buffers go back for reuse). */
-static int gs_take(galign_pipeline *p, kio_fst *dst) {
-  if (p->gq_direct) return kio_seq_take(p->graphs, dst);
-  gitem *it = gq_item(p, p->gq_head);
-  kio_fst t = *dst;
-  *dst = it->fst;
-  it->fst = t;
-  return KIO_OK;
-}
-/* Advances to the next entry; its lines are logged here, as Kaldi's Next()
- * logs them. */
-static void gs_next(galign_pipeline *p) {
-  if (p->gq_direct) { kio_seq_next(p->graphs); return; }
-  if (p->gq_thread_on) {
-    pthread_mutex_lock(&p->gq_mu);
-    p->gq_head++;
-    pthread_cond_broadcast(&p->gq_cv);
-    pthread_mutex_unlock(&p->gq_mu);
-  } else {
-    p->gq_head++;
-  }
-  event_list *l = &gq_item(p, p->gq_head)->lines;
-  for (int i = 0; i < l->n; i++) {
-    event *e = &l->v[i];
-    if (t_capture && galign_ev_push(t_capture, *e) == 0) continue;
-    galign_ev_replay_one(e);
-    free(e->func); free(e->file); free(e->msg); free(e->prog);
-  }
-  l->n = 0;
 }
 
 /* Dynamic batching: a batch is handed over early, once it holds this many
@@ -280,25 +84,27 @@ static void read_batch(galign_pipeline *p, batch *b) {
   b->nslots = 0;
   b->fatal = 0;
   b->prepped = 0;
-  t_capture = &b->events;
+  galign_t_capture = &b->events;
   if (p->gf) galign_gfeat_begin(b->gfb);
   double t0 = kio_now_s(), t1;
   int min_n = p->cfg.batch_size < DYN_MIN ? p->cfg.batch_size : DYN_MIN;
   while (!b->fatal && b->nslots < p->cfg.batch_size &&
-         !(b->nslots >= min_n && worker_idle(p)) && !gs_done(p)) {
+         !(b->nslots >= min_n && worker_idle(p)) && !galign_gs_done(p)) {
     slot *s = galign_peek_slot(b);
-    if (p->tr) {  /* gmm-align: align-source.c */
-      int r = !s ? KIO_ERR : galign_source_read(p->fseq, p->trans, s, &p->n.num_err);
+    if (p->tr || p->by_key) {  /* features in order: align-source.c */
+      int r = !s ? KIO_ERR
+              : p->tr ? galign_source_read(p->fseq, p->trans, s, &p->n.num_err)
+                      : galign_source_read_graph(p->fseq, p->gra, s, &p->n.num_err);
       event e = {b->nslots, 0, 0, NULL, NULL, NULL, NULL};
       if (r == 1 && galign_ev_push(&b->events, e) == 0) b->nslots++;
       else if (r != 0) { b->fatal = 1; break; }
       kio_seq_next(p->fseq);
       continue;
     }
-    const char *key = gs_key(p);
+    const char *key = galign_gs_key(p);
     if (!s) { KIO_ERROR("Out of memory reading utterance %s", key); b->fatal = 1; break; }
     t1 = kio_now_s();
-    int same = gs_next_same(p, key);  /* waits for the graph thread */
+    int same = galign_gs_next_same(p, key);  /* waits for the graph thread */
     double t2 = kio_now_s();
     p->t_graphs += t2 - t1;
     int has = p->gf ? galign_gfeat_read(p->gf, &b->gfb, key, &s->feats, &s->gf_index)
@@ -319,7 +125,7 @@ static void read_batch(galign_pipeline *p, batch *b) {
       p->n.num_err++;
       KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 103, "No features for utterance %s", key);
     } else {
-      if (!got || gs_take(p, &s->raw) != KIO_OK) { b->fatal = 1; break; }
+      if (!got || galign_gs_take(p, &s->raw) != KIO_OK) { b->fatal = 1; break; }
       if (s->feats.rows == 0) {
         KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 112, "Zero-length utterance: %s", key);
         p->n.num_err++;
@@ -336,11 +142,11 @@ static void read_batch(galign_pipeline *p, batch *b) {
       }
     }
     t1 = kio_now_s();
-    gs_next(p);
+    galign_gs_next(p);
     p->t_graphs += kio_now_s() - t1;
   }
   p->t_read += kio_now_s() - t0;
-  t_capture = NULL;
+  galign_t_capture = NULL;
 }
 
 /* ---------------- alignment worker ---------------- */
@@ -355,11 +161,11 @@ static void *prep_main(void *arg) {
     slot *s = &j->b->slots[i];
     galign_ev_clear(&s->prep_lines);
     s->prep_rc = KIO_OK;
-    t_capture = &s->prep_lines;
+    galign_t_capture = &s->prep_lines;
     if (j->p->tr) s->prep_rc = galign_source_compile(&j->p->cfg, s);
     if (s->prep_rc == KIO_OK && s->raw.num_states != 0)
-      s->prep_rc = galign_graph_prepare(&s->raw, &j->p->tm, &j->p->cfg.opts, &s->graph);
-    t_capture = NULL;
+      s->prep_rc = galign_graph_prepare(&s->raw, j->p->tm, &j->p->cfg.opts, &s->graph);
+    galign_t_capture = NULL;
     if (s->prep_rc == KIO_OK && s->raw.num_states != 0 && j->p->cfg.margin_mode)
       s->band_status = galign_band_build(&s->graph, s->prior ? s->prior->v : NULL,
                                          s->prior ? s->prior->n : 0, s->feats.rows,
@@ -405,7 +211,7 @@ static void *align_main(void *arg) {
       b->res_slot[b->nalign] = i;
       b->nalign++;
     }
-  t_capture = &b->align_lines;
+  galign_t_capture = &b->align_lines;
   g_align_capture = &b->align_lines;
   b->align_rc = KIO_OK;
   b->gf_rc = p->gf && b->nalign > 0 ? galign_gfeat_run(p->gf, p->aligner, b) : KIO_OK;
@@ -414,7 +220,7 @@ static void *align_main(void *arg) {
                                      p->want_per_frame, b->res);
   if (p->gf) galign_gfeat_done(p->aligner);
   g_align_capture = NULL;
-  t_capture = NULL;
+  galign_t_capture = NULL;
   p->t_align += kio_now_s() - t1;
   atomic_store(&p->wb_done, 1);
   return NULL;
@@ -468,9 +274,11 @@ static void warm_join(galign_pipeline *p) {
 static void *init_main(void *arg) {
   galign_pipeline *p = arg;
   warm_join(p);
-  t_capture = &p->init_lines;
-  p->init_rc = galign_aligner_new(&p->aligner, p->cfg.use_gpu, &p->tm, &p->am, &p->cfg.opts);
-  t_capture = NULL;
+  if (p->cfg.warm_wait) p->cfg.warm_wait(p->cfg.warm_user);
+  galign_t_capture = &p->init_lines;
+  p->init_rc = galign_aligner_new(&p->aligner, p->cfg.use_gpu, p->tm, p->am, &p->cfg.opts);
+  if (p->cfg.aligner) *p->cfg.aligner = p->aligner;  /* the caller's from now on */
+  galign_t_capture = NULL;
   atomic_store(&p->init_done, 1);
   return NULL;
 }
@@ -490,10 +298,10 @@ static void stop(galign_pipeline *p) {
   warm_join(p);
   p->init_running = 0;
   align_wait(p);
-  gq_join(p);
-  if (t_is_main) kio_log_set_handler(NULL, NULL);
+  galign_gq_join(p);
+  if (t_is_main) kio_log_set_handler(g_prev_handler, g_prev_user);
   t_is_main = 0;
-  t_capture = NULL;
+  galign_t_capture = NULL;
 }
 
 /* ---------------- emission ---------------- */
@@ -504,11 +312,11 @@ static int align_alone(galign_pipeline *p, slot *s, galign_result *r) {
   const galign_graph *g = &s->graph;
   const kio_matrix *f = &s->feats;
   event_list lines = {0};
-  t_capture = &lines;
+  galign_t_capture = &lines;
   g_align_capture = &lines;
   int rc = galign_align_batch(p->aligner, 1, &g, &f, p->want_per_frame, r);
   g_align_capture = NULL;
-  t_capture = NULL;
+  galign_t_capture = NULL;
   galign_ev_replay(&lines);
   galign_ev_free(&lines);
   return rc;
@@ -520,7 +328,7 @@ static int emit_batch(galign_pipeline *p, batch *b) {
   char buf1[32], buf2[32];
   const galign_opts *o = &p->cfg.opts;
   int rc = KIO_OK, nutt = 0;
-  t_capture = NULL;
+  galign_t_capture = NULL;
   if (b->gf_rc != KIO_OK) {  /* no features: fatal (the ERROR is in align_lines) */
     galign_ev_replay(&b->align_lines);
     return KIO_ERR;
@@ -538,7 +346,7 @@ static int emit_batch(galign_pipeline *p, batch *b) {
     slot *s = &b->slots[e->slot];
     galign_ev_replay(&s->prep_lines);
     if (s->prep_rc != KIO_OK) { rc = KIO_ERR; goto done; }  /* AddTransitionProbs failed */
-    if (!p->tr) KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 127, "%s", s->key);
+    if (!p->tr && !p->by_key) KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 127, "%s", s->key);
     if (!p->beams_ok) {
       KIO_LOG_AT(KIO_LOG_ERROR, "AlignUtteranceWrapper", WRAP_FILE, 594,
                  "Beams do not make sense: beam %s, retry-beam %s",
@@ -546,10 +354,12 @@ static int emit_batch(galign_pipeline *p, batch *b) {
       rc = KIO_ERR;
       goto done;
     }
+    galign_pipeline_utt u = {s->key, &s->feats, NULL, &s->graph};
     if (s->empty) {
       KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 599,
                  "Empty decoding graph for %s", s->key);
       p->n.num_err++;
+      if (p->cfg.each && p->cfg.each(p->cfg.each_user, &u, GALIGN_UTT_EMPTY_GRAPH)) goto halt;
       continue;
     }
     galign_result *r = &b->res[pos[e->slot]];
@@ -560,10 +370,12 @@ static int emit_batch(galign_pipeline *p, batch *b) {
       KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 617,
                  "Retrying utterance %s with beam %s", s->key, kio_fmt_g(buf1, o->retry_beam));
     }
+    u.res = r;
     if (!r->ok) {
       KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 626,
                  "Did not successfully decode file %s, len = %d", s->key, (int)s->feats.rows);
       p->n.num_err++;
+      if (p->cfg.each && p->cfg.each(p->cfg.each_user, &u, GALIGN_UTT_FAILED)) goto halt;
       continue;
     }
     p->n.num_done++;
@@ -579,7 +391,8 @@ static int emit_batch(galign_pipeline *p, batch *b) {
       goto done;
     }
     p->t_write += kio_now_s() - t0;
-    b->utts[nutt++] = (galign_pipeline_utt){s->key, &s->feats, r};
+    if (p->cfg.each && p->cfg.each(p->cfg.each_user, &u, GALIGN_UTT_ALIGNED)) goto halt;
+    b->utts[nutt++] = u;
   }
   if (p->hook && nutt > 0) {
     double t0 = kio_now_s();
@@ -587,6 +400,11 @@ static int emit_batch(galign_pipeline *p, batch *b) {
     p->t_hook += kio_now_s() - t0;
   }
   if (b->fatal) rc = KIO_ERR;  /* reading failed after these utterances */
+  if (rc == KIO_OK && p->cfg.progress && p->cfg.progress(p->cfg.each_user, &p->n)) goto halt;
+  goto done;
+halt:
+  p->stopped = 1;
+  rc = KIO_ERR;
 done:
   for (int k = 0; k < b->nalign; k++) galign_result_free(&b->res[k]);
   free(pos);
@@ -607,44 +425,56 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
   p->cur = &p->bufs[0];
   p->next = &p->bufs[1];
   p->closed = 1;  /* nothing open yet */
-  if (cfg->use_gpu != GALIGN_GPU_NO &&
-      pthread_create(&p->warm_thread, NULL, warm_main, NULL) == 0)
+  p->tm = cfg->tm ? cfg->tm : &p->own_tm;
+  p->am = cfg->am ? cfg->am : &p->own_am;
+  if (cfg->aligner && *cfg->aligner) {
+    p->aligner = *cfg->aligner;
+    p->init_done = 1;
+  } else if (cfg->use_gpu != GALIGN_GPU_NO && !cfg->warm_wait &&
+             pthread_create(&p->warm_thread, NULL, warm_main, NULL) == 0) {
     p->warm_running = 1;
-  if (kio_model_read(cfg->model_rxfilename, &p->tm, &p->am) != KIO_OK ||
+  }
+  if ((!cfg->tm && kio_model_read(cfg->model_rxfilename, &p->own_tm, &p->own_am) != KIO_OK) ||
       galign_margin_open(&p->cfg, &p->priors) != KIO_OK) {  /* before the outputs */
     warm_join(p);
     return KIO_ERR;
   }
   const galign_opts *o = &p->cfg.opts;
-  p->want_per_frame = p->cfg.per_frame_wspecifier[0] != '\0';
+  p->want_per_frame = p->cfg.per_frame_wspecifier[0] != '\0' || p->cfg.want_per_frame;
   p->beams_ok = !((o->retry_beam != 0 && o->retry_beam <= o->beam) || o->beam <= 0);
   p->prep_threads = kio_cpu_share(0);  /* this job's share of the cores */
   /* From here on log lines are routed by capture_handler: lines of other
    * threads are kept and printed where Kaldi would print them. */
   t_is_main = 1;
-  t_capture = NULL;
+  galign_t_capture = NULL;
+  kio_log_get_handler(&g_prev_handler, &g_prev_user);
   kio_log_set_handler(capture_handler, NULL);
-  if (pthread_create(&p->init_thread, NULL, init_main, p) == 0) p->init_running = 1;
+  if (p->aligner) p->init_rc = KIO_OK;  /* the caller's */
+  else if (pthread_create(&p->init_thread, NULL, init_main, p) == 0) p->init_running = 1;
   else init_main(p);
   /* Kaldi creates nothing before the tables: the aligner's lines come first. */
   event_list open_lines = {0};
-  t_capture = &open_lines;
+  galign_t_capture = &open_lines;
   p->closed = 0;
   p->tr = p->cfg.transcripts_rspecifier && p->cfg.transcripts_rspecifier[0] && p->cfg.compile;
-  if (!p->tr && p->cfg.gpu_feats && galign_gfeat_wanted() && init_wait(p) == KIO_OK) {
+  p->by_key = !p->tr && p->cfg.features_order;
+  if (!p->tr && !p->by_key && p->cfg.gpu_feats && galign_gfeat_wanted() && init_wait(p) == KIO_OK) {
     /* the backend decides: the aligner first (its lines still come first) */
     event_list quiet = {0};
-    t_capture = &quiet;  /* errors of the chain's tables: the CPU chain reports them */
+    galign_t_capture = &quiet;  /* errors of the chain's tables: the CPU chain reports them */
     p->gf = galign_gfeat_open(p->cfg.feats_rspecifier, p->aligner);
-    t_capture = &open_lines;
+    galign_t_capture = &open_lines;
     for (int i = 0; i < quiet.n; i++)
       if (quiet.v[i].level > 0) galign_ev_replay_one(&quiet.v[i]);
     galign_ev_free(&quiet);
   }
   int open_ok =
-      (p->tr ? kio_seq_open(&p->fseq, p->cfg.feats_rspecifier, &kio_matrix_holder) == KIO_OK &&
-                   kio_ra_open(&p->trans, p->cfg.transcripts_rspecifier, &kio_int_vec_holder) ==
-                       KIO_OK
+      (p->tr || p->by_key
+           ? kio_seq_open(&p->fseq, p->cfg.feats_rspecifier, &kio_matrix_holder) == KIO_OK &&
+                 (p->tr ? kio_ra_open(&p->trans, p->cfg.transcripts_rspecifier,
+                                      &kio_int_vec_holder)
+                        : kio_ra_open(&p->gra, p->cfg.graphs_rspecifier, &kio_fst_holder)) ==
+                     KIO_OK
              : kio_seq_open(&p->graphs, p->cfg.graphs_rspecifier, &kio_fst_holder) == KIO_OK &&
                    (p->gf ? (galign_gfeat_start(p->gf), 1)  /* where the CPU chain starts */
                           : kio_ra_open(&p->feats, p->cfg.feats_rspecifier,
@@ -652,8 +482,8 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
       kio_writer_open(&p->ali, p->cfg.ali_wspecifier, &kio_int_vec_holder) == KIO_OK &&
       kio_writer_open(&p->scores, p->cfg.scores_wspecifier, &kio_float_holder) == KIO_OK &&
       kio_writer_open(&p->per_frame, p->cfg.per_frame_wspecifier, &kio_vector_holder) == KIO_OK;
-  if (open_ok && !p->tr) open_ok = gq_open(p) == KIO_OK;
-  t_capture = NULL;
+  if (open_ok && !p->tr && !p->by_key) open_ok = galign_gq_open(p) == KIO_OK;
+  galign_t_capture = NULL;
   if (open_ok) read_batch(p, p->cur);
   int init_rc = init_wait(p);
   galign_ev_replay(&open_lines);
@@ -663,8 +493,9 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
   return KIO_OK;
 }
 
-const kio_tmodel *galign_pipeline_tmodel(const galign_pipeline *p) { return &p->tm; }
-const kio_am_gmm *galign_pipeline_am(const galign_pipeline *p) { return &p->am; }
+const kio_tmodel *galign_pipeline_tmodel(const galign_pipeline *p) { return p->tm; }
+const kio_am_gmm *galign_pipeline_am(const galign_pipeline *p) { return p->am; }
+int galign_pipeline_stopped(const galign_pipeline *p) { return p && p->stopped; }
 int galign_pipeline_is_gpu(const galign_pipeline *p) {
   return p && galign_aligner_is_gpu(p->aligner);
 }
@@ -676,7 +507,7 @@ int galign_pipeline_run(galign_pipeline *p, galign_pipeline_hook hook, void *use
   batch *cur = p->cur, *next = p->next;
   int rc = align_start(p, cur);
   while (rc == KIO_OK) {
-    int more = !cur->fatal && !gs_done(p);
+    int more = !cur->fatal && !galign_gs_done(p);
     if (more) read_batch(p, next);  /* overlaps the alignment of cur */
     if (more && !next->fatal && p->running && !atomic_load(&p->wb_done)) {
       /* The worker is still busy: prepare next's graphs here, so that the
@@ -751,13 +582,14 @@ void galign_pipeline_log_summary(const galign_pipeline *p) {
 int galign_pipeline_close(galign_pipeline *p) {
   if (!p || p->closed) return KIO_OK;
   p->closed = 1;
-  gq_join(p);  /* the graph reader is closed below */
+  galign_gq_join(p);  /* the graph reader is closed below */
   /* Readers first (Kaldi closes the writers first): after an input failed
    * (a read error or a failed pipe seen at the end) the outputs are
    * incomplete and are discarded, not closed, so that no output pipe's
    * command sees the end of its input and ends its stream as complete. */
   int failed = 0;
   if (p->trans && kio_ra_close(p->trans) != KIO_OK) failed = 1;
+  if (p->gra && kio_ra_close(p->gra) != KIO_OK) failed = 1;
   if (p->fseq && kio_seq_close(p->fseq) != KIO_OK) failed = 1;
   if (p->feats && kio_ra_close(p->feats) != KIO_OK) failed = 1;
   if (p->gf && galign_gfeat_close(p->gf) != KIO_OK) failed = 1;
@@ -775,6 +607,7 @@ int galign_pipeline_close(galign_pipeline *p) {
   p->feats = NULL;
   p->graphs = NULL;
   p->trans = NULL;
+  p->gra = NULL;
   p->fseq = NULL;
   return failed ? KIO_ERR : KIO_OK;
 }
@@ -783,16 +616,40 @@ void galign_pipeline_free(galign_pipeline *p) {
   if (!p) return;
   stop(p);
   galign_pipeline_close(p);
-  gq_free(p);
+  galign_gq_free(p);
   for (int i = 0; i < 2; i++) {
     galign_gfeat_batch_free(p->bufs[i].gfb);
     galign_batch_free(&p->bufs[i]);
   }
   galign_gfeat_free(p->gf);
   galign_ev_free(&p->init_lines);
-  galign_aligner_free(p->aligner);
+  if (!p->cfg.aligner) galign_aligner_free(p->aligner);  /* else the caller's */
   galign_prior_table_free(p->priors);
-  kio_tmodel_free(&p->tm);
-  kio_am_gmm_free(&p->am);
+  kio_tmodel_free(&p->own_tm);
+  kio_am_gmm_free(&p->own_am);
   free(p);
+}
+
+void galign_pipeline_discard(galign_pipeline *p) {
+  if (!p) return;
+  stop(p);
+  if (!p->closed) {
+    /* the readers (their errors no longer matter), then the outputs
+     * abandoned as a fatal exit abandons them */
+    p->closed = 1;
+    galign_gq_join(p);
+    kio_ra_close(p->trans);
+    kio_ra_close(p->gra);
+    kio_seq_close(p->fseq);
+    kio_ra_close(p->feats);
+    if (p->gf) galign_gfeat_close(p->gf);
+    kio_seq_close(p->graphs);
+    kio_writer_discard(p->per_frame);
+    kio_writer_discard(p->scores);
+    kio_writer_discard(p->ali);
+    p->per_frame = p->scores = p->ali = NULL;
+    p->trans = p->gra = p->feats = NULL;
+    p->fseq = p->graphs = NULL;
+  }
+  galign_pipeline_free(p);
 }

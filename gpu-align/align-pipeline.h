@@ -34,6 +34,9 @@
 extern "C" {
 #endif
 
+struct galign_pipeline_utt;
+struct galign_pipeline_counts;
+
 /* Strings are not copied: they must outlive the pipeline. */
 typedef struct {
   const char *model_rxfilename;
@@ -61,16 +64,45 @@ typedef struct {
   /* 1: with KALDI_GPU_FEATS_GPU=1 and our own CUDA backend, a recognised feature
    * chain is computed on the device (align-gfeat.h; gmm-align-compiled). */
   int gpu_feats;
+  /* 1: features read in order, graphs looked up by key in graphs_rspecifier
+   * (kalpy's align_utterances): zero-length features and keys without a
+   * graph are skipped with a warning, no "LOG KEY" line. */
+  int features_order;
+  /* 1: per-frame log-likelihoods computed even without per_frame_wspecifier
+   * (for cfg.each). */
+  int want_per_frame;
+  /* A model read by the caller (borrowed; NULL: model_rxfilename is read). */
+  const kio_tmodel *tm;
+  const kio_am_gmm *am;
+  /* An aligner kept by the caller from run to run (NULL: the pipeline's
+   * own). If *aligner is NULL the pipeline creates it as usual and leaves it
+   * there, the caller's to free; otherwise it is used as is. */
+  galign_aligner **aligner;
+  /* With a caller's aligner: called by the thread that creates it, before
+   * (e.g. to wait for the caller's CUDA warm-up); the pipeline then starts
+   * no warm-up of its own. */
+  void (*warm_wait)(void *user);
+  void *warm_user;
+  /* Called on the pipeline's thread, in input order, for every utterance
+   * that reached the decoder (after its lines and writes; status: one of
+   * GALIGN_UTT_*; u->res is NULL for an empty graph), and after each batch
+   * with the counts so far. A nonzero return stops the run: run returns
+   * KIO_ERR with nothing logged, galign_pipeline_stopped() is 1. */
+  int (*each)(void *user, const struct galign_pipeline_utt *u, int status);
+  int (*progress)(void *user, const struct galign_pipeline_counts *c);
+  void *each_user;
 } galign_pipeline_cfg;
+enum { GALIGN_UTT_ALIGNED = 0, GALIGN_UTT_FAILED = 1, GALIGN_UTT_EMPTY_GRAPH = 2 };
 
 /* One aligned utterance (result ok) handed to the hook. Valid during the
  * call only. The hook may take the features: swap *feats with another valid
  * matrix (the pipeline no longer needs them, and reuses whatever buffer it
  * gets back). */
-typedef struct {
+typedef struct galign_pipeline_utt {
   const char *key;
   kio_matrix *feats;
   const galign_result *res;   /* res->ali: feats->rows transition-ids */
+  const galign_graph *graph;  /* the prepared graph it was aligned on */
 } galign_pipeline_utt;
 
 /* Called on the thread that runs the pipeline, once per batch that has
@@ -80,7 +112,7 @@ typedef struct {
 typedef int (*galign_pipeline_hook)(void *user, int n, const galign_pipeline_utt *utts);
 
 /* Kaldi's counters (gmm-align-compiled's summary lines). */
-typedef struct {
+typedef struct galign_pipeline_counts {
   int num_done, num_err, num_retry;
   double tot_like;        /* sum of the aligned utterances' likelihoods */
   int64_t frame_count;    /* frames of the aligned utterances */
@@ -118,6 +150,13 @@ int galign_pipeline_close(galign_pipeline *p);
 
 /* Frees everything (closes the tables still open). NULL is allowed. */
 void galign_pipeline_free(galign_pipeline *p);
+/* After a fatal error, for a caller that goes on living (a library): joins
+ * the threads, closes the readers and abandons the outputs as
+ * kio_fatal_exit would (files removed, pipes killed), then frees. Lines
+ * logged meanwhile (a failed input pipe) are the caller's to drop. */
+void galign_pipeline_discard(galign_pipeline *p);
+/* 1 if the run ended because cfg.each or cfg.progress asked to stop. */
+int galign_pipeline_stopped(const galign_pipeline *p);
 
 /* Command-line options shared by gmm-align-compiled and gmm-align-acc-compiled:
  * the decoding options, --write-per-frame-acoustic-loglikes, --use-gpu and

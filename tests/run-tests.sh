@@ -40,6 +40,21 @@ else
     run_one "cli/$(basename "$s")" env BIN="$top/gmmbin-gpu" TEST_BIN="$top/$build/test-bin" TOP="$top" TOOLS="$top/$build/tools" bash "$s"
   done
 fi
+# The Python binding (python/tests; each SKIPs without a python3 with numpy,
+# or what else it needs: MFA's sources, torch, kalpy).
+py() { run_one "python/$*" bash "$top/python/tests/run.sh" "$build" "$@"; }
+if [ "$mode" != gpu ]; then
+  py test_binding.py
+  py test_kalpy_layer.py
+  py kalpy_side_by_side.py --impl ours
+  py kalpy_side_by_side.py --impl both
+  py test_mfa_switch.py
+  py test_pip_install.py
+  py torch_coexist.py
+else
+  py test_binding.py --gpu
+  py torch_coexist.py
+fi
 echo "Summary: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ] || { echo "failed:$failed"; exit 1; }
 [ $((pass+fail)) -gt 0 ] || { echo "no test ran"; exit 1; }

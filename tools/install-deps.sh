@@ -9,7 +9,8 @@
 # builds the CPU path only.
 set -e
 # python3-matplotlib: the plots of tools/compare-recipe.sh --out (optional there).
-pkgs="gcc g++ make pkg-config libfst-dev check libsubunit-dev zlib1g-dev gzip python3-matplotlib"
+# python3-numpy, python3-venv: the Python binding's tests (python/tests).
+pkgs="gcc g++ make pkg-config libfst-dev check libsubunit-dev zlib1g-dev gzip python3-matplotlib python3-numpy python3-venv"
 case ${1:-} in
   "") ;;
   --slurm) pkgs="$pkgs slurm-wlm munge" ;;

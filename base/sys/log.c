@@ -127,6 +127,9 @@ void kio_log_ours(void) {
 
 const char *kio_log_program(void) { return t_program ? t_program : g_program; }
 void kio_log_set_thread_program(const char *name) { t_program = name; }
+static _Thread_local int t_direct;
+void kio_log_set_thread_direct(int on) { t_direct = on; }
+int kio_log_thread_direct(void) { return t_direct; }
 const char *kio_log_thread_program(void) { return t_program; }
 void kio_log_set_verbose(int verbose) { atomic_store(&g_verbose, verbose); }
 int kio_log_verbose(void) { return atomic_load(&g_verbose); }
@@ -135,6 +138,13 @@ void kio_log_set_handler(kio_log_handler h, void *user) {
   pthread_mutex_lock(&g_mutex);
   g_handler = h;
   g_handler_user = user;
+  pthread_mutex_unlock(&g_mutex);
+}
+
+void kio_log_get_handler(kio_log_handler *h, void **user) {
+  pthread_mutex_lock(&g_mutex);
+  *h = g_handler;
+  *user = g_handler_user;
   pthread_mutex_unlock(&g_mutex);
 }
 
@@ -157,20 +167,31 @@ static void print_stack_trace(void) {
   }
 }
 
-static void default_handler(int level, const char *func, const char *file,
-                            int line, const char *msg) {
-  char prefix[32];
+static void level_name(char *prefix, size_t n, int level) {
   if (level > 0)
-    snprintf(prefix, sizeof prefix, "VLOG[%d]", level);
+    snprintf(prefix, n, "VLOG[%d]", level);
   else
-    snprintf(prefix, sizeof prefix, "%s",
+    snprintf(prefix, n, "%s",
              level == KIO_LOG_INFO ? "LOG"
              : level == KIO_LOG_WARNING ? "WARNING"
              : level == KIO_LOG_ASSERT ? "ASSERTION_FAILED" : "ERROR");
+}
+
+int kio_log_format(char *buf, size_t n, int level, const char *func, const char *file,
+                   int line, const char *msg) {
+  char prefix[32];
+  level_name(prefix, sizeof prefix, level);
+  return snprintf(buf, n, "%s (%s[%s]:%s():%s:%d) %s", prefix, kio_log_program(), KIO_VERSION,
+                  func ? func : "", file ? file : "", line, msg);
+}
+
+void kio_log_print(int level, const char *func, const char *file, int line, const char *msg) {
+  char prefix[32];
+  level_name(prefix, sizeof prefix, level);
   pthread_once(&g_stderr_once, init_stderr);
   flockfile(stderr);
   fprintf(stderr, "%s (%s[%s]:%s():%s:%d) %s", prefix, kio_log_program(), KIO_VERSION,
-          func ? func : "", file, line, msg);
+          func ? func : "", file ? file : "", line, msg);
   if (level < KIO_LOG_WARNING) print_stack_trace();
   fputc('\n', stderr);
   funlockfile(stderr);
@@ -199,7 +220,7 @@ void kio_vlogf(int level, const char *func, const char *file, int line,
   const char *fname = short_file_name(file);
   pthread_mutex_lock(&g_mutex);
   if (g_handler) g_handler(level, func, fname, line, msg, g_handler_user);
-  else default_handler(level, func, fname, line, msg);
+  else kio_log_print(level, func, fname, line, msg);
   pthread_mutex_unlock(&g_mutex);
   if (msg != stackbuf) free(msg);
 }

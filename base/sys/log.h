@@ -8,6 +8,7 @@
 #define KIO_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,10 +41,25 @@ void kio_log_set_thread_program(const char *name);
 /* The calling thread's override (NULL: none), e.g. to keep it with a
  * captured line that another thread prints later. */
 const char *kio_log_thread_program(void);
+/* 1: this thread's lines belong to its own caller (a library call running
+ * beside a pipeline): a component capturing the lines of threads it does
+ * not know (the pipeline's aligner threads) leaves them alone. */
+void kio_log_set_thread_direct(int on);
+int kio_log_thread_direct(void);
 void kio_log_set_verbose(int verbose);
 int kio_log_verbose(void);
 /* NULL restores the default (stderr, Kaldi format). */
 void kio_log_set_handler(kio_log_handler h, void *user);
+/* The handler in place (NULL: the default), e.g. to put it back after a
+ * temporary one. */
+void kio_log_get_handler(kio_log_handler *h, void **user);
+/* What the default handler does: the line on stderr in Kaldi's format,
+ * ERROR and ASSERTION_FAILED followed by the stack-trace block. */
+void kio_log_print(int level, const char *func, const char *file, int line, const char *msg);
+/* The line as kio_log_print prints it (without the stack trace) into buf;
+ * snprintf's return value. */
+int kio_log_format(char *buf, size_t n, int level, const char *func, const char *file,
+                   int line, const char *msg);
 /* Counters of WARNING / ERROR lines logged since start (for tests). */
 int kio_log_num_warnings(void);
 int kio_log_num_errors(void);

@@ -28,7 +28,8 @@ extern "C" {
     "Directory of the service's socket (default $XDG_RUNTIME_DIR/kaldi-gpu, else "         \
     "/tmp/kaldi-gpu-UID); private to the user (0700)")                                     \
   X(SERVICE_BIN, "KALDI_GPU_SERVICE_BIN", NULL, USER,                                      \
-    "The service program to start (default: kaldi-gpu-service beside the running program)") \
+    "The service program to start (default: kaldi-gpu-service beside the running program, " \
+    "else beside libkaldi-gpu-align.so or in its ../bin)")                                  \
   X(SERVICE_IDLE, "KALDI_GPU_SERVICE_IDLE", NULL, USER,                                    \
     "Seconds the service stays up without clients (default 60)")                           \
   X(SERVICE_VERBOSE, "KALDI_GPU_SERVICE_VERBOSE", NULL, USER,                              \
@@ -56,6 +57,12 @@ extern "C" {
     "Threads of the CPU aligner (default: this job's share of the cores, at most 16)")     \
   X(GUNZIP_PIPE, "KALDI_GPU_GUNZIP_PIPE", "KIO_GUNZIP_PIPE", USER,                         \
     "1: run 'gunzip -c FILE|' inputs as real pipes instead of in-process zlib")            \
+  X(CUBLAS, "KALDI_GPU_CUBLAS", NULL, USER,                                                \
+    "Path of the libcublas.so.N (or its folder) to load if the GPU path needs cuBLAS "     \
+    "(libcublasLt from there first; default: one already loaded, else the toolkit's)")     \
+  X(LIBRARY, "KALDI_GPU_LIBRARY", NULL, USER,                                              \
+    "The Python binding: path of the libkaldi-gpu-align.so to load (default: the "        \
+    "package's own, else the system's)")                                                   \
   /* ---- developers ---- */                                                               \
   X(DEV_CUDA_SYNC, "KALDI_GPU_DEV_CUDA_SYNC", "KIO_CUDA_SYNC", DEV,                        \
     "1: synchronise and check after every kernel launch")                                  \

@@ -51,8 +51,19 @@ g++ -o "$B/check_gpu_align" $objs "$B/tests_lib_test-util.c.o" "$B/tests_gpu_che
 # device (KALDI_GPU_FEATS_GPU=1) against the CPU chain: tests/cli/gpu-feats.sh.
 case " $suites " in *" featalign "*)
 mkdir -p "$B/bin" "$B/tools"
+# the program works through the public library (api/, which also holds the
+# accumulator's side)
+pobjs=""
+for f in api/*.c gpu-acc/*.c; do
+  o="$B/prog_$(echo "$f" | tr / _).o"
+  gcc $CF -c "$f" -o "$o"; pobjs="$pobjs $o"
+done
+for f in gpu-acc/*.cu; do
+  o="$B/prog_$(echo "$f" | tr / _).o"
+  g++ $XF -Wno-unused-parameter -x c++ -include tests/emu/cuda-emu.h -c "$f" -o "$o"; pobjs="$pobjs $o"
+done
 gcc $CF -c gmmbin-gpu/gmm-align-compiled.c -o "$B/gmm-align-compiled.o"
-g++ -o "$B/bin/gmm-align-compiled" "$B/gmm-align-compiled.o" $objs "$B/cuda-emu.o" $EMU_LIBS
+g++ -o "$B/bin/gmm-align-compiled" "$B/gmm-align-compiled.o" $pobjs $objs "$B/cuda-emu.o" $EMU_LIBS
 gcc $CF -c dev/oracles/gfeat-testdata.c -o "$B/gfeat-testdata.o"
 g++ -o "$B/tools/gfeat-testdata" "$B/gfeat-testdata.o" $objs "$B/cuda-emu.o" $EMU_LIBS
 GFEAT_EMU=1 BIN="$B/bin" TOOLS="$B/tools" TOP="$PWD" bash tests/cli/gpu-feats.sh
