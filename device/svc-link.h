@@ -16,7 +16,8 @@
  * inode, mtime), the physical GPUs the job sees (their UUIDs, so that two
  * jobs that both see "device 0" of different cards never share a service),
  * the device switches (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
- * KALDI_GPU_DEVICE) and the rounding profile (KALDI_GPU_BLAS_PROFILE). Every
+ * KALDI_GPU_DEVICE) and the rounding profile (base/matrix/blas-profile.h:
+ * the jobs' Kaldi's, or KALDI_GPU_BLAS_PROFILE). Every
  * file of the directory names the host, so that hosts sharing it (a shared
  * file system) never touch each other's. The service also checks the
  * peer's uid (SO_PEERCRED). A socket nobody answers on is stale: it is

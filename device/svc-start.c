@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/matrix/blas-profile.h"
 #include "base/sys/log.h"
 #include "base/sys/settings.h"
 #include "svc-internal.h"
@@ -290,13 +291,16 @@ static int make_identity(const char *dir, int fresh, identity *id, char *why, si
   h = fnv1a(h, &st.st_mtim, sizeof st.st_mtim);
   h = fnv1a(h, id->gpus, strlen(id->gpus) + 1);
   /* The environment the service computes under: devices, and the rounding
-   * profile (KALDI_GPU_BLAS_PROFILE) its arithmetic follows. */
+   * profile its arithmetic follows (this job's: its Kaldi's, or
+   * KALDI_GPU_BLAS_PROFILE; the service is started with it, spawn()). */
   static const kio_setting keyed[] = {KIO_SET_CUDA_VISIBLE_DEVICES, KIO_SET_CUDA_DEVICE_ORDER,
-                                      KIO_SET_DEVICE, KIO_SET_BLAS_PROFILE};
+                                      KIO_SET_DEVICE};
   for (size_t k = 0; k < sizeof keyed / sizeof keyed[0]; k++) {
     const char *v = kio_setting_str(keyed[k]);
     h = fnv1a(h, v ? v : "\1", v ? strlen(v) : 1);
   }
+  const char *prof = kio_blas_profile_name(kio_blas_profile());
+  h = fnv1a(h, prof, strlen(prof) + 1);
   id->h = h;
   return 0;
 }
@@ -447,12 +451,14 @@ static void sibling(const char *sock, const char *ending, char *out, size_t n) {
  * terminal), a grandchild that is no child of the job, no inherited
  * descriptors, stderr appended to the log. Its pid, or -1. */
 static pid_t spawn(const kio_svc_paths_t *p, char *why, size_t why_len) {
-  char bin[PATH_MAX], sockopt[PATH_MAX + 16], found[PATH_MAX];
+  char bin[PATH_MAX], sockopt[PATH_MAX + 16], found[PATH_MAX], roundopt[64];
   if (service_bin(found, sizeof found) != 0 || !realpath(found, bin)) {
     setwhy(why, why_len, "cannot locate kaldi-gpu-service");
     return -1;
   }
   snprintf(sockopt, sizeof sockopt, "--socket=%s", p->sock);
+  /* The service rounds as the jobs' Kaldi (part of its identity). */
+  snprintf(roundopt, sizeof roundopt, "--rounding=%s", kio_blas_profile_name(kio_blas_profile()));
   int pp[2];
   if (pipe2(pp, O_CLOEXEC) != 0) {
     setwhy(why, why_len, "pipe failed: %s", strerror(errno));
@@ -484,7 +490,7 @@ static pid_t spawn(const kio_svc_paths_t *p, char *why, size_t why_len) {
     if (nul >= 0) { dup2(nul, 0); dup2(nul, 1); }
     if (lg >= 0) dup2(lg, 2);
     for (int fd = 3; fd < 65536; fd++) close(fd);
-    execl(bin, "kaldi-gpu-service", sockopt, (char *)NULL);
+    execl(bin, "kaldi-gpu-service", sockopt, roundopt, (char *)NULL);
     _exit(127);
   }
   close(pp[1]);

@@ -5,7 +5,13 @@
  * see which service a job would use: kaldi-gpu-service --print-identity.
  * --describe prints what a job started in this environment would use (GPUs,
  * the code of this build they run, the service's directory, socket and
- * identity, the rounding profile) and exits: tools/check-recipe.sh shows it. */
+ * identity, the rounding profile) and exits: tools/check-recipe.sh shows it.
+ * --print-rounding prints only the rounding profile our programs would choose
+ * here (base/matrix/blas-profile.h), tab-separated: its name, how it was
+ * chosen (set, matched, reference, unmatched) and why, e.g.
+ *   hsw<TAB>matched<TAB>OpenBLAS Haswell kernels (... reports core Zen)
+ * Jobs start the service with --rounding=NAME, their own profile (their
+ * Kaldi's), which is part of the service's identity. */
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,12 +19,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/matrix/blas-profile.h"
 #include "base/sys/log.h"
 #include "base/sys/options.h"
 #include "base/sys/version.h"
 #include "device/cuda-util.h"
 #include "device/svc-link.h"
-#include "gpu-acc/gpu-acc.h"
 #include "gpu-service/gpu-service.h"
 #include "base/program/program.h"
 #include "base/sys/settings.h"
@@ -77,10 +83,12 @@ static int describe(void) {
     kio_svc_describe(id, sizeof id, 0);
     printf("service identity: %s\n", id);
   }
-  /* The profile the accumulator and aligner compute with. */
-  const char *prof = kio_setting_str(KIO_SET_BLAS_PROFILE);
-  printf("rounding profile: %s (%s)\n", gacc_blas_profile_name(),
-         prof ? "KALDI_GPU_BLAS_PROFILE" : "default");
+  /* The profile the aligner, the accumulator and the feature chains round
+   * with: the Kaldi's in use here, or KALDI_GPU_BLAS_PROFILE's. */
+  char rwhy[8192];
+  int how, p = kio_blas_profile_query(rwhy, sizeof rwhy, &how);
+  printf("rounding profile: %s (%s: %s (%s))\n", kio_blas_profile_name(p), kio_blas_how_name(how),
+         kio_blas_profile_kernels(p), rwhy);
   return usable ? 0 : 1;
 }
 
@@ -101,9 +109,16 @@ int main(int argc, char *argv[]) {
   kio_opts_bool(po, "print-identity", &print_id,
                 "Print the identity of the service this environment's jobs use (host, "
                 "GPUs, device switches) and how long finding it took, then exit");
-  int describe_only = 0;
+  int describe_only = 0, print_rounding = 0;
+  char *rounding = strdup("");
   kio_opts_bool(po, "describe", &describe_only,
                 "Print what a job started here would use (GPUs, service, rounding profile) and exit");
+  kio_opts_bool(po, "print-rounding", &print_rounding,
+                "Print the rounding profile the programs would choose here (name, how, why) "
+                "and exit");
+  kio_opts_string(po, "rounding", &rounding,
+                  "Round as this profile (set by the jobs that start the service: theirs; "
+                  "as KALDI_GPU_BLAS_PROFILE)");
   int prc = kio_opts_parse(po, argc, argv);
   if (prc == KIO_OPTS_HELP) return 0;
   if (prc != KIO_OPTS_OK) return 255;
@@ -111,12 +126,24 @@ int main(int argc, char *argv[]) {
     kio_opts_print_usage(po);
     return 1;
   }
-  if (describe_only) {  /* before the override below: the jobs' view */
-    int rc = describe();
+  if (describe_only || print_rounding) {  /* before the overrides below: the jobs' view */
+    int rc = 0;
+    if (describe_only) {
+      rc = describe();
+    } else {
+      char why[8192];
+      int how, p = kio_blas_profile_query(why, sizeof why, &how);
+      printf("%s\t%s\t%s (%s)\n", kio_blas_profile_name(p), kio_blas_how_name(how),
+             kio_blas_profile_kernels(p), why);
+    }
     kio_opts_free(po);
     free(sock);
+    free(rounding);
     return rc;
   }
+  /* The jobs' rounding profile (their Kaldi's): part of our identity. */
+  if (rounding[0]) kio_setting_override(KIO_SET_BLAS_PROFILE, rounding);
+  free(rounding);
   /* The service never hands work to a service. */
   kio_setting_override(KIO_SET_SERVICE, "no");
   if (print_id) {

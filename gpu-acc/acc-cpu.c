@@ -60,9 +60,10 @@ float gacc_frame_posteriors(const kio_diag_gmm *g, const float *x, const float *
                             float *ll) {
   int32_t M = g->num_comp, D = g->dim;
   if (M <= 0) return -INFINITY;  /* no components: an invalid answer */
+  const int prof = kio_blas_profile();
   for (int32_t m = 0; m < M; m++)
-    ll[m] = gacc_gauss_loglike(g->gconsts[m], g->means_invvars + (size_t)m * D,
-                               g->inv_vars + (size_t)m * D, x, x2, D, m, M);
+    ll[m] = kio_blas_gauss_loglike(prof, g->gconsts[m], g->means_invvars + (size_t)m * D,
+                                   g->inv_vars + (size_t)m * D, x, x2, 1, D, m, M);
   /* Kaldi's ApplySoftMax: float max, float sum in ascending m, scale by the
    * float of the double reciprocal, return max + log(sum). */
   float mx = -INFINITY;

@@ -94,7 +94,7 @@ struct gacc_cuda {
   int4 *h_chunks;
   int4 *h_ranges, *d_ranges;   /* num_pdfs: (pdf, start, frames) of the batch's pdfs */
   float *d_gam;                /* cap_frames x max_comp posteriors, sorted frames */
-  int prof;                    /* gacc_blas_profile() of the CPU path */
+  int prof;                    /* the rounding profile (kio_blas_profile()) */
   /* page-locked staging ring for features given as matrices */
   void *h_ring[GACC_RING_N];
   size_t ring_cap[GACC_RING_N];
@@ -115,7 +115,7 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
                                   const float *__restrict__ gconst,
                                   const float *__restrict__ mi,
                                   const float *__restrict__ iv,
-                                  int D, int chunk_cap, int plain_tail, int maxc,
+                                  int D, int chunk_cap, int prof, int maxc,
                                   double *tacc, float *gam_out, float *mx_out,
                                   float *sum_out) {
   GACC_DYN_SHARED(sh);
@@ -137,8 +137,8 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
   for (int i = threadIdx.x; i < len * M; i += blockDim.x) {
     int f = i / M, m = i - f * M;
     size_t g = (size_t)g0 + m;
-    gam[i] = gacc_gauss_loglike_p(gconst[g], mi + g * D, iv + g * D, xs + (size_t)f * D,
-                                  x2 + (size_t)f * D, D, m, M, plain_tail);
+    gam[i] = kio_blas_gauss_loglike(prof, gconst[g], mi + g * D, iv + g * D, xs + (size_t)f * D,
+                                    x2 + (size_t)f * D, 1, D, m, M);
   }
   __syncthreads();
 
@@ -167,8 +167,8 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
 /* One block per pdf of the batch: ranges[b] = (pdf, first sorted frame,
  * frames). Each thread owns cells of that pdf and adds frame after frame
  * as the CPU path does (acc-cpu-fast.c stats_scalar): post 0 skipped,
- * mean = fma(post, x, mean) (exact product), var fused where the profile
- * (prof: 0 plain, 1 hsw, 2 skx) fuses it.
+ * mean = fma(post, x, mean) (exact product), var fused where the profile's
+ * daxpy fuses it (kio_blas_daxpy_fused).
  * The pdf's frames go through shared memory in tiles of `tile` frames
  * (features and posteriors, loaded by the whole block with coalesced
  * reads): each add then waits only for a shared-memory read, not for the
@@ -184,7 +184,7 @@ __global__ void gacc_stats_kernel(const int4 *__restrict__ ranges,
   const int4 r = ranges[blockIdx.x];
   const int pdf = r.x, start = r.y, len = r.z;
   const int g0 = pdf_offset[pdf], M = pdf_offset[pdf + 1] - g0, MD = M * D;
-  const int fuse_to = prof == 2 ? D : prof == 1 ? (D & ~15) : 0;
+  const int fuse_to = kio_blas_daxpy_fused(prof, D);
   float *xs = sh;                          /* tile x D features */
   float *gs = sh + (size_t)tile * D;       /* tile x M posteriors */
   for (int f0 = 0; f0 < len; f0 += tile) {
@@ -378,7 +378,7 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
     return KIO_ERR;
   }
   c->has_stream = 1;
-  c->prof = gacc_blas_profile();
+  c->prof = kio_blas_profile();
   size_t np = (size_t)(c->num_pdfs > 0 ? c->num_pdfs : 1);
   if (kio_cuda_host_alloc((void **)&c->h_ranges, sizeof(int4) * np) != KIO_OK ||  /* logs */
       dev_alloc(c->stream, &c->d_ranges, np) != KIO_OK || upload_model(c, am) != KIO_OK ||
@@ -512,7 +512,7 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                                cudaMemcpyHostToDevice, st));
   GACC_LAUNCH_CHUNKS((unsigned)n_chunks, c->shmem, st,
       c->d_chunks, c->d_order, c->d_feats, c->d_tid, c->d_pdf_offset, c->d_gconst,
-      c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->prof != 2, c->max_comp, c->d_tacc,
+      c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->prof, c->max_comp, c->d_tacc,
       c->d_gam, c->d_mx, c->d_sum);
   KIO_CUDA_LAUNCHED();
   GACC_LAUNCH_STATS(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,

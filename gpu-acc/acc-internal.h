@@ -9,6 +9,7 @@
 
 #include "base/sys/log.h"
 #include "gpu-acc.h"
+#include "base/matrix/blas-profile.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -114,9 +115,6 @@ int gacc_accumulate_cpu(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_resul
 /* acc-cpu-fast.c: one utterance on the CPU (checked by gacc_check_utt),
  * bit-identical to the stock Kaldi build on this CPU. */
 int gacc_accumulate_utt_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r);
-/* Which OpenBLAS rounding the CPU path reproduces: 0 plain, 1 hsw, 2 skx
- * (KALDI_GPU_BLAS_PROFILE overrides the CPU's choice); its name. */
-int gacc_blas_profile(void);
 
 /* acc-batch.c: the GPU path (sync and async) and the worker. */
 int gacc_gpu_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);

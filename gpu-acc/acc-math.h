@@ -1,6 +1,7 @@
 /* The per-frame float arithmetic of the accumulators, identical on host and
- * device (internal header of gpu-acc): Gaussian log-likelihoods rounded as
- * Kaldi's OpenBLAS build rounds them, and the softmax's expf.
+ * device (internal header of gpu-acc): the softmax's expf. The Gaussian
+ * log-likelihoods and the statistics' adds round as Kaldi's OpenBLAS does
+ * through base/matrix/blas-order.h.
  *
  * expf: Kaldi's softmax calls glibc expf. CUDA's expf differs from it by up
  * to 2 ulp, which would make GPU posteriors differ from CPU ones. This is
@@ -17,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/matrix/sgemv-skx-small.h"
+#include "base/matrix/blas-order.h"
 
 #ifdef __CUDACC__
 #define GACC_HD __host__ __device__ __forceinline__
@@ -84,161 +85,6 @@ GACC_HD float gacc_expf(float x) {
   y = p * r2 + y;
   y = y * s;
   return (float)y;
-}
-
-/* ---- Gaussian log-likelihoods exactly as Kaldi's reference build ----
- * Kaldi computes y = gconsts; y += MI.x; y += -0.5 * IV.x^2 with two
- * cblas_sgemv calls; the fixtures come from OpenBLAS (Haswell kernels:
- * kernel/x86_64/sgemv_t_4.c with sgemv_t_microk_haswell-4.c). Its rounding
- * depends on how each dot product is split, so we reproduce that split
- * (checked bit for bit against Kaldi's stats in tests/parity/check_acc.c):
- *  - the dimension is cut into NB = D - D%4 (blocks of at most 4096) and a
- *    tail of D%4 elements added afterwards;
- *  - components are taken 4 at a time (8-lane FMA kernel), then 2 (4-lane
- *    multiply-add kernel), then 1 (two 4-lane multiply-add accumulators);
- *  - each block's dot is added as y + dot*alpha; the tail as
- *    y + fma(a2, x2*alpha, fma(a0, x0*alpha, a1*x1*alpha)) (GCC's FMA
- *    contraction of the C expression).
- * Except: on SkylakeX, rows of at most 8 floats with lda == D (Kaldi: D = 4
- * and 8) go to AVX-512 kernels with their own order per D and per block of
- * rows (base/matrix/sgemv-skx-small.h; gacc_gauss_loglike_p takes it). */
-enum { GACC_K4 = 0, GACC_K2 = 1, GACC_K1 = 2 };
-
-/* Which sgemv kernel handles component j of M. */
-GACC_HD int gacc_kernel_kind(int j, int M) {
-  if (j < (M & ~3)) return GACC_K4;
-  if ((M & 2) && j < (M & ~3) + 2) return GACC_K2;
-  return GACC_K1;
-}
-
-/* 8 lanes of FMA: a 4-wide step if n&4, an 8-wide step if n&8, then
- * 16-wide steps (two FMAs per lane); lanes k and k+4 added, then
- * horizontal adds ((s0+s1)+(s2+s3)). */
-GACC_HD float gacc_dot_k4(const float *a, const float *x, int n) {
-  float acc[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
-  int i = 0;
-  if (n & 4) {
-    for (int l = 0; l < 4; l++) acc[l] = fmaf(a[l], x[l], acc[l]);
-    i = 4;
-    n -= 4;
-  }
-  if (n & 8) {
-    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], x[i + l], acc[l]);
-    i += 8;
-    n -= 8;
-  }
-  for (; n > 0; i += 16, n -= 16) {
-    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], x[i + l], acc[l]);
-    for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + 8 + l], x[i + 8 + l], acc[l]);
-  }
-  float s0 = acc[0] + acc[4], s1 = acc[1] + acc[5], s2 = acc[2] + acc[6],
-        s3 = acc[3] + acc[7];
-  float h0 = s0 + s1, h1 = s2 + s3;
-  return h0 + h1;
-}
-
-/* 4 lanes, multiply then add, in element order. */
-GACC_HD float gacc_dot_k2(const float *a, const float *x, int n) {
-  float acc[4] = { 0, 0, 0, 0 };
-  for (int i = 0; i < n; i += 4)
-    for (int l = 0; l < 4; l++) {
-      float p = a[i + l] * x[i + l];
-      acc[l] = acc[l] + p;
-    }
-  float h0 = acc[0] + acc[1], h1 = acc[2] + acc[3];
-  return h0 + h1;
-}
-
-/* Two 4-lane accumulators: a 4-wide step into the first if n&4, then
- * 8-wide steps (first half into the first, second into the second). */
-GACC_HD float gacc_dot_k1(const float *a, const float *x, int n) {
-  float u[4] = { 0, 0, 0, 0 }, v[4] = { 0, 0, 0, 0 };
-  int i = 0;
-  if (n & 4) {
-    for (int l = 0; l < 4; l++) {
-      float p = a[l] * x[l];
-      u[l] = u[l] + p;
-    }
-    i = 4;
-    n -= 4;
-  }
-  for (; n > 0; i += 8, n -= 8) {
-    for (int l = 0; l < 4; l++) {
-      float p = a[i + l] * x[i + l];
-      u[l] = u[l] + p;
-    }
-    for (int l = 0; l < 4; l++) {
-      float p = a[i + 4 + l] * x[i + 4 + l];
-      v[l] = v[l] + p;
-    }
-  }
-  float w0 = u[0] + v[0], w1 = u[1] + v[1], w2 = u[2] + v[2], w3 = u[3] + v[3];
-  float h0 = w0 + w1, h1 = w2 + w3;
-  return h0 + h1;
-}
-
-/* y + alpha * (a . xv) for one component row a of length D, as sgemv_t
- * does it. plain_tail: the D%4 tail unfused (the "hsw"/"plain" OpenBLAS
- * profiles of acc-cpu-fast.c); else contracted as below ("skx"). */
-GACC_HD float gacc_gemv_row_p(float y, const float *a, const float *xv, int D, float alpha,
-                              int kind, int plain_tail) {
-  int m3 = D & 3, nb_total = D - m3;
-  for (int off = 0; off < nb_total; off += 4096) {
-    int nb = nb_total - off < 4096 ? nb_total - off : 4096;
-    float t = kind == GACC_K4 ? gacc_dot_k4(a + off, xv + off, nb)
-            : kind == GACC_K2 ? gacc_dot_k2(a + off, xv + off, nb)
-                              : gacc_dot_k1(a + off, xv + off, nb);
-    float p = t * alpha;
-    y = y + p;
-  }
-  const float *at = a + nb_total, *xt = xv + nb_total;
-  if (m3 && plain_tail) {
-    float t = at[0] * (xt[0] * alpha);
-    for (int k = 1; k < m3; k++) {
-      float p = at[k] * (xt[k] * alpha);
-      t = t + p;
-    }
-    y = y + t;
-  } else if (m3 == 3) {
-    float t0 = xt[0] * alpha, t1 = xt[1] * alpha, t2 = xt[2] * alpha;
-    float p1 = at[1] * t1;
-    float t = fmaf(at[2], t2, fmaf(at[0], t0, p1));
-    y = y + t;
-  } else if (m3 == 2) {
-    float t0 = xt[0] * alpha, t1 = xt[1] * alpha;
-    float p1 = at[1] * t1;
-    y = y + fmaf(at[0], t0, p1);
-  } else if (m3 == 1) {
-    y = fmaf(at[0], xt[0] * alpha, y);
-  }
-  return y;
-}
-
-GACC_HD float gacc_gemv_row(float y, const float *a, const float *xv, int D, float alpha,
-                            int kind) {
-  return gacc_gemv_row_p(y, a, xv, D, alpha, kind, 0);
-}
-
-/* Log-likelihood of component j (of M) for frame x: gconst + MI.x
- * - 0.5 IV.x2 rounded as Kaldi/OpenBLAS (above); x2[d] = x[d] * x[d] in
- * float, as Kaldi squares the frame. In the skx profile (plain_tail 0),
- * D = 4 and D = 8 (Kaldi's row stride = D <= 8) take OpenBLAS's SkylakeX
- * small-m kernel instead (base/matrix/sgemv-skx-small.h). */
-GACC_HD float gacc_gauss_loglike_p(float gconst, const float *mi, const float *iv,
-                                   const float *x, const float *x2, int D, int j, int M,
-                                   int plain_tail) {
-  if (!plain_tail && kio_sgemv_skx_small(D, kio_kaldi_stride(D))) {
-    float y = kio_sgemv_skx_small_row(gconst, mi, x, 1, D, 1.0f, j, M);
-    return kio_sgemv_skx_small_row(y, iv, x2, 1, D, -0.5f, j, M);
-  }
-  int kind = gacc_kernel_kind(j, M);
-  float y = gacc_gemv_row_p(gconst, mi, x, D, 1.0f, kind, plain_tail);
-  return gacc_gemv_row_p(y, iv, x2, D, -0.5f, kind, plain_tail);
-}
-
-GACC_HD float gacc_gauss_loglike(float gconst, const float *mi, const float *iv,
-                                 const float *x, const float *x2, int D, int j, int M) {
-  return gacc_gauss_loglike_p(gconst, mi, iv, x, x2, D, j, M, 0);
 }
 
 #endif

@@ -172,14 +172,13 @@ float gacc_expf_ref(float x);
 /* The CPU accumulator's arithmetic, for checks against a BLAS library
  * (tools/acc-blas-check): y + alpha * (a . xv) for component j of M as
  * cblas_sgemv with row stride lda rounds it (Kaldi's stride:
- * kio_kaldi_stride(D), base/matrix/sgemv-skx-small.h), and mean += post * xd,
- * var += post * x2 over D dims as cblas_dger does, in the OpenBLAS profile of the reference hosts
- * (skx; KALDI_GPU_BLAS_PROFILE=hsw|plain: another host's; KALDI_GPU_DEV_NO_SIMD=1: scalar). */
+ * kio_kaldi_stride(D)), and mean += post * xd, var += post * x2 over D dims
+ * as cblas_dger does, in this process's rounding profile
+ * (base/matrix/blas-profile.h; KALDI_GPU_DEV_NO_SIMD=1: scalar). */
 float gacc_cpu_gemv_row(float y, const float *a, const float *xv, int D, int lda, float alpha,
                         int j, int M);
 void gacc_cpu_stats_row(double *mean, double *var, double post, const double *xd,
                         const double *x2, int D);
-const char *gacc_blas_profile_name(void);
 
 #ifdef __cplusplus
 }

@@ -53,8 +53,7 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   c->dgmm.dim = g->dim;
   c->dgmm.num_pdfs = g->num_pdfs;
   c->dgmm.num_gauss = g->num_gauss;
-  c->dgmm.blas_hsw = g->blas_hsw;
-  c->dgmm.blas_small = g->blas_small;
+  c->dgmm.blas_prof = g->blas_prof;
   c->dgmm.pdf_offset = c->d_pdf_offset;
   if (kio_cuda_dev_alloc((void **)&c->dgmm.gconst, sizeof(float) * ng, st) != KIO_OK ||
       kio_cuda_dev_alloc((void **)&c->dgmm.means_invvars, sizeof(float) * nd, st) != KIO_OK ||

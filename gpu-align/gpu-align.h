@@ -61,12 +61,8 @@ void galign_graph_free(galign_graph *g);
 /* The AmDiagGmm flattened for likelihood computation. Owner: the struct. */
 typedef struct {
   int32_t dim, num_pdfs, num_gauss;
-  int32_t blas_hsw;      /* 1: add the dim%4 tail as OpenBLAS's Haswell/Zen build
-                            (KALDI_GPU_BLAS_PROFILE=hsw, tests against such a host's
-                            Kaldi); 0: the reference hosts' SkylakeX order */
-  int32_t blas_small;    /* 1: dims 4 and 8 in SkylakeX's small-m sgemv order
-                            (gmm-core.h galign_use_small; the skx profile, the
-                            default); 0: KALDI_GPU_BLAS_PROFILE=hsw or plain */
+  int32_t blas_prof;     /* the rounding profile (base/matrix/blas-profile.h): which
+                            OpenBLAS kernels' order the likelihoods follow */
   int32_t *pdf_offset;   /* num_pdfs + 1; Gaussians of pdf j: [off[j], off[j+1]) */
   float *gconst;         /* num_gauss */
   float *means_invvars;  /* num_gauss * dim */

@@ -98,7 +98,7 @@ __device__ static __forceinline__ void galign_dot44(const float4 *__restrict__ a
 /* The 4x4 kernel's loglikes of one group (galign_comp_loglike, kern 4). */
 __device__ static __forceinline__ void galign_group_ll(const float4 *__restrict__ grp, const float *xs,
                                               const float *x2s, int32_t D, int lane,
-                                              galign_tile16 *y, int hsw) {
+                                              galign_tile16 *y, int prof) {
   const int32_t nb = GALIGN_NB(D), m3 = D - nb;
   const float4 g4 = grp[0];
   const float gc[4] = {g4.x, g4.y, g4.z, g4.w};
@@ -130,8 +130,65 @@ __device__ static __forceinline__ void galign_group_ll(const float4 *__restrict_
           y->v[f][c] = galign_tail_add(y->v[f][c], m3, alpha, ac[0], m3 > 1 ? ac[4] : 0.0f,
                                        m3 > 2 ? ac[8] : 0.0f, xf[0],
                                        m3 > 1 ? xf[GALIGN_LL_TILE] : 0.0f,
-                                       m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f, hsw);
+                                       m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f, prof);
         }
+    }
+  }
+}
+
+/* The SSE profile's rows (blas-order.h kio_blas_gemv_row_c: groups of 4
+ * products summed in turn, added to the block's running sum; the last D%16
+ * dims in turn in a sum of their own) for 4 components x 4 frames. */
+__device__ static __forceinline__ void galign_group_ll_sse(const float4 *__restrict__ grp,
+                                                  const float *xs, const float *x2s, int32_t D,
+                                                  int lane, galign_tile16 *y) {
+  const int32_t m2 = D & 15, m1 = D - m2;
+  const float4 g4 = grp[0];
+  const float gc[4] = {g4.x, g4.y, g4.z, g4.w};
+  const float4 *mi = grp + 1, *iv = grp + 1 + D;
+  const float *x = xs + GALIGN_LL_FPL * lane, *x2 = x2s + GALIGN_LL_FPL * lane;
+#pragma unroll
+  for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+    for (int c = 0; c < 4; c++) y->v[f][c] = gc[c];
+  for (int pass = 0; pass < 2; pass++) {
+    const float4 *a = pass ? iv : mi;
+    const float *xx = pass ? x2 : x;
+    const float alpha = pass ? -0.5f : 1.0f;
+    for (int32_t off = 0; off < D; off += 4096) {
+      /* [off, end): a main block (groups of 4), or the tail (from m1: 1 by 1) */
+      const int32_t end = off < m1 ? (m1 - off < 4096 ? m1 : off + 4096) : D;
+      const int32_t q = off < m1 ? 4 : 1;
+      galign_tile16 t;
+#pragma unroll
+      for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) t.v[f][c] = 0.0f;
+      for (int32_t i = off; i < end; i += q) {
+        galign_tile16 sg;
+        for (int32_t k = 0; k < q; k++) {
+          const float4 av = a[i + k];
+          const float4 xv = *(const float4 *)(xx + (size_t)(i + k) * GALIGN_LL_TILE);
+          const float xf[4] = {xv.x, xv.y, xv.z, xv.w}, ac[4] = {av.x, av.y, av.z, av.w};
+#pragma unroll
+          for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+              const float p = ac[c] * xf[f];
+              sg.v[f][c] = k == 0 ? p : sg.v[f][c] + p;
+            }
+        }
+#pragma unroll
+        for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+          for (int c = 0; c < 4; c++) t.v[f][c] = t.v[f][c] + sg.v[f][c];
+      }
+#pragma unroll
+      for (int f = 0; f < GALIGN_LL_FPL; f++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) y->v[f][c] = t.v[f][c] * alpha + y->v[f][c];
+      if (end == m1 && m2) off = m1 - 4096;  /* then the tail block at m1 */
+      else if (end == m1 || end == D) break;
     }
   }
 }
@@ -213,7 +270,7 @@ __device__ static __forceinline__ void galign_tail_ll(const galign_gmm &g, int32
         y[f] = galign_tail_add(y[f], m3, alpha, a[nb], m3 > 1 ? a[nb + 1] : 0.0f,
                                m3 > 2 ? a[nb + 2] : 0.0f, xf[0],
                                m3 > 1 ? xf[GALIGN_LL_TILE] : 0.0f,
-                               m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f, g.blas_hsw);
+                               m3 > 2 ? xf[2 * GALIGN_LL_TILE] : 0.0f, g.blas_prof);
       }
     }
   }
@@ -259,10 +316,11 @@ galign_k_ll_exact(galign_gmm g, const float4 *__restrict__ groups,
     const int32_t k = sel_n < 0 ? j : sel[j];
     const int32_t p = upd[u.col_off + k];
     const int32_t m0 = g.pdf_offset[p], n = g.pdf_offset[p + 1] - m0;
-    /* D = 4, 8 on SkylakeX: every component through galign_tail_ll's
-     * small-m path, none in groups */
-    const int small = galign_use_small(&g);
-    const int32_t n4 = small ? 0 : n & ~3, n2 = (n & ~3) + (n & 2);
+    /* D = 4, 8 on SkylakeX and the profiles without the 4x4 FMA lanes:
+     * every component through galign_tail_ll's generic path, none in
+     * groups; but the SSE profile's rows have a group form of their own */
+    const int small = galign_use_small(&g), sse = g.blas_prof == KIO_BLAS_SSE;
+    const int32_t n4 = small && !sse ? 0 : n & ~3, n2 = (n & ~3) + (n & 2);
     float mx[GALIGN_LL_FPL];
     int any_nan[GALIGN_LL_FPL];
 #pragma unroll
@@ -270,7 +328,8 @@ galign_k_ll_exact(galign_gmm g, const float4 *__restrict__ groups,
     const float4 *grp = groups + (size_t)grp_start[p] * (1 + 2 * (size_t)D);
     for (int32_t i = 0; i < n4; i += 4, grp += 1 + 2 * D) {
       galign_tile16 y;
-      galign_group_ll(grp, xs, x2s, D, lane, &y, g.blas_hsw);
+      if (sse) galign_group_ll_sse(grp, xs, x2s, D, lane, &y);
+      else galign_group_ll(grp, xs, x2s, D, lane, &y, g.blas_prof);
 #pragma unroll
       for (int c = 0; c < 4; c++) {
         s[i + c] = make_float4(y.v[0][c], y.v[1][c], y.v[2][c], y.v[3][c]);

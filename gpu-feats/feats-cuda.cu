@@ -17,6 +17,7 @@
 #include "device/cuda-util.h"
 #include "base/sys/log.h"
 #include "feats-impl.h"
+#include "base/matrix/blas-order.h"
 
 /* Launches (tests/emu/cuda-emu.h replaces them to run kernels on the host). */
 #ifdef GALIGN_LAUNCH
@@ -194,17 +195,17 @@ __global__ void gfeat_k_splice(const float *__restrict__ in, const gfeat_dutt *_
   out[i] = in[(u.frame_off + f) * dim + d];
 }
 
-/* transform-feats: out(t, r) = the FMA chain over q < K of x_q * W(r, q)
- * (feat-gemm.c: SEQ from 0; PAIR: even q < K & ~7 into A, odd into B, the
- * rest into A, then B + A), then fma(acc, 1, 0), then + offset(r) if
- * affine. cls (frames x M, hsw) picks the chain; NULL: SEQ everywhere.
+/* transform-feats: out(t, r) = the chain cls picks (blas-order.h's SEQ,
+ * PAIR, ...; NULL: SEQ everywhere) over q < K of x_q * W(r, q), fused or
+ * not and in K blocks as the profile's sgemm (kio_blas_gemm_out, the CPU
+ * chain's own code), then + offset(r) if affine. cls: frames x M.
  * wt: W transposed (cols x M): wt[q * M + r]; the offset is row K. With
  * refs (a table of transforms: per utterance or speaker), utterance u's
  * matrix is pool + refs[u].off instead, affine as refs[u].affine. One
  * block per tfr (<= GFEAT_TF) frames; the frames' inputs in shared memory. */
 __global__ void gfeat_k_transform(const float *__restrict__ in, int64_t frames, int tfr, int K,
                                   const float *__restrict__ wt_global, int M, int affine_global,
-                                  const unsigned char *__restrict__ cls,
+                                  int prof, const unsigned char *__restrict__ cls,
                                   const gfeat_dutt *__restrict__ utt, int n,
                                   const gfeat_wref *__restrict__ refs,
                                   const float *__restrict__ pool, float *__restrict__ out) {
@@ -227,21 +228,7 @@ __global__ void gfeat_k_transform(const float *__restrict__ in, int64_t frames, 
       affine = w.affine;
     }
     int64_t o = (f0 + tt) * M + r;
-    float acc;
-    if (cls && cls[o]) {
-      float A = 0.0f, B = 0.0f;
-      int k8 = K & ~7, q = 0;
-      for (; q < k8; q += 2) {
-        A = gf_fma(x[q], wt[(int64_t)q * M + r], A);
-        B = gf_fma(x[q + 1], wt[(int64_t)(q + 1) * M + r], B);
-      }
-      for (; q < K; q++) A = gf_fma(x[q], wt[(int64_t)q * M + r], A);
-      acc = gf_add(B, A);
-    } else {
-      acc = 0.0f;
-      for (int q = 0; q < K; q++) acc = gf_fma(x[q], wt[(int64_t)q * M + r], acc);
-    }
-    float v = gf_fma(acc, 1.0f, 0.0f);
+    float v = kio_blas_gemm_out(prof, cls ? cls[o] : KIO_GEMM_SEQ, x, 1, wt + r, M, K);
     if (affine) v = gf_add(v, wt[(int64_t)K * M + r]);
     out[o] = v;
   }
@@ -407,7 +394,7 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
       int odim = dim * (s->order + 1);
       GFEAT_LAUNCH(gfeat_k_deltas, gfeat_grid(T * odim, GFEAT_THREADS), GFEAT_THREADS, st,
                    cur, utt, b->n, T, dim, s->order, g->d_scales[k], taps,
-                   gfeat_saxpy_fused(c->profile, dim), nxt);
+                   kio_blas_saxpy_fused(c->profile, dim), nxt);
       dim = odim;
     } else if (s->op == GFEAT_OP_SPLICE) {
       int odim = dim * (s->left + s->right + 1);
@@ -429,7 +416,7 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
       const gfeat_bstage *bs = &b->st[k];
       int32_t M = s->table ? b->st[k].ref[0].rows : s->w.rows;
       GFEAT_LAUNCH_SMEM(gfeat_k_transform, gfeat_grid(T, tfr), 128, smem, st, cur, T, tfr, dim,
-                        (const float *)g->d_wt[k], M, s->w.cols == dim + 1,
+                        (const float *)g->d_wt[k], M, s->w.cols == dim + 1, c->profile,
                         bs->ncls ? (const unsigned char *)g->cls[k].p : (const unsigned char *)NULL,
                         utt, b->n, s->table ? (const gfeat_wref *)g->ref[k].p : (const gfeat_wref *)NULL,
                         (const float *)g->pool[k].p, nxt);

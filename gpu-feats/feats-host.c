@@ -11,6 +11,8 @@
 #include "base/feat/feat-ops.h"
 #include "base/io/io.h"
 #include "base/sys/log.h"
+#include "base/matrix/blas-gemm.h"
+#include "base/matrix/blas-profile.h"
 
 /* ---- the raw-matrix holder (double matrices and tokens: base's holders) ---- */
 static int raw_reserve(gfeat_raw *r, size_t n) {
@@ -114,10 +116,6 @@ int gfeat_raw_to_matrix(const gfeat_raw *r, kio_matrix *m) {
 }
 
 /* ---- the chain ---- */
-int32_t gfeat_saxpy_fused(int profile, int32_t dim) {
-  return profile == KIO_FEATOP_SKX ? dim : profile == KIO_FEATOP_HSW ? (dim & -16) : 0;
-}
-
 int gfeat_supported(const kio_feat_plan *plan) {
   if (plan->nstages < 1 || plan->nstages > GFEAT_MAX_STAGES) {
     kio_set_error("%d stages", plan->nstages);
@@ -169,8 +167,8 @@ int gfeat_chain_open(const kio_feat_plan *plan, gfeat_chain **out) {
   if (!c) { KIO_ERROR("Out of memory"); return KIO_ERR; }
   c->plan = plan;
   c->dead = -1;
-  c->profile = kio_featop_profile();
-  c->blas_threads = kio_featop_blas_threads();
+  c->profile = kio_blas_profile();
+  c->blas_threads = kio_blas_threads();
   int rc = KIO_OK;
   for (int k = 0; k < plan->nstages && rc == KIO_OK; k++) {
     const kio_feat_stage *s = &plan->stages[k];
@@ -594,10 +592,10 @@ int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat
   if (raw->nbytes) memcpy(b->bytes + boff, raw->bytes, raw->nbytes);
   b->nbytes = boff + raw->nbytes;
   if (apply) memcpy(b->cmvn + (size_t)b->n * 2 * in_dim, norm, sizeof(float) * 2 * (size_t)in_dim);
-  /* Transforms: the utterance's matrix (tables) and, for the hsw profile,
-   * transform-feats' chain choice per (frame, row) (skx's OpenBLAS uses one
-   * chain everywhere): feat-gemm.c's plan, a function of T, K, M and the
-   * thread count only. */
+  /* Transforms: the utterance's matrix (tables) and, for profiles whose
+   * sgemm kernels have more than one chain, transform-feats' chain per
+   * (frame, row): base/matrix/blas-gemm.c's plan, a function of T, K, M
+   * and the thread count only. */
   int32_t kd = in_dim;
   for (int k = 0; k < c->nst; k++) {
     const gfeat_stage *g = &c->st[k];
@@ -606,12 +604,16 @@ int gfeat_batch_add(gfeat_chain *c, gfeat_batch *b, const char *key, const gfeat
     if (g->op == GFEAT_OP_SPLICE) { kd *= g->left + g->right + 1; continue; }
     if (g->table) bs->ref[b->n] = refs[k];
     int32_t m = refs[k].rows;
-    if (c->profile == KIO_FEATOP_HSW && raw->rows > 0) {
+    if (kio_blas_gemm_needs_plan(c->profile, kd) && raw->rows > 0) {
       size_t cnt = (size_t)raw->rows * (size_t)m;
       if (grow((void **)&bs->cls, &bs->clscap, bs->ncls + cnt, 1) != KIO_OK) return KIO_ERR;
-      unsigned char *cls = kio_featop_gemm_plan(raw->rows, kd, m, c->blas_threads);
+      unsigned char *cls;
+      if (kio_blas_gemm_plan(c->profile, raw->rows, kd, m, c->blas_threads, &cls) != KIO_OK) {
+        KIO_ERROR("Out of memory");
+        return KIO_ERR;
+      }
       if (cls) memcpy(bs->cls + bs->ncls, cls, cnt);
-      else memset(bs->cls + bs->ncls, 0, cnt);  /* not modelled: one chain (kio_featop_transform) */
+      else memset(bs->cls + bs->ncls, KIO_GEMM_SEQ, cnt);
       free(cls);
       bs->ncls += cnt;
     }

@@ -44,7 +44,8 @@ typedef struct {
 } gfeat_wref;
 
 /* Per device stage of a batch: transforms from a table (pool + refs) and
- * the hsw chain choice (cls: frames x rows, the batch's frames in order). */
+ * the sgemm chain plan (cls: frames x rows, the batch's frames in order;
+ * blas-gemm.h), for profiles that have one. */
 typedef struct {
   float *pool;
   size_t npool, pcap;
@@ -62,7 +63,7 @@ struct gfeat_chain {
   kio_dmatrix gstats;          /* stats from an rxfilename */
   int nst;
   gfeat_stage st[GFEAT_MAX_STAGES];
-  int profile;                 /* KIO_FEATOP_* */
+  int profile;                 /* the rounding profile (blas-profile.h) */
   int blas_threads;            /* OpenBLAS threads the transform's order follows */
   /* The stages' counts, per plan stage, over the utterances checked so far
    * (gfeat_batch_add, gfeat_chain_check), each key once: */
@@ -94,8 +95,6 @@ struct gfeat_batch {
   int64_t frames;
 };
 
-/* n1 of the deltas' saxpy: elements [0, n1) fused (FMA), the rest mul+add. */
-int32_t gfeat_saxpy_fused(int profile, int32_t dim);
 
 #ifdef __cplusplus
 }

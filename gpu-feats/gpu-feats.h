@@ -11,8 +11,8 @@
  * add deltas, splice and transform, writing the batch's feature matrix in
  * device memory. Every float operation is explicit and in the CPU chain's
  * order (feat-ops.c, feat-gemm.c, compressed-matrix.c), so the result is
- * bit-identical to the CPU chain's (and Kaldi's) for the same
- * KALDI_GPU_BLAS_PROFILE and OpenBLAS thread count.
+ * bit-identical to the CPU chain's (and Kaldi's) for the same rounding
+ * profile (base/matrix/blas-profile.h) and OpenBLAS thread count.
  *
  * Supported: an optional apply-cmvn first (table or single stats matrix,
  * utt2spk, means/vars/reverse), then any of add-deltas (no --truncate),

@@ -28,6 +28,8 @@
 #include "base/sys/options.h"
 #include "base/io/table.h"
 #include "base/sys/settings.h"
+#include "base/matrix/blas-gemm.h"
+#include "base/matrix/blas-profile.h"
 
 /* ---- per-stage run-time state ---- */
 enum { LD_UNKNOWN = KIO_FEAT_LD_UNKNOWN, LD_LOGDET = KIO_FEAT_LD_LOGDET,
@@ -56,7 +58,7 @@ typedef struct {
 struct kio_feat {
   kio_feat_plan plan;
   kio_ring *ring;
-  int profile, blas_threads;  /* transform-feats' rounding (feat-ops.h) */
+  int profile, blas_threads;  /* transform-feats' rounding (blas-profile.h, blas-gemm.h) */
   stage_rt *rt;
   int status;  /* wait status */
 };
@@ -268,6 +270,8 @@ static int do_transform(stage_rt *s, const char *utt, utt_state *u, const kio_fe
   s->x->refs++;
   step->profile = h->profile;
   step->blas_threads = h->blas_threads;
+  if (kio_blas_gemm_plan(h->profile, T, fdim, w->rows, h->blas_threads, &step->cls) != KIO_OK)
+    return DIE;
   s->num_done++;
   if (s->logdet_type == LD_UNKNOWN)
     s->logdet_type = w->rows == fdim ? LD_LOGDET : w->rows < fdim ? LD_PSEUDO : LD_DIMINC;
@@ -463,8 +467,8 @@ static void *chain_thread(kio_ring *ring, void *arg) {
   int n = h->plan.nstages;
   stage_rt *rt = h->rt;
   /* Read here, before any worker runs: they are cached on first use. */
-  h->profile = kio_featop_profile();
-  h->blas_threads = kio_featop_blas_threads();
+  h->profile = kio_blas_profile();
+  h->blas_threads = kio_blas_threads();
   kio_fpool *pool = kio_fpool_new(kio_fpool_threads(), n, commit, ring);
   /* Stage k opens its tables at its start; a failure kills it at once. */
   for (int k = 0; k < n; k++)

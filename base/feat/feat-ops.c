@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/sys/simd.h"
-#include "base/sys/settings.h"
+#include "base/matrix/blas-profile.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -18,22 +18,6 @@
 #endif
 
 int kio_featop_simd(void) { return kio_simd_level() >= KIO_SIMD_AVX2; }
-
-/* Which OpenBLAS build's rounding to reproduce, as gpu-acc does
- * (KALDI_GPU_BLAS_PROFILE=plain|hsw|skx, default skx on every host: our output must
- * not depend on the machine). skx: AVX-512 hosts (the fixtures' machine, the
- * H200 host): every BLAS loop fused, sgemm one FMA chain per output; hsw:
- * AVX2 hosts without AVX-512 (this 2-core machine): feat-gemm.c's model,
- * saxpy tails unfused; plain: no FMA (unverified). */
-int kio_featop_profile(void) {
-  static int cached = -1;
-  if (cached < 0) {
-    const char *e = kio_setting_str(KIO_SET_BLAS_PROFILE);
-    cached = !e ? KIO_FEATOP_SKX : !strcmp(e, "hsw") ? KIO_FEATOP_HSW
-             : !strcmp(e, "plain") ? KIO_FEATOP_PLAIN : KIO_FEATOP_SKX;
-  }
-  return cached;
-}
 
 /* ---- apply-cmvn (transform/cmvn.cc: ApplyCmvn, ApplyCmvnReverse) ---- */
 int kio_featop_cmvn_norm(const double *stats, int32_t rows, int32_t dim, int var_norm,
@@ -161,11 +145,10 @@ fail:
   return -1;
 }
 
-/* y += a * x as OpenBLAS saxpy (Haswell/Zen): the first n & -16 elements
- * by the FMA micro-kernel, the rest by a C loop compiled without FMA. */
+/* y += a * x as the profile's OpenBLAS saxpy: the first
+ * kio_blas_saxpy_fused(n) elements fused, the rest mul then add. */
 static inline void saxpy(float *y, float a, const float *x, int32_t n) {
-  int prof = kio_featop_profile();
-  int32_t n1 = prof == KIO_FEATOP_SKX ? n : prof == KIO_FEATOP_HSW ? n & -16 : 0, i = 0;
+  int32_t n1 = kio_blas_saxpy_fused(kio_blas_profile(), n), i = 0;
   for (; i < n1; i++) y[i] = fmaf(a, x[i], y[i]);
   for (; i < n; i++) y[i] = y[i] + a * x[i];
 }
@@ -200,7 +183,7 @@ void kio_featop_deltas(const float *in, int32_t frames, int32_t dim, int order,
 
 #if FEAT_X86
 /* feat-simd.c's AVX-512 deltas with 8 lanes: a chunk of 8 dims is all FMA
- * or all mul+add (hsw fuses the first dim & -16); the last dim % 8 dims by
+ * or all mul+add (the fused part is all dims or a multiple of 32); the last dim % 8 dims by
  * masked loads, stored through a buffer (no masked store: slow on some AMD
  * cores); unclamped frames 4 at a time. */
 __attribute__((target("avx2,fma"), always_inline))
@@ -222,9 +205,8 @@ static inline void store8(float *o, __m256 v, int32_t n) {
 __attribute__((target("avx2,fma")))
 static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1, int32_t dim,
                         int order, float *const *scales, const int *sdims, float *out) {
-  int prof = kio_featop_profile();
   int32_t odim = dim * (order + 1);
-  int32_t nfused = prof == KIO_FEATOP_SKX ? dim : prof == KIO_FEATOP_HSW ? dim & -16 : 0;
+  int32_t nfused = kio_blas_saxpy_fused(kio_blas_profile(), dim);
   int32_t maxw = (sdims[order] - 1) / 2;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int32_t t = t0; t < t1;) {
@@ -234,7 +216,7 @@ static void deltas_avx2(const float *in, int32_t frames, int32_t t0, int32_t t1,
       for (int32_t d = 0; d < dim; d += 8) {
         int32_t n = dim - d < 8 ? dim - d : 8;
         __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
-        int fused = prof == KIO_FEATOP_SKX || d + 8 <= nfused;
+        int fused = nfused == dim || d + 8 <= nfused;
         float *o = out + (size_t)t * odim + (size_t)i * dim + d;
         if (four) {
           __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -306,104 +288,93 @@ void kio_featop_splice(const float *in, int32_t frames, int32_t dim, int left, i
   }
 }
 
-/* ---- transform-feats: out = in * W^T (+ offset), W rows x cols (stride ws).
- * OpenBLAS sgemm (Haswell/Zen kernels, K not blocked for K <= 256): each
- * output is one FMA chain over k = 0..K-1 from 0, then C = 0 + alpha * acc.
+/* ---- transform-feats: out = in * W^T (+ offset), every output the SEQ
+ * chain (blas-order.h) over k = 0..K-1 from 0, fused or mul then add, then
+ * C = 0 + acc (K in one block: the caller sends blocked K elsewhere).
  * wt: W's first K columns transposed (K x rows) for the vector path. ---- */
 #if FEAT_X86
-__attribute__((target("avx2,fma")))
-static void gemm_avx2(const float *in, int32_t stride, int32_t frames, int32_t k,
-                      const float *wt, int32_t rows, float *out) {
+#define AVX2_AI __attribute__((target("avx2,fma"), always_inline))
+static inline AVX2_AI __m256 mac8(int fused, __m256 x, __m256 w, __m256 acc) {
+  return fused ? _mm256_fmadd_ps(x, w, acc) : _mm256_add_ps(acc, _mm256_mul_ps(x, w));
+}
+
+static inline AVX2_AI void gemm_avx2_body(int fused, const float *in, int32_t stride,
+                                          int32_t frames, int32_t k, const float *wt,
+                                          int32_t rows, float *out) {
   int32_t r8 = rows & ~7, t = 0;
+  const __m256 z = _mm256_setzero_ps();
   /* 8 frames x 8 outputs per tile: 8 independent chains share each W^T load
-   * (one frame at a time, below, waits on the FMA latency). */
+   * (one frame at a time, below, waits on the latency). */
   for (; t + 8 <= frames && r8 > 0; t += 8) {
     const float *x = in + (size_t)t * stride;
     float *o = out + (size_t)t * rows;
     for (int32_t j = 0; j < r8; j += 8) {
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+      __m256 a[8];
+      for (int f = 0; f < 8; f++) a[f] = z;
       for (int32_t q = 0; q < k; q++) {
         __m256 w = _mm256_loadu_ps(wt + (size_t)q * rows + j);
-        a0 = _mm256_fmadd_ps(_mm256_set1_ps(x[q]), w, a0);
-        a1 = _mm256_fmadd_ps(_mm256_set1_ps(x[(size_t)stride + q]), w, a1);
-        a2 = _mm256_fmadd_ps(_mm256_set1_ps(x[2 * (size_t)stride + q]), w, a2);
-        a3 = _mm256_fmadd_ps(_mm256_set1_ps(x[3 * (size_t)stride + q]), w, a3);
-        a4 = _mm256_fmadd_ps(_mm256_set1_ps(x[4 * (size_t)stride + q]), w, a4);
-        a5 = _mm256_fmadd_ps(_mm256_set1_ps(x[5 * (size_t)stride + q]), w, a5);
-        a6 = _mm256_fmadd_ps(_mm256_set1_ps(x[6 * (size_t)stride + q]), w, a6);
-        a7 = _mm256_fmadd_ps(_mm256_set1_ps(x[7 * (size_t)stride + q]), w, a7);
+        for (int f = 0; f < 8; f++) a[f] = mac8(fused, _mm256_set1_ps(x[(size_t)f * stride + q]), w, a[f]);
       }
-      __m256 z = _mm256_setzero_ps();
-      _mm256_storeu_ps(o + j, _mm256_add_ps(z, a0));
-      _mm256_storeu_ps(o + (size_t)rows + j, _mm256_add_ps(z, a1));
-      _mm256_storeu_ps(o + 2 * (size_t)rows + j, _mm256_add_ps(z, a2));
-      _mm256_storeu_ps(o + 3 * (size_t)rows + j, _mm256_add_ps(z, a3));
-      _mm256_storeu_ps(o + 4 * (size_t)rows + j, _mm256_add_ps(z, a4));
-      _mm256_storeu_ps(o + 5 * (size_t)rows + j, _mm256_add_ps(z, a5));
-      _mm256_storeu_ps(o + 6 * (size_t)rows + j, _mm256_add_ps(z, a6));
-      _mm256_storeu_ps(o + 7 * (size_t)rows + j, _mm256_add_ps(z, a7));
+      for (int f = 0; f < 8; f++) _mm256_storeu_ps(o + (size_t)f * rows + j, _mm256_add_ps(z, a[f]));
     }
     for (int32_t f = 0; f < 8; f++)
-      for (int32_t j = r8; j < rows; j++) {
-        float acc = 0.0f;
-        for (int32_t q = 0; q < k; q++) acc = fmaf(x[(size_t)f * stride + q], wt[(size_t)q * rows + j], acc);
-        o[(size_t)f * rows + j] = 0.0f + acc;
-      }
+      for (int32_t j = r8; j < rows; j++)
+        o[(size_t)f * rows + j] =
+            kio_blas_gemm_chain(KIO_GEMM_SEQ, fused, x + (size_t)f * stride, 1, wt + j, rows, k) + 0.0f;
   }
   for (; t < frames; t++) {
     const float *x = in + (size_t)t * stride;
     float *o = out + (size_t)t * rows;
     int32_t j = 0;
     for (; j + 32 <= r8; j += 32) {
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      __m256 a0 = z, a1 = z, a2 = z, a3 = z;
       for (int32_t q = 0; q < k; q++) {
         __m256 xv = _mm256_set1_ps(x[q]);
         const float *w = wt + (size_t)q * rows + j;
-        a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w), a0);
-        a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w + 8), a1);
-        a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w + 16), a2);
-        a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w + 24), a3);
+        a0 = mac8(fused, xv, _mm256_loadu_ps(w), a0);
+        a1 = mac8(fused, xv, _mm256_loadu_ps(w + 8), a1);
+        a2 = mac8(fused, xv, _mm256_loadu_ps(w + 16), a2);
+        a3 = mac8(fused, xv, _mm256_loadu_ps(w + 24), a3);
       }
-      __m256 z = _mm256_setzero_ps();
       _mm256_storeu_ps(o + j, _mm256_add_ps(z, a0));
       _mm256_storeu_ps(o + j + 8, _mm256_add_ps(z, a1));
       _mm256_storeu_ps(o + j + 16, _mm256_add_ps(z, a2));
       _mm256_storeu_ps(o + j + 24, _mm256_add_ps(z, a3));
     }
     for (; j < r8; j += 8) {
-      __m256 a0 = _mm256_setzero_ps();
+      __m256 a0 = z;
       for (int32_t q = 0; q < k; q++)
-        a0 = _mm256_fmadd_ps(_mm256_set1_ps(x[q]), _mm256_loadu_ps(wt + (size_t)q * rows + j), a0);
-      _mm256_storeu_ps(o + j, _mm256_add_ps(_mm256_setzero_ps(), a0));
+        a0 = mac8(fused, _mm256_set1_ps(x[q]), _mm256_loadu_ps(wt + (size_t)q * rows + j), a0);
+      _mm256_storeu_ps(o + j, _mm256_add_ps(z, a0));
     }
-    for (; j < rows; j++) {
-      float acc = 0.0f;
-      for (int32_t q = 0; q < k; q++) acc = fmaf(x[q], wt[(size_t)q * rows + j], acc);
-      o[j] = 0.0f + acc;
-    }
+    for (; j < rows; j++) o[j] = kio_blas_gemm_chain(KIO_GEMM_SEQ, fused, x, 1, wt + j, rows, k) + 0.0f;
   }
+}
+
+__attribute__((target("avx2,fma")))
+static void gemm_avx2(int fused, const float *in, int32_t stride, int32_t frames, int32_t k,
+                      const float *wt, int32_t rows, float *out) {
+  if (fused) gemm_avx2_body(1, in, stride, frames, k, wt, rows, out);
+  else gemm_avx2_body(0, in, stride, frames, k, wt, rows, out);
 }
 #endif
 
-void kio_featop_transform_rows(const float *in, int32_t stride, int32_t T, int32_t k,
+void kio_featop_transform_rows(int fused, const float *in, int32_t stride, int32_t T, int32_t k,
                                const float *wt, int32_t rows, const float *offset, float *out) {
 #if FEAT_X86
   if (kio_simd_level() >= KIO_SIMD_AVX512) {  /* the offset added in the kernel */
-    kio_featop_transform_avx512(in, stride, T, k, wt, rows, offset, out);
+    kio_featop_transform_avx512(fused, in, stride, T, k, wt, rows, offset, out);
     return;
   }
   if (kio_featop_simd()) {
-    gemm_avx2(in, stride, T, k, wt, rows, out);
+    gemm_avx2(fused, in, stride, T, k, wt, rows, out);
   } else
 #endif
   {
     for (int32_t t = 0; t < T; t++) {
       const float *x = in + (size_t)t * stride;
-      for (int32_t j = 0; j < rows; j++) {
-        float acc = 0.0f;
-        for (int32_t q = 0; q < k; q++) acc = fmaf(x[q], wt[(size_t)q * rows + j], acc);
-        out[(size_t)t * rows + j] = 0.0f + acc;
-      }
+      for (int32_t j = 0; j < rows; j++)
+        out[(size_t)t * rows + j] = 0.0f + kio_blas_gemm_chain(KIO_GEMM_SEQ, fused, x, 1, wt + j, rows, k);
     }
   }
   if (offset)
@@ -411,15 +382,15 @@ void kio_featop_transform_rows(const float *in, int32_t stride, int32_t T, int32
       for (int32_t j = 0; j < rows; j++) out[(size_t)t * rows + j] += offset[j];
 }
 
-void kio_featop_transform_range(const float *in, int32_t t0, int32_t t1, int32_t k,
+void kio_featop_transform_range(int fused, const float *in, int32_t t0, int32_t t1, int32_t k,
                                 const float *wt, int32_t rows, const float *offset, float *out) {
-  kio_featop_transform_rows(in + (size_t)t0 * k, k, t1 - t0, k, wt, rows, offset,
+  kio_featop_transform_rows(fused, in + (size_t)t0 * k, k, t1 - t0, k, wt, rows, offset,
                             out + (size_t)t0 * rows);
 }
 
-void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,
+void kio_featop_transform(int fused, const float *in, int32_t frames, int32_t k, const float *wt,
                           int32_t rows, const float *offset, float *out) {
-  kio_featop_transform_range(in, 0, frames, k, wt, rows, offset, out);
+  kio_featop_transform_range(fused, in, 0, frames, k, wt, rows, offset, out);
 }
 
 /* 0.5 * log det(L L^T), L = the first k columns of W (rows x ?, stride ws),
@@ -482,9 +453,8 @@ double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t 
       if (x[j] == 0.0f) continue;
       float t = -r1 * x[j];
       float *col = a + (size_t)j * n;
-      int prof = kio_featop_profile();
       int32_t len = j + 1, i = 0;
-      int32_t n1 = prof == KIO_FEATOP_SKX ? len : prof == KIO_FEATOP_HSW ? len & -16 : 0;
+      int32_t n1 = kio_blas_saxpy_fused(kio_blas_profile(), len);
       for (; i < n1; i++) col[i] = fmaf(t, x[i], col[i]);
       for (; i < len; i++) col[i] = col[i] + t * x[i];
     }

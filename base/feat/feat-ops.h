@@ -9,9 +9,8 @@
 
 #define KIO_FEATOP_NAN 1
 
-/* KALDI_GPU_BLAS_PROFILE (see feat-ops.c): the rounding of which OpenBLAS build. */
-enum { KIO_FEATOP_PLAIN = 0, KIO_FEATOP_HSW = 1, KIO_FEATOP_SKX = 2 };
-int kio_featop_profile(void);
+/* The rounding profile (OpenBLAS kernels) these functions follow:
+ * base/matrix/blas-profile.h's kio_blas_profile(). */
 /* 1 when the AVX2+FMA code may be used (not with KALDI_GPU_DEV_NO_SIMD=1; simd.h). */
 int kio_featop_simd(void);
 
@@ -37,40 +36,36 @@ void kio_featop_deltas_range(const float *in, int32_t frames, int32_t t0, int32_
 /* out: frames x dim*(left+1+right). */
 void kio_featop_splice(const float *in, int32_t frames, int32_t dim, int left, int right,
                        float *out);
-/* out = in (frames x k) * W^T with wt = W's linear part transposed (k x rows),
- * then + offset (rows) if not NULL. */
-void kio_featop_transform(const float *in, int32_t frames, int32_t k, const float *wt,
+/* out = in (frames x k) * W^T with wt = W's linear part transposed (k x
+ * rows), then + offset (rows) if not NULL; every output the SEQ chain
+ * (blas-order.h), fused or mul then add, K in one block. */
+void kio_featop_transform(int fused, const float *in, int32_t frames, int32_t k, const float *wt,
                           int32_t rows, const float *offset, float *out);
 /* The same for output frames [t0, t1) only (in and out are whole). */
-void kio_featop_transform_range(const float *in, int32_t t0, int32_t t1, int32_t k,
+void kio_featop_transform_range(int fused, const float *in, int32_t t0, int32_t t1, int32_t k,
                                 const float *wt, int32_t rows, const float *offset, float *out);
 /* The same for T frames whose inputs start stride floats apart (stride < k:
  * overlapping rows, e.g. splice-feats' output read from its input). */
-void kio_featop_transform_rows(const float *in, int32_t stride, int32_t T, int32_t k,
+void kio_featop_transform_rows(int fused, const float *in, int32_t stride, int32_t T, int32_t k,
                                const float *wt, int32_t rows, const float *offset, float *out);
-/* The thread count the bundle's OpenBLAS would use (KALDI_GPU_DEV_FEATS_BLAS_THREADS,
- * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS, else the CPUs). */
-int kio_featop_blas_threads(void);
-/* out = in * W^T in OpenBLAS sgemm's exact order (feat-gemm.c); W rows x k
- * (row stride ws), wt its transpose (k x M) or NULL. -1 when the case is not
- * modelled (more than 2 threads, k > 256): use kio_featop_transform. */
-int kio_featop_gemm_exact(const float *in, int32_t T, int32_t k, const float *w, int32_t ws,
-                          const float *wt, int32_t M, int threads, float *out);
-/* The same in two steps, for splitting frames over threads: the chain
- * choice of every (frame, row) (malloc'd; NULL as -1 above), then frames
- * [t0, t1) of out, frame t's input at in + (t - base) * stride (base <= t0;
- * stride < k: overlapping rows, splice-feats read in place). */
-unsigned char *kio_featop_gemm_plan(int32_t T, int32_t k, int32_t M, int threads);
-void kio_featop_gemm_frames(const unsigned char *cls, const float *in, int32_t base,
+/* transform-feats' product in the profile's OpenBLAS sgemm order
+ * (feat-gemm.c): frames [t0, t1) of out (T x M, whole), frame t's input at
+ * in + (t - base) * stride (base <= t0; stride < k: overlapping rows,
+ * splice-feats read in place); cls: base/matrix/blas-gemm.h's plan for the
+ * whole utterance (NULL: SEQ everywhere); W rows x k (row stride ws), wt
+ * its transpose (k x M; NULL: scalar code); + off (M) if not NULL. */
+void kio_featop_gemm_frames(int prof, const unsigned char *cls, const float *in, int32_t base,
                             int32_t stride, int32_t t0, int32_t t1, int32_t k, const float *w,
-                            int32_t ws, const float *wt, int32_t M, float *out);
+                            int32_t ws, const float *wt, int32_t M, const float *off,
+                            float *out);
 /* 0.5 * log det(L L^T), L = first k columns of W (row stride ws). */
 double kio_featop_half_logdet(const float *w, int32_t rows, int32_t ws, int32_t k);
 
 /* The AVX-512 kernels (feat-simd.c; x86-64 only, called when simd.h says
  * KIO_SIMD_AVX512): the same results as the functions above. */
-void kio_featop_transform_avx512(const float *in, int32_t stride, int32_t T, int32_t k,
-                                 const float *wt, int32_t M, const float *off, float *out);
+void kio_featop_transform_avx512(int fused, const float *in, int32_t stride, int32_t T,
+                                 int32_t k, const float *wt, int32_t M, const float *off,
+                                 float *out);
 void kio_featop_deltas_avx512(const float *in, int32_t frames, int32_t t0, int32_t t1,
                               int32_t dim, int order, float *const *scales, const int *sdims,
                               float *out);

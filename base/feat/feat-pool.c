@@ -84,7 +84,11 @@ float *kio_fjob_norm(kio_fjob *j, size_t n, size_t *off) {
 /* Clears the steps (releasing their transforms). Producer only. */
 static void job_reset(kio_fjob *j) {
   for (int i = 0; i < j->nsteps; i++)
-    if (j->steps[i].op == KIO_FEAT_TRANSFORM) kio_fxform_release(j->steps[i].x);
+    if (j->steps[i].op == KIO_FEAT_TRANSFORM) {
+      kio_fxform_release(j->steps[i].x);
+      free(j->steps[i].cls);
+      j->steps[i].cls = NULL;
+    }
   j->nsteps = 0;
   j->normlen = 0;
   if (j->a.cap * sizeof(float) > KEEP_BYTES) kio_matrix_free(&j->a);
@@ -113,9 +117,11 @@ static void job_free(kio_fjob *j) {
 /* Up to SPLICE_FUSE_MAX spliced dims are read in place (feat-chain.c). */
 #define SPLICE_FUSE_MAX 4096
 
-/* transform-feats on an utterance: the hsw plan's chains (cls, feat-gemm.c)
- * or the plain ones (cls NULL); sv: in is the splice's unspliced input. */
+/* transform-feats on an utterance: the plan's chains (cls; NULL: SEQ
+ * everywhere) in the profile's order (feat-gemm.c); sv: in is the splice's
+ * unspliced input. */
 typedef struct {
+  int prof;
   const unsigned char *cls;
   const kio_fxform *x;
   const float *in;
@@ -128,16 +134,8 @@ typedef struct {
 static void xform_rows(const xform_job *j, const float *in, int32_t base, int32_t stride,
                        int32_t t0, int32_t t1) {
   const kio_fxform *x = j->x;
-  if (!j->cls) {
-    kio_featop_transform_rows(in + (size_t)(t0 - base) * stride, stride, t1 - t0, x->k, x->wt,
-                              x->rows, x->off, j->out + (size_t)t0 * x->rows);
-    return;
-  }
-  kio_featop_gemm_frames(j->cls, in, base, stride, t0, t1, x->k, x->w, x->ws, x->wt, x->rows,
-                         j->out);
-  if (x->off)
-    for (int32_t t = t0; t < t1; t++)
-      for (int32_t i = 0; i < x->rows; i++) j->out[(size_t)t * x->rows + i] += x->off[i];
+  kio_featop_gemm_frames(j->prof, j->cls, in, base, stride, t0, t1, x->k, x->w, x->ws, x->wt,
+                         x->rows, x->off, j->out);
 }
 
 static void xform_all(const xform_job *j) {
@@ -216,14 +214,9 @@ static void job_run(kio_fjob *j) {
         swap_mat(m, t);
         break;
       case KIO_FEAT_TRANSFORM: {
-        /* Only the hsw profile has outputs with another chain than the plain
-         * one (feat-gemm.c's plan); the others take the plain chains. */
-        unsigned char *cls = s->profile != KIO_FEATOP_HSW ? NULL
-                             : kio_featop_gemm_plan(m->rows, s->x->k, s->x->rows, s->blas_threads);
         shape(t, m->rows, s->x->rows);
-        xform_job xj = {cls, s->x, m->data, t->data, sv, m->cols, m->rows};
+        xform_job xj = {s->profile, s->cls, s->x, m->data, t->data, sv, m->cols, m->rows};
         xform_all(&xj);
-        free(cls);
         sv = NULL;
         swap_mat(m, t);
         break;

@@ -37,6 +37,7 @@ typedef struct {
   int left, right, fused;        /* SPLICE (fused: the transform after it reads in place) */
   kio_fxform *x;                 /* TRANSFORM (a reference) */
   int profile, blas_threads;
+  unsigned char *cls;            /* TRANSFORM: the chain plan (blas-gemm.h; NULL: all SEQ), owned */
   const int32_t *sel;            /* SELECT */
   int32_t nsel;
 } kio_fstep;

@@ -5,6 +5,7 @@
  * output's own chain, so the bits are the scalar code's (checked by
  * tests/unit/check_featsimd.c at every level the CPU has). */
 #include "feat-ops.h"
+#include "base/matrix/blas-profile.h"
 
 #include <stddef.h>
 
@@ -15,12 +16,15 @@
 
 static inline __mmask16 tail_mask(int32_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
 
-/* ---- transform-feats, one FMA chain per output (the skx/plain profiles):
+/* ---- transform-feats, the SEQ chain for every output (blas-order.h):
  * out[t][j] = (fma(x[t][K-1], w[K-1][j], ... fma(x[t][0], w[0][j], 0)) + 0)
- * [+ off[j]]. A tile is F frames x NB blocks of 16 outputs: F * NB
- * accumulators, each W^T row loaded once per tile and used F times. ---- */
-#define TILE(F, NB)                                                                      \
-  T512 static void tile_##F##_##NB(const float *in, int32_t stride, int32_t k,          \
+ * [+ off[j]], or the same with mul then add (unfused profiles). A tile is
+ * F frames x NB blocks of 16 outputs: F * NB accumulators, each W^T row
+ * loaded once per tile and used F times. ---- */
+#define MAC16(fused, x, w, acc) \
+  ((fused) ? _mm512_fmadd_ps((x), (w), (acc)) : _mm512_add_ps((acc), _mm512_mul_ps((x), (w))))
+#define TILE(F, NB, FUSED)                                                               \
+  T512 static void tile_##F##_##NB##_##FUSED(const float *in, int32_t stride, int32_t k, \
                                   const float *wt, int32_t M, int32_t j, __mmask16 last, \
                                   const float *off, float *out) {                       \
     __m512 acc[F][NB];                                                                   \
@@ -34,7 +38,7 @@ static inline __mmask16 tail_mask(int32_t n) { return n >= 16 ? (__mmask16)0xfff
       _Pragma("GCC unroll 8") for (int f = 0; f < F; f++) {                              \
         __m512 x = _mm512_set1_ps(in[(size_t)f * stride + q]);                           \
         _Pragma("GCC unroll 4") for (int b = 0; b < NB; b++)                             \
-          acc[f][b] = _mm512_fmadd_ps(x, wv[b], acc[f][b]);                              \
+          acc[f][b] = MAC16(FUSED, x, wv[b], acc[f][b]);                                 \
       }                                                                                  \
     }                                                                                    \
     __m512 z = _mm512_setzero_ps();                                                      \
@@ -48,50 +52,55 @@ static inline __mmask16 tail_mask(int32_t n) { return n >= 16 ? (__mmask16)0xfff
       }                                                                                  \
     }                                                                                    \
   }
-TILE(8, 1)
-TILE(8, 2)
-TILE(8, 3)
-TILE(4, 1)
-TILE(4, 2)
-TILE(4, 3)
-TILE(1, 1)
-TILE(1, 2)
-TILE(1, 3)
+TILE(8, 1, 1)
+TILE(8, 2, 1)
+TILE(8, 3, 1)
+TILE(4, 1, 1)
+TILE(4, 2, 1)
+TILE(4, 3, 1)
+TILE(1, 1, 1)
+TILE(1, 2, 1)
+TILE(1, 3, 1)
+TILE(8, 1, 0)
+TILE(8, 2, 0)
+TILE(8, 3, 0)
+TILE(4, 1, 0)
+TILE(4, 2, 0)
+TILE(4, 3, 0)
+TILE(1, 1, 0)
+TILE(1, 2, 0)
+TILE(1, 3, 0)
 
-T512 void kio_featop_transform_avx512(const float *in, int32_t stride, int32_t T, int32_t k,
-                                      const float *wt, int32_t M, const float *off, float *out) {
+typedef void (*tile_fn)(const float *, int32_t, int32_t, const float *, int32_t, int32_t,
+                        __mmask16, const float *, float *);
+/* [fused][frames 8, 4, 1][blocks 1..3] */
+static const tile_fn tiles[2][3][3] = {
+  {{tile_8_1_0, tile_8_2_0, tile_8_3_0}, {tile_4_1_0, tile_4_2_0, tile_4_3_0},
+   {tile_1_1_0, tile_1_2_0, tile_1_3_0}},
+  {{tile_8_1_1, tile_8_2_1, tile_8_3_1}, {tile_4_1_1, tile_4_2_1, tile_4_3_1},
+   {tile_1_1_1, tile_1_2_1, tile_1_3_1}}};
+
+T512 void kio_featop_transform_avx512(int fused, const float *in, int32_t stride, int32_t T,
+                                      int32_t k, const float *wt, int32_t M, const float *off,
+                                      float *out) {
+  const tile_fn(*tf)[3] = tiles[fused ? 1 : 0];
   for (int32_t j = 0; j < M; j += 48) {  /* up to 3 blocks of 16 outputs */
     int32_t w = M - j < 48 ? M - j : 48, nb = (w + 15) / 16;
     __mmask16 last = tail_mask(w - 16 * (nb - 1));
     int32_t t = 0;
-    for (; t + 8 <= T; t += 8) {
-      const float *x = in + (size_t)t * stride;
-      float *o = out + (size_t)t * M;
-      if (nb == 3) tile_8_3(x, stride, k, wt, M, j, last, off, o);
-      else if (nb == 2) tile_8_2(x, stride, k, wt, M, j, last, off, o);
-      else tile_8_1(x, stride, k, wt, M, j, last, off, o);
-    }
-    for (; t + 4 <= T; t += 4) {  /* tails, splice edges */
-      const float *x = in + (size_t)t * stride;
-      float *o = out + (size_t)t * M;
-      if (nb == 3) tile_4_3(x, stride, k, wt, M, j, last, off, o);
-      else if (nb == 2) tile_4_2(x, stride, k, wt, M, j, last, off, o);
-      else tile_4_1(x, stride, k, wt, M, j, last, off, o);
-    }
-    for (; t < T; t++) {
-      const float *x = in + (size_t)t * stride;
-      float *o = out + (size_t)t * M;
-      if (nb == 3) tile_1_3(x, stride, k, wt, M, j, last, off, o);
-      else if (nb == 2) tile_1_2(x, stride, k, wt, M, j, last, off, o);
-      else tile_1_1(x, stride, k, wt, M, j, last, off, o);
-    }
+    for (; t + 8 <= T; t += 8)
+      tf[0][nb - 1](in + (size_t)t * stride, stride, k, wt, M, j, last, off, out + (size_t)t * M);
+    for (; t + 4 <= T; t += 4)  /* tails, splice edges */
+      tf[1][nb - 1](in + (size_t)t * stride, stride, k, wt, M, j, last, off, out + (size_t)t * M);
+    for (; t < T; t++)
+      tf[2][nb - 1](in + (size_t)t * stride, stride, k, wt, M, j, last, off, out + (size_t)t * M);
   }
 }
 
 /* ---- add-deltas: each output row block i (dim values) is the saxpy
  * sequence of feat-ops.c, 16 dims per vector. Which lanes are fused follows
- * the profile: skx all, hsw the first dim & -16 (whole vectors), plain
- * none; so a vector is either all FMA or all mul+add. Frames whose windows
+ * the profile's saxpy (kio_blas_saxpy_fused: all dims, a multiple of 32, or
+ * none), so a vector is either all FMA or all mul+add. Frames whose windows
  * are not clamped go 4 at a time: 4 independent chains hide the FMA
  * latency (each output's own chain is unchanged). ---- */
 T512 static inline __m512 tap(int fused, __m512 s, __m512 x, __m512 acc) {
@@ -101,9 +110,8 @@ T512 static inline __m512 tap(int fused, __m512 s, __m512 x, __m512 acc) {
 T512 void kio_featop_deltas_avx512(const float *in, int32_t frames, int32_t t0, int32_t t1,
                                    int32_t dim, int order, float *const *scales, const int *sdims,
                                    float *out) {
-  int prof = kio_featop_profile();
   int32_t odim = dim * (order + 1);
-  int32_t nfused = prof == KIO_FEATOP_SKX ? dim : prof == KIO_FEATOP_HSW ? dim & -16 : 0;
+  int32_t nfused = kio_blas_saxpy_fused(kio_blas_profile(), dim);
   int32_t maxw = (sdims[order] - 1) / 2;  /* the widest window */
   for (int32_t t = t0; t < t1;) {
     int four = t >= maxw && t + 3 + maxw < frames && t + 4 <= t1;
@@ -111,7 +119,7 @@ T512 void kio_featop_deltas_avx512(const float *in, int32_t frames, int32_t t0, 
       int maxo = (sdims[i] - 1) / 2;
       for (int32_t d = 0; d < dim; d += 16) {
         __mmask16 mk = tail_mask(dim - d);
-        int fused = prof == KIO_FEATOP_SKX || d + 16 <= nfused;
+        int fused = nfused == dim || d + 16 <= nfused;
         if (four) {
           __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
           const float *p = in + (size_t)(t - maxo) * dim + d;

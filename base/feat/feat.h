@@ -19,10 +19,10 @@
  * the same results and log lines for any N). Default: this process's share
  * of the cores (base/sys/cpu-share.h, at most 16): 1 when a recipe runs one job
  * per core, all of them for a program running alone. N = 1: no worker.
- * Rounding: KALDI_GPU_BLAS_PROFILE=skx (default: an AVX-512 host's OpenBLAS, as
- * gpu-acc) or hsw (an AVX2 host's: transform-feats' product follows the
- * Zen/Haswell sgemm tiling with as many threads as OpenBLAS would use,
- * KALDI_GPU_DEV_FEATS_BLAS_THREADS overrides; see feat-gemm.c). KALDI_GPU_DEV_NO_SIMD=1: scalar
+ * Rounding: as the OpenBLAS of the Kaldi in use (base/matrix/blas-profile.h;
+ * transform-feats' product follows that OpenBLAS's sgemm tiling with as many
+ * threads as it would use, KALDI_GPU_DEV_FEATS_BLAS_THREADS overrides;
+ * base/matrix/blas-gemm.c). KALDI_GPU_DEV_NO_SIMD=1: scalar
  * code only, KALDI_GPU_DEV_SIMD_MAX=avx2 no AVX-512 (same results). */
 #ifndef KIO_FEAT_H
 #define KIO_FEAT_H

@@ -44,8 +44,8 @@ extern "C" {
     "Margin mode for unchanged recipes: frames of band around the alignment the output "   \
     "replaces (default off)")                                                              \
   X(BLAS_PROFILE, "KALDI_GPU_BLAS_PROFILE", "KIO_BLAS_PROFILE", USER,                      \
-    "Round as Kaldi linked with this OpenBLAS kernel family (skx, hsw, ...); default: "     \
-    "matched to the Kaldi in use")                                                         \
+    "Round as Kaldi linked with this OpenBLAS kernel family (skx, hsw, snb, nhm, sse, or "  \
+    "an OpenBLAS core name); default: matched to the Kaldi in use")                        \
   X(FEATS_PIPE, "KALDI_GPU_FEATS_PIPE", "KIO_FEATS_PIPE", USER,                            \
     "0: run the recipes' feature pipelines as real pipes instead of in-process")           \
   X(FEATS_GPU, "KALDI_GPU_FEATS_GPU", "KIO_FEATS_GPU", USER,                               \
@@ -138,7 +138,11 @@ extern "C" {
   X(GOTO_NUM_THREADS, "GOTO_NUM_THREADS", NULL, EXTERNAL, "as OPENBLAS_NUM_THREADS")       \
   X(OMP_NUM_THREADS, "OMP_NUM_THREADS", NULL, EXTERNAL, "as OPENBLAS_NUM_THREADS")         \
   X(GLIBC_TUNABLES, "GLIBC_TUNABLES", NULL, EXTERNAL,                                      \
-    "glibc's malloc settings (compile-train-graphs tunes them unless set)")
+    "glibc's malloc settings (compile-train-graphs tunes them unless set)")                \
+  X(PATH, "PATH", NULL, EXTERNAL,                                                          \
+    "Where the Kaldi in use is looked for (its BLAS sets the rounding profile)")           \
+  X(KALDI_ROOT, "KALDI_ROOT", NULL, EXTERNAL,                                              \
+    "A Kaldi source tree, looked in when PATH holds no Kaldi program")
 
 typedef enum {
 #define KIO_SETTING_ID_(id, name, old, aud, help) KIO_SET_##id,

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/matrix/sgemv-skx-small.h"
+#include "base/matrix/blas-profile.h"
 #include "gpu-acc/gpu-acc.h"
 #include "base/program/program.h"
 
@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
   }
   printf("acc-blas-check: profile %s, BLAS core %s: loglikes %ld/%ld differ "
          "(%ld with Kaldi's stride, %ld with lda = D), accumulators %ld/%ld differ\n",
-         gacc_blas_profile_name(), core ? core() : "?", bad_ll, n_ll, bad_lay[0], bad_lay[1],
+         kio_blas_profile_name(kio_blas_profile()), core ? core() : "?", bad_ll, n_ll, bad_lay[0], bad_lay[1],
          bad_acc, n_acc);
   return bad_ll || bad_acc ? 1 : 0;
 }

@@ -6,8 +6,8 @@
 #     profile: hsw = tests/data/kaldi/hsw/* (bundle's Kaldi, OpenBLAS 0.3.21
 #     Zen core, AMD EPYC); skx = the fixtures' stats (kaldi/mono/final.acc,
 #     noisy/mono.acc); tri2 (40 dims) is the same in both;
-#  2. with a Kaldi bundle ($KALDI_BUNDLE, else $TOP/../shared/kaldi if it
-#     holds bin/ and lib/): this CPU's own profile against the bundle's
+#  2. with a Kaldi bundle (tests/cli/lib/kaldi-bundle.sh): the profile our
+#     programs choose for it on this CPU against the bundle's
 #     gmm-acc-stats-ali run now, and tools/acc-blas-check against the
 #     bundle's libopenblas (the BLAS arithmetic on random data).
 # Env: BIN, TOP, TOOLS. Exit 0 pass, 1 fail.
@@ -52,14 +52,10 @@ done
 # would not test the profile switch).
 cmp -s kaldi/hsw/mono.acc kaldi/mono/final.acc && fail "hsw and skx expectations are identical"
 
-# 2. against the bundle, on this CPU, with its own profile. Our default is
-# skx on every host (the output must not depend on the machine); the
-# profile of this CPU's OpenBLAS reproduces the Kaldi that runs here.
-kb=${KALDI_BUNDLE:-}
-[ -n "$kb" ] || { [ -d "$TOP/../shared/kaldi/bin" ] && kb=$TOP/../shared/kaldi; }
-if [ -z "$kb" ] && [ -r "$TOP/../shared/kaldi/kaldi-bin.tar.xz" ]; then
-  tar -C "$tmp" -xJf "$TOP/../shared/kaldi/kaldi-bin.tar.xz" && kb=$tmp/kb
-fi
+# 2. against the bundle, on this CPU, with the profile our programs choose
+# for that Kaldi (base/matrix/blas-profile.h).
+. "$TOP/tests/cli/lib/kaldi-bundle.sh"
+kb=$(find_kaldi_bundle "$tmp")
 if [ -n "$kb" ] && [ -x "$kb/bin/gmm-acc-stats-ali" ] && [ -r "$kb/lib/libopenblas.so.0" ]; then
   cases+=("tri1 models/tri1/final.mdl ark:feats/delta.ark ark:kaldi/tri1/ali.ark")
   # dims 4 and 8: SkylakeX's small-m sgemv kernel (tests/cli/small-dim.sh)
@@ -71,16 +67,13 @@ if [ -n "$kb" ] && [ -x "$kb/bin/gmm-acc-stats-ali" ] && [ -r "$kb/lib/libopenbl
       "$kb/bin/gmm-acc-stats-ali" "$2" "$3" "$4" "$tmp/$1.kaldi.acc" 2>"$tmp/klog" ||
       { fail "$1: Kaldi's gmm-acc-stats-ali failed"; cat "$tmp/klog"; }
   done
-  # The profile that gives this host's Kaldi bytes on the first case (mono);
-  # then every case, SIMD and scalar, and the BLAS-level check must agree.
+  # The profile our programs choose with this Kaldi on PATH: every case,
+  # SIMD and scalar, and the BLAS-level check must agree with it.
+  line=$(env -u KALDI_GPU_BLAS_PROFILE PATH="$kb/bin:$PATH" "$BIN/kaldi-gpu-service" --print-rounding 2>/dev/null)
   host_profile=""
-  set -- ${cases[0]}
-  for p in skx hsw plain; do
-    KALDI_GPU_BLAS_PROFILE=$p "$prog" --use-gpu=no "$2" "$3" "$4" "$tmp/probe.acc" 2>/dev/null &&
-      cmp -s "$tmp/probe.acc" "$tmp/$1.kaldi.acc" && { host_profile=$p; break; }
-  done
+  case $line in *"	matched	"*) host_profile=${line%%	*} ;; esac
   if [ -z "$host_profile" ]; then
-    echo "acc-fast: NOTE: this host's Kaldi ($kb) matches none of our profiles on $1; part 2 not run"
+    echo "acc-fast: NOTE: this host's Kaldi ($kb) is not matched ($line); part 2 not run"
   else
     export KALDI_GPU_BLAS_PROFILE=$host_profile
     if [ -x "${TOOLS:-}/acc-blas-check" ]; then

@@ -26,7 +26,7 @@ for c in "${ACC_COMPARE:-}" "$BIN/../build/tools/acc-compare" "$TOP/build/tools/
 done
 
 # Message part of a log ("LEVEL message"), without stack traces, blank
-# lines and our one line naming the backend (Kaldi has no GPU).
+# lines and our lines naming the backend (Kaldi has no GPU) and the rounding.
 norm() {
   awk '/^$/ {next}
        /^\[ Stack-Trace: \]$/ {skip=1; next}
@@ -35,7 +35,7 @@ norm() {
        /^LOG \([^)]*:kio_log_ours\(\)/ {next}
        /^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG\[[0-9]+\]) \(/ {
          lvl=$1; i=index($0, ") "); print lvl " " substr($0, i + 2); next }
-       {print}' "$1" | grep -v -E '^LOG (Accumulating on the|No GPU found; accumulating|GPU not usable; accumulating)'
+       {print}' "$1" | grep -v -E '^LOG (Accumulating on the|No GPU found; accumulating|GPU not usable; accumulating|Rounding as )'
 }
 
 # same_stats OURS KALDI [LOG]: identical bytes; when LOG shows the GPU did

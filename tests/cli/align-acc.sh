@@ -35,7 +35,7 @@ norm() {
        /^\[ Stack-Trace: \]$/ {skip=1; next}
        skip && /^$/ {skip=0; next}
        skip {next}
-       /^LOG \([^)]*:(galign_|kio_cuda_|make_acc)[a-z_]*\(\)/ {next}
+       /^LOG \([^)]*:(galign_|kio_cuda_|kio_blas_|make_acc)[a-z_]*\(\)/ {next}
        /^LOG \([^)]*:kio_log_ours\(\)/ {next}
        /^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG\[[0-9]+\]) \(/ {
          lvl=$1; i=index($0, ") "); print lvl " " substr($0, i + 2); next }

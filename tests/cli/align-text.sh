@@ -24,7 +24,7 @@ norm() {  # message part of Kaldi log lines; no stack traces, blank lines, backe
        /^\[ Stack-Trace: \]$/ {skip=1; next}
        skip && /^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG)/ {skip=0}
        skip {next}
-       /^LOG \([^)]*:(galign_|kio_cuda_|gsvc_)[a-z_]*\(\)/ {next}
+       /^LOG \([^)]*:(galign_|kio_cuda_|kio_blas_|gsvc_)[a-z_]*\(\)/ {next}
        /^LOG \([^)]*:kio_log_ours\(\)/ {next}
        /^(LOG|WARNING|ERROR|ASSERTION_FAILED|VLOG\[[0-9]+\]) \(/ {
          lvl=$1; i=index($0, ") "); print lvl " " substr($0, i + 2); next }

@@ -76,9 +76,9 @@ done
 nt=$(echo $thread_counts | wc -w)
 [ $n -ge $((12 * nt)) ] || fail "only $n cases read for $nt thread counts"
 
-# skx (default profile): the fixtures' deltas and LDA+MLLT features from
-# their CMVN'd 13 dims (delta.ark's first 13 columns), byte for byte.
-unset KALDI_GPU_BLAS_PROFILE
+# skx (the reference profile): the fixtures' deltas and LDA+MLLT features
+# from their CMVN'd 13 dims (delta.ark's first 13 columns), byte for byte.
+export KALDI_GPU_BLAS_PROFILE=skx
 for c in "delta|feats/delta.ark|add-deltas ark:- ark:-" \
          "lda|feats/lda.ark|splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats models/tri2/final.mat ark:- ark:-"; do
   IFS='|' read -r name ref rest <<<"$c"

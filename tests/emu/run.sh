@@ -6,6 +6,9 @@
 # EMU_SUITES="align acc feats featalign" (default: all four).
 set -e
 cd "$(dirname "$0")/../.."
+# The fixtures' rounding, as tests/run-tests.sh sets it (the suites choose
+# other profiles themselves where they test them).
+export KALDI_GPU_BLAS_PROFILE=skx
 # The host layers below the device code (base/ and device/), C and C++ files.
 # Test builds: the test hooks' reader instead of the shipped stub.
 HOST_C="$(find base device -name '*.c' ! -name test-hooks.c | sort) tests/lib/test-hooks.c"

@@ -10,6 +10,9 @@
 #include "base/sys/settings.h"
 #include "base/feat/feat.h"
 #include "base/feat/feat-ops.h"
+#include "base/matrix/blas-gemm.h"
+#include "base/matrix/blas-profile.h"
+#include "base/matrix/blas-order.h"
 #include "base/feat/feat-pool.h"
 #include "base/io/io.h"
 #include "base/sys/log.h"
@@ -97,17 +100,20 @@ START_TEST(delta_scales) {
 END_TEST
 
 /* With fewer than 16 output rows and 8 frames or more per call, every
- * output is one plain FMA chain: the emulation must give exactly that. */
+ * output of the Haswell kernel is one plain FMA chain: the plan and its
+ * execution must give exactly that. */
 START_TEST(gemm_small_rows_is_one_chain) {
-  kio_setting_override(KIO_SET_BLAS_PROFILE, "hsw");  /* the tiled model (forked test: cache fresh) */
-  ck_assert_int_eq(kio_featop_profile(), KIO_FEATOP_HSW);
   int32_t T = 20, K = 13, M = 5;
   float in[20 * 13], w[5 * 13], wt[13 * 5], out[20 * 5];
   for (int i = 0; i < T * K; i++) in[i] = sinf((float)i) * 3.0f;
   for (int i = 0; i < M * K; i++) w[i] = cosf((float)i * 0.7f);
   for (int j = 0; j < M; j++)
     for (int k = 0; k < K; k++) wt[k * M + j] = w[j * K + k];
-  ck_assert_int_eq(kio_featop_gemm_exact(in, T, K, w, K, wt, M, 1, out), 0);
+  unsigned char *cls;
+  ck_assert_int_eq(kio_blas_gemm_plan(KIO_BLAS_HSW, T, K, M, 1, &cls), KIO_OK);
+  ck_assert_ptr_nonnull(cls);
+  kio_featop_gemm_frames(KIO_BLAS_HSW, cls, in, 0, K, 0, T, K, w, K, wt, M, NULL, out);
+  free(cls);
   for (int t = 0; t < T; t++)
     for (int j = 0; j < M; j++) {
       float acc = 0.0f;
@@ -464,6 +470,7 @@ static par_buf par_run(int scenario, const char *threads) {
  *      chain got, at most ring + window entries ahead, far from the end). */
 START_TEST(threads_same_output) {
   par_inputs();
+  kio_blas_profile();  /* its one LOG line: before the captured runs */
   par_buf ref = par_run(_i, "1");
   const char *expect[] = {"status 0\n", "Copied 140 feature matrices.", "status 65280\n",
                           "nonzero return status 36096"};

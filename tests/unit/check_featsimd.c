@@ -12,13 +12,14 @@
 
 #include "base/sys/settings.h"
 #include "base/feat/feat-ops.h"
+#include "base/matrix/blas-profile.h"
 #include "base/io/io.h"
 #include "base/sys/log.h"
 #include "base/matrix/matrix.h"
 #include "base/sys/simd.h"
 #include "tests/lib/test-util.h"
 
-static const char *kProfiles[] = {"skx", "hsw", "plain"};
+static const char *kProfiles[] = {"skx", "hsw", "sse"};
 
 static unsigned rng = 12345;
 static float rnd(void) {
@@ -58,6 +59,7 @@ static int top_level(void) {
 
 START_TEST(cmvn_apply_levels) {
   kio_setting_override(KIO_SET_BLAS_PROFILE, kProfiles[_i]);
+  kio_blas_profile_reset();
   int dims[] = {1, 13, 16, 17, 40};
   for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)
     for (int var = 0; var <= 1; var++) {
@@ -77,6 +79,7 @@ END_TEST
 
 START_TEST(deltas_levels) {
   kio_setting_override(KIO_SET_BLAS_PROFILE, kProfiles[_i]);
+  kio_blas_profile_reset();
   int dims[] = {1, 13, 16, 20, 33, 40};
   int frames[] = {1, 2, 5, 50};
   for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)
@@ -108,7 +111,9 @@ START_TEST(deltas_levels) {
 }
 END_TEST
 
+/* The SEQ chain, fused (_i = 1) and mul then add (_i = 0). */
 START_TEST(transform_levels) {
+  const int fused = _i;
   int ms[] = {1, 5, 8, 16, 17, 40, 48, 50, 100};
   int ks[] = {1, 13, 40, 91};
   int ts[] = {1, 3, 8, 9, 23};
@@ -123,12 +128,18 @@ START_TEST(transform_levels) {
           for (int32_t i = 0; i < K * M; i++) wt[i] = rnd() * 0.1f;
           fill(off, (size_t)M);
           AT_LEVELS(out, (size_t)T * M,
-                    kio_featop_transform(in, T, K, wt, M, aff ? off : NULL, out));
+                    kio_featop_transform(fused, in, T, K, wt, M, aff ? off : NULL, out));
           /* the plain chain, written out: the level-0 result */
           for (int32_t t = 0; t < T; t++)
             for (int32_t j = 0; j < M; j++) {
               float acc = 0.0f;
-              for (int32_t q = 0; q < K; q++) acc = fmaf(in[t * K + q], wt[q * M + j], acc);
+              for (int32_t q = 0; q < K; q++) {
+                if (fused) acc = fmaf(in[t * K + q], wt[q * M + j], acc);
+                else {
+                  float p = in[t * K + q] * wt[q * M + j];
+                  acc = acc + p;
+                }
+              }
               acc = 0.0f + acc;
               if (aff) acc = acc + off[j];
               ck_assert(!memcmp(&acc, &out[(size_t)t * M + j], 4));
@@ -139,10 +150,10 @@ START_TEST(transform_levels) {
             float *big = malloc(sizeof(float) * n);
             fill(big, (size_t)n);
             AT_LEVELS(out, (size_t)T * M,
-                      kio_featop_transform_rows(big, S, T, K, wt, M, aff ? off : NULL, out));
+                      kio_featop_transform_rows(fused, big, S, T, K, wt, M, aff ? off : NULL, out));
             for (int32_t t = 0; t < T; t++) {
               float *o = malloc(sizeof(float) * M);
-              kio_featop_transform(big + (size_t)t * S, 1, K, wt, M, aff ? off : NULL, o);
+              kio_featop_transform(fused, big + (size_t)t * S, 1, K, wt, M, aff ? off : NULL, o);
               ck_assert(!memcmp(o, out + (size_t)t * M, sizeof(float) * M));
               free(o);
             }
@@ -198,7 +209,7 @@ int main(void) {
   TCase *tc = tcase_create("core");
   tcase_add_loop_test(tc, cmvn_apply_levels, 0, 3);
   tcase_add_loop_test(tc, deltas_levels, 0, 3);
-  tcase_add_test(tc, transform_levels);
+  tcase_add_loop_test(tc, transform_levels, 0, 2);
   tcase_add_test(tc, decompress_levels);
   suite_add_tcase(s, tc);
   printf("featsimd: levels 0..%d (0 scalar, 1 AVX2, 2 AVX-512)\n", top_level());
