@@ -8,9 +8,9 @@
 # --use-gpu=optional: the CPU path here, the GPU path where one is usable.
 # Needs the shared Kaldi bundle and corpus (dev/device/recipe-env.sh finds them;
 # or KALDI_BUNDLE = an unpacked bundle, KALDI_BUNDLE_TAR, SYNTH_CORPUS_DIR),
-# else SKIP. Where this host's Kaldi rounds differently from the reference
-# hosts (another OpenBLAS kernel set: see below), ours run with the matching
-# KALDI_GPU_BLAS_PROFILE, or SKIP if none matches (RECIPE_CHECK_FORCE=1: compare
+# else SKIP. Nothing is set for the rounding: our programs match the Kaldi
+# on the recipe's PATH themselves (base/matrix/blas-profile.h); SKIP when
+# that Kaldi's BLAS is not one we reproduce (RECIPE_CHECK_FORCE=1: compare
 # anyway).
 # Env: BIN = dir of our programs, TOP = repo root. Exit 0 pass, 1 fail, 77 skip.
 set -u

@@ -17,6 +17,7 @@
 #include "base/io/table.h"
 #include "gpu-acc/acc-internal.h"
 #include "gpu-acc/gpu-acc.h"
+#include "base/matrix/blas-profile.h"
 #include "tests/lib/test-util.h"
 
 static void select_gpu(void) {
@@ -100,6 +101,34 @@ END_TEST
 START_TEST(mono8_gpu_equals_cpu) {
   gpu_vs_cpu("models/mono8/final.mdl", "ark:feats/delta8.ark", "ark:kaldi/mono/ali.ark", 16,
              "kaldi/mono8/final.acc");
+}
+END_TEST
+
+/* Every rounding profile (base/matrix/blas-profile.h): the GPU statistics
+ * are the CPU path's bit for bit (the CPU path itself is checked against
+ * Kaldi under each profile by tests/cli/rounding.sh). _i: the profile. */
+START_TEST(profiles_gpu_equals_cpu) {
+  kio_setting_override(KIO_SET_BLAS_PROFILE, kio_blas_profile_name(_i));
+  kio_blas_profile_reset();
+  select_gpu();
+  static const char *const m[][3] = {
+    {"models/mono/final.mdl", "ark:noisy/delta.ark", "ark:noisy/mono.ali.ark"},
+    {"models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark"},
+    {"models/mono8/final.mdl", "ark:feats/delta8.ark", "ark:kaldi/mono/ali.ark"}};
+  for (int k = 0; k < 3; k++) {
+    gacc_stats c, g;
+    run_info rc, rg;
+    ck_assert_int_eq(run_acc("cpu", m[k][0], m[k][1], m[k][2], 1, &c, &rc), KIO_OK);
+    ck_assert_int_eq(run_acc("gpu", m[k][0], m[k][1], m[k][2], 16, &g, &rg), KIO_OK);
+    ck_assert_msg(rc.tot_like == rg.tot_like, "%s %s: likelihoods cpu %.17g gpu %.17g",
+                  kio_blas_profile_name(_i), m[k][0], rc.tot_like, rg.tot_like);
+    ck_assert_msg(stats_identical(&g, &c), "%s %s: GPU stats not bit-identical to the CPU's",
+                  kio_blas_profile_name(_i), m[k][0]);
+    gacc_stats_free(&c);
+    gacc_stats_free(&g);
+  }
+  kio_setting_override(KIO_SET_BLAS_PROFILE, "skx");
+  kio_blas_profile_reset();
 }
 END_TEST
 
@@ -352,6 +381,7 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, noisy_gpu_equals_cpu);
   tcase_add_test(t, mono4_gpu_equals_cpu);
   tcase_add_test(t, mono8_gpu_equals_cpu);
+  tcase_add_loop_test(t, profiles_gpu_equals_cpu, 0, KIO_BLAS_NPROF);
   tcase_add_test(t, gpu_batches_agree);
   tcase_add_test(t, gpu_bad_tid_is_error);
   tcase_add_test(t, gpu_async_equals_sync);
@@ -364,7 +394,7 @@ Suite *gpu_acc_suite(void) {
 
 int main(void) {
   if (!tu_gpu_available()) return TU_EXIT_SKIP;
-  /* the fixtures' Kaldi rounds as the "skx" profile (gpu-acc/acc-cpu-fast.c) */
+  /* the fixtures' Kaldi rounds as the "skx" profile (base/matrix/blas-profile.h) */
   kio_setting_override(KIO_SET_BLAS_PROFILE, "skx");
   return tu_run_suite(gpu_acc_suite());
 }

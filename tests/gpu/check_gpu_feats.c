@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/sys/settings.h"
+#include "base/matrix/blas-profile.h"
 #include "base/matrix/compressed-matrix.h"
 #include "device/cuda-util.h"
 #include "base/feat/feat.h"
@@ -154,6 +155,7 @@ static int run_case(const char *pipe, int bs, const char *ref) {
 
 static void profile(const char *prof, const char *threads) {
   kio_setting_override(KIO_SET_BLAS_PROFILE, prof);
+  kio_blas_profile_reset();
   kio_setting_override(KIO_SET_DEV_FEATS_BLAS_THREADS, threads);
   char desc[256];
   ck_assert_int_eq(kio_cuda_select(0, desc, sizeof desc), KIO_OK);
@@ -217,6 +219,20 @@ START_TEST(skx) {
   run_case(CMVN " | add-deltas ark:- ark:-", 0, NULL);
   run_case(CMVN " | " SPLICE " | transform-feats featpipe/final.mat ark:- ark:-", 2, NULL);
   run_case(CMVN " | copy-feats ark:- ark:- | " SPLICE, 0, NULL);
+}
+END_TEST
+
+/* The other profiles (unfused chains; Prescott's and Nehalem's edge tiles
+ * in the plan): device = CPU chain, at 2 and 16 OpenBLAS threads. _i:
+ * snb, nhm, sse. */
+START_TEST(profiles) {
+  const char *p = kio_blas_profile_name(KIO_BLAS_SNB + _i);
+  for (int th = 0; th < 2; th++) {
+    profile(p, th ? "16" : "2");
+    run_case(CMVN " | add-deltas ark:- ark:-", 3, NULL);
+    run_case(CMVN " | " SPLICE " | transform-feats featpipe/final.mat ark:- ark:-", 5, NULL);
+    ck_assert_int_gt(run_case(SAT, 4, NULL), 0);
+  }
 }
 END_TEST
 
@@ -299,8 +315,8 @@ static const char *write_odd(void) {
 }
 
 START_TEST(odd_sizes) {
-  const char *profs[] = {"skx", "hsw"};
-  for (int p = 0; p < 2; p++) {
+  const char *profs[] = {"skx", "hsw", "sse", "nhm"};
+  for (int p = 0; p < 4; p++) {
     /* the profile is read once per process: a child per profile */
     pid_t pid = fork();
     if (pid == 0) {
@@ -397,6 +413,7 @@ static Suite *gpu_feats_suite(void) {
   tcase_add_test(t, skx);
   tcase_add_test(t, sat_hsw_2);
   tcase_add_test(t, sat_skx);
+  tcase_add_loop_test(t, profiles, 0, 3);
   tcase_add_test(t, dropped);
   tcase_add_test(t, fixtures_skx);
   tcase_add_test(t, odd_sizes);

@@ -25,38 +25,21 @@ recipe_kaldi() {
   fi
 }
 
-# recipe_rounding TMP: compares with Kaldi on this host are exact? Sets note
-# (for the last line) and, where this host's Kaldi rounds differently from
-# the reference hosts, exports the matching KALDI_GPU_BLAS_PROFILE; SKIP without
-# one (RECIPE_CHECK_FORCE=1: compare anyway).
+# recipe_rounding TMP: compares with Kaldi on this host are exact? Our
+# programs, with nothing set, round as the Kaldi on PATH
+# (base/matrix/blas-profile.h): unsets KALDI_GPU_BLAS_PROFILE, sets note (for
+# the last line) to what they choose; SKIP when they cannot match this
+# Kaldi (RECIPE_CHECK_FORCE=1: compare anyway).
 recipe_rounding() {
-  local tmp=$1 prof core
-  # Kaldi's float rounding follows the OpenBLAS kernels picked for the CPU at
-  # run time. Our programs reproduce Kaldi on the reference hosts (AVX-512,
-  # OpenBLAS "Cooperlake"), where tests/data/kaldi/*/final.acc were made; a
-  # byte comparison with a Kaldi run on this host means something only if
-  # this host's Kaldi reproduces those stats itself.
-  ( cd "$TOP/tests/data" && "$kb/bin/gmm-acc-stats-ali" models/mono/final.mdl ark:feats/delta.ark \
-      ark:kaldi/mono/ali.ark "$tmp/host.acc" ) >"$tmp/host.log" 2>&1 || { cat "$tmp/host.log"; echo "FAIL: Kaldi's gmm-acc-stats-ali"; exit 1; }
-  note=""
-  if [ "${RECIPE_CHECK_FORCE:-0}" != 1 ] && ! cmp -s "$tmp/host.acc" "$TOP/tests/data/kaldi/mono/final.acc"; then
-    # Another kernel set: our programs can reproduce it on request
-    # (KALDI_GPU_BLAS_PROFILE, gpu-acc/acc-cpu-fast.c); compare with that profile
-    # if it gives this host's Kaldi bytes, else there is nothing exact to test.
-    if grep -qw avx512f /proc/cpuinfo; then prof=skx
-    elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then prof=hsw; else prof=plain; fi
-    ( cd "$TOP/tests/data" && KALDI_GPU_BLAS_PROFILE=$prof "$BIN/gmm-acc-stats-ali" --use-gpu=no models/mono/final.mdl \
-        ark:feats/delta.ark ark:kaldi/mono/ali.ark "$tmp/ours-host.acc" ) >"$tmp/ours-host.log" 2>&1
-    if cmp -s "$tmp/ours-host.acc" "$tmp/host.acc"; then
-      export KALDI_GPU_BLAS_PROFILE=$prof
-      note=" (this host's Kaldi rounds as OpenBLAS profile $prof: ours run with KALDI_GPU_BLAS_PROFILE=$prof)"
-    else
-      core=$(cd "$TOP/tests/data" && OPENBLAS_VERBOSE=2 "$kb/bin/gmm-acc-stats-ali" models/mono/final.mdl \
-        ark:feats/delta.ark ark:kaldi/mono/ali.ark /dev/null 2>&1 | sed -n 's/^Core: //p' | head -1)
-      echo "SKIP: Kaldi on this host (OpenBLAS core ${core:-?}, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')) rounds differently from the reference host and from our profile $prof"
-      exit 77
-    fi
-  fi
+  local line
+  unset KALDI_GPU_BLAS_PROFILE
+  line=$(PATH="$kb/bin:$PATH" "$BIN/kaldi-gpu-service" --print-rounding 2>/dev/null)
+  note=" (rounding: ${line#*	*	})"
+  case $line in
+    *"	matched	"*) ;;
+    *) [ "${RECIPE_CHECK_FORCE:-0}" = 1 ] ||
+         { echo "SKIP: our programs cannot match this host's Kaldi: ${line#*	*	}"; exit 77; } ;;
+  esac
 }
 
 # recipe_corpus TMP: the corpus in TMP/synth-s5, with data/train_300 (the
