@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "base/sys/settings.h"
+#include "base/matrix/blas-profile.h"
 #include "base/sys/log.h"
 #include "base/matrix/matrix.h"
 #include "base/model/model.h"
@@ -245,6 +246,20 @@ START_TEST(loglikes_tri2_gemm) {
   kio_setting_override(KIO_SET_DEV_LIKELIHOODS, "gemm");
   check_loglikes("tri2", "ark:feats/lda.ark");
   kio_setting_override(KIO_SET_DEV_LIKELIHOODS, NULL);
+}
+END_TEST
+
+/* Every rounding profile (base/matrix/blas-profile.h): the device's
+ * likelihoods are the CPU path's (mono: 39 dims, the D%4 tail; tri2: 40;
+ * mono8: SkylakeX's small-m kernel), and so are the noisy alignments. */
+START_TEST(profiles) {
+  kio_setting_override(KIO_SET_BLAS_PROFILE, kio_blas_profile_name(_i));
+  kio_blas_profile_reset();
+  check_loglikes("mono", "ark:noisy/delta.ark");
+  check_loglikes("tri2", "ark:feats/lda.ark");
+  check_loglikes_g("mono8", "ark:feats/delta8.ark", "mono");
+  kio_setting_override(KIO_SET_BLAS_PROFILE, "skx");
+  kio_blas_profile_reset();
 }
 END_TEST
 
@@ -738,6 +753,7 @@ static Suite *gpu_align_suite(void) {
   tcase_add_test(t, loglikes_mono8);
   tcase_add_test(t, loglikes_tri2);
   tcase_add_test(t, loglikes_tri2_gemm);
+  tcase_add_loop_test(t, profiles, 0, KIO_BLAS_NPROF);
   suite_add_tcase(s, t);
   t = tcase_create("decoder");
   tcase_set_timeout(t, 600);
