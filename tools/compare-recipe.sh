@@ -58,7 +58,7 @@ echo "Kaldi: \`$K\`; ours: \`$O\`."
 echo
 echo "| | Kaldi side | our side |"
 echo "|---|---|---|"
-for key in date host nproc cpu gpu kaldi options "which gmm-acc-stats-ali" "which gmm-align-compiled" "which gmm-est"; do
+for key in date host nproc cpu gpu kaldi options "which gmm-acc-stats-ali" "which gmm-align-compiled" "which gmm-est" rounding; do
   kv=$(sed -n "s/^$key: //p" "$K/run_info" 2>/dev/null | head -1)
   ov=$(sed -n "s/^$key: //p" "$O/run_info" 2>/dev/null | head -1)
   echo "| $(md "$key") | $(md "${kv:--}") | $(md "${ov:--}") |"

@@ -124,6 +124,9 @@ done
   echo "kaldi: $kaldi_from"
   echo "kaldi-only: $kaldi_only"
   echo "gpu-bin: ${GPU_BIN:-}"
+  # the rounding our programs choose for this PATH's Kaldi (nothing set: its
+  # OpenBLAS core; KALDI_GPU_BLAS_PROFILE overrides)
+  [ $kaldi_only = true ] || echo "rounding: $("$GPU_BIN/kaldi-gpu-service" --print-rounding 2>/dev/null | tr '\t' ' ')"
   echo "options: --nj $nj --train $train --mono-utts $mono_utts --mono-opts '$mono_opts' --stage $stage --stop-stage $stop_stage --cmd '$cmd'"
   for p in $ours gmm-align-acc-compiled gmm-est gmm-init-mono compile-train-graphs acc-tree-stats \
            gmm-latgen-faster gmm-est-fmllr fstcomposecontext; do
