@@ -24,8 +24,8 @@ static inline AVX2_AI __m256 mac8(int fused, __m256 x, __m256 w, __m256 acc) {
 }
 
 /* 8 rows at once (wt: W^T, k x M): the SEQ or PAIR chains, lane-wise. */
-static inline AVX2_AI void chains8(int fused, const float *x, const float *wt, int32_t M,
-                                   int32_t k, int pair, float *o) {
+static inline AVX2_AI void chains8_body(int fused, const float *x, const float *wt, int32_t M,
+                                        int32_t k, int pair, float *o) {
   __m256 A = _mm256_setzero_ps(), B = _mm256_setzero_ps();
   int32_t q = 0;
   if (pair) {
@@ -43,25 +43,30 @@ static inline AVX2_AI void chains8(int fused, const float *x, const float *wt, i
 /* 8 rows: the SEQ chains of 8 frames (x[0..7]) and the PAIR chains of the
  * first 4, interleaved so that the latency is hidden; each output lane is
  * still its own chain. */
-static inline AVX2_AI void chains8x4(int fused, const float *const *x, const float *wt, int32_t M,
-                                     int32_t k, int want_seq, int want_pair, float (*sq)[8],
-                                     float (*pr)[8]) {
+static inline AVX2_AI void chains8x4_body(int fused, const float *const *x, const float *wt,
+                                          int32_t M, int32_t k, int want_seq, int want_pair,
+                                          float (*sq)[8], float (*pr)[8]) {
   const __m256 zero = _mm256_setzero_ps();
   if (want_seq) {  /* 8 frames: x[4..7] are the next 4 (or repeat 0..3) */
     __m256 a[8];
+    _Pragma("GCC unroll 8")
     for (int f = 0; f < 8; f++) a[f] = zero;
     for (int32_t q = 0; q < k; q++) {
       __m256 w = _mm256_loadu_ps(wt + (size_t)q * M);
+      _Pragma("GCC unroll 8")
       for (int f = 0; f < 8; f++) a[f] = mac8(fused, _mm256_set1_ps(x[f][q]), w, a[f]);
     }
+    _Pragma("GCC unroll 8")
     for (int f = 0; f < 8; f++) _mm256_storeu_ps(sq[f], _mm256_add_ps(zero, a[f]));
   }
   if (want_pair) {
     __m256 A[4], B[4];
+    _Pragma("GCC unroll 8")
     for (int f = 0; f < 4; f++) A[f] = B[f] = zero;
     int32_t k8 = k & ~7, q = 0;
     for (; q < k8; q += 2) {
       __m256 w = _mm256_loadu_ps(wt + (size_t)q * M), v = _mm256_loadu_ps(wt + (size_t)(q + 1) * M);
+      _Pragma("GCC unroll 8")
       for (int f = 0; f < 4; f++) {
         A[f] = mac8(fused, _mm256_set1_ps(x[f][q]), w, A[f]);
         B[f] = mac8(fused, _mm256_set1_ps(x[f][q + 1]), v, B[f]);
@@ -69,10 +74,27 @@ static inline AVX2_AI void chains8x4(int fused, const float *const *x, const flo
     }
     for (; q < k; q++) {
       __m256 w = _mm256_loadu_ps(wt + (size_t)q * M);
+      _Pragma("GCC unroll 8")
       for (int f = 0; f < 4; f++) A[f] = mac8(fused, _mm256_set1_ps(x[f][q]), w, A[f]);
     }
+    _Pragma("GCC unroll 8")
     for (int f = 0; f < 4; f++) _mm256_storeu_ps(pr[f], _mm256_add_ps(zero, _mm256_add_ps(A[f], B[f])));
   }
+}
+
+/* The above as functions of their own (inlined into the frame loops they
+ * spill), with `fused` a constant inside. */
+__attribute__((target("avx2,fma"), noinline))
+static void chains8(int fused, const float *x, const float *wt, int32_t M, int32_t k, int pair,
+                    float *o) {
+  if (fused) chains8_body(1, x, wt, M, k, pair, o);
+  else chains8_body(0, x, wt, M, k, pair, o);
+}
+__attribute__((target("avx2,fma"), noinline))
+static void chains8x4(int fused, const float *const *x, const float *wt, int32_t M, int32_t k,
+                      int want_seq, int want_pair, float (*sq)[8], float (*pr)[8]) {
+  if (fused) chains8x4_body(1, x, wt, M, k, want_seq, want_pair, sq, pr);
+  else chains8x4_body(0, x, wt, M, k, want_seq, want_pair, sq, pr);
 }
 
 /* Groups of 8 frames from t, their rows in tiles of 8 (SEQ/PAIR plans);
@@ -82,15 +104,18 @@ static inline AVX2_AI int32_t frames8(int fused, const unsigned char *cls, const
                                       int32_t k, const float *wt, int32_t M, float *out) {
   for (; t + 8 <= t1; t += 8) {
     const float *xs[8];
+    _Pragma("GCC unroll 8")
     for (int f = 0; f < 8; f++) xs[f] = in + (size_t)(t + f - base) * stride;
     int32_t j = 0;
     for (; j + 8 <= M; j += 8) {
       int wp[2] = {0, 0};
+      _Pragma("GCC unroll 8")
       for (int f = 0; f < 8; f++)
         wp[f >> 2] |= memchr(cls + (size_t)(t + f) * M + j, KIO_GEMM_PAIR, 8) != NULL;
       float sq[8][8], pr[8][8];
       chains8x4(fused, xs, wt + j, M, k, 1, wp[0], sq, pr);
       if (wp[1]) chains8x4(fused, xs + 4, wt + j, M, k, 0, 1, sq, pr + 4);
+      _Pragma("GCC unroll 8")
       for (int f = 0; f < 8; f++) {
         const unsigned char *c = cls + (size_t)(t + f) * M + j;
         float *o = out + (size_t)(t + f) * M + j;

@@ -310,11 +310,14 @@ static inline AVX2_AI void gemm_avx2_body(int fused, const float *in, int32_t st
     float *o = out + (size_t)t * rows;
     for (int32_t j = 0; j < r8; j += 8) {
       __m256 a[8];
+      _Pragma("GCC unroll 8")
       for (int f = 0; f < 8; f++) a[f] = z;
       for (int32_t q = 0; q < k; q++) {
         __m256 w = _mm256_loadu_ps(wt + (size_t)q * rows + j);
+        _Pragma("GCC unroll 8")
         for (int f = 0; f < 8; f++) a[f] = mac8(fused, _mm256_set1_ps(x[(size_t)f * stride + q]), w, a[f]);
       }
+      _Pragma("GCC unroll 8")
       for (int f = 0; f < 8; f++) _mm256_storeu_ps(o + (size_t)f * rows + j, _mm256_add_ps(z, a[f]));
     }
     for (int32_t f = 0; f < 8; f++)
