@@ -11,6 +11,10 @@
 #   (the jobs fall back to contexts of their own), the identity's cost
 #   (cuInit + UUIDs, no context: one job, then 16 at once; per visible GPU),
 #   a real broken context (a trapping kernel) found and the service restarted
+#   rounding: dev/device/rounding-device.sh (the core the Kaldi bundle's OpenBLAS
+#   picks here and why, our automatic choice, our outputs against that Kaldi per
+#   core); needs the bundle (KALDI_BUNDLE, or recipe-device.sh's stash); not in
+#   the default steps
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -85,6 +89,7 @@ for s in $steps; do
     service) dev/device/service-faults.sh "$BUILD" 2>&1 | tee "$OUT/service.log" ;;
     kernels) ( cd tests/data && KIO_GPU_BENCH=500 CK_RUN_CASE=bench "../../$BUILD/tests/gpu/check_gpu_align" ) 2>&1 | tail -n 30 | tee "$OUT/kernels.log" ;;
     demo) tools/demo.sh 2>&1 | tee "$OUT/demo.log" ;;
+    rounding) OUT=$OUT BUILD=$BUILD dev/device/rounding-device.sh ;;
     bench) dev/bench/bench.sh 2>&1 | tee "$OUT/bench.log" ;;
   esac
 done
