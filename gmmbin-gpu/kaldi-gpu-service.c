@@ -142,8 +142,10 @@ int main(int argc, char *argv[]) {
     return rc;
   }
   /* The jobs' rounding profile (their Kaldi's): part of our identity. */
-  if (rounding[0]) kio_setting_override(KIO_SET_BLAS_PROFILE, rounding);
+  static char jobs_rounding[64];  /* the settings keep the pointer */
+  snprintf(jobs_rounding, sizeof jobs_rounding, "%s", rounding);
   free(rounding);
+  if (jobs_rounding[0]) kio_setting_override(KIO_SET_BLAS_PROFILE, jobs_rounding);
   /* The service never hands work to a service. */
   kio_setting_override(KIO_SET_SERVICE, "no");
   if (print_id) {
