@@ -32,6 +32,11 @@
 /* --describe: one "key: value" line each, on stdout. 0, or 1 when a job
  * here would not get a GPU. */
 static int describe(void) {
+  /* The profile the aligner, the accumulator and the feature chains round
+   * with (the Kaldi's in use here, or KALDI_GPU_BLAS_PROFILE's), resolved
+   * first: printed below, no log line (the identity needs it too). */
+  char rwhy[8192];
+  int how, p = kio_blas_profile_explain(rwhy, sizeof rwhy, &how);
   printf("program: %s (%s)\n", KIO_PLUGIN_ID, kio_log_program());
   const char *cvd = kio_setting_str(KIO_SET_CUDA_VISIBLE_DEVICES);
   printf("CUDA_VISIBLE_DEVICES: %s\n", cvd ? cvd : "(unset: every GPU)");
@@ -83,10 +88,6 @@ static int describe(void) {
     kio_svc_describe(id, sizeof id, 0);
     printf("service identity: %s\n", id);
   }
-  /* The profile the aligner, the accumulator and the feature chains round
-   * with: the Kaldi's in use here, or KALDI_GPU_BLAS_PROFILE's. */
-  char rwhy[8192];
-  int how, p = kio_blas_profile_query(rwhy, sizeof rwhy, &how);
   printf("rounding profile: %s (%s: %s (%s))\n", kio_blas_profile_name(p), kio_blas_how_name(how),
          kio_blas_profile_kernels(p), rwhy);
   return usable ? 0 : 1;
@@ -132,7 +133,7 @@ int main(int argc, char *argv[]) {
       rc = describe();
     } else {
       char why[8192];
-      int how, p = kio_blas_profile_query(why, sizeof why, &how);
+      int how, p = kio_blas_profile_explain(why, sizeof why, &how);
       printf("%s\t%s\t%s (%s)\n", kio_blas_profile_name(p), kio_blas_how_name(how),
              kio_blas_profile_kernels(p), why);
     }

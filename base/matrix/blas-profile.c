@@ -67,27 +67,41 @@ int kio_blas_profile_query(char *why, size_t why_len, int *how) {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int g_prof = -1;
+static char g_why[8192];
+static int g_how;
 
-int kio_blas_profile(void) {
-  int p = g_prof;  /* once resolved: a load, no lock */
-  if (p >= 0) return p;
+/* Resolves the process's profile once (under the lock), with the LOG or
+ * WARNING line when log is set. */
+static int kio_blas_resolve(int log) {
   pthread_mutex_lock(&g_lock);
   if (g_prof < 0) {
     const char *e = kio_setting_str(KIO_SET_BLAS_PROFILE);
-    if (e && kio_blas_profile_parse(e) < 0)
+    if (log && e && kio_blas_profile_parse(e) < 0)
       KIO_WARN("KALDI_GPU_BLAS_PROFILE=%s is not a rounding profile (skx, hsw, snb, nhm, sse or "
                "an OpenBLAS core name); matching the Kaldi in use instead", e);
-    char why[8192];
-    int how;
-    int p = kio_blas_profile_query(why, sizeof why, &how);
-    if (how == KIO_BLAS_UNMATCHED)
+    int p = kio_blas_profile_query(g_why, sizeof g_why, &g_how);
+    if (log && g_how == KIO_BLAS_UNMATCHED)
       KIO_WARN("Rounding as %s, the reference (%s); results can differ from this Kaldi's in "
-               "the last bits", kio_blas_profile_kernels(p), why);
-    else
-      KIO_LOG("Rounding as %s (%s)", kio_blas_profile_kernels(p), why);
+               "the last bits", kio_blas_profile_kernels(p), g_why);
+    else if (log)
+      KIO_LOG("Rounding as %s (%s)", kio_blas_profile_kernels(p), g_why);
     g_prof = p;
   }
-  p = g_prof;
+  int p = g_prof;
+  pthread_mutex_unlock(&g_lock);
+  return p;
+}
+
+int kio_blas_profile(void) {
+  int p = g_prof;  /* once resolved: a load, no lock */
+  return p >= 0 ? p : kio_blas_resolve(1);
+}
+
+int kio_blas_profile_explain(char *why, size_t why_len, int *how) {
+  int p = kio_blas_resolve(0);
+  pthread_mutex_lock(&g_lock);
+  if (why && why_len) snprintf(why, why_len, "%s", g_why);
+  if (how) *how = g_how;
   pthread_mutex_unlock(&g_lock);
   return p;
 }

@@ -36,6 +36,10 @@ enum {
 /* The same, without the log line: the profile and, in why (may be NULL),
  * the reason in words; how (may be NULL): KIO_BLAS_BY_SETTING, ... */
 int kio_blas_profile_query(char *why, size_t why_len, int *how);
+/* This process's profile as kio_blas_profile() (resolved once, cached),
+ * with its reason and how, for programs that print it themselves: no log
+ * line when this call resolves it (kaldi-gpu-service --print-rounding). */
+int kio_blas_profile_explain(char *why, size_t why_len, int *how);
 /* The word for a KIO_BLAS_BY_* value: set, matched, reference, unmatched. */
 const char *kio_blas_how_name(int how);
 

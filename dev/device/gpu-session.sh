@@ -3,7 +3,8 @@
 # compute-sanitizer run, kernel timings, the demo and the benchmark; logs
 # under $OUT. Prepare here with `make all && dev/device/device-pack.sh`, then run
 # with carry [".carry"]. Usage: dev/device/gpu-session.sh [step...]
-#   steps: gpu-tests all-tests sanitize feats kernels demo bench service (default: all)
+#   steps: gpu-tests all-tests sanitize feats kernels demo bench service rounding
+#   (default: all but rounding)
 #   feats: the feature chains on the device (issue 8, gpu-feats): its suite,
 #   gmm-align-compiled KALDI_GPU_FEATS_GPU=1 vs 0 (cli/gpu-feats.sh), the device
 #   chain under compute-sanitizer, timings (dev/bench/gfeat-bench.sh, FEATS_COPIES)

@@ -15,7 +15,9 @@
 #     writes.
 # Then with no Kaldi on PATH: the reference (skx) and the reason. (The BLAS
 # operations themselves, per core: tests/cli/blas-order.sh.)
-# Env: BIN, TOP, TOOLS. Exit 0 pass, 1 fail, 77 skip.
+# Then through the GPU service (its CPU test mode): one service per profile,
+# each rounding as its jobs' Kaldi.
+# Env: BIN, TOP, TOOLS, TEST_BIN. Exit 0 pass, 1 fail, 77 skip.
 set -u
 : "${BIN:?}" "${TOP:?}"
 TOOLS=${TOOLS:-$TOP/build/tools}
@@ -114,6 +116,32 @@ for core in Prescott Nehalem Sandybridge Haswell SkylakeX Cooperlake SapphireRap
 done
 unset OPENBLAS_CORETYPE
 [ -n "$checked" ] || { echo "SKIP: no OpenBLAS core of the bundle runs here"; exit 77; }
+# Through the GPU service (its CPU test mode, the programs built with the
+# test hooks): jobs of two cores get two services, each rounding as its
+# jobs' Kaldi (started with --rounding, part of its identity).
+cores=$(echo $checked | awk '{print $1; if (NF > 1) print $NF}')
+if [ -x "${TEST_BIN:-}/gmm-acc-stats-ali" ] && [ -x "${TEST_BIN:-}/kaldi-gpu-service" ]; then
+  svcdir=$tmp/svc
+  trap 'pkill -f -- "--socket=$svcdir/" 2>/dev/null; rm -rf "$tmp"' EXIT
+  set -- ${acc_cases[1]}
+  for core in $cores; do
+    OPENBLAS_CORETYPE=$core PATH=$kpath gmm-acc-stats-ali "$2" "$3" "$4" "$tmp/k.svc.acc" 2>/dev/null ||
+      fail "service, core $core: Kaldi's gmm-acc-stats-ali"
+    env -u KALDI_GPU_SERVICE OPENBLAS_CORETYPE=$core PATH=$kpath KALDI_GPU_SERVICE_DIR=$svcdir \
+      KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_SERVICE_CPU=1 KALDI_GPU_SERVICE_IDLE=20 \
+      "$TEST_BIN/gmm-acc-stats-ali" "$2" "$3" "$4" "$tmp/o.svc.acc" 2>"$tmp/o.svc.log" ||
+      fail "service, core $core: our gmm-acc-stats-ali exit $?"
+    grep -q "GPU service" "$tmp/o.svc.log" || fail "service, core $core: the service was not used"
+    cmp -s "$tmp/k.svc.acc" "$tmp/o.svc.acc" || fail "service, core $core: statistics differ from Kaldi's"
+    kern=$(PATH=$kpath OPENBLAS_CORETYPE=$core "$BIN/kaldi-gpu-service" --print-rounding 2>/dev/null | cut -f3)
+    grep -q "Rounding as ${kern% (*} (KALDI_GPU_BLAS_PROFILE=" "$svcdir"/service-*.log ||
+      fail "service, core $core: no service rounding as ${kern% (*}"
+  done
+  n=$(ls "$svcdir"/gpu-*.sock 2>/dev/null | wc -l)
+  [ "$n" = "$(echo $cores | wc -w)" ] || fail "service: $n sockets for cores $(echo $cores)"
+  pkill -f -- "--socket=$svcdir/" 2>/dev/null
+  echo "rounding: through the service (cores $(echo $cores)): Kaldi's statistics"
+fi
 # Without a Kaldi on PATH (nor KALDI_ROOT): the reference, saying why.
 line=$(env -u KALDI_ROOT PATH=/usr/bin:/bin "$BIN/kaldi-gpu-service" --print-rounding 2>/dev/null)
 case $line in
