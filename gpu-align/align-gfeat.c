@@ -111,7 +111,8 @@ int galign_gfeat_run(galign_gfeat *g, galign_aligner *a, batch *b) {
   struct gfeat_batch *gfb = b->gfb;
   int n = gfb ? gfeat_batch_count(gfb) : 0;
   if (n == 0 || gfeat_batch_frames(gfb) == 0) return KIO_OK;
-  if (!g->dev && gfeat_cuda_new(&g->dev, g->chain, g->device) != KIO_OK) return KIO_ERR;
+  /* on the aligner's device: the job's one device (device/gpu.h) */
+  if (!g->dev && gfeat_cuda_new(&g->dev, g->chain, NULL) != KIO_OK) return KIO_ERR;
   if (n > g->cap) {
     free(g->rows);
     free(g->mats);
