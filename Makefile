@@ -49,6 +49,8 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/unit/chec
 # C tools: the user's (tools/) and the developers' (dev/*/), all built into $(BUILD)/tools/.
 TOOL_SRC := $(sort $(wildcard tools/*.c dev/*/*.c))
 TOOLS := $(addprefix $(BUILD)/tools/,$(basename $(notdir $(TOOL_SRC))))
+# gpu-hog: another process holding a GPU's memory (dev/device/memory-check.sh)
+TOOLS += $(if $(filter 1,$(HAVE_CUDA)),$(BUILD)/tools/gpu-hog)
 
 .SECONDARY:
 .PHONY: all test test-gpu test-asan bench bench-acc demo install clean lint fuzz settings-doc emu
@@ -104,6 +106,9 @@ $(BUILD)/tools/$(basename $(notdir $(1))): $(call obj,$(1)) $(LIBS)
 	$$(CXX) $$(SAN) -o $$@ $$< $$(LIBS) $$(LDLIBS)
 endef
 $(foreach t,$(TOOL_SRC),$(eval $(call tool_rule,$(t))))
+$(BUILD)/tools/gpu-hog: dev/device/gpu-hog.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 $(CUDA_GENCODE) -o $@ $<
 
 # The device code on tests/emu's host emulation of CUDA: the programs that
 # hold device memory, built with the test hooks, for the allocation-failure

@@ -395,6 +395,10 @@ void kio_gpu_nomem_call(const char *call, const char *func, const char *file, in
 
 int kio_gpu_alloc(kio_gpu_acct *a, void **p, size_t bytes, void *stream) {
   *p = NULL;
+  if (!a) {
+    KIO_ERROR("Device memory asked for without an account (%zu bytes)", bytes);
+    return KIO_ERR;
+  }
   if (bytes == 0) bytes = 1;
   if (kio_gpu_hook_fails(bytes)) {
     nomem(1, __func__, __FILE__, __LINE__,

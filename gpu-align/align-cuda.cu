@@ -320,6 +320,10 @@ static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *gra
       bytes += b;
       m++;
     }
+    KIO_VLOG(2, "Device sub-batch: %d utterances, %lld frames, %.1f MiB planned (%.0f bytes "
+             "per frame); the aligner's budget %.1f MiB, %.1f MiB held", m, (long long)frames,
+             bytes / 1048576.0, frames ? (double)bytes / (double)frames : 0.0,
+             kio_gpu_acct_limit(c->acct) / 1048576.0, kio_gpu_acct_live(c->acct) / 1048576.0);
     kio_gpu_catch();
     int rc = galign_cu_loglikes_launch(c, m, graphs + done, feats ? feats + done : NULL,
                                        loglikes ? loglikes + done : NULL);

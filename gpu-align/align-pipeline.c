@@ -89,7 +89,8 @@ static void read_batch(galign_pipeline *p, batch *b) {
   double t0 = kio_now_s(), t1;
   int min_n = p->cfg.batch_size < DYN_MIN ? p->cfg.batch_size : DYN_MIN;
   while (!b->fatal && b->nslots < p->cfg.batch_size &&
-         !(b->nslots >= min_n && worker_idle(p)) && !galign_gs_done(p)) {
+         !(b->nslots >= min_n && worker_idle(p)) && !galign_gs_done(p) &&
+         !(p->gf && galign_gfeat_full(p->gf, b->gfb))) {
     slot *s = galign_peek_slot(b);
     if (p->tr || p->by_key) {  /* features in order: align-source.c */
       int r = !s ? KIO_ERR

@@ -290,7 +290,9 @@ extern "C" int gfeat_cuda_new(gfeat_cuda **out, const gfeat_chain *c, kio_gpu *g
   g->c = c;
   g->gpu = gpu;
   g->device = kio_gpu_device(gpu);
-  g->acct = kio_gpu_acct_new(gpu, "feature chain", kio_gpu_share(gpu, KIO_GPU_PART_FEATS),
+  /* twice its share: the pipeline cuts batches at the share
+   * (galign_gfeat_full), one utterance may pass it */
+  g->acct = kio_gpu_acct_new(gpu, "feature chain", 2 * kio_gpu_share(gpu, KIO_GPU_PART_FEATS),
                              KIO_GPU_YES);
   int rc = KIO_OK;
   if (!g->acct || cudaStreamCreateWithFlags(&g->own, cudaStreamNonBlocking) != cudaSuccess) {
@@ -360,15 +362,7 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
     return KIO_ERR;
   }
   const int64_t T = b->frames;
-  /* widest intermediate */
-  int32_t dim = b->in_dim, wmax = dim;
-  for (int k = 0; k < c->nst; k++) {
-    const gfeat_stage *s = &c->st[k];
-    dim = s->op == GFEAT_OP_DELTAS ? dim * (s->order + 1)
-          : s->op == GFEAT_OP_SPLICE ? dim * (s->left + s->right + 1)
-          : s->table ? b->st[k].ref[0].rows : s->w.rows;
-    if (dim > wmax) wmax = dim;
-  }
+  const int32_t wmax = gfeat_batch_widest(b);  /* widest intermediate */
   size_t nb = sizeof(float) * (size_t)T * (size_t)wmax;
   if (gfeat_reserve(g, &g->bytes, b->nbytes + 16, st) != KIO_OK ||
       gfeat_reserve(g, &g->utt, sizeof(gfeat_dutt) * (size_t)b->n, st) != KIO_OK ||
@@ -400,7 +394,7 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
   }
   const gfeat_dutt *utt = (const gfeat_dutt *)g->utt.p;
   float *cur = c->nst ? (float *)g->work[0].p : d_out;
-  dim = b->in_dim;
+  int32_t dim = b->in_dim;
   GFEAT_LAUNCH(gfeat_k_decode, gfeat_grid(T * dim, GFEAT_THREADS), GFEAT_THREADS, st,
                (const unsigned char *)g->bytes.p, utt, b->n, T, dim, (const float *)g->cmvn.p,
                b->apply_cmvn, b->var_norm, cur);

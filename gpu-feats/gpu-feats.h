@@ -108,6 +108,11 @@ int64_t gfeat_batch_frames(const gfeat_batch *b);
 int32_t gfeat_batch_rows(const gfeat_batch *b, int i);
 int64_t gfeat_batch_row_off(const gfeat_batch *b, int i);
 int32_t gfeat_batch_dim(const gfeat_batch *b);
+/* The widest matrix of the chain on b (floats per frame), and the device
+ * bytes gfeat_cuda_compute needs for b (batches are cut to the feature
+ * chain's share of the job's budget with it). */
+int32_t gfeat_batch_widest(const gfeat_batch *b);
+size_t gfeat_batch_need(const gfeat_batch *b);
 
 /* ---- the device ---- */
 typedef struct gfeat_cuda gfeat_cuda;
