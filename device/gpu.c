@@ -597,6 +597,7 @@ int kio_gpu_choose(kio_gpu_mode mode, const char *svc_why, const char *doing, ki
    * optional the CPU at once, wait and yes wait (bounded), then wait the
    * CPU and yes the error; a budget too small for the model never fits. */
   double waited = 0, bound = kio_gpu_wait_limit();
+  if (rc == KIO_OK && d->service && bound > 10) bound = 10;  /* its job falls back itself */
   char why[200] = "";
   while (rc == KIO_OK && try_device) {
     kio_gpu_catch();

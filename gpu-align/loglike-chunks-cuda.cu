@@ -48,6 +48,10 @@ struct galign_cuda_chunks {
 
 static int chunk_cuda_err(cudaError_t e, const char *what, char *err, size_t errlen) {
   if (e == cudaSuccess) return KIO_OK;
+  if (e == cudaErrorMemoryAllocation) {  /* the device layer's: the caller may recover */
+    cudaGetLastError();
+    kio_gpu_nomem_call(what, __func__, __FILE__, __LINE__);
+  }
   snprintf(err, errlen, "CUDA error %s: %s (likelihoods of a long utterance)",
            cudaGetErrorString(e), what);
   return KIO_ERR;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,8 @@ struct gsvc_mem_pool {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   size_t capacity, granted;
+  size_t (*held)(void *user);  /* bytes held outside the grants (models) */
+  void *user;
   unsigned long next_ticket, serving;  /* arrival order */
   int running, waiting;
   double wait_limit, last_release, head_since;
@@ -41,9 +44,12 @@ static void wait_a_bit(pthread_cond_t *cv, pthread_mutex_t *mu) {
   pthread_cond_timedwait(cv, mu, &ts);
 }
 
-gsvc_mem_pool *gsvc_mem_pool_new(size_t capacity, double wait_limit) {
+gsvc_mem_pool *gsvc_mem_pool_new(size_t capacity, double wait_limit,
+                                 size_t (*held)(void *user), void *user) {
   gsvc_mem_pool *p = calloc(1, sizeof *p);
   if (!p) return NULL;
+  p->held = held;
+  p->user = user;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
   p->capacity = capacity;
@@ -67,7 +73,8 @@ size_t gsvc_mem_pool_admit(gsvc_mem_pool *p, size_t want, size_t min_grant) {
   for (;;) {
     if (ticket == p->serving) {
       double now = kio_now_s();
-      size_t left = p->capacity > p->granted ? p->capacity - p->granted : 0;
+      size_t used = p->granted + (p->held ? p->held(p->user) : 0);
+      size_t left = p->capacity > used ? p->capacity - used : 0;
       double idle = now - (p->last_release > p->head_since ? p->last_release : p->head_since);
       if (want <= left) { g = want; break; }
       if (p->running == 0) { g = left; break; }  /* alone: all there is */
@@ -108,15 +115,36 @@ void gsvc_mem_pool_state(gsvc_mem_pool *p, size_t *granted, int *running, int *w
 
 /* ---- the service's devices ---- */
 
+/* A batch running on a device: its account and what the account held
+ * when it began (the model: outside the grant). */
+typedef struct { kio_gpu_acct *acct; size_t base; } running;
+enum { MAX_RUNNING = 256 };
+
 static struct {
   kio_gpu *gpu;
   gsvc_mem_pool *pool;
   int conns;
   double last_busy;
   int trimmed;
+  running run[MAX_RUNNING];
+  int nrun;
 } dm[MAX_DEV];
 static pthread_mutex_t dm_mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread size_t t_grant;  /* the running batch's grant (begin .. end) */
+
+/* Bytes our accounts hold on device k outside the running batches' grants:
+ * the models and statistics of every connection and pooled aligner. */
+static size_t held_outside(void *user) {
+  const int k = (int)(intptr_t)user;
+  pthread_mutex_lock(&dm_mu);
+  size_t held = kio_gpu_held(dm[k].gpu), batches = 0;
+  for (int i = 0; i < dm[k].nrun; i++) {
+    size_t live = kio_gpu_acct_live(dm[k].run[i].acct);
+    if (live > dm[k].run[i].base) batches += live - dm[k].run[i].base;
+  }
+  pthread_mutex_unlock(&dm_mu);
+  return held > batches ? held - batches : 0;
+}
 
 int gsvc_mem_open(int k, int dev, char *desc, size_t n) {
   if (k < 0 || k >= MAX_DEV) return KIO_ERR;
@@ -127,7 +155,8 @@ int gsvc_mem_open(int k, int dev, char *desc, size_t n) {
   size_t cap = free_b > 512 * MIB ? (free_b - 512 * MIB) / 8 * 7 : 0;
   if (cap > budget) cap = budget;
   if (cap < 64 * MIB) cap = 64 * MIB;
-  gsvc_mem_pool *p = gsvc_mem_pool_new(cap, kio_gpu_wait_limit());
+  gsvc_mem_pool *p = gsvc_mem_pool_new(cap, kio_gpu_wait_limit(), held_outside,
+                                       (void *)(intptr_t)k);
   if (!p) {
     KIO_ERROR("Out of memory");
     return KIO_ERR;
@@ -201,18 +230,27 @@ static void begin(int k, kio_gpu_acct *acct, kio_gpu_part part) {
   if (!acct || k < 0 || k >= MAX_DEV || !dm[k].pool) return;
   size_t want = kio_gpu_share(dm[k].gpu, part);
   t_grant = gsvc_mem_pool_admit(dm[k].pool, want, want / 8);
-  kio_gpu_acct_set_limit(acct, kio_gpu_acct_live(acct) + t_grant);
+  size_t base = kio_gpu_acct_live(acct);
+  kio_gpu_acct_set_limit(acct, base + t_grant);
+  pthread_mutex_lock(&dm_mu);
+  if (dm[k].nrun < MAX_RUNNING) dm[k].run[dm[k].nrun++] = (running){acct, base};
+  pthread_mutex_unlock(&dm_mu);
 }
 
 static void end(int k, kio_gpu_acct *acct) {
   if (!acct || k < 0 || k >= MAX_DEV || !dm[k].pool) return;
   close_account(acct);
-  gsvc_mem_pool_release(dm[k].pool, t_grant);
-  t_grant = 0;
   pthread_mutex_lock(&dm_mu);
+  for (int i = 0; i < dm[k].nrun; i++)
+    if (dm[k].run[i].acct == acct) {
+      dm[k].run[i] = dm[k].run[--dm[k].nrun];
+      break;
+    }
   dm[k].last_busy = kio_now_s();
   dm[k].trimmed = 0;
   pthread_mutex_unlock(&dm_mu);
+  gsvc_mem_pool_release(dm[k].pool, t_grant);
+  t_grant = 0;
 }
 
 void gsvc_mem_begin_align(int k, struct galign_aligner *a) {

@@ -7,7 +7,8 @@
  * device/gpu.h), at most 7/8 of what was free when the service started less
  * 512 MiB (another process may hold the rest: a training on the same GPU).
  * A batch asks for its job's limit (kio_gpu_share); it is admitted when
- * that fits beside the grants of the running batches, in arrival order, so
+ * that fits beside the grants of the running batches and what the service
+ * holds outside them (every connection's model), in arrival order, so
  * a job waits its turn instead of failing. A waiting batch that is first in
  * line gets what is left (at least 1/8 of its limit) after 2 s, all that is
  * left when nothing runs, and after KALDI_GPU_WAIT seconds without any
@@ -56,9 +57,11 @@ void gsvc_mem_idle(void);
 
 /* ---- the admission itself, for tests (no device needed) ---- */
 typedef struct gsvc_mem_pool gsvc_mem_pool;
-/* capacity bytes shared by batches; wait_limit: seconds without any release
+/* capacity bytes shared by batches and what held(user) says is held
+ * outside them (NULL: nothing); wait_limit: seconds without any release
  * after which the first in line takes what is left. */
-gsvc_mem_pool *gsvc_mem_pool_new(size_t capacity, double wait_limit);
+gsvc_mem_pool *gsvc_mem_pool_new(size_t capacity, double wait_limit,
+                                 size_t (*held)(void *user), void *user);
 void gsvc_mem_pool_free(gsvc_mem_pool *p);
 /* Waits its turn for want bytes (at least min_grant once 2 s have passed
  * at the head of the line); returns the bytes granted (0 only when nothing

@@ -431,7 +431,7 @@ static void *admit_one(void *arg) {
 }
 
 START_TEST(test_admission_turns) {
-  gsvc_mem_pool *p = gsvc_mem_pool_new(100, 600);
+  gsvc_mem_pool *p = gsvc_mem_pool_new(100, 600, NULL, NULL);
   /* two batches of 40 fit, the third waits its turn until one ends */
   ck_assert_uint_eq(gsvc_mem_pool_admit(p, 40, 5), 40);
   ck_assert_uint_eq(gsvc_mem_pool_admit(p, 40, 5), 40);
@@ -463,7 +463,7 @@ START_TEST(test_admission_turns) {
 END_TEST
 
 START_TEST(test_admission_order_and_progress) {
-  gsvc_mem_pool *p = gsvc_mem_pool_new(100, 600);
+  gsvc_mem_pool *p = gsvc_mem_pool_new(100, 600, NULL, NULL);
   ck_assert_uint_eq(gsvc_mem_pool_admit(p, 70, 8), 70);
   /* first in line wants 80: after 2 s it takes the 30 left (>= 80/8) */
   admit_ctx a = {p, 80, 0, 0, 0}, b = {p, 10, 0, 0, 0};
@@ -488,11 +488,30 @@ START_TEST(test_admission_order_and_progress) {
   gsvc_mem_pool_release(p, 10);
   gsvc_mem_pool_free(p);
   /* no batch ends within the wait limit: the first in line goes on */
-  p = gsvc_mem_pool_new(100, 1);
+  p = gsvc_mem_pool_new(100, 1, NULL, NULL);
   ck_assert_uint_eq(gsvc_mem_pool_admit(p, 100, 100), 100);
   t0 = kio_now_s();
   ck_assert_uint_eq(gsvc_mem_pool_admit(p, 50, 50), 0);
   ck_assert(kio_now_s() - t0 < 2.5);
+  gsvc_mem_pool_free(p);
+}
+END_TEST
+
+/* What the service holds outside the grants (the models) counts too. */
+static size_t held30(void *user) { (void)user; return 30; }
+
+START_TEST(test_admission_counts_models) {
+  gsvc_mem_pool *p = gsvc_mem_pool_new(100, 600, held30, NULL);
+  ck_assert_uint_eq(gsvc_mem_pool_admit(p, 60, 8), 60);
+  admit_ctx c = {p, 20, 0, 0, 0};
+  pthread_t t;
+  double t0 = kio_now_s();
+  pthread_create(&t, NULL, admit_one, &c);
+  pthread_join(t, NULL);
+  ck_assert_uint_eq(c.got, 10);  /* 100 - 60 - 30, after its 2 s at the head */
+  ck_assert(c.at - t0 > 1.5);
+  gsvc_mem_pool_release(p, 60);
+  gsvc_mem_pool_release(p, 10);
   gsvc_mem_pool_free(p);
 }
 END_TEST
@@ -516,6 +535,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_fail_hook);
   tcase_add_test(tc, test_admission_turns);
   tcase_add_test(tc, test_admission_order_and_progress);
+  tcase_add_test(tc, test_admission_counts_models);
   suite_add_tcase(s, tc);
   return s;
 }
