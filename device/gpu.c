@@ -203,12 +203,23 @@ int kio_gpu_job(kio_gpu **out, int wait) {
   return KIO_OK;
 }
 
+/* The service's devices, each opened once. */
+enum { MAX_OPEN = 64 };
+static kio_gpu *opened[MAX_OPEN];
+
 int kio_gpu_open_device(kio_gpu **out, int dev) {
   char desc[160] = "";
   int got = -1;
   *out = NULL;
-  if (be->select(0, dev, desc, (int)sizeof desc, &got) != 0) return KIO_ERR;
-  *out = gpu_new(got, desc, 1);
+  if (dev < 0 || dev >= MAX_OPEN) {
+    KIO_ERROR("No CUDA device %d", dev);
+    return KIO_ERR;
+  }
+  pthread_mutex_lock(&job_mu);
+  if (!opened[dev] && be->select(0, dev, desc, (int)sizeof desc, &got) == 0)
+    opened[dev] = gpu_new(got, desc, 1);
+  *out = opened[dev];
+  pthread_mutex_unlock(&job_mu);
   return *out ? KIO_OK : KIO_ERR;
 }
 

@@ -86,8 +86,9 @@ typedef struct kio_gpu kio_gpu;
  * logged); or KIO_ERR with an ERROR logged. */
 enum { KIO_GPU_GAVE_UP = -10 };
 int kio_gpu_job(kio_gpu **g, int wait);
-/* The GPU service: device dev (its context created). KIO_ERR (logged). The
- * object lives as long as the process. */
+/* The GPU service: device dev (its context created; the same object
+ * every time for the same dev). KIO_ERR (logged). The object lives as
+ * long as the process. */
 int kio_gpu_open_device(kio_gpu **g, int dev);
 /* Makes g the device kio_gpu_job gives in this thread (NULL: the
  * process's again). */
