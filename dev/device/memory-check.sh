@@ -12,7 +12,8 @@
 #   b  JOBS_B (32) such jobs; again with another process (build/tools/
 #      gpu-hog) holding all but HOG_FREE_GB (4) GB of the card, through a
 #      service started after it; and OWN_JOBS (4) jobs on their own contexts
-#      beside the hog (default --use-gpu, and yes): every job completes;
+#      beside the hog (default --use-gpu, and yes; KALDI_GPU_WAIT=OWN_WAIT,
+#      default 60): every job completes;
 #   c  two GPUs: gmm-align-compiled, gmm-acc-stats-ali, gmm-align-acc-compiled,
 #      gmm-align on their own contexts and through the service, without and with
 #      CUDA_VISIBLE_DEVICES, --num-gpus=1 and 2, outputs = CPU path; the
@@ -200,7 +201,9 @@ part_b() {
     mem_start "b-own-$mode" "$hog"
     mapfile -d '' cmd < <(big "b-own-$mode")
     [ "$mode" = yes ] && cmd=("${cmd[0]}" --use-gpu=yes "${cmd[@]:1}")  # options come first
-    run_jobs "b-own-$mode" "$own_jobs" KALDI_GPU_SERVICE=no -- "${cmd[@]}"
+    # a wait for memory bounded at OWN_WAIT (60) s: the call's time limit
+    run_jobs "b-own-$mode" "$own_jobs" KALDI_GPU_SERVICE=no KALDI_GPU_WAIT="${OWN_WAIT:-60}" -- \
+      "${cmd[@]}"
     mem_stop
     row "b | $own_jobs x $hours h, own contexts ($mode), beside the hog | $own_jobs | $peak_p | $peak_d | $ok/$own_jobs | $wall | $fails failed; $short memory LOG lines"
   done
