@@ -121,7 +121,7 @@ run wait-lasts gmm-align-acc-compiled 0 KALDI_GPU_WAIT=1 KALDI_GPU_TEST_FAIL_ALL
 awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {exit !(b - a < 10)}' ||
   fail "wait-lasts: waited more than once per part of the job"
 run wait-setup gmm-align-acc-compiled 0 KALDI_GPU_WAIT=1 KALDI_GPU_TEST_FAIL_ALLOC=1+ -- --use-gpu=wait
-grep -q 'GPU not usable (.*after waiting); aligning on the CPU' "$tmp/wait-setup.log" ||
+grep -q 'GPU not usable; aligning on the CPU (.*after waiting)' "$tmp/wait-setup.log" ||
   fail "wait-setup: $(grep -m1 'GPU' "$tmp/wait-setup.log")"
 
 echo "== 3. --use-gpu=yes ($SECONDS s)"
