@@ -117,7 +117,7 @@ $(BUILD)/tools/gpu-hog: dev/device/gpu-hog.cu
 EMU_DIR := $(BUILD)/emu
 EMU_PROGS := gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled
 EMU_C := $(filter-out base/sys/test-hooks.c,$(sort $(wildcard base/*/*.c device/*.c gpu-feats/*.c \
-           gpu-align/*.c gpu-acc/*.c))) tests/lib/test-hooks.c
+           gpu-align/*.c gpu-acc/*.c api/*.c))) tests/lib/test-hooks.c
 EMU_CU := $(sort $(wildcard gpu-feats/*.cu gpu-align/*.cu gpu-acc/*.cu))
 EMU_CC := $(sort $(wildcard base/*/*.cc))
 EMU_OBJS := $(patsubst %,$(EMU_DIR)/%.o,$(EMU_C) $(EMU_CU) $(EMU_CC) tests/emu/cuda-emu.cc)
