@@ -49,9 +49,11 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/unit/chec
 # C tools: the user's (tools/) and the developers' (dev/*/), all built into $(BUILD)/tools/.
 TOOL_SRC := $(sort $(wildcard tools/*.c dev/*/*.c))
 TOOLS := $(addprefix $(BUILD)/tools/,$(basename $(notdir $(TOOL_SRC))))
+# gpu-hog: another process holding a GPU's memory (dev/device/memory-check.sh)
+TOOLS += $(if $(filter 1,$(HAVE_CUDA)),$(BUILD)/tools/gpu-hog)
 
 .SECONDARY:
-.PHONY: all test test-gpu test-asan bench bench-acc demo install clean lint fuzz settings-doc
+.PHONY: all test test-gpu test-asan bench bench-acc demo install clean lint fuzz settings-doc emu
 TEST_PROGS := $(patsubst gmmbin-gpu/%,$(BUILD)/test-bin/%,$(PROGS))
 all: $(if $(SAN),$(patsubst gmmbin-gpu/%,$(BUILD)/gmmbin-gpu/%,$(PROGS)),$(PROGS)) $(TESTS) $(TOOLS) $(TEST_PROGS) \
      $(SHLIB)
@@ -104,10 +106,43 @@ $(BUILD)/tools/$(basename $(notdir $(1))): $(call obj,$(1)) $(LIBS)
 	$$(CXX) $$(SAN) -o $$@ $$< $$(LIBS) $$(LDLIBS)
 endef
 $(foreach t,$(TOOL_SRC),$(eval $(call tool_rule,$(t))))
+$(BUILD)/tools/gpu-hog: dev/device/gpu-hog.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 $(CUDA_GENCODE) -o $@ $<
+
+# The device code on tests/emu's host emulation of CUDA: the programs that
+# hold device memory, built with the test hooks, for the allocation-failure
+# tests (tests/cli/alloc-fail.sh: a failure at every point of a job). Needs
+# the CUDA headers only (HAVE_CUDA=1); built by `make test`.
+EMU_DIR := $(BUILD)/emu
+EMU_PROGS := gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled
+EMU_C := $(filter-out base/sys/test-hooks.c,$(sort $(wildcard base/*/*.c device/*.c gpu-feats/*.c \
+           gpu-align/*.c gpu-acc/*.c api/*.c))) tests/lib/test-hooks.c
+EMU_CU := $(sort $(wildcard gpu-feats/*.cu gpu-align/*.cu gpu-acc/*.cu))
+EMU_CC := $(sort $(wildcard base/*/*.cc))
+EMU_OBJS := $(patsubst %,$(EMU_DIR)/%.o,$(EMU_C) $(EMU_CU) $(EMU_CC) tests/emu/cuda-emu.cc)
+EMU_CXXFLAGS = -std=c++17 -I. $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
+               -ffp-contract=off -I$(CUDA_DIR)/include -DKIO_HAVE_CUDA=1 $(SAN)
+EMU_BINS := $(if $(filter 1,$(HAVE_CUDA)),$(addprefix $(EMU_DIR)/bin/,$(EMU_PROGS)))
+$(EMU_DIR)/%.c.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+$(EMU_DIR)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -x c++ -include tests/emu/cuda-emu.h -MMD -MP -c $< -o $@
+$(EMU_DIR)/%.cc.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
+$(EMU_DIR)/libemu.a: $(EMU_OBJS)
+	@rm -f $@; ar rcs $@ $^
+$(EMU_DIR)/bin/%: $(EMU_DIR)/gmmbin-gpu/%.c.o $(EMU_DIR)/libemu.a
+	@mkdir -p $(dir $@)
+	$(CXX) $(SAN) -o $@ $< $(EMU_DIR)/libemu.a $(FST_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lrt -lm
+emu: $(EMU_BINS)
 
 # Unit suites run from tests/data (paths as in the Kaldi fixture commands),
 # then the command-line tests against Kaldi's logs and outputs.
-test: all
+test: all emu
 	@tests/run-tests.sh $(BUILD) $(PROGS:gmmbin-gpu/%=%)
 
 # GPU suites only; fails (instead of skipping) when no GPU is usable.

@@ -60,8 +60,23 @@ void kga_fused_free(kga_fused *f) {
   kga_call_end(&c, KGA_OK);
 }
 
-/* The statistics on the aligner's device, or the CPU (the device is
- * selected per host thread, and the aligner was created on another one). */
+typedef struct {
+  gacc_acc **acc;
+  galign_use_gpu mode;
+  const kio_tmodel *tm;
+  const kio_am_gmm *am;
+} acc_try;
+
+/* The accumulator on the job's device (kio_gpu_choose). */
+static int try_device(void *user, kio_gpu *g) {
+  acc_try *t = user;
+  return gacc_new_gpu(t->acc, g, t->mode, t->tm, t->am);
+}
+
+/* The statistics where the alignments are: the GPU service, the aligner's
+ * own device (the job's one device, device/gpu.h: never a second choice,
+ * which would reset the aligner's context on a machine of several GPUs),
+ * or the CPU. */
 static int after_open(void *u, galign_pipeline *p) {
   kga_fused *f = u;
   if (f->acc) return KIO_OK;  /* kept from an earlier call */
@@ -69,26 +84,23 @@ static int after_open(void *u, galign_pipeline *p) {
   const kio_tmodel *tm = galign_pipeline_tmodel(p);
   const kio_am_gmm *am = galign_pipeline_am(p);
   char why[256] = "";
-  if (galign_aligner_is_remote(galign_pipeline_aligner(p))) {
-    /* the aligner is on the GPU service: so are the statistics */
-    galign_use_gpu mode = f->al.use_gpu;
-    gacc_on_loss on_loss = mode == GALIGN_GPU_OPTIONAL ? GACC_LOSS_GPU_OR_CPU
-                           : mode == GALIGN_GPU_WAIT   ? GACC_LOSS_GPU_WAIT
-                                                       : GACC_LOSS_GPU;
-    if (gacc_new_remote(&f->acc, tm, am, on_loss, why, sizeof why) != KIO_OK) {
-      if (on_loss == GACC_LOSS_GPU_OR_CPU && kio_cuda_device_count() <= 0) {
-        KIO_LOG("Accumulating on the CPU (GPU service not usable: %s)", why);
-        gpu = 0;
-      } else {
-        KIO_LOG("Accumulating on a GPU context of our own (GPU service not usable: %s)", why);
-      }
-    }
-  }
-  if (!f->acc) {
-    if (gpu && kio_cuda_select(0, NULL, 0) != KIO_OK) return KIO_ERR;
-    if (gacc_new(&f->acc, gpu ? "gpu" : "cpu", tm, am) != KIO_OK) return KIO_ERR;
-  }
-  return KIO_OK;
+  galign_use_gpu mode = f->al.use_gpu;
+  /* a service lost later: the statistics go on here, as --use-gpu allows */
+  gacc_on_loss on_loss = mode == GALIGN_GPU_OPTIONAL ? GACC_LOSS_GPU_OR_CPU
+                         : mode == GALIGN_GPU_WAIT   ? GACC_LOSS_GPU_WAIT
+                                                     : GACC_LOSS_GPU;
+  if (galign_aligner_is_remote(galign_pipeline_aligner(p)) &&
+      gacc_new_remote(&f->acc, tm, am, on_loss, why, sizeof why) == KIO_OK)
+    return KIO_OK;  /* the aligner is on the GPU service: so are the statistics */
+  if (!gpu) return gacc_new(&f->acc, "cpu", tm, am);
+  /* its line only when it is not the aligner's device */
+  acc_try t = {&f->acc, mode, tm, am};
+  kio_gpu *g = NULL;
+  char line[640];
+  if (kio_gpu_choose(mode, why, "accumulating", &g, try_device, &t, line, sizeof line) != KIO_OK)
+    return KIO_ERR;
+  if (why[0] || !g) KIO_LOG("%s", line);
+  return g ? KIO_OK : gacc_new(&f->acc, "cpu", tm, am);
 }
 
 /* The pipeline's hook: hands one batch of aligned utterances to the

@@ -2,6 +2,7 @@
 #if !KIO_HAVE_CUDA
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "cuda-util.h"
 #include "base/sys/log.h"
@@ -10,13 +11,12 @@ int kio_cuda_device_count(void) { return 0; }
 int kio_cuda_debug_sync(void) { return 0; }
 void kio_cuda_warm_up(void) {}
 void kio_cuda_prefer_blocking_sync(void) {}
-void kio_cuda_use_device(int dev) { (void)dev; }
 int kio_cuda_context_broken(char *why, int why_len) {
   (void)why; (void)why_len;
   return 0;
 }
-int kio_cuda_select(int wait, char *desc, int desc_len) {
-  (void)wait; (void)desc; (void)desc_len;
+int kio_cuda_choose(double wait_s, int named_dev, char *desc, int desc_len, int *dev) {
+  (void)wait_s; (void)named_dev; (void)desc; (void)desc_len; (void)dev;
   KIO_ERROR("This program was built without CUDA (./configure --use-cuda=no)");
   return KIO_ERR;
 }
@@ -31,6 +31,26 @@ int kio_cuda_device_info(int dev, kio_cuda_dev_info *d) {
   return KIO_ERR;
 }
 const char *kio_cuda_build_archs(void) { return ""; }
+int kio_cuda_bind(int dev) { (void)dev; return -1; }
+int kio_cuda_mem_info(int dev, size_t *free_b, size_t *total_b) {
+  (void)dev;
+  *free_b = *total_b = 0;
+  return -1;
+}
+int kio_cuda_raw_alloc(void **p, size_t bytes, void *stream, char *msg, size_t n) {
+  (void)bytes; (void)stream;
+  *p = NULL;
+  snprintf(msg, n, "built without CUDA");
+  return -1;
+}
+void kio_cuda_raw_free(void *p, void *stream) { (void)p; (void)stream; }
+void kio_cuda_pool_trim(int dev) { (void)dev; }
+void kio_cuda_pool_keep(int dev, size_t bytes) { (void)dev; (void)bytes; }
+int kio_cuda_host_alloc(void **p, size_t bytes) {
+  *p = malloc(bytes ? bytes : 1);
+  return *p ? KIO_OK : KIO_ERR;
+}
+void kio_cuda_host_free(void *p, void *stream) { (void)stream; free(p); }
 #else
 typedef int kio_cuda_util_nocuda_unused; /* keep ISO C happy: no empty unit */
 #endif

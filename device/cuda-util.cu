@@ -133,19 +133,19 @@ extern "C" int kio_cuda_context_broken(char *why, int why_len) {
   return 1;
 }
 
-static __thread int t_device = -1;
-
-extern "C" void kio_cuda_use_device(int dev) { t_device = dev; }
-
-/* The device this thread should use. */
-static int chosen_device(void) {
-  if (t_device >= 0) return t_device;
+/* $KALDI_GPU_DEVICE, or -1. */
+static int env_device(void) {
+  if (!kio_setting_str(KIO_SET_DEVICE)) return -1;
   return (int)kio_setting_int(KIO_SET_DEVICE, 0, 0, 1 << 20);
 }
 
 extern "C" void kio_cuda_warm_up(void) {
-  int dev = chosen_device(), n = 0;
-  if (cudaGetDeviceCount(&n) == cudaSuccess && n > dev && cudaSetDevice(dev) == cudaSuccess)
+  int dev = env_device(), n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  /* With several devices and none named the choice looks at all of them:
+   * warming one up would only be undone. */
+  if (dev < 0 && n == 1) dev = 0;
+  if (dev >= 0 && n > dev && cudaSetDevice(dev) == cudaSuccess)
     cudaFree(0); /* forces the (per-process) primary context into being */
   cudaGetLastError();
 }
@@ -168,15 +168,14 @@ static int try_context(int dev) {
 }
 
 /* The device to use, its context current; -1 when none can be had. A named
- * device ($KALDI_GPU_DEVICE, or the service's per-thread choice) or the only
- * one is taken as it is. With several and none named, the one with the
- * largest fraction of free memory, as Kaldi's programs choose; the next best
- * when its context cannot be created. The contexts opened to look are
- * released again. */
-static int pick_device(int n) {
-  int named = t_device >= 0 || kio_setting_str(KIO_SET_DEVICE);
-  if (named || n == 1) {
-    int dev = named ? chosen_device() : 0;
+ * device or the only one is taken as it is. With several and none named,
+ * the one with the largest fraction of free memory, as Kaldi's programs
+ * choose; the next best when its context cannot be created. The contexts
+ * opened to look are released again (cudaDeviceReset): this runs once per
+ * process, before any of them holds anything of ours. */
+static int pick_device(int n, int named) {
+  if (named >= 0 || n == 1) {
+    int dev = named >= 0 ? named : 0;
     return dev < n && try_context(dev) ? dev : -1;
   }
   double ratio[64];
@@ -209,21 +208,28 @@ static int pick_device(int n) {
   return chosen;
 }
 
-extern "C" int kio_cuda_select(int wait, char *desc, int desc_len) {
+extern "C" int kio_cuda_choose(double wait_s, int named_dev, char *desc, int desc_len,
+                               int *out) {
   int waited = 0, dev;
+  const int named = named_dev >= 0 ? named_dev : env_device();
   for (;;) {
     int n = kio_cuda_device_count();
-    if (n <= 0 || (t_device < 0 && kio_setting_str(KIO_SET_DEVICE) && chosen_device() >= n)) {
+    if (n <= 0 || named >= n) {
       /* No device at all is an error even with "wait", as in Kaldi. */
-      KIO_ERROR("No CUDA device %d available (found %d)", chosen_device(), n);
+      KIO_ERROR("No CUDA device %d available (found %d)", named >= 0 ? named : 0, n);
       return KIO_ERR;
     }
-    if ((dev = pick_device(n)) >= 0) break;
-    if (!wait) {
+    if ((dev = pick_device(n, named)) >= 0) break;
+    if (wait_s <= 0) {
       KIO_ERROR("Failed to create a CUDA context on any of %d GPUs (all busy in exclusive mode?)", n);
       return KIO_ERR;
     }
-    if (waited == 0) KIO_WARN("Will try again indefinitely every 5 seconds to get a GPU.");
+    if (waited >= wait_s) {
+      KIO_WARN("Waited %d seconds; no GPU became free (KALDI_GPU_WAIT)", waited);
+      return KIO_GPU_GAVE_UP;
+    }
+    if (waited == 0)
+      KIO_WARN("Will try again every 5 seconds, for at most %.0f seconds, to get a GPU.", wait_s);
     sleep(5);
     waited += 5;
   }
@@ -243,29 +249,47 @@ extern "C" int kio_cuda_select(int wait, char *desc, int desc_len) {
   if (desc)
     snprintf(desc, desc_len, "%s, %d SMs, %.1f GiB", p.name, p.multiProcessorCount,
              p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+  *out = dev;
   return KIO_OK;
 }
 
-/* ---- memory without device-wide synchronisation (cuda-util.h) ---- */
+extern "C" int kio_cuda_bind(int dev) {
+  if (cudaSetDevice(dev) == cudaSuccess) return 0;
+  cudaGetLastError();
+  return -1;
+}
 
-static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
-static signed char pool_state[64]; /* per device: 0 unknown, 1 pool, 2 no pool */
-
-/* 1 if the current device allocates from its stream-ordered pool (set up on
- * first use: freed memory is kept for reuse). */
-static int use_pool(void) {
-  int dev = -1;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+extern "C" int kio_cuda_mem_info(int dev, size_t *free_b, size_t *total_b) {
+  int cur = -1;
+  *free_b = *total_b = 0;
+  if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
+  cudaError_t e = cudaSetDevice(dev);
+  if (e == cudaSuccess) e = cudaMemGetInfo(free_b, total_b);
+  if (cur >= 0 && cur != dev) cudaSetDevice(cur);
+  if (e != cudaSuccess) {
     cudaGetLastError();
-    return 0;
+    return -1;
   }
+  return 0;
+}
+
+/* ---- the stream-ordered pool ---- */
+
+enum { MAX_DEV = 64 };
+static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static signed char pool_state[MAX_DEV]; /* per device: 0 unknown, 1 pool, 2 no pool */
+static uint64_t pool_keep[MAX_DEV];     /* release threshold; 0: keep all */
+
+/* dev's pool, set up on first use (NULL: the device has none). */
+static cudaMemPool_t dev_pool(int dev) {
+  if (dev < 0 || dev >= MAX_DEV) return NULL;
+  cudaMemPool_t mp = NULL;
   pthread_mutex_lock(&mem_mu);
   if (!pool_state[dev]) {
     int sup = 0;
-    cudaMemPool_t mp;
     if (cudaDeviceGetAttribute(&sup, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess && sup &&
         cudaDeviceGetDefaultMemPool(&mp, dev) == cudaSuccess) {
-      uint64_t keep = UINT64_MAX;
+      uint64_t keep = pool_keep[dev] ? pool_keep[dev] : UINT64_MAX;
       cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &keep);
     } else {
       sup = 0;
@@ -273,34 +297,68 @@ static int use_pool(void) {
     cudaGetLastError();
     pool_state[dev] = sup ? 1 : 2;
   }
-  int r = pool_state[dev] == 1;
+  int has = pool_state[dev] == 1;
   pthread_mutex_unlock(&mem_mu);
-  return r;
-}
-
-extern "C" int kio_cuda_dev_alloc(void **p, size_t bytes, cudaStream_t stream) {
-  *p = NULL;
-  if (bytes == 0) bytes = 1;
-  cudaError_t e = use_pool() ? cudaMallocAsync(p, bytes, stream) : cudaMalloc(p, bytes);
-  if (e != cudaSuccess) {
+  if (has && cudaDeviceGetDefaultMemPool(&mp, dev) != cudaSuccess) {
     cudaGetLastError();
-    *p = NULL;
-    KIO_ERROR("CUDA error %s: allocating %zu bytes of device memory", cudaGetErrorString(e), bytes);
-    return KIO_ERR;
+    mp = NULL;
   }
-  return KIO_OK;
+  return has ? mp : NULL;
 }
 
-extern "C" void kio_cuda_dev_free(void *p, cudaStream_t stream) {
+static int current_device(void) {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
+extern "C" int kio_cuda_raw_alloc(void **p, size_t bytes, void *stream, char *msg, size_t n) {
+  *p = NULL;
+  cudaError_t e = dev_pool(current_device()) ? cudaMallocAsync(p, bytes, (cudaStream_t)stream)
+                                             : cudaMalloc(p, bytes);
+  if (e == cudaSuccess) return 0;
+  cudaGetLastError();
+  *p = NULL;
+  if (e == cudaErrorMemoryAllocation) return 1;
+  snprintf(msg, n, "CUDA error %s", cudaGetErrorString(e));
+  return -1;
+}
+
+extern "C" void kio_cuda_raw_free(void *p, void *stream) {
   if (!p) return;
-  if (use_pool()) cudaFreeAsync(p, stream);
+  if (dev_pool(current_device())) cudaFreeAsync(p, (cudaStream_t)stream);
   else cudaFree(p);
   cudaGetLastError();
 }
 
+extern "C" void kio_cuda_pool_trim(int dev) {
+  cudaMemPool_t mp = dev_pool(dev);
+  if (mp) cudaMemPoolTrimTo(mp, 0);
+  cudaGetLastError();
+}
+
+extern "C" void kio_cuda_pool_keep(int dev, size_t bytes) {
+  if (dev < 0 || dev >= MAX_DEV) return;
+  pthread_mutex_lock(&mem_mu);
+  pool_keep[dev] = bytes ? bytes : 1;
+  pthread_mutex_unlock(&mem_mu);
+  cudaMemPool_t mp = dev_pool(dev);
+  if (mp) {
+    uint64_t keep = bytes ? bytes : 1;
+    cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &keep);
+  }
+  cudaGetLastError();
+}
+
+/* ---- page-locked host memory ---- */
+
 /* Page-locked blocks: a header before the caller's bytes holds the block's
  * capacity; freed blocks wait in a small cache (at most HOST_CACHE_N blocks,
- * HOST_CACHE_BYTES in all), the smallest that fits is reused. */
+ * HOST_CACHE_BYTES in all), the smallest that fits is reused. Portable:
+ * usable from any context, whichever device was current when allocated. */
 enum { HOST_HDR = 64, HOST_CACHE_N = 64 };
 #define HOST_CACHE_BYTES ((size_t)2 << 30)
 static struct { char *base; size_t cap; } host_cache[HOST_CACHE_N];
@@ -325,7 +383,7 @@ extern "C" int kio_cuda_host_alloc(void **p, size_t bytes) {
   }
   pthread_mutex_unlock(&mem_mu);
   void *b = NULL;
-  cudaError_t e = cudaMallocHost(&b, bytes + HOST_HDR);
+  cudaError_t e = cudaHostAlloc(&b, bytes + HOST_HDR, cudaHostAllocPortable);
   if (e != cudaSuccess) {
     cudaGetLastError();
     KIO_ERROR("CUDA error %s: allocating %zu bytes of page-locked memory", cudaGetErrorString(e),
@@ -337,11 +395,11 @@ extern "C" int kio_cuda_host_alloc(void **p, size_t bytes) {
   return KIO_OK;
 }
 
-extern "C" void kio_cuda_host_free(void *p, cudaStream_t stream) {
+extern "C" void kio_cuda_host_free(void *p, void *stream) {
   if (!p) return;
   char *b = (char *)p - HOST_HDR;
   size_t cap = *(size_t *)b;
-  if (stream) cudaStreamSynchronize(stream);
+  if (stream) cudaStreamSynchronize((cudaStream_t)stream);
   cudaGetLastError();
   pthread_mutex_lock(&mem_mu);
   if (host_cache_n < HOST_CACHE_N && host_cache_bytes + cap <= HOST_CACHE_BYTES) {

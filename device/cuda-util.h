@@ -1,7 +1,14 @@
-/* CUDA runtime helpers shared by gpu-align and gpu-acc: device choice, error
- * checks. Callable from C; implemented in cuda-util.cu (or the no-CUDA stub). */
+/* The CUDA runtime behind the device layer (device/gpu.h): device choice,
+ * contexts, the stream-ordered pool, page-locked host memory, error checks.
+ * Callable from C; implemented in cuda-util.cu (or the no-CUDA stand-ins,
+ * or tests/emu's host emulation). Device code allocates device memory
+ * through kio_gpu_alloc (gpu.h), never here: these are the raw calls the
+ * device layer makes. */
 #ifndef KIO_CUDA_UTIL_H
 #define KIO_CUDA_UTIL_H
+
+#include <stddef.h>
+#include "gpu.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -10,22 +17,38 @@ extern "C" {
 /* Number of usable CUDA devices (0 when built without CUDA or none present).
  * Initialises the CUDA runtime: never call it in a Check parent process. */
 int kio_cuda_device_count(void);
-/* Picks the device ($KALDI_GPU_DEVICE or the thread's kio_cuda_use_device;
- * else the only one; else, as Kaldi, the one with the largest fraction of
- * free memory whose context can be created), makes it current and fills a
- * one-line description ("NVIDIA H200, 132 SMs, 139.8 GiB"). KIO_OK or
- * KIO_ERR (logged). With wait != 0 (--use-gpu=wait), when every device is
- * busy (exclusive mode) it retries every 5 s until one is free, with
- * Kaldi's warnings; no device at all is an error either way. */
-int kio_cuda_select(int wait, char *desc, int desc_len);
-/* Makes kio_cuda_select (and kio_cuda_warm_up) pick device dev in the
- * calling thread (-1: back to $KALDI_GPU_DEVICE or 0). The GPU service uses
- * it to put each connection on the device it assigned. */
-void kio_cuda_use_device(int dev);
-/* Creates the CUDA context of the device kio_cuda_select would pick, so a
- * later kio_cuda_select is quick (context creation takes ~0.2 s on an H200;
- * a program can do it in a thread while it reads its inputs). Silent: logs
- * nothing, and failures are left for kio_cuda_select to report. */
+/* Picks the device: named_dev if >= 0 (the GPU service), else
+ * $KALDI_GPU_DEVICE, else the only one, else, as Kaldi, the one with the
+ * largest fraction of free memory whose context can be created (the
+ * contexts opened to look are released again: call it once per process,
+ * before anything is allocated). Makes it current, describes it ("NVIDIA
+ * H200, 132 SMs, 139.8 GiB") and returns 0. With wait_s > 0, while every
+ * device is busy (exclusive mode) it retries every 5 s with Kaldi's
+ * warnings, for at most wait_s seconds, then returns KIO_GPU_GAVE_UP (a
+ * WARNING logged); no device at all is an error either way (KIO_ERR,
+ * logged). */
+int kio_cuda_choose(double wait_s, int named_dev, char *desc, int desc_len, int *dev);
+/* Makes dev current in the calling thread: 0, or -1 (nothing logged). */
+int kio_cuda_bind(int dev);
+/* dev's free and total memory: 0, or -1. */
+int kio_cuda_mem_info(int dev, size_t *free_b, size_t *total_b);
+/* Device memory from the current device's stream-ordered pool, without the
+ * implicit synchronisation of cudaMalloc/cudaFree (which wait for, or
+ * stall, every stream of the process: in the GPU service every other job's
+ * work). Allocated and freed in the order of stream (a cudaStream_t): free
+ * it on the stream whose work used it last (or after that stream is
+ * synchronised). Returns 0, 1 for out of memory, -1 for another error (msg
+ * says which). Logs nothing. */
+int kio_cuda_raw_alloc(void **p, size_t bytes, void *stream, char *msg, size_t n);
+void kio_cuda_raw_free(void *p, void *stream);
+/* The pool of device dev: give what it keeps for reuse back to the driver;
+ * keep at most bytes of freed memory from now on (the release threshold). */
+void kio_cuda_pool_trim(int dev);
+void kio_cuda_pool_keep(int dev, size_t bytes);
+/* Creates the CUDA context of the device kio_cuda_choose would pick when
+ * one is named or there is only one, so that a later choice is quick
+ * (~0.2 s on an H200; a program can do it in a thread while it reads its
+ * inputs). Silent: logs nothing, failures are left for kio_cuda_choose. */
 void kio_cuda_warm_up(void);
 /* Contexts this process creates from now on wait for the device by
  * sleeping (cudaDeviceScheduleBlockingSync) instead of spinning a core. The
@@ -41,6 +64,12 @@ int kio_cuda_debug_sync(void);
  * a new process gets a working context. Cheap (no synchronisation): the GPU
  * service asks after a failed batch. */
 int kio_cuda_context_broken(char *why, int why_len);
+/* Page-locked host blocks, kept in a process-wide cache for reuse;
+ * kio_cuda_host_free waits for stream (a cudaStream_t, the block's last
+ * user; NULL: none) first. KIO_OK, or KIO_ERR with an ERROR logged. NULL
+ * frees nothing. */
+int kio_cuda_host_alloc(void **p, size_t bytes);
+void kio_cuda_host_free(void *p, void *stream);
 
 /* What `kaldi-gpu-service --describe` shows (tools/check-recipe.sh). */
 typedef struct {
@@ -70,33 +99,23 @@ const char *kio_cuda_build_archs(void);
 }
 
 #include <cuda_runtime.h>
-/* Checks a CUDA runtime call; on failure logs ERROR with the call text and
- * returns KIO_ERR from the enclosing function. */
+/* Checks a CUDA runtime call; on failure logs ERROR with the call text (an
+ * out-of-memory failure goes through kio_gpu_nomem_call: held inside
+ * kio_gpu_catch) and returns KIO_ERR from the enclosing function. */
 #define KIO_CUDA_TRY(call)                                                   \
   do {                                                                       \
     cudaError_t kio_e_ = (call);                                             \
     if (kio_e_ != cudaSuccess) {                                             \
-      kio_logf(KIO_LOG_ERROR, __func__, __FILE__, __LINE__, "CUDA error %s: %s", \
-               cudaGetErrorString(kio_e_), #call);                           \
+      if (kio_e_ == cudaErrorMemoryAllocation) {                             \
+        cudaGetLastError();                                                  \
+        kio_gpu_nomem_call(#call, __func__, __FILE__, __LINE__);             \
+      } else {                                                               \
+        kio_logf(KIO_LOG_ERROR, __func__, __FILE__, __LINE__, "CUDA error %s: %s", \
+                 cudaGetErrorString(kio_e_), #call);                         \
+      }                                                                      \
       return KIO_ERR;                                                        \
     }                                                                        \
   } while (0)
-extern "C" {
-/* Device and page-locked memory without the implicit synchronisation of
- * cudaMalloc / cudaFree / cudaMallocHost / cudaFreeHost, which wait for, or
- * stall, every stream of the process: in the GPU service, every other job's
- * work. Device memory comes from the device's stream-ordered pool, which
- * keeps freed memory for the next allocation instead of returning it to the
- * driver; it is allocated and freed in the order of `stream`: free it on the
- * stream whose work used it last (or after that stream is synchronised).
- * Page-locked host blocks are kept in a process-wide cache for reuse;
- * kio_cuda_host_free waits for `stream` (the block's last user) first.
- * KIO_OK, or KIO_ERR with an ERROR logged. NULL frees nothing. */
-int kio_cuda_dev_alloc(void **p, size_t bytes, cudaStream_t stream);
-void kio_cuda_dev_free(void *p, cudaStream_t stream);
-int kio_cuda_host_alloc(void **p, size_t bytes);
-void kio_cuda_host_free(void *p, cudaStream_t stream);
-}
 /* After a kernel launch: checks the launch, and synchronises when debugging. */
 #define KIO_CUDA_LAUNCHED()                                                  \
   do {                                                                       \

@@ -13,6 +13,7 @@
 #include "base/program/program.h"
 #include "base/sys/log.h"
 #include "base/sys/options.h"
+#include "device/gpu.h"
 #include "include/kaldi-gpu-align.h"
 
 /* Kaldi's fatal error: the ERROR line is out; outputs abandoned, exit 255. */
@@ -32,6 +33,10 @@ int main(int argc, char *argv[]) {
   kio_opts_string(po, "use-gpu", &use_gpu,
                   "yes|no|optional|wait: accumulate on a CUDA GPU (optional: if one "
                   "is usable, else on the CPU)");
+  char *gpu_memory = strdup("");
+  kio_opts_string(po, "gpu-memory", &gpu_memory,
+                  "Device memory this job may use: bytes with K/M/G, or a percentage of the "
+                  "device (default: KALDI_GPU_MEMORY, else 2G; affects only speed)");
   int prc = kio_opts_parse(po, argc, argv);
   if (prc == KIO_OPTS_HELP) exit(0);
   if (prc != KIO_OPTS_OK) return fatal();
@@ -47,6 +52,7 @@ int main(int argc, char *argv[]) {
     return fatal();
   }
   o.log = kga_log_stderr;
+  if (kio_gpu_set_job_memory(gpu_memory) != KIO_OK) return fatal();
   const char *model_in = kio_opts_arg(po, 1), *feature_rspecifier = kio_opts_arg(po, 2),
              *ali_rspecifier = kio_opts_arg(po, 3), *accs_wxfilename = kio_opts_arg(po, 4);
 
@@ -62,5 +68,6 @@ int main(int argc, char *argv[]) {
   kga_acc_free(acc);
   kio_opts_free(po);
   free(use_gpu);
+  free(gpu_memory);
   return n.done != 0 ? 0 : 1;
 }

@@ -219,36 +219,123 @@ static int grow_results(gacc_acc *a, size_t frames) {
   return KIO_OK;
 }
 
+/* Frames of a device piece: what the accumulator's budget holds beside
+ * the model and the statistics (at most piece_cap once memory ran short). */
+enum { MIN_PIECE = 256 };
+static size_t piece_frames(const gacc_acc *a) {
+  const kio_gpu_acct *acct = gacc_cuda_acct(a->cuda);
+  size_t limit = kio_gpu_acct_limit(acct), pers = gacc_cuda_persistent(a->cuda);
+  size_t f = (limit > pers ? limit - pers : 0) / gacc_cuda_frame_bytes(a->cuda);
+  if (a->piece_cap && f > a->piece_cap) f = a->piece_cap;
+  return f < MIN_PIECE ? MIN_PIECE : f;
+}
+
+/* Utterance i of j as a matrix, and its first frame. */
+static kio_matrix utt_mat(const gacc_acc *a, const gacc_job *j, int i, size_t first) {
+  if (j->use_mats) return j->src[i];
+  return (kio_matrix){j->rows[i], a->am->dim, j->feats + first * (size_t)a->am->dim, 0};
+}
+
+/* The rest of j from frame ut of utterance ui on the CPU: the device's
+ * statistics are fetched, the CPU adds the remaining frames in order (the
+ * same operations as the device), and they go back to the device. */
+static int cpu_rest(gacc_acc *a, gacc_job *j, int ui, int32_t ut, size_t first) {
+  if (gacc_cuda_fetch(a->cuda, &a->st) != KIO_OK) return KIO_ERR;
+  for (int i = ui; i < j->n; i++) {
+    kio_matrix m = utt_mat(a, j, i, first);
+    gacc_utt u = {j->keys + j->key_off[i], &m, j->tid + first};
+    if (gacc_accumulate_frames_cpu(a, &u, i == ui ? ut : 0, &j->like[i]) != KIO_OK)
+      return KIO_ERR;
+    first += (size_t)j->rows[i];
+  }
+  return gacc_cuda_load(a->cuda, &a->st);
+}
+
 /* Accumulates a staged, checked batch; j->like[i] receives utterance i's
  * likelihood. The device statistics and a->st.total_like/frames are
- * updated; the per-utterance sums are the caller's (collect()). */
+ * updated; the per-utterance sums are the caller's (collect()). The batch
+ * goes to the device in pieces that fit the accumulator's budget (a piece
+ * may end inside an utterance: the statistics are sums in frame order, so
+ * any cut gives the same bits). When device memory runs out: the batch
+ * buffers are freed and the piece tried again, then halved, then the
+ * device layer decides (wait, the CPU for the rest of the batch, or the
+ * error). */
 static int run_job(gacc_acc *a, gacc_job *j) {
-  if (j->frames == 0) {
-    for (int i = 0; i < j->n; i++) j->like[i] = 0.0f;
-    return KIO_OK;
-  }
+  for (int i = 0; i < j->n; i++) j->like[i] = 0.0f;
+  if (j->frames == 0) return KIO_OK;
   for (size_t t = 0; t < j->frames; t++) j->pdf[t] = a->tm->tid2pdf[j->tid[t]];
-  if (grow_results(a, j->frames) != KIO_OK) return KIO_ERR;
-  int rc = j->use_mats
-               ? gacc_cuda_accumulate_mats(a->cuda, (int32_t)j->frames, j->src, j->n, j->tid,
-                                           j->pdf, a->mx, a->sum)
-               : gacc_cuda_accumulate(a->cuda, (int32_t)j->frames, j->feats, j->tid, j->pdf,
-                                      a->mx, a->sum);
-  if (rc != KIO_OK) return KIO_ERR;
-  /* Per-frame log-likelihoods in frame order, with the host's logf, so
-   * that the float/double sums are those of the CPU path bit for bit. */
-  size_t off = 0;
-  for (int i = 0; i < j->n; i++) {
-    float like = 0.0f;
-    for (int32_t t = 0; t < j->rows[i]; t++, off++) {
-      float l = a->mx[off] + logf(a->sum[off]);
-      if (isnan(l) || isinf(l)) return gacc_bad_like(j->keys + j->key_off[i], t);
-      a->st.total_like += (double)(l * 1.0f);
-      a->st.total_frames += 1.0;
-      like += l;
+  const size_t D = (size_t)a->am->dim;
+  size_t off = 0, first = 0;  /* next frame; first frame of utterance ui */
+  int ui = 0, trimmed = 0, split = 0;
+  int32_t ut = 0;             /* next frame within utterance ui */
+  double waited = 0;
+  char why[200];
+  while (off < j->frames) {
+    while (ui < j->n && ut == j->rows[ui]) first += (size_t)j->rows[ui++], ut = 0;
+    size_t len = piece_frames(a);
+    if (len > j->frames - off) len = j->frames - off;
+    if (grow_results(a, len) != KIO_OK) return KIO_ERR;
+    /* the piece's matrices: views of the utterances it covers */
+    int nv = 0;
+    if (j->use_mats) {
+      if (j->n > a->cap_views) {
+        kio_matrix *v = realloc(a->views, (size_t)j->n * sizeof *v);
+        if (!v) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+        a->views = v;
+        a->cap_views = j->n;
+      }
+      size_t left = len;
+      for (int i = ui; left > 0; i++) {
+        int32_t t0 = i == ui ? ut : 0, r = j->rows[i] - t0;
+        if ((size_t)r > left) r = (int32_t)left;
+        if (r == 0) continue;
+        a->views[nv++] = (kio_matrix){r, (int32_t)D, j->src[i].data + (size_t)t0 * D, 0};
+        left -= (size_t)r;
+      }
     }
-    j->like[i] = like;
+    kio_gpu_catch();
+    int rc = j->use_mats
+                 ? gacc_cuda_accumulate_mats(a->cuda, (int32_t)len, a->views, nv, j->tid + off,
+                                             j->pdf + off, a->mx, a->sum)
+                 : gacc_cuda_accumulate(a->cuda, (int32_t)len, j->feats + off * D, j->tid + off,
+                                        j->pdf + off, a->mx, a->sum);
+    const int oom = kio_gpu_caught(why, sizeof why);
+    if (rc == KIO_OK) {
+      /* Per-frame log-likelihoods in frame order, with the host's logf,
+       * so that the float/double sums are those of the CPU path bit for
+       * bit. */
+      for (size_t k = 0; k < len; k++) {
+        while (ut == j->rows[ui]) first += (size_t)j->rows[ui++], ut = 0;
+        float l = a->mx[k] + logf(a->sum[k]);
+        if (isnan(l) || isinf(l)) return gacc_bad_like(j->keys + j->key_off[ui], ut);
+        a->st.total_like += (double)(l * 1.0f);
+        a->st.total_frames += 1.0;
+        j->like[ui] += l;
+        ut++;
+      }
+      off += len;
+      trimmed = 0;
+      waited = 0;
+      continue;
+    }
+    if (!oom) return KIO_ERR;  /* logged */
+    gacc_cuda_trim(a->cuda);
+    if (!trimmed) {  /* once more with nothing of the last batches held */
+      trimmed = 1;
+      continue;
+    }
+    if (len > MIN_PIECE) {
+      a->piece_cap = len / 2;
+      if (!split++) kio_gpu_note_split(gacc_cuda_acct(a->cuda), why);
+      continue;
+    }
+    size_t need = gacc_cuda_persistent(a->cuda) + len * gacc_cuda_frame_bytes(a->cuda);
+    kio_gpu_action act = kio_gpu_out_of_memory(gacc_cuda_acct(a->cuda), why, need, &waited);
+    if (act == KIO_GPU_RETRY) continue;
+    if (act != KIO_GPU_USE_CPU) return KIO_ERR;
+    return cpu_rest(a, j, ui, ut, first);
   }
+  if (a->piece_cap) a->piece_cap *= 2;  /* memory was short: grow back */
   return KIO_OK;
 }
 
@@ -398,6 +485,9 @@ void gacc_gpu_free(gacc_acc *a) {
   free(a->borrow);  /* shallow copies: the data was never ours */
   a->borrow = NULL;
   a->cap_borrow = 0;
+  free(a->views);
+  a->views = NULL;
+  a->cap_views = 0;
   gacc_cuda_host_free(a->mx);
   gacc_cuda_host_free(a->sum);
   a->mx = a->sum = NULL;

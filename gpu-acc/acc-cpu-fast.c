@@ -146,14 +146,14 @@ static float frame_post(const kio_diag_gmm *g, const float *x, const float *x2, 
   return mx + logf(s);
 }
 
-int gacc_accumulate_utt_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r) {
+int gacc_accumulate_frames_cpu(gacc_acc *a, const gacc_utt *u, int32_t t0, float *like_io) {
   gacc_stats *s = &a->st;
   const kio_matrix *f = u->feats;
   int32_t D = a->am->dim;
   int prof = kio_blas_profile(), simd = use_simd();
   double *xd = a->xd, *x2d = a->xd + D;
-  float like = 0.0f;
-  for (int32_t t = 0; t < f->rows; t++) {
+  float like = *like_io;
+  for (int32_t t = t0; t < f->rows; t++) {
     int32_t tid = u->ali[t], pdf = a->tm->tid2pdf[tid];
     s->tacc[tid] += 1.0;
     const kio_diag_gmm *g = &a->am->pdfs[pdf];
@@ -180,8 +180,15 @@ int gacc_accumulate_utt_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r) 
     s->total_frames += 1.0;
     like += l;
   }
+  *like_io = like;
+  return KIO_OK;
+}
+
+int gacc_accumulate_utt_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r) {
+  float like = 0.0f;
+  if (gacc_accumulate_frames_cpu(a, u, 0, &like) != KIO_OK) return KIO_ERR;
   r->like = like;
-  r->frames = f->rows;
+  r->frames = u->feats->rows;
   return KIO_OK;
 }
 

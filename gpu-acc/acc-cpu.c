@@ -78,16 +78,11 @@ float gacc_frame_posteriors(const kio_diag_gmm *g, const float *x, const float *
 
 /* ---------------- accumulator object ---------------- */
 
-int gacc_new(gacc_acc **out, const char *backend, const kio_tmodel *tm,
-             const kio_am_gmm *am) {
+/* The accumulator on the CPU (dev NULL) or on device dev. */
+static int acc_new(gacc_acc **out, kio_gpu *dev, kio_gpu_mode mode, const kio_tmodel *tm,
+                   const kio_am_gmm *am) {
   *out = NULL;
-  int gpu;
-  if (!strcmp(backend, "cpu")) gpu = 0;
-  else if (!strcmp(backend, "gpu")) gpu = 1;
-  else {
-    KIO_ERROR("Unknown accumulation backend '%s' (expected cpu or gpu)", backend);
-    return KIO_ERR;
-  }
+  const int gpu = dev != NULL;
   gacc_acc *a = calloc(1, sizeof *a);
   if (!a) { KIO_ERROR("Out of memory"); return KIO_ERR; }
   a->is_gpu = gpu;
@@ -107,12 +102,36 @@ int gacc_new(gacc_acc **out, const char *backend, const kio_tmodel *tm,
   a->x2 = malloc(sizeof(float) * (size_t)(am->dim > 0 ? am->dim : 1));
   a->xd = malloc(sizeof(double) * 2 * (size_t)(am->dim > 0 ? am->dim : 1));
   if (!a->ll || !a->x2 || !a->xd) { KIO_ERROR("Out of memory"); gacc_free(a); return KIO_ERR; }
-  if (gpu && gacc_cuda_new(&a->cuda, &a->st, am) != KIO_OK) {
+  if (gpu && gacc_cuda_new(&a->cuda, dev, mode, &a->st, am) != KIO_OK) {
     gacc_free(a);
     return KIO_ERR;
   }
   *out = a;
   return KIO_OK;
+}
+
+int gacc_new(gacc_acc **out, const char *backend, const kio_tmodel *tm,
+             const kio_am_gmm *am) {
+  *out = NULL;
+  if (!strcmp(backend, "cpu")) return acc_new(out, NULL, KIO_GPU_NO, tm, am);
+  if (strcmp(backend, "gpu")) {
+    KIO_ERROR("Unknown accumulation backend '%s' (expected cpu or gpu)", backend);
+    return KIO_ERR;
+  }
+  kio_gpu *g = NULL;
+  if (kio_gpu_job(&g, 0) != KIO_OK) return KIO_ERR;
+  return acc_new(out, g, KIO_GPU_YES, tm, am);
+}
+
+int gacc_new_gpu(gacc_acc **out, kio_gpu *g, kio_gpu_mode mode, const kio_tmodel *tm,
+                 const kio_am_gmm *am) {
+  return acc_new(out, g, mode, tm, am);
+}
+
+kio_gpu_acct *gacc_acct(const gacc_acc *a) { return a && a->cuda ? gacc_cuda_acct(a->cuda) : NULL; }
+
+void gacc_trim(gacc_acc *a) {
+  if (a && a->cuda) gacc_cuda_trim(a->cuda);
 }
 
 int gacc_is_gpu(const gacc_acc *a) { return a && a->is_gpu; }

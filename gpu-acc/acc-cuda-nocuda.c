@@ -5,8 +5,9 @@
 #include "base/sys/log.h"
 #include "acc-internal.h"
 
-int gacc_cuda_new(gacc_cuda **c, const gacc_stats *shape, const kio_am_gmm *am) {
-  (void)shape; (void)am;
+int gacc_cuda_new(gacc_cuda **c, kio_gpu *gpu, kio_gpu_mode mode, const gacc_stats *shape,
+                  const kio_am_gmm *am) {
+  (void)gpu; (void)mode; (void)shape; (void)am;
   *c = NULL;
   KIO_ERROR("This program was built without CUDA (./configure --use-cuda=no)");
   return KIO_ERR;
@@ -31,6 +32,10 @@ int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in) {
   (void)c; (void)in;
   return KIO_ERR;
 }
+size_t gacc_cuda_frame_bytes(const gacc_cuda *c) { (void)c; return 1; }
+size_t gacc_cuda_persistent(const gacc_cuda *c) { (void)c; return 0; }
+kio_gpu_acct *gacc_cuda_acct(const gacc_cuda *c) { (void)c; return NULL; }
+void gacc_cuda_trim(gacc_cuda *c) { (void)c; }
 int gacc_cuda_bind_thread(gacc_cuda *c) {
   (void)c;
   return KIO_ERR;

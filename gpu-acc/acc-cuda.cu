@@ -72,7 +72,10 @@ enum { GACC_STATS_THREADS = 512 };
 
 struct gacc_cuda {
   int32_t num_tids, num_pdfs, dim, num_gauss, max_comp;
-  int device;             /* current device at gacc_cuda_new */
+  int device;             /* the job's device (gpu) */
+  kio_gpu *gpu;
+  kio_gpu_acct *acct;     /* its device memory */
+  size_t persistent;      /* the model and the statistics */
   cudaStream_t stream;
   int has_stream;
   int32_t chunk_frames;   /* frames per chunk, so that shared memory fits */
@@ -234,9 +237,19 @@ __global__ void gacc_stats_kernel(const int4 *__restrict__ ranges,
 }
 
 template <typename T>
-static int dev_alloc(cudaStream_t st, T **p, size_t n) {
+static int dev_alloc(gacc_cuda *c, T **p, size_t n) {
   *p = NULL;
-  return kio_cuda_dev_alloc((void **)p, (n ? n : 1) * sizeof(T), st);
+  return kio_gpu_alloc(c->acct, (void **)p, (n ? n : 1) * sizeof(T), c->stream);
+}
+
+/* The per-batch device buffers (grown by grow()). */
+static void free_batch(gacc_cuda *c) {
+  void *old[] = {c->d_feats, c->d_mx, c->d_sum, c->d_tid, c->d_order, c->d_gam, c->d_chunks};
+  for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) kio_gpu_free(old[i], c->stream);
+  c->d_feats = c->d_mx = c->d_sum = c->d_gam = NULL;
+  c->d_tid = c->d_order = NULL;
+  c->d_chunks = NULL;
+  c->cap_frames = c->cap_chunks = 0;
 }
 
 extern "C" void gacc_cuda_free(gacc_cuda *c) {
@@ -246,11 +259,12 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
              "staging %.4f s, waiting for the device %.4f s, fetching statistics %.4f s",
              c->n_batches, c->n_frames, c->t_new, c->t_sort, c->t_stage, c->t_wait, c->t_fetch);
   void *dev[] = { c->d_pdf_offset, c->d_gconst, c->d_mi, c->d_iv, c->d_tacc,
-                  c->d_occ, c->d_mean, c->d_var, c->d_feats, c->d_mx, c->d_sum,
-                  c->d_tid, c->d_order, c->d_chunks, c->d_ranges, c->d_gam };
+                  c->d_occ, c->d_mean, c->d_var, c->d_ranges };
+  if (c->gpu) kio_gpu_bind(c->gpu);
   if (c->has_stream) cudaStreamSynchronize(c->stream);
+  free_batch(c);
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-    kio_cuda_dev_free(dev[i], c->stream);
+    kio_gpu_free(dev[i], c->stream);
   for (int i = 0; i < GACC_RING_N; i++) {
     kio_cuda_host_free(c->h_ring[i], c->stream);
     if (c->ring_ev[i]) cudaEventDestroy(c->ring_ev[i]);
@@ -260,8 +274,10 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
   free(c->h_count);
   kio_cuda_host_free(c->h_chunks, c->stream);
   kio_cuda_host_free(c->h_ranges, c->stream);
+  if (c->has_stream) cudaStreamSynchronize(c->stream);
   if (c->has_stream) cudaStreamDestroy(c->stream);  /* last: the frees above use it */
   cudaGetLastError();
+  kio_gpu_acct_free(c->acct);
   free(c);
 }
 
@@ -282,8 +298,8 @@ static int upload_model(gacc_cuda *c, const kio_am_gmm *am) {
     memcpy(mi + g0 * D, g->means_invvars, sizeof(float) * (size_t)g->num_comp * D);
     memcpy(iv + g0 * D, g->inv_vars, sizeof(float) * (size_t)g->num_comp * D);
   }
-  if (dev_alloc(c->stream, &c->d_gconst, G) || dev_alloc(c->stream, &c->d_mi, G * D) ||
-      dev_alloc(c->stream, &c->d_iv, G * D) || dev_alloc(c->stream, &c->d_pdf_offset, (size_t)c->num_pdfs + 1))
+  if (dev_alloc(c, &c->d_gconst, G) || dev_alloc(c, &c->d_mi, G * D) ||
+      dev_alloc(c, &c->d_iv, G * D) || dev_alloc(c, &c->d_pdf_offset, (size_t)c->num_pdfs + 1))
     goto done;
   /* synchronised before the host buffers are freed */
   if (cudaMemcpyAsync(c->d_gconst, gc, sizeof(float) * G, cudaMemcpyHostToDevice,
@@ -309,8 +325,8 @@ done:
 
 static int alloc_stats(gacc_cuda *c) {
   size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim, T = (size_t)c->num_tids + 1;
-  if (dev_alloc(c->stream, &c->d_tacc, T) || dev_alloc(c->stream, &c->d_occ, G) ||
-      dev_alloc(c->stream, &c->d_mean, GD) || dev_alloc(c->stream, &c->d_var, GD))
+  if (dev_alloc(c, &c->d_tacc, T) || dev_alloc(c, &c->d_occ, G) ||
+      dev_alloc(c, &c->d_mean, GD) || dev_alloc(c, &c->d_var, GD))
     return KIO_ERR;
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_tacc, 0, sizeof(double) * T, c->stream));
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_occ, 0, sizeof(double) * (G ? G : 1), c->stream));
@@ -320,12 +336,20 @@ static int alloc_stats(gacc_cuda *c) {
   return KIO_OK;
 }
 
-extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
-                             const kio_am_gmm *am) {
+extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
+                             const gacc_stats *shape, const kio_am_gmm *am) {
   *out = NULL;
   double t0 = kio_now_s();
   gacc_cuda *c = (gacc_cuda *)calloc(1, sizeof *c);
   if (!c) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  c->gpu = gpu;
+  /* the model and the statistics first, whatever the budget; the batches'
+   * share is added once they are held */
+  c->acct = kio_gpu_acct_new(gpu, "accumulator", SIZE_MAX / 2, mode);
+  if (!c->acct || kio_gpu_bind(gpu) != KIO_OK) {
+    gacc_cuda_free(c);
+    return KIO_ERR;
+  }
   c->num_tids = shape->num_tids;
   c->num_pdfs = shape->num_pdfs;
   c->dim = shape->dim;
@@ -357,7 +381,8 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
   size_t tf = GACC_SHMEM / (per_frame_stats ? per_frame_stats : 1);
   c->stats_tile = (int32_t)(tf > (size_t)GACC_MAX_CHUNK ? (size_t)GACC_MAX_CHUNK : tf);
   c->stats_shmem = per_frame_stats * (size_t)c->stats_tile;
-  cudaError_t e = cudaGetDevice(&c->device);
+  c->device = kio_gpu_device(gpu);
+  cudaError_t e = cudaSuccess;
   /* $KALDI_GPU_DEV_ACC_STREAM_PRIORITY=high: the device's highest stream priority,
    * so that the statistics' short kernels are scheduled ahead of the
    * queued blocks of an aligner sharing the device (gmm-align-acc-compiled).
@@ -381,45 +406,68 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, const gacc_stats *shape,
   c->prof = kio_blas_profile();
   size_t np = (size_t)(c->num_pdfs > 0 ? c->num_pdfs : 1);
   if (kio_cuda_host_alloc((void **)&c->h_ranges, sizeof(int4) * np) != KIO_OK ||  /* logs */
-      dev_alloc(c->stream, &c->d_ranges, np) != KIO_OK || upload_model(c, am) != KIO_OK ||
+      dev_alloc(c, &c->d_ranges, np) != KIO_OK || upload_model(c, am) != KIO_OK ||
       alloc_stats(c) != KIO_OK) {
     gacc_cuda_free(c);
     return KIO_ERR;
   }
+  c->persistent = kio_gpu_acct_live(c->acct);
+  kio_gpu_acct_set_limit(c->acct, c->persistent + kio_gpu_share(gpu, KIO_GPU_PART_ACC));
   c->t_new = kio_now_s() - t0;
   *out = c;
   return KIO_OK;
+}
+
+extern "C" size_t gacc_cuda_frame_bytes(const gacc_cuda *c) {
+  /* features, mx, sum, tid, order, posteriors; a chunk entry per frame at
+   * worst */
+  return sizeof(float) * ((size_t)c->dim + 4 + (size_t)(c->max_comp > 0 ? c->max_comp : 1)) +
+         sizeof(int4);
+}
+
+extern "C" size_t gacc_cuda_persistent(const gacc_cuda *c) { return c->persistent; }
+extern "C" kio_gpu_acct *gacc_cuda_acct(const gacc_cuda *c) { return c ? c->acct : NULL; }
+
+extern "C" void gacc_cuda_trim(gacc_cuda *c) {
+  if (!c || kio_gpu_bind(c->gpu) != KIO_OK) return;
+  cudaStreamSynchronize(c->stream);
+  free_batch(c);
+  cudaStreamSynchronize(c->stream);
+  cudaGetLastError();
 }
 
 static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
   if (frames > c->cap_frames) {
     size_t cap = c->cap_frames ? c->cap_frames : 8192;
     while (cap < frames) cap *= 2;
+    /* exactly what is asked when the doubling would not fit the budget */
+    const size_t fb = gacc_cuda_frame_bytes(c);
+    if (cap * fb > kio_gpu_acct_room(c->acct) + c->cap_frames * fb) cap = frames;
     void *old[] = {c->d_feats, c->d_mx, c->d_sum, c->d_tid, c->d_order, c->d_gam};
-    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) kio_cuda_dev_free(old[i], c->stream);
+    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) kio_gpu_free(old[i], c->stream);
     c->d_feats = c->d_mx = c->d_sum = c->d_gam = NULL;
     c->d_tid = c->d_order = NULL;
     c->cap_frames = 0;
     kio_cuda_host_free(c->h_order, c->stream);
     c->h_order = NULL;
     if (kio_cuda_host_alloc((void **)&c->h_order, sizeof(int32_t) * cap) != KIO_OK) return KIO_ERR;
-    if (dev_alloc(c->stream, &c->d_feats, cap * (size_t)c->dim) || dev_alloc(c->stream, &c->d_mx, cap) ||
-        dev_alloc(c->stream, &c->d_sum, cap) || dev_alloc(c->stream, &c->d_tid, cap) ||
-        dev_alloc(c->stream, &c->d_order, cap) ||
-        dev_alloc(c->stream, &c->d_gam, cap * (size_t)(c->max_comp > 0 ? c->max_comp : 1)))
+    if (dev_alloc(c, &c->d_feats, cap * (size_t)c->dim) || dev_alloc(c, &c->d_mx, cap) ||
+        dev_alloc(c, &c->d_sum, cap) || dev_alloc(c, &c->d_tid, cap) ||
+        dev_alloc(c, &c->d_order, cap) ||
+        dev_alloc(c, &c->d_gam, cap * (size_t)(c->max_comp > 0 ? c->max_comp : 1)))
       return KIO_ERR;
     c->cap_frames = cap;
   }
   if (chunks > c->cap_chunks) {
     size_t cap = c->cap_chunks ? c->cap_chunks : 1024;
     while (cap < chunks) cap *= 2;
-    kio_cuda_dev_free(c->d_chunks, c->stream);
+    kio_gpu_free(c->d_chunks, c->stream);
     c->d_chunks = NULL;
     c->cap_chunks = 0;
     kio_cuda_host_free(c->h_chunks, c->stream);
     c->h_chunks = NULL;
     if (kio_cuda_host_alloc((void **)&c->h_chunks, sizeof(int4) * cap) != KIO_OK) return KIO_ERR;
-    if (dev_alloc(c->stream, &c->d_chunks, cap)) return KIO_ERR;
+    if (dev_alloc(c, &c->d_chunks, cap)) return KIO_ERR;
     c->cap_chunks = cap;
   }
   return KIO_OK;
@@ -467,6 +515,7 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                       const kio_matrix *mats, int n_mats, const int32_t *tid,
                       const int32_t *pdf, float *mx, float *sum) {
   if (n_frames <= 0) return KIO_OK;
+  if (kio_gpu_bind(c->gpu) != KIO_OK) return KIO_ERR;
   double t0 = kio_now_s();
   c->n_batches++;
   c->n_frames += n_frames;
@@ -543,7 +592,23 @@ extern "C" int gacc_cuda_accumulate_mats(gacc_cuda *c, int32_t n_frames,
   return accumulate(c, n_frames, NULL, mats, n_mats, tid, pdf, mx, sum);
 }
 
+extern "C" int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in) {
+  if (kio_gpu_bind(c->gpu) != KIO_OK) return KIO_ERR;
+  size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
+  cudaStream_t st = c->stream;
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_tacc, in->tacc, sizeof(double) * ((size_t)c->num_tids + 1),
+                               cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_occ, in->occ, sizeof(double) * G, cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_mean, in->mean_acc, sizeof(double) * GD,
+                               cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_var, in->var_acc, sizeof(double) * GD,
+                               cudaMemcpyHostToDevice, st));
+  KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  return KIO_OK;
+}
+
 extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
+  if (kio_gpu_bind(c->gpu) != KIO_OK) return KIO_ERR;
   double t0 = kio_now_s();
   size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
   cudaStream_t st = c->stream;
@@ -561,29 +626,12 @@ extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   return KIO_OK;
 }
 
-extern "C" int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in) {
-  size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
-  cudaStream_t st = c->stream;
-  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_tacc, in->tacc, sizeof(double) * ((size_t)c->num_tids + 1),
-                               cudaMemcpyHostToDevice, st));
-  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_occ, in->occ, sizeof(double) * G, cudaMemcpyHostToDevice, st));
-  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_mean, in->mean_acc, sizeof(double) * GD,
-                               cudaMemcpyHostToDevice, st));
-  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_var, in->var_acc, sizeof(double) * GD,
-                               cudaMemcpyHostToDevice, st));
-  KIO_CUDA_TRY(cudaStreamSynchronize(st));
-  return KIO_OK;
-}
-
-extern "C" int gacc_cuda_bind_thread(gacc_cuda *c) {
-  KIO_CUDA_TRY(cudaSetDevice(c->device));
-  return KIO_OK;
-}
+extern "C" int gacc_cuda_bind_thread(gacc_cuda *c) { return kio_gpu_bind(c->gpu); }
 
 extern "C" int gacc_cuda_host_alloc(void **p, size_t bytes) {
   return kio_cuda_host_alloc(p, bytes);  /* from the cache: no device-wide stall */
 }
 
 extern "C" void gacc_cuda_host_free(void *p) {
-  kio_cuda_host_free(p, 0);  /* callers free only after their work completed */
+  kio_cuda_host_free(p, NULL);  /* callers free only after their work completed */
 }

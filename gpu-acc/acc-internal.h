@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "base/sys/log.h"
+#include "device/gpu.h"
 #include "gpu-acc.h"
 #include "base/matrix/blas-profile.h"
 
@@ -18,12 +19,22 @@ extern "C" {
 typedef struct gacc_cuda gacc_cuda;  /* device copy of model and stats */
 
 /* Uploads the model (flattened Gaussians) and zeroed statistics shaped like
- * shape, on the current device (remembered for gacc_cuda_bind_thread) and a
- * stream of its own. KIO_ERR (logged) on any CUDA failure. */
-int gacc_cuda_new(gacc_cuda **c, const gacc_stats *shape, const kio_am_gmm *am);
+ * shape, on the job's device gpu (device/gpu.h) and a stream of its own;
+ * its device memory is charged to an account of its own: the model and the
+ * statistics, plus the accumulator's share of the job's budget for the
+ * batches (mode: what happens when memory runs out). KIO_ERR (logged) on
+ * any CUDA failure. */
+int gacc_cuda_new(gacc_cuda **c, kio_gpu *gpu, kio_gpu_mode mode, const gacc_stats *shape,
+                  const kio_am_gmm *am);
 void gacc_cuda_free(gacc_cuda *c);
 /* Makes c's device current in the calling thread (a worker thread). */
 int gacc_cuda_bind_thread(gacc_cuda *c);
+/* Device bytes one frame of a batch takes; bytes held whatever the batch
+ * (model, statistics); the account; the batch buffers freed. */
+size_t gacc_cuda_frame_bytes(const gacc_cuda *c);
+size_t gacc_cuda_persistent(const gacc_cuda *c);
+kio_gpu_acct *gacc_cuda_acct(const gacc_cuda *c);
+void gacc_cuda_trim(gacc_cuda *c);
 
 /* Accumulates n_frames frames (rows of feats, n_frames x dim, row-major;
  * pdf[t] and tid[t] already validated). For every frame returns the softmax
@@ -44,7 +55,8 @@ int gacc_cuda_accumulate_mats(gacc_cuda *c, int32_t n_frames, const kio_matrix *
 /* Copies tacc, occ, mean_acc, var_acc into out (already shaped). */
 int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out);
 /* The reverse: the device statistics become in's (a job that lost the GPU
- * service goes on from the service's last statistics). */
+ * service goes on from the service's last statistics; the CPU took over
+ * part of a batch: gacc_cuda_fetch, the CPU, then this). */
 int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in);
 
 /* Page-locked host memory (plain malloc without CUDA). Silent: KIO_ERR on
@@ -99,6 +111,9 @@ struct gacc_acc {
   int cap_borrow;      /*   matrices, valid during the call only */
   float *mx, *sum;     /* per-frame results (pinned), used by the runner */
   size_t cap_mx;
+  kio_matrix *views;   /* a device piece's rows, as matrices (cap_views) */
+  int cap_views;
+  size_t piece_cap;    /* frames of a piece since memory ran short (0: the budget's) */
   /* worker thread, started by the first asynchronous batch */
   int thread_on, bound, stop, started, finished;
   pthread_t thread;
@@ -115,6 +130,9 @@ int gacc_accumulate_cpu(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_resul
 /* acc-cpu-fast.c: one utterance on the CPU (checked by gacc_check_utt),
  * bit-identical to the stock Kaldi build on this CPU. */
 int gacc_accumulate_utt_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r);
+/* Its frames t0 .. rows only, adding their log-likelihoods to *like in
+ * order (the rest of an utterance the device began). */
+int gacc_accumulate_frames_cpu(gacc_acc *a, const gacc_utt *u, int32_t t0, float *like);
 
 /* acc-batch.c: the GPU path (sync and async) and the worker. */
 int gacc_gpu_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);

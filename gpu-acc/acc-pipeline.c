@@ -191,22 +191,33 @@ static int utt_is_bad(const kio_tmodel *tm, const kio_am_gmm *am, const kio_matr
  * their own); the statistics are the same bits either way. */
 #define SMALL_JOB_WORK 3e7
 
+typedef struct {
+  gacc_acc **acc;
+  galign_use_gpu mode;
+  const kio_tmodel *tm;
+  const kio_am_gmm *am;
+} acc_try;
+
+/* Sets the accumulator up on the job's device (kio_gpu_choose). */
+static int try_device(void *user, kio_gpu *g) {
+  acc_try *t = user;
+  return gacc_new_gpu(t->acc, g, t->mode, t->tm, t->am);
+}
+
 /* Chooses the backend as --use-gpu says: the GPU service, else a GPU
- * context of our own, else the CPU; one LOG line tells which. small_frames
- * > 0: the whole input is read and is that many frames of a small job. */
+ * context of our own, else the CPU (device/gpu.h's fall-back order); one
+ * LOG line tells which. small_frames > 0: the whole input is read and is
+ * that many frames of a small job. */
 static int make_acc(gacc_acc **acc, galign_use_gpu mode, const kio_tmodel *tm,
                     const kio_am_gmm *am, int64_t small_frames) {
-  if (mode == GALIGN_GPU_NO) {
-    KIO_LOG("Accumulating on the CPU (--use-gpu=no).");
-    return gacc_new(acc, "cpu", tm, am);
-  }
   if (mode == GALIGN_GPU_OPTIONAL && small_frames > 0 && access("/dev/nvidiactl", F_OK) == 0) {
     KIO_LOG("Accumulating on the CPU: a small job (%lld frames), faster than a GPU round trip.",
             (long long)small_frames);
     return gacc_new(acc, "cpu", tm, am);
   }
-  char why[256] = "", note[320] = "";
-  if (kio_svc_wanted()) {
+  char why[256] = "";
+  if (mode != GALIGN_GPU_NO && kio_svc_wanted()) {
+    /* a service lost later: the statistics go on here, as --use-gpu allows */
     gacc_on_loss on_loss = mode == GALIGN_GPU_OPTIONAL ? GACC_LOSS_GPU_OR_CPU
                            : mode == GALIGN_GPU_WAIT   ? GACC_LOSS_GPU_WAIT
                                                        : GACC_LOSS_GPU;
@@ -214,21 +225,14 @@ static int make_acc(gacc_acc **acc, galign_use_gpu mode, const kio_tmodel *tm,
       KIO_LOG("Accumulating on the GPU: %s (through the GPU service)", gacc_remote_desc(*acc));
       return KIO_OK;
     }
-    snprintf(note, sizeof note, " (GPU service not usable: %s)", why);
   }
-  if (mode == GALIGN_GPU_OPTIONAL && kio_cuda_device_count() <= 0) {
-    KIO_LOG("No GPU found; accumulating on the CPU.%s", note);
-    return gacc_new(acc, "cpu", tm, am);
-  }
-  char desc[256] = "";
-  if (kio_cuda_select(mode == GALIGN_GPU_WAIT, desc, sizeof desc) == KIO_OK &&
-      gacc_new(acc, "gpu", tm, am) == KIO_OK) {
-    KIO_LOG("Accumulating on the GPU: %s%s", desc, note);
-    return KIO_OK;
-  }
-  if (mode != GALIGN_GPU_OPTIONAL) return KIO_ERR;
-  KIO_LOG("GPU not usable; accumulating on the CPU.%s", note);
-  return gacc_new(acc, "cpu", tm, am);
+  char line[640];
+  kio_gpu *g = NULL;
+  acc_try t = {acc, mode, tm, am};
+  if (kio_gpu_choose(mode, why, "accumulating", &g, try_device, &t, line, sizeof line) != KIO_OK)
+    return KIO_ERR;
+  KIO_LOG("%s", line);
+  return g ? KIO_OK : gacc_new(acc, "cpu", tm, am);
 }
 
 /* Creates the accumulator once the first batch is read (full: more may

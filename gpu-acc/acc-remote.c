@@ -119,8 +119,15 @@ static int own_backend(gacc_acc *a, gacc_on_loss on_loss, char *desc, size_t n) 
   char dev[200] = "";
   kio_log_deferred *quiet = NULL;
   if (on_loss == GACC_LOSS_GPU_OR_CPU) kio_log_defer(&quiet);  /* the CPU is fine too */
-  int rc = kio_cuda_select(on_loss == GACC_LOSS_GPU_WAIT, dev, sizeof dev);
-  if (rc == KIO_OK) rc = gacc_cuda_new(&a->cuda, &a->st, a->am);
+  kio_gpu *g = NULL;  /* the job's one device (device/gpu.h) */
+  int rc = kio_gpu_job(&g, on_loss == GACC_LOSS_GPU_WAIT) == KIO_OK ? KIO_OK : KIO_ERR;
+  if (rc == KIO_OK) {
+    snprintf(dev, sizeof dev, "%s", kio_gpu_desc(g));
+    rc = gacc_cuda_new(&a->cuda, g,
+                       on_loss == GACC_LOSS_GPU_OR_CPU ? KIO_GPU_OPTIONAL
+                       : on_loss == GACC_LOSS_GPU_WAIT ? KIO_GPU_WAIT : KIO_GPU_YES,
+                       &a->st, a->am);
+  }
   if (rc == KIO_OK) rc = gacc_cuda_load(a->cuda, &a->st);
   if (on_loss == GACC_LOSS_GPU_OR_CPU) {
     kio_log_defer(NULL);

@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include "device/gpu.h"
 #include "base/matrix/matrix.h"
 #include "base/model/model.h"
 
@@ -66,11 +67,21 @@ typedef struct {
 
 typedef struct gacc_acc gacc_acc;  /* opaque: the model on one backend */
 
-/* backend "cpu" or "gpu" (the caller has selected the CUDA device). The
- * model must outlive the accumulator. Logs ERROR and returns KIO_ERR when
- * the GPU backend cannot be set up. */
+/* backend "cpu" or "gpu" (the job's device, device/gpu.h kio_gpu_job;
+ * out of memory under --use-gpu=yes rules). The model must outlive the
+ * accumulator. Logs ERROR and returns KIO_ERR when the GPU backend cannot
+ * be set up. */
 int gacc_new(gacc_acc **a, const char *backend, const kio_tmodel *tm,
              const kio_am_gmm *am);
+/* On device g; mode (--use-gpu) says what happens when device memory runs
+ * out: batches are split, then wait, the CPU for the rest of the batch
+ * (same statistics), or an error (device/gpu.h kio_gpu_out_of_memory). */
+int gacc_new_gpu(gacc_acc **a, kio_gpu *g, kio_gpu_mode mode, const kio_tmodel *tm,
+                 const kio_am_gmm *am);
+/* The device backend's account of device memory (NULL: none), and its
+ * per-batch device buffers freed (the GPU service, between batches). */
+struct kio_gpu_acct *gacc_acct(const gacc_acc *a);
+void gacc_trim(gacc_acc *a);
 int gacc_is_gpu(const gacc_acc *a);
 /* The accumulator on the per-user GPU service (device/svc-link.h): connects
  * (starting the service if needed) and hands it the model. On failure

@@ -11,6 +11,7 @@
 #include "align-margin.h"
 #include "align-pipeline.h"
 #include "base/sys/settings.h"
+#include "device/gpu.h"
 
 void galign_pipeline_cli_register(kio_opts *po, galign_pipeline_cli *cli,
                                   galign_pipeline_cfg *cfg) {
@@ -25,6 +26,10 @@ void galign_pipeline_cli_register(kio_opts *po, galign_pipeline_cli *cli,
   kio_opts_string(po, "use-gpu", &cli->use_gpu,
                   "yes|no|optional|wait: align on a CUDA GPU (optional: if one is usable, "
                   "else on the CPU)");
+  cli->gpu_memory = strdup("");
+  kio_opts_string(po, "gpu-memory", &cli->gpu_memory,
+                  "Device memory this job may use: bytes with K/M/G, or a percentage of the "
+                  "device (default: KALDI_GPU_MEMORY, else 2G; affects only speed)");
   kio_opts_int(po, "batch-size", &cli->batch_size,
                "Number of utterances aligned together (affects only speed and memory)");
   kio_opts_int(po, "num-gpus", &cfg->opts.num_gpus,
@@ -46,6 +51,7 @@ int galign_pipeline_cli_apply(const galign_pipeline_cli *cli, galign_pipeline_cf
     KIO_ERROR("Invalid value --use-gpu=%s: use yes|no|optional|wait", cli->use_gpu);
     return KIO_ERR;
   }
+  if (kio_gpu_set_job_memory(cli->gpu_memory) != KIO_OK) return KIO_ERR;
   if (cli->batch_size < 1) {
     KIO_ERROR("Invalid value --batch-size=%d: must be >= 1", (int)cli->batch_size);
     return KIO_ERR;
@@ -90,6 +96,7 @@ int galign_margin_open(const galign_pipeline_cfg *cfg, galign_prior_table **prio
 void galign_pipeline_cli_free(galign_pipeline_cli *cli) {
   free(cli->per_frame_wspecifier);
   free(cli->use_gpu);
+  free(cli->gpu_memory);
   free(cli->prior_rspecifier);
-  cli->per_frame_wspecifier = cli->use_gpu = cli->prior_rspecifier = NULL;
+  cli->per_frame_wspecifier = cli->use_gpu = cli->gpu_memory = cli->prior_rspecifier = NULL;
 }

@@ -61,8 +61,9 @@ int galign_cu_dev_reserve(galign_cu_buf *b, size_t bytes);
 int galign_cu_host_reserve(galign_cu_buf *b, size_t bytes);
 void galign_cu_dev_release(galign_cu_buf *b);
 void galign_cu_host_release(galign_cu_buf *b);
-/* The aligner stream the calling thread's buffer calls are ordered on. */
-void galign_cu_set_stream(cudaStream_t st);
+/* The account the calling thread's device buffers are charged to and the
+ * stream their allocations are ordered on (set by every entry point). */
+void galign_cu_use(kio_gpu_acct *acct, cudaStream_t st);
 #define GALIGN_RING_N 4     /* pinned staging buffers for features */
 #define GALIGN_CU_RESERVE(kind, buf, type, count) \
   do { if (galign_cu_##kind##_reserve(&(buf), sizeof(type) * (size_t)(count)) != KIO_OK) return KIO_ERR; } while (0)
@@ -85,6 +86,12 @@ enum { GALIGN_CU_BAD_LIKE = 1 };
 
 struct galign_cuda {
   int device;
+  kio_gpu *gpu;                           /* the job's device (device/gpu.h) */
+  kio_gpu_acct *acct;                     /* its device memory */
+  size_t model_bytes;                     /* held for the model whatever the batch */
+  size_t sub_bytes;                       /* a sub-batch's planned bytes now (halved
+                                             when memory ran short, grown back) */
+  galign_use_gpu mode;
   char desc[160];
   galign_opts opts;
   cublasHandle_t blas;
@@ -191,6 +198,15 @@ int galign_cu_blas(galign_cuda *c);
 int galign_cu_accum_times(galign_cuda *c, int dec_pass);
 
 /* decode-cuda.cu */
+/* Device bytes one utterance of T frames on graph g takes in a batch (its
+ * features, likelihoods, packed graph, decoder workspace, results), with
+ * the buffers' slack: the unit sub-batches are planned in. */
+size_t galign_cu_utt_bytes(const galign_cuda *c, const galign_graph *g, int32_t T);
+/* Frees every per-batch device buffer (after synchronising the stream):
+ * what is left is the model. */
+void galign_cu_dec_trim(galign_cuda *c);
+/* Device bytes the per-batch buffers hold now. */
+size_t galign_cu_batch_held(const galign_cuda *c);
 int galign_cu_dec_new(galign_cuda *c);
 void galign_cu_dec_free(galign_cuda *c);
 /* Decodes the batch whose likelihoods galign_cu_loglikes_launch queued;

@@ -8,12 +8,15 @@
 #define GALIGN_NOCUDA() \
   do { KIO_ERROR("This program was built without CUDA (./configure --use-cuda=no)"); return KIO_ERR; } while (0)
 
-int galign_cuda_new(galign_cuda **c, int wait, const galign_gmm *gmm, const galign_opts *o) {
-  (void)wait; (void)gmm; (void)o;
+int galign_cuda_new(galign_cuda **c, struct kio_gpu *gpu, galign_use_gpu mode,
+                    const galign_gmm *gmm, const galign_opts *o) {
+  (void)gpu; (void)mode; (void)gmm; (void)o;
   if (c) *c = NULL;
   GALIGN_NOCUDA();
 }
 void galign_cuda_free(galign_cuda *c) { (void)c; }
+void galign_cuda_trim(galign_cuda *c) { (void)c; }
+struct kio_gpu_acct *galign_cuda_acct(const galign_cuda *c) { (void)c; return NULL; }
 const char *galign_cuda_device_desc(const galign_cuda *c) { (void)c; return "built without CUDA"; }
 int galign_cuda_set_dev_feats(galign_cuda *c, int n, const kio_matrix *const *feats,
                               const float *d_base, const int64_t *row_off) {

@@ -40,12 +40,12 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   /* On the aligner's stream, from the stream-ordered pool: in the GPU
    * service other jobs' streams keep running meanwhile. */
   cudaStream_t st = c->stream;
-  if (kio_cuda_dev_alloc((void **)&c->d_w, sizeof(float) * wn, st) != KIO_OK) { free(w); return KIO_ERR; }
+  if (kio_gpu_alloc(c->acct, (void **)&c->d_w, sizeof(float) * wn, st) != KIO_OK) { free(w); return KIO_ERR; }
   cudaError_t e = cudaMemcpyAsync(c->d_w, w, sizeof(float) * wn, cudaMemcpyHostToDevice, st);
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
   free(w);
   KIO_CUDA_TRY(e);
-  if (kio_cuda_dev_alloc((void **)&c->d_pdf_offset, sizeof(int32_t) * np1, st) != KIO_OK) return KIO_ERR;
+  if (kio_gpu_alloc(c->acct, (void **)&c->d_pdf_offset, sizeof(int32_t) * np1, st) != KIO_OK) return KIO_ERR;
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_pdf_offset, c->h_pdf_offset, sizeof(int32_t) * np1,
                                cudaMemcpyHostToDevice, st));
   /* the flat model as is, for the exact kernel */
@@ -55,9 +55,9 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   c->dgmm.num_gauss = g->num_gauss;
   c->dgmm.blas_prof = g->blas_prof;
   c->dgmm.pdf_offset = c->d_pdf_offset;
-  if (kio_cuda_dev_alloc((void **)&c->dgmm.gconst, sizeof(float) * ng, st) != KIO_OK ||
-      kio_cuda_dev_alloc((void **)&c->dgmm.means_invvars, sizeof(float) * nd, st) != KIO_OK ||
-      kio_cuda_dev_alloc((void **)&c->dgmm.inv_vars, sizeof(float) * nd, st) != KIO_OK)
+  if (kio_gpu_alloc(c->acct, (void **)&c->dgmm.gconst, sizeof(float) * ng, st) != KIO_OK ||
+      kio_gpu_alloc(c->acct, (void **)&c->dgmm.means_invvars, sizeof(float) * nd, st) != KIO_OK ||
+      kio_gpu_alloc(c->acct, (void **)&c->dgmm.inv_vars, sizeof(float) * nd, st) != KIO_OK)
     return KIO_ERR;
   if (g->num_gauss > 0) {
     KIO_CUDA_TRY(cudaMemcpyAsync(c->dgmm.gconst, g->gconst, sizeof(float) * ng,
@@ -92,15 +92,17 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   return KIO_OK;
 }
 
-static int galign_cuda_init(galign_cuda *c, int wait, const galign_gmm *gmm) {
-  if (kio_cuda_select(wait, c->desc, (int)sizeof c->desc) != KIO_OK) return KIO_ERR;
-  KIO_CUDA_TRY(cudaGetDevice(&c->device));
+static int galign_cuda_init(galign_cuda *c, kio_gpu *gpu, const galign_gmm *gmm) {
+  c->gpu = gpu;
+  c->device = kio_gpu_device(gpu);
+  if (kio_gpu_bind(gpu) != KIO_OK) return KIO_ERR;
+  snprintf(c->desc, sizeof c->desc, "%s", kio_gpu_desc(gpu));
+  c->mem_total = kio_gpu_total(gpu);
+  c->acct = kio_gpu_acct_new(gpu, "aligner", kio_gpu_share(gpu, KIO_GPU_PART_ALIGN), c->mode);
+  if (!c->acct) return KIO_ERR;
   KIO_CUDA_TRY(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount, c->device));
-  size_t free_b = 0, total_b = 0;
-  KIO_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
-  c->mem_total = total_b;
   KIO_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-  galign_cu_set_stream(c->stream);
+  galign_cu_use(c->acct, c->stream);
   for (int i = 0; i < 4; i++) KIO_CUDA_TRY(cudaEventCreate(&c->ev[i]));
   for (int i = 0; i < GALIGN_RING_N; i++)
     KIO_CUDA_TRY(cudaEventCreateWithFlags(&c->ring_ev[i], cudaEventDisableTiming));
@@ -108,6 +110,7 @@ static int galign_cuda_init(galign_cuda *c, int wait, const galign_gmm *gmm) {
   if (galign_cu_host_reserve(&c->h_flags, sizeof(int)) != KIO_OK) return KIO_ERR;
   if (galign_cu_dev_reserve(&c->d_flags, sizeof(int)) != KIO_OK) return KIO_ERR;
   *(int *)c->h_flags.p = 0;
+  c->model_bytes = kio_gpu_acct_live(c->acct);
   if (galign_cu_dec_new(c) != KIO_OK) return KIO_ERR;
   return KIO_OK;
 }
@@ -125,8 +128,8 @@ int galign_cu_blas(galign_cuda *c) {
   return KIO_OK;
 }
 
-extern "C" int galign_cuda_new(galign_cuda **out, int wait, const galign_gmm *gmm,
-                               const galign_opts *o) {
+extern "C" int galign_cuda_new(galign_cuda **out, kio_gpu *gpu, galign_use_gpu mode,
+                               const galign_gmm *gmm, const galign_opts *o) {
   *out = NULL;
   if (!gmm || gmm->dim <= 0 || gmm->num_pdfs <= 0) {
     KIO_ERROR("Empty acoustic model given to the CUDA aligner");
@@ -138,7 +141,8 @@ extern "C" int galign_cuda_new(galign_cuda **out, int wait, const galign_gmm *gm
     return KIO_ERR;
   }
   if (o) c->opts = *o; else galign_opts_default(&c->opts);
-  if (galign_cuda_init(c, wait, gmm) != KIO_OK) {
+  c->mode = mode;
+  if (galign_cuda_init(c, gpu, gmm) != KIO_OK) {
     galign_cuda_free(c);
     return KIO_ERR;
   }
@@ -150,9 +154,9 @@ extern "C" int galign_cuda_new(galign_cuda **out, int wait, const galign_gmm *gm
 
 extern "C" void galign_cuda_free(galign_cuda *c) {
   if (!c) return;
-  cudaSetDevice(c->device); /* see bind_device */
+  if (c->gpu) kio_gpu_bind(c->gpu); /* see bind_device */
   if (c->stream) cudaStreamSynchronize(c->stream);
-  galign_cu_set_stream(c->stream);
+  galign_cu_use(c->acct, c->stream);
   galign_cu_dec_free(c);
   galign_cu_buf *dev[] = {&c->d_feats, &c->d_utt, &c->d_sel, &c->d_ucol, &c->d_wsel,
                           &c->d_xexp, &c->d_lg, &c->d_ll, &c->d_flags, &c->d_uflags,
@@ -163,7 +167,7 @@ extern "C" void galign_cuda_free(galign_cuda *c) {
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) galign_cu_host_release(host[i]);
   void *model[] = {c->d_w, c->d_pdf_offset, c->dgmm.gconst, c->dgmm.means_invvars,
                    c->dgmm.inv_vars, c->d_groups, c->d_grp_start};
-  for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) kio_cuda_dev_free(model[i], c->stream);
+  for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) kio_gpu_free(model[i], c->stream);
   if (c->blas) galign_cublas()->destroy(c->blas);
   for (int i = 0; i < 4; i++)
     if (c->ev[i]) cudaEventDestroy(c->ev[i]);
@@ -171,8 +175,11 @@ extern "C" void galign_cuda_free(galign_cuda *c) {
     galign_cu_host_release(&c->h_ring[i]);
     if (c->ring_ev[i]) cudaEventDestroy(c->ring_ev[i]);
   }
+  if (c->stream) cudaStreamSynchronize(c->stream);  /* the frees above are stream-ordered */
   if (c->stream) cudaStreamDestroy(c->stream);
   cudaGetLastError(); /* a failed teardown must not poison a later call */
+  galign_cu_use(NULL, NULL);
+  kio_gpu_acct_free(c->acct);
   free(c->h_pdf_offset);
   free(c->h_sel_of);
   free(c->df);
@@ -202,6 +209,7 @@ extern "C" int galign_cuda_set_dev_feats(galign_cuda *c, int n, const kio_matrix
 }
 
 extern "C" int galign_cuda_device(const galign_cuda *c) { return c ? c->device : -1; }
+extern "C" kio_gpu_acct *galign_cuda_acct(const galign_cuda *c) { return c ? c->acct : NULL; }
 extern "C" int64_t galign_cuda_dev_feat_utts(const galign_cuda *c) { return c ? c->stat_df_utts : 0; }
 
 extern "C" const char *galign_cuda_device_desc(const galign_cuda *c) {
@@ -241,18 +249,47 @@ int galign_cu_accum_times(galign_cuda *c, int dec_pass) {
   return KIO_OK;
 }
 
-/* Frames per device batch: bounds the likelihood and workspace memory.
- * $KALDI_GPU_DEV_BATCH_FRAMES overrides (debugging, memory-tight devices). */
-static int64_t galign_max_batch_frames(const galign_cuda *c) {
-  int64_t forced = kio_setting_int(KIO_SET_DEV_BATCH_FRAMES, 0, 1, INT64_MAX);
-  if (forced > 0) return forced;
-  /* ~3 KB per frame (2 KB of decoder tokens, likelihoods, features): a
-   * sub-batch uses at most ~1/4 of the device (11M frames on an H200) */
-  int64_t f = (int64_t)(c->mem_total / 4 / 3072);
-  return f < 100000 ? 100000 : f;
+/* The calling thread's current device must be the aligner's: the worker and
+ * main threads never chose one, and a new thread starts on device 0, so with
+ * the aligner on another GPU its stream-ordered allocations and copies
+ * would go to the wrong device. */
+static int bind_device(const galign_cuda *c) {
+  if (kio_gpu_bind(c->gpu) != KIO_OK) return KIO_ERR;
+  galign_cu_use(c->acct, c->stream);
+  return KIO_OK;
 }
 
-/* Runs [likelihoods ->] decoder over sub-batches bounded in frames. */
+/* Frames per device sub-batch forced by $KALDI_GPU_DEV_BATCH_FRAMES
+ * (debugging), else 0: sub-batches are planned in bytes. */
+static int64_t galign_forced_batch_frames(void) {
+  return kio_setting_int(KIO_SET_DEV_BATCH_FRAMES, 0, 1, INT64_MAX);
+}
+
+/* Bytes a sub-batch may plan for: the budget less what is held besides the
+ * batch buffers (the model, long utterances' chunk buffers of other
+ * threads) and, on the cuBLAS path, its fixed chunk buffers; at most
+ * sub_bytes. */
+static size_t galign_plan_bytes(const galign_cuda *c) {
+  size_t limit = kio_gpu_acct_limit(c->acct), live = kio_gpu_acct_live(c->acct);
+  size_t held = galign_cu_batch_held(c);
+  size_t fixed = live > held ? live - held : 0;
+  if (!c->ll_exact) fixed += limit / 8 + (size_t)c->num_gauss * c->kpad * sizeof(float);
+  size_t room = limit > fixed ? limit - fixed : 0;
+  return c->sub_bytes && c->sub_bytes < room ? c->sub_bytes : room;
+}
+
+extern "C" void galign_cuda_trim(galign_cuda *c) {
+  if (!c) return;
+  if (bind_device(c) != KIO_OK) return;
+  galign_cu_dec_trim(c);
+}
+
+/* Runs [likelihoods ->] decoder over sub-batches planned to fit the
+ * aligner's budget. When device memory runs out anyway (the device is
+ * shared, or the estimate was short): the batch buffers are freed and the
+ * sub-batch tried again, then halved down to one utterance, then the
+ * device layer decides (kio_gpu_out_of_memory): wait and retry, the CPU
+ * for the rest of this batch (redo[i] = 1), or an error. */
 static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *graphs,
                            const kio_matrix *const *feats, const kio_matrix *const *loglikes,
                            int want_per_frame, galign_result *results, uint8_t *redo,
@@ -262,41 +299,85 @@ static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *gra
     KIO_ERROR("Bad arguments to the CUDA aligner");
     return KIO_ERR;
   }
-  const int64_t max_frames = galign_max_batch_frames(c);
+  const int64_t forced = galign_forced_batch_frames();
   const double t0 = kio_now_s();
   const int max_utts = 1 << 20;
-  int done = 0;
+  int done = 0, cap = max_utts, trimmed = 0, split = 0;
+  double waited = 0;
+  char why[200];
   while (done < n) {
+    const size_t plan = galign_plan_bytes(c);
     int64_t frames = 0;
+    size_t bytes = 0, first = 0;
     int m = 0;
-    while (done + m < n && m < max_utts) {
+    while (done + m < n && m < cap) {
       const kio_matrix *x = loglikes ? loglikes[done + m] : feats[done + m];
-      if (m > 0 && frames + x->rows > max_frames) break;
+      size_t b = galign_cu_utt_bytes(c, graphs[done + m], x->rows);
+      if (m == 0) first = b;
+      if (m > 0 && (forced > 0 ? frames + x->rows > forced : bytes + b > plan)) break;
       frames += x->rows;
+      bytes += b;
       m++;
     }
-    if (galign_cu_loglikes_launch(c, m, graphs + done, feats ? feats + done : NULL,
-                                  loglikes ? loglikes + done : NULL) != KIO_OK) {
-      cudaStreamSynchronize(c->stream);
-      return KIO_ERR;
-    }
+    KIO_VLOG(2, "Device sub-batch: %d utterances, %lld frames, %.1f MiB planned (%.0f bytes "
+             "per frame); the aligner's budget %.1f MiB, %.1f MiB held", m, (long long)frames,
+             bytes / 1048576.0, frames ? (double)bytes / (double)frames : 0.0,
+             kio_gpu_acct_limit(c->acct) / 1048576.0, kio_gpu_acct_live(c->acct) / 1048576.0);
+    kio_gpu_catch();
+    int rc = galign_cu_loglikes_launch(c, m, graphs + done, feats ? feats + done : NULL,
+                                       loglikes ? loglikes + done : NULL);
     int nr = 0;
-    if (galign_cu_decode_batch(c, m, graphs + done, want_per_frame, results + done,
-                               redo + done, &nr) != KIO_OK)
-      return KIO_ERR;
-    if (num_redo) *num_redo += nr;
-    done += m;
+    if (rc == KIO_OK)
+      rc = galign_cu_decode_batch(c, m, graphs + done, want_per_frame, results + done,
+                                  redo + done, &nr);
+    const int oom = kio_gpu_caught(why, sizeof why);
+    if (rc == KIO_OK) {
+      if (num_redo) *num_redo += nr;
+      done += m;
+      trimmed = 0;
+      waited = 0;
+      continue;
+    }
+    cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    if (!oom) return KIO_ERR;  /* logged */
+    /* Out of memory: first once more with nothing of the last batches
+     * held, then smaller pieces. */
+    galign_cu_dec_trim(c);
+    if (!trimmed) {
+      trimmed = 1;
+      continue;
+    }
+    if (m > 1) {
+      cap = m / 2;
+      c->sub_bytes = bytes / 2 > 1 ? bytes / 2 : 1;
+      if (!split++) kio_gpu_note_split(c->acct, why);
+      continue;
+    }
+    switch (kio_gpu_out_of_memory(c->acct, why, first + c->model_bytes, &waited)) {
+      case KIO_GPU_RETRY:
+        continue;
+      case KIO_GPU_USE_CPU:
+        /* this batch's rest on the CPU; the next batch tries the device */
+        for (int i = done; i < n; i++) {
+          redo[i] = 1;
+          results[i].ok = 0;
+        }
+        if (num_redo) *num_redo += n - done;
+        c->stat_redo += n - done;
+        done = n;
+        break;
+      default:
+        return KIO_ERR;
+    }
+  }
+  /* memory was short: the next batches start at twice the last size */
+  if (c->sub_bytes) {
+    c->sub_bytes = c->sub_bytes > ((size_t)1 << 62) ? 0 : c->sub_bytes * 2;
+    size_t limit = kio_gpu_acct_limit(c->acct);
+    if (c->sub_bytes >= limit) c->sub_bytes = 0;
   }
   c->t_wall += kio_now_s() - t0;
-  return KIO_OK;
-}
-
-/* The calling thread's current device must be the aligner's: the worker and
- * main threads never chose one, and a new thread starts on device 0, so with
- * the aligner on another GPU (chosen by free memory) its stream-ordered
- * allocations and copies would go to the wrong device. */
-static int bind_device(const galign_cuda *c) {
-  KIO_CUDA_TRY(cudaSetDevice(c->device));
   return KIO_OK;
 }
 
@@ -304,7 +385,6 @@ extern "C" int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph
                                        const kio_matrix *const *feats, int want_per_frame,
                                        galign_result *results, uint8_t *redo, int *num_redo) {
   if (bind_device(c) != KIO_OK) return KIO_ERR;
-  galign_cu_set_stream(c->stream);
   return galign_cuda_run(c, n, graphs, feats, NULL, want_per_frame, results, redo, num_redo);
 }
 
@@ -312,7 +392,6 @@ extern "C" int galign_cuda_decode(galign_cuda *c, int n, const galign_graph *con
                                   const kio_matrix *const *loglikes, int want_per_frame,
                                   galign_result *results, uint8_t *redo, int *num_redo) {
   if (bind_device(c) != KIO_OK) return KIO_ERR;
-  galign_cu_set_stream(c->stream);
   return galign_cuda_run(c, n, graphs, NULL, loglikes, want_per_frame, results, redo, num_redo);
 }
 
@@ -321,7 +400,6 @@ extern "C" int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g,
   const galign_graph *gs[1] = {g};
   const kio_matrix *fs[1] = {feats};
   if (bind_device(c) != KIO_OK) return KIO_ERR;
-  galign_cu_set_stream(c->stream);
   if (galign_cu_loglikes_launch(c, 1, gs, fs, NULL) != KIO_OK) {
     cudaStreamSynchronize(c->stream);
     return KIO_ERR;

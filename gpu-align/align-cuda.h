@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gpu-align.h"
+#include "device/gpu.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,14 +19,22 @@ extern "C" {
 
 typedef struct galign_cuda galign_cuda;
 
-/* Selects the device (kio_cuda_select; wait != 0 for --use-gpu=wait), uploads
- * the model, creates the cuBLAS handle and stream. The model is copied: gmm
- * may be freed afterwards; o is copied too. On failure logs ERROR, returns
- * KIO_ERR and *c = NULL. Never call in a Check parent process. */
-int galign_cuda_new(galign_cuda **c, int wait, const galign_gmm *gmm,
-                    const galign_opts *o);
+/* On the job's device gpu (device/gpu.h: kio_gpu_job): uploads the model,
+ * creates the stream, and the account its device memory is charged to
+ * (the aligner's share of the job's budget); mode says what happens when
+ * memory runs out (kio_gpu_out_of_memory). The model is copied: gmm may be
+ * freed afterwards; o is copied too. On failure logs ERROR, returns KIO_ERR
+ * and *c = NULL. Never call in a Check parent process. */
+int galign_cuda_new(galign_cuda **c, struct kio_gpu *gpu, galign_use_gpu mode,
+                    const galign_gmm *gmm, const galign_opts *o);
 /* Accepts NULL. */
 void galign_cuda_free(galign_cuda *c);
+/* Frees the per-batch device buffers (they are grown again by the next
+ * batch): the GPU service calls it after each batch, so that a job holds
+ * device memory only while its batch runs. */
+void galign_cuda_trim(galign_cuda *c);
+/* The account of c's device memory. */
+struct kio_gpu_acct *galign_cuda_acct(const galign_cuda *c);
 /* "NVIDIA H200, 132 SMs, 139.8 GiB" (valid until free). */
 const char *galign_cuda_device_desc(const galign_cuda *c);
 
@@ -33,9 +42,12 @@ const char *galign_cuda_device_desc(const galign_cuda *c);
  * with opts.retry_beam included; results[i] filled, ok = 0 when Kaldi would
  * say "Did not successfully decode"). An utterance the device could not
  * handle (its decoder workspace overflowed: a graph/beam far larger than the
- * workspace sizing expects) gets redo[i] = 1, results[i] is left ok = 0
+ * workspace sizing expects; or device memory ran out even for it alone and
+ * the mode says the CPU) gets redo[i] = 1, results[i] is left ok = 0
  * with no alignment, and the caller must align it on the CPU; other entries
- * get redo[i] = 0. *num_redo (may be NULL) receives the count. Returns
+ * get redo[i] = 0. Sub-batches are sized to the budget; when memory runs
+ * out they are split (device/gpu.h). *num_redo (may be NULL) receives the
+ * count. Returns
  * KIO_ERR (after one ERROR line) on fatal problems: dim mismatch, invalid
  * likelihood ("Invalid answer (overflow or invalid variances/features?)"),
  * CUDA failures. results[] must be zero-initialised or hold earlier results

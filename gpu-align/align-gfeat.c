@@ -107,11 +107,19 @@ int galign_gfeat_read(galign_gfeat *g, struct gfeat_batch **gfb, const char *key
   return 1;
 }
 
+int galign_gfeat_full(const galign_gfeat *g, const struct gfeat_batch *gfb) {
+  kio_gpu *dev = NULL;
+  if (!g || !gfb || kio_gpu_job(&dev, 0) != KIO_OK) return 0;
+  /* the account's limit is twice this: one utterance past it still fits */
+  return gfeat_batch_need(gfb) >= kio_gpu_share(dev, KIO_GPU_PART_FEATS);
+}
+
 int galign_gfeat_run(galign_gfeat *g, galign_aligner *a, batch *b) {
   struct gfeat_batch *gfb = b->gfb;
   int n = gfb ? gfeat_batch_count(gfb) : 0;
   if (n == 0 || gfeat_batch_frames(gfb) == 0) return KIO_OK;
-  if (!g->dev && gfeat_cuda_new(&g->dev, g->chain, g->device) != KIO_OK) return KIO_ERR;
+  /* on the aligner's device: the job's one device (device/gpu.h) */
+  if (!g->dev && gfeat_cuda_new(&g->dev, g->chain, NULL) != KIO_OK) return KIO_ERR;
   if (n > g->cap) {
     free(g->rows);
     free(g->mats);

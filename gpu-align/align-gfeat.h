@@ -38,6 +38,9 @@ void galign_gfeat_begin(struct gfeat_batch *gfb);
  * after an ERROR. */
 int galign_gfeat_read(galign_gfeat *g, struct gfeat_batch **gfb, const char *key,
                       kio_matrix *feats, int32_t *index);
+/* 1 when batch gfb holds as much as the feature chain's share of the
+ * job's device memory (device/gpu.h): the pipeline ends the batch there. */
+int galign_gfeat_full(const galign_gfeat *g, const struct gfeat_batch *gfb);
 /* Worker, before galign_align_batch: runs b's chain on the device, fills
  * the host features of b's slots that came from it, registers their rows
  * with a. KIO_ERR after an ERROR. */

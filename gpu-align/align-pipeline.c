@@ -49,10 +49,16 @@ static void capture_handler(int level, const char *func, const char *file, int l
   event_list *l = galign_t_capture;
   if (!l && !t_is_main && !kio_log_thread_direct()) l = g_align_capture;
   if (l) {
+    /* the aligning batch's list is shared by the worker and the aligner's
+     * own threads (long utterances) */
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     const char *tp = kio_log_thread_program();
     event e = {-1, level, line, strdup(func ? func : ""), strdup(file ? file : ""),
                strdup(msg), tp ? strdup(tp) : NULL};
-    if (e.func && e.file && e.msg && (!tp || e.prog) && galign_ev_push(l, e) == 0) return;
+    pthread_mutex_lock(&mu);
+    int ok = e.func && e.file && e.msg && (!tp || e.prog) && galign_ev_push(l, e) == 0;
+    pthread_mutex_unlock(&mu);
+    if (ok) return;
     free(e.func); free(e.file); free(e.msg); free(e.prog);
   }
   kio_log_set_handler(g_prev_handler, g_prev_user);
@@ -89,7 +95,8 @@ static void read_batch(galign_pipeline *p, batch *b) {
   double t0 = kio_now_s(), t1;
   int min_n = p->cfg.batch_size < DYN_MIN ? p->cfg.batch_size : DYN_MIN;
   while (!b->fatal && b->nslots < p->cfg.batch_size &&
-         !(b->nslots >= min_n && worker_idle(p)) && !galign_gs_done(p)) {
+         !(b->nslots >= min_n && worker_idle(p)) && !galign_gs_done(p) &&
+         !(p->gf && galign_gfeat_full(p->gf, b->gfb))) {
     slot *s = galign_peek_slot(b);
     if (p->tr || p->by_key) {  /* features in order: align-source.c */
       int r = !s ? KIO_ERR

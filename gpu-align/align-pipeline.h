@@ -164,6 +164,7 @@ int galign_pipeline_stopped(const galign_pipeline *p);
 typedef struct {
   char *per_frame_wspecifier;
   char *use_gpu;
+  char *gpu_memory;   /* --gpu-memory (device/gpu.h) */
   int32_t batch_size;
   char *prior_rspecifier;
   int32_t margin;

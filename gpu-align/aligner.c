@@ -6,7 +6,7 @@
 #include <strings.h>
 #include <unistd.h>
 #include "base/sys/cpu-share.h"
-#include "device/cuda-util.h"
+#include "device/gpu.h"
 #include "base/sys/log.h"
 #include "device/svc-link.h"
 #include "align-cpu.h"
@@ -31,13 +31,7 @@ struct galign_aligner {
 };
 
 int galign_parse_use_gpu(const char *s, galign_use_gpu *out) {
-  if (!s) return KIO_ERR;
-  if (!strcmp(s, "yes")) *out = GALIGN_GPU_YES;
-  else if (!strcmp(s, "no")) *out = GALIGN_GPU_NO;
-  else if (!strcmp(s, "optional")) *out = GALIGN_GPU_OPTIONAL;
-  else if (!strcmp(s, "wait")) *out = GALIGN_GPU_WAIT;
-  else return KIO_ERR;
-  return KIO_OK;
+  return kio_gpu_parse_mode(s, out);
 }
 
 /* Threads for CPU alignment: $KALDI_GPU_CPU_THREADS, else this job's share of
@@ -50,27 +44,21 @@ static int cpu_threads(void) {
   return (int)n;
 }
 
+/* Creates our own CUDA aligner on the job's device (kio_gpu_choose). */
+static int try_device(void *user, kio_gpu *g) {
+  galign_aligner *a = user;
+  return galign_cuda_new(&a->cuda, g, a->mode, &a->gmm, &a->opts);
+}
+
 /* Our own backend, as --use-gpu says, after the service was not usable
- * (why: its reason, "" if it was not tried). Puts the LOG line that says
- * which into line (the caller logs it, so that it names the caller). */
+ * (why: its reason, "" if it was not tried): the device layer's fall-back
+ * order (kio_gpu_choose). Puts the LOG line that says which into line (the
+ * caller logs it, so that it names the caller). */
 static int local_backend(galign_aligner *a, const char *why, char *line, size_t n) {
-  char note[320] = "";
-  if (why[0]) snprintf(note, sizeof note, " (GPU service not usable: %s)", why);
-  if (a->mode == GALIGN_GPU_NO) {
-    snprintf(line, n, "Aligning on the CPU (--use-gpu=no).");
-    return KIO_OK;
-  }
-  if (a->mode == GALIGN_GPU_OPTIONAL && kio_cuda_device_count() <= 0) {
-    snprintf(line, n, "No GPU found; aligning on the CPU.%s", note);
-    return KIO_OK;
-  }
-  if (galign_cuda_new(&a->cuda, a->mode == GALIGN_GPU_WAIT, &a->gmm, &a->opts) == KIO_OK) {
-    a->is_gpu = 1;
-    snprintf(line, n, "Using GPU: %s%s", galign_cuda_device_desc(a->cuda), note);
-    return KIO_OK;
-  }
-  if (a->mode != GALIGN_GPU_OPTIONAL) return KIO_ERR;
-  snprintf(line, n, "GPU not usable; aligning on the CPU.%s", note);
+  kio_gpu *g = NULL;
+  if (kio_gpu_choose(a->mode, why, "aligning", &g, try_device, a, line, n) != KIO_OK)
+    return KIO_ERR;
+  a->is_gpu = g != NULL;
   return KIO_OK;
 }
 
@@ -103,6 +91,20 @@ int galign_aligner_new(galign_aligner **out, galign_use_gpu mode, const kio_tmod
 }
 
 int galign_aligner_is_gpu(const galign_aligner *a) { return a && a->is_gpu; }
+
+kio_gpu_acct *galign_aligner_acct(const galign_aligner *a) {
+  return a && a->cuda ? galign_cuda_acct(a->cuda) : NULL;
+}
+
+void galign_aligner_trim(galign_aligner *a) {
+  if (!a || !a->cuda) return;
+  galign_cuda_trim(a->cuda);
+  /* long utterances' chunk buffers too: they are grown again when needed */
+  for (int i = 0; i < GALIGN_MAX_THREADS; i++) {
+    galign_cuda_chunks_free(a->chunks[i]);
+    a->chunks[i] = NULL;
+  }
+}
 int galign_aligner_is_remote(const galign_aligner *a) { return a && a->remote; }
 
 int32_t galign_aligner_num_pdfs(const galign_aligner *a) { return a->gmm.num_pdfs; }
@@ -147,18 +149,62 @@ struct cpu_job {
   cpu_worker wk[GALIGN_MAX_THREADS];
 };
 
+/* Device likelihoods for the long utterances of worker thread t: its chunk
+ * source, or NULL for the CPU's (the same numbers) when device memory ran
+ * out and the job's mode allows. KIO_ERR (err filled) otherwise. */
+static int chunks_for(galign_aligner *a, int t, galign_ll_source **src, char *err, size_t n) {
+  double waited = 0;
+  char why[200];
+  *src = NULL;
+  for (;;) {
+    kio_gpu_catch();
+    int rc = a->chunks[t] ? KIO_OK : galign_cuda_chunks_new(a->cuda, &a->chunks[t]);
+    int oom = kio_gpu_caught(why, sizeof why);
+    if (rc == KIO_OK) {
+      *src = galign_cuda_chunks_source(a->chunks[t]);
+      return KIO_OK;
+    }
+    if (!oom) break;
+    kio_gpu_action act = kio_gpu_out_of_memory(galign_cuda_acct(a->cuda), why, 0, &waited);
+    if (act == KIO_GPU_USE_CPU) return KIO_OK;
+    if (act != KIO_GPU_RETRY) break;
+  }
+  snprintf(err, n, "No device likelihoods for a long utterance");
+  return KIO_ERR;
+}
+
+/* One long utterance with device likelihoods in chunks; when device memory
+ * runs out, as the job's mode says: wait and retry, or the CPU's
+ * likelihoods, or the error. */
+static int align_long(galign_aligner *a, int t, galign_ll_source *src, cpu_job *j, int i,
+                      char *err) {
+  double waited = 0;
+  char why[200];
+  for (;;) {
+    kio_gpu_catch();
+    int rc = galign_cpu_align_src(a->ws[t], &a->gmm, j->graphs[i], j->feats[i], &a->opts,
+                                  j->want_pf, src, &j->results[i], err, GALIGN_ERRLEN);
+    int oom = kio_gpu_caught(why, sizeof why);
+    if (rc == KIO_OK || !oom) return rc;
+    kio_gpu_action act = kio_gpu_out_of_memory(galign_cuda_acct(a->cuda), why, 0, &waited);
+    if (act == KIO_GPU_RETRY) continue;
+    err[0] = '\0';
+    if (act == KIO_GPU_USE_CPU)
+      return galign_cpu_align_src(a->ws[t], &a->gmm, j->graphs[i], j->feats[i], &a->opts,
+                                  j->want_pf, NULL, &j->results[i], err, GALIGN_ERRLEN);
+    snprintf(err, GALIGN_ERRLEN, "%s", why);
+    return KIO_ERR;
+  }
+}
+
 static void *cpu_worker_main(void *arg) {
   cpu_worker *wk = arg;
   cpu_job *j = wk->job;
   galign_aligner *a = j->a;
   galign_ll_source *src = NULL;
   int src_failed = 0;
-  if (j->dev) {
-    if (!a->chunks[wk->t] && galign_cuda_chunks_new(a->cuda, &a->chunks[wk->t]) != KIO_OK)
-      src_failed = 1;
-    else
-      src = galign_cuda_chunks_source(a->chunks[wk->t]);
-  }
+  char src_err[GALIGN_ERRLEN] = "";
+  if (j->dev) src_failed = chunks_for(a, wk->t, &src, src_err, sizeof src_err) != KIO_OK;
   for (;;) {
     pthread_mutex_lock(&j->lock);
     int k = j->next < j->m ? j->next++ : -1;
@@ -167,12 +213,14 @@ static void *cpu_worker_main(void *arg) {
     int i = j->idx[k];
     j->err[k][0] = '\0';
     if (src_failed) {
-      snprintf(j->err[k], GALIGN_ERRLEN, "No device likelihoods for a long utterance");
+      snprintf(j->err[k], GALIGN_ERRLEN, "%s", src_err);
       j->rc[k] = KIO_ERR;
       continue;
     }
-    j->rc[k] = galign_cpu_align_src(a->ws[wk->t], &a->gmm, j->graphs[i], j->feats[i], &a->opts,
-                                    j->want_pf, src, &j->results[i], j->err[k], GALIGN_ERRLEN);
+    j->rc[k] = src ? align_long(a, wk->t, src, j, i, j->err[k])
+                   : galign_cpu_align_src(a->ws[wk->t], &a->gmm, j->graphs[i], j->feats[i],
+                                          &a->opts, j->want_pf, NULL, &j->results[i], j->err[k],
+                                          GALIGN_ERRLEN);
   }
   return NULL;
 }

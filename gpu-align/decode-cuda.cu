@@ -307,8 +307,53 @@ static int galign_pack(galign_cuda *c, int n, const galign_graph *const *graphs,
   return KIO_OK;
 }
 
-/* Device bytes the decoder workspaces may take: half of the device. */
-static int64_t galign_ws_budget(const galign_cuda *c) { return (int64_t)(c->mem_total / 2); }
+/* Device bytes the decoder workspaces may take now: what the aligner's
+ * budget has left, plus the workspace buffer itself (re-reserved). */
+static int64_t galign_ws_budget(const galign_cuda *c) {
+  return (int64_t)(kio_gpu_acct_room(c->acct) + c->dec->d_ws.cap);
+}
+
+size_t galign_cu_utt_bytes(const galign_cuda *c, const galign_graph *g, int32_t T) {
+  const size_t t = T > 0 ? (size_t)T : 0, S = (size_t)g->fst.num_states;
+  const size_t A = (size_t)g->fst.num_arcs, U = (size_t)g->num_pdfs_used;
+  const size_t tiles = (t + GALIGN_LL_TILE - 1) / GALIGN_LL_TILE;
+  const int band = g->band_T > 0 && g->band_T == T;
+  size_t b = t * (size_t)c->dim * sizeof(float) + t * U * sizeof(float); /* features, likelihoods */
+  b += 2 * U * sizeof(int32_t) + tiles * 4 * sizeof(int32_t);              /* pdf maps, tiles */
+  if (band) b += tiles * U * sizeof(int32_t);                             /* band's tile pdfs */
+  b += sizeof(galign_cu_dutt) + sizeof(int32_t) + (2 * S + 1) * sizeof(int32_t) +
+       A * (sizeof(kio_arc) + sizeof(int32_t)) + 10 * 16;                 /* packed graph */
+  if (band) b += (S + 2 * (t + 1)) * sizeof(int32_t);
+  const int32_t S32 = g->fst.num_states > 0 ? g->fst.num_states : 1;
+  b += galign_ws_bytes(S32, galign_clamp_cap((int64_t)T * galign_toks_per_frame() + 1024),
+                       galign_clamp_cap(2 * (int64_t)S32 + 64));          /* decoder workspace */
+  b += 2 * t * sizeof(int32_t) + sizeof(galign_cu_dres) + sizeof(galign_cu_utt) + sizeof(int);
+  return b + b / 4;  /* the buffers grow with a quarter of slack */
+}
+
+size_t galign_cu_batch_held(const galign_cuda *c) {
+  const struct galign_cu_dec *d = c->dec;
+  size_t s = c->d_feats.cap + c->d_utt.cap + c->d_sel.cap + c->d_ucol.cap + c->d_wsel.cap +
+             c->d_xexp.cap + c->d_lg.cap + c->d_ll.cap + c->d_uflags.cap + c->d_tiles.cap +
+             c->d_tsel.cap;
+  if (d) s += d->d_pack.cap + d->d_ws.cap + d->d_ali.cap + d->d_pf.cap + d->d_res.cap;
+  return s;
+}
+
+void galign_cu_dec_trim(galign_cuda *c) {
+  struct galign_cu_dec *d = c->dec;
+  cudaStreamSynchronize(c->stream);
+  cudaGetLastError();
+  galign_cu_buf *dev[] = {&c->d_feats, &c->d_utt, &c->d_sel, &c->d_ucol, &c->d_wsel, &c->d_xexp,
+                          &c->d_lg, &c->d_ll, &c->d_uflags, &c->d_tiles, &c->d_tsel};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) galign_cu_dev_release(dev[i]);
+  if (d) {
+    galign_cu_buf *ddev[] = {&d->d_pack, &d->d_ws, &d->d_ali, &d->d_pf, &d->d_res};
+    for (size_t i = 0; i < sizeof ddev / sizeof ddev[0]; i++) galign_cu_dev_release(ddev[i]);
+  }
+  cudaStreamSynchronize(c->stream);  /* the frees are stream-ordered */
+  cudaGetLastError();
+}
 
 /* Launches the decoder over order[0..m) (in the packed dutt/order on the
  * device), copies results, alignments (and per-frame values) back, syncs. */
@@ -415,8 +460,11 @@ int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *gra
     return KIO_ERR;
   }
   if (wsb > galign_ws_budget(c)) {
-    KIO_ERROR("Decoder workspaces of this batch need %lld bytes; the device has %zu "
-              "(set KALDI_GPU_DEV_BATCH_FRAMES lower)", (long long)wsb, c->mem_total);
+    /* an out-of-memory failure: the caller splits the batch */
+    char what[160];
+    snprintf(what, sizeof what, "decoder workspaces of %lld bytes (the aligner's budget has "
+             "%lld left)", (long long)wsb, (long long)galign_ws_budget(c));
+    kio_gpu_nomem_call(what, __func__, __FILE__, __LINE__);
     cudaStreamSynchronize(c->stream);
     return KIO_ERR;
   }

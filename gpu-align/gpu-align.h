@@ -8,6 +8,7 @@
 #include "base/model/fst.h"
 #include "base/matrix/matrix.h"
 #include "base/model/model.h"
+#include "device/gpu.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -85,7 +86,12 @@ typedef struct {
 } galign_result;
 void galign_result_free(galign_result *r);
 
-typedef enum { GALIGN_GPU_NO = 0, GALIGN_GPU_YES, GALIGN_GPU_OPTIONAL, GALIGN_GPU_WAIT } galign_use_gpu;
+/* --use-gpu: the device layer's modes (device/gpu.h). */
+typedef kio_gpu_mode galign_use_gpu;
+#define GALIGN_GPU_NO KIO_GPU_NO
+#define GALIGN_GPU_YES KIO_GPU_YES
+#define GALIGN_GPU_OPTIONAL KIO_GPU_OPTIONAL
+#define GALIGN_GPU_WAIT KIO_GPU_WAIT
 /* "yes"|"no"|"optional"|"wait"; KIO_ERR on anything else. */
 int galign_parse_use_gpu(const char *s, galign_use_gpu *out);
 
@@ -103,6 +109,10 @@ int galign_aligner_is_gpu(const galign_aligner *a);
  * the rest, with a LOG line. */
 int galign_aligner_is_remote(const galign_aligner *a);
 void galign_aligner_free(galign_aligner *a);
+/* Our own device backend's account of device memory (NULL: none), and its
+ * per-batch buffers freed (the GPU service, between batches and jobs). */
+struct kio_gpu_acct *galign_aligner_acct(const galign_aligner *a);
+void galign_aligner_trim(galign_aligner *a);
 
 /* Aligns n utterances (graphs prepared; feats rows >= 1). Per-utterance
  * failures are results with ok = 0. Returns KIO_ERR (after an ERROR line)

@@ -48,6 +48,10 @@ struct galign_cuda_chunks {
 
 static int chunk_cuda_err(cudaError_t e, const char *what, char *err, size_t errlen) {
   if (e == cudaSuccess) return KIO_OK;
+  if (e == cudaErrorMemoryAllocation) {  /* the device layer's: the caller may recover */
+    cudaGetLastError();
+    kio_gpu_nomem_call(what, __func__, __FILE__, __LINE__);
+  }
   snprintf(err, errlen, "CUDA error %s: %s (likelihoods of a long utterance)",
            cudaGetErrorString(e), what);
   return KIO_ERR;
@@ -57,10 +61,14 @@ static int chunk_cuda_err(cudaError_t e, const char *what, char *err, size_t err
     if (chunk_cuda_err((call), #call, err, errlen) != KIO_OK) return KIO_ERR;     \
   } while (0)
 
-/* Frames per chunk for an utterance of T frames and U pdfs. */
-static int32_t chunk_frames(int32_t T, int32_t U) {
+/* Frames per chunk for an utterance of T frames and U pdfs: ~16 MB of
+ * likelihoods, less when the aligner's budget is small (every decoder
+ * thread has its chunk buffers: together at most ~1/4 of the budget). */
+static int32_t chunk_frames(const galign_cuda *c, int32_t T, int32_t U) {
   long v = (long)kio_setting_int(KIO_SET_DEV_CHUNK_FRAMES, 0, 1, INT32_MAX);
-  int64_t C = v > 0 ? v : (int64_t)(GALIGN_CHUNK_LL_BYTES / (sizeof(float) * (size_t)U));
+  size_t ll_bytes = kio_gpu_acct_limit(c->acct) / 64;
+  if (ll_bytes > GALIGN_CHUNK_LL_BYTES) ll_bytes = GALIGN_CHUNK_LL_BYTES;
+  int64_t C = v > 0 ? v : (int64_t)(ll_bytes / (sizeof(float) * (size_t)(U > 0 ? U : 1)));
   if (v <= 0) {
     C &= ~(int64_t)(GALIGN_LL_TILE - 1);
     if (C < 512) C = 512;
@@ -140,7 +148,7 @@ extern "C" int galign_cu_chunks_begin(galign_ll_source *src, const galign_graph 
   /* Worker threads are made per batch: the device and buffer stream are
    * per thread. */
   CHUNK_TRY(cudaSetDevice(c->device));
-  galign_cu_set_stream(k->st);
+  galign_cu_use(c->acct, k->st);
   CHUNK_TRY(cudaStreamSynchronize(k->st)); /* the last utterance's prefetch */
   k->chunk[0] = k->chunk[1] = -1;
   k->pending[0] = k->pending[1] = 0;
@@ -153,7 +161,7 @@ extern "C" int galign_cu_chunks_begin(galign_ll_source *src, const galign_graph 
                (int)c->num_pdfs);
       return KIO_ERR;
     }
-  k->C = chunk_frames(k->T, k->U);
+  k->C = chunk_frames(c, k->T, k->U);
   k->nchunks = (int32_t)(((int64_t)k->T + k->C - 1) / k->C);
   /* Blocks per chunk: 128-frame tiles times groups of at least 16 pdfs,
    * about two per multiprocessor when a chunk has few tiles. */
@@ -231,7 +239,7 @@ extern "C" void galign_cuda_chunks_free(galign_cuda_chunks *k) {
   if (!k) return;
   cudaSetDevice(k->c->device);
   if (k->st) cudaStreamSynchronize(k->st);
-  galign_cu_set_stream(k->st);
+  galign_cu_use(k->c->acct, k->st);
   galign_cu_buf *dev[] = {&k->d_feats, &k->d_ll, &k->d_meta, &k->d_ucol, &k->d_sel};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) galign_cu_dev_release(dev[i]);
   for (int s = 0; s < 2; s++) {
@@ -240,8 +248,9 @@ extern "C" void galign_cuda_chunks_free(galign_cuda_chunks *k) {
     galign_cu_host_release(&k->h_meta[s]);
     if (k->ev[s]) cudaEventDestroy(k->ev[s]);
   }
+  if (k->st) cudaStreamSynchronize(k->st);  /* the frees above are stream-ordered */
   if (k->st) cudaStreamDestroy(k->st);
-  galign_cu_set_stream(NULL);
+  galign_cu_use(NULL, NULL);
   cudaGetLastError();
   free(k);
 }

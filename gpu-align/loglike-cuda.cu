@@ -15,19 +15,26 @@
 
 /* ---- buffers ---- */
 
-/* The stream of the aligner the calling thread works for (set by its entry
- * points): buffers are allocated and freed in its order (cuda-util.h), so
- * growing one never stalls the other jobs' streams in the GPU service. */
+/* The account and stream of the aligner the calling thread works for (set
+ * by its entry points): buffers are charged to its budget and allocated and
+ * freed in its stream's order (device/gpu.h), so growing one never stalls
+ * the other jobs' streams in the GPU service. */
 static __thread cudaStream_t t_buf_stream;
-void galign_cu_set_stream(cudaStream_t st) { t_buf_stream = st; }
+static __thread kio_gpu_acct *t_buf_acct;
+void galign_cu_use(kio_gpu_acct *acct, cudaStream_t st) {
+  t_buf_acct = acct;
+  t_buf_stream = st;
+}
 
 int galign_cu_dev_reserve(galign_cu_buf *b, size_t bytes) {
   if (bytes <= b->cap) return KIO_OK;
   size_t want = bytes + bytes / 4; /* some slack: batches vary a little */
-  kio_cuda_dev_free(b->p, t_buf_stream);
+  kio_gpu_free(b->p, t_buf_stream);
   b->p = NULL;
   b->cap = 0;
-  if (kio_cuda_dev_alloc(&b->p, want, t_buf_stream) != KIO_OK) return KIO_ERR;
+  /* without the slack when the budget has no room for it */
+  if (want > bytes && kio_gpu_acct_room(t_buf_acct) < want) want = bytes;
+  if (kio_gpu_alloc(t_buf_acct, &b->p, want, t_buf_stream) != KIO_OK) return KIO_ERR;
   b->cap = want;
   return KIO_OK;
 }
@@ -44,7 +51,7 @@ int galign_cu_host_reserve(galign_cu_buf *b, size_t bytes) {
 }
 
 void galign_cu_dev_release(galign_cu_buf *b) {
-  kio_cuda_dev_free(b->p, t_buf_stream);
+  kio_gpu_free(b->p, t_buf_stream);
   b->p = NULL;
   b->cap = 0;
 }
@@ -149,8 +156,9 @@ __global__ void galign_k_lse(const float *__restrict__ lg, int64_t f0, int64_t r
 /* ---- host side ---- */
 
 static int64_t galign_chunk_rows(const galign_cuda *c) {
-  /* Gaussian log-likelihood chunk: at most ~1/16 of the device or 2 GiB. */
-  size_t budget = c->mem_total / 16;
+  /* Gaussian log-likelihood chunk: at most 1/8 of the aligner's budget or
+   * 2 GiB (galign_cu_utt_bytes leaves it out of the sub-batches). */
+  size_t budget = kio_gpu_acct_limit(c->acct) / 8;
   if (budget > ((size_t)2 << 30)) budget = (size_t)2 << 30;
   size_t per_row = sizeof(float) * ((size_t)c->gsel + (size_t)c->kpad);
   int64_t rows = (int64_t)(budget / per_row);

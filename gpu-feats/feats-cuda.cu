@@ -239,7 +239,9 @@ typedef struct { void *p; size_t cap; } gfeat_buf;
 
 struct gfeat_cuda {
   const gfeat_chain *c;
-  int device;                /* -1: the caller's current device */
+  int device;
+  kio_gpu *gpu;              /* the job's device (device/gpu.h) */
+  kio_gpu_acct *acct;        /* its device memory: the feature chain's share */
   cudaStream_t own;          /* for gfeat_cuda_run_host */
   float *d_scales[GFEAT_MAX_STAGES], *d_wt[GFEAT_MAX_STAGES];
   gfeat_buf bytes, utt, cmvn, work[2], out;
@@ -249,47 +251,54 @@ struct gfeat_cuda {
   int64_t batches, frames;
 };
 
-static int gfeat_reserve(gfeat_buf *b, size_t bytes, cudaStream_t st) {
+static int gfeat_reserve(gfeat_cuda *g, gfeat_buf *b, size_t bytes, cudaStream_t st) {
   if (bytes <= b->cap) return KIO_OK;
   size_t want = bytes + bytes / 4;
-  kio_cuda_dev_free(b->p, st);
+  kio_gpu_free(b->p, st);
   b->p = NULL;
   b->cap = 0;
-  if (kio_cuda_dev_alloc(&b->p, want, st) != KIO_OK) return KIO_ERR;
+  if (kio_gpu_alloc(g->acct, &b->p, want, st) != KIO_OK) return KIO_ERR;
   b->cap = want;
   return KIO_OK;
 }
 
-static int gfeat_upload(void **d, const void *h, size_t bytes, cudaStream_t st) {
-  if (kio_cuda_dev_alloc(d, bytes ? bytes : 4, st) != KIO_OK) return KIO_ERR;
+static int gfeat_upload(gfeat_cuda *g, void **d, const void *h, size_t bytes, cudaStream_t st) {
+  if (kio_gpu_alloc(g->acct, d, bytes ? bytes : 4, st) != KIO_OK) return KIO_ERR;
   KIO_CUDA_TRY(cudaMemcpyAsync(*d, h, bytes, cudaMemcpyHostToDevice, st));
   return KIO_OK;
 }
 
-extern "C" int gfeat_cuda_new(gfeat_cuda **out, const gfeat_chain *c, int device) {
+extern "C" int gfeat_cuda_new(gfeat_cuda **out, const gfeat_chain *c, kio_gpu *gpu) {
   *out = NULL;
-  if (device >= 0) KIO_CUDA_TRY(cudaSetDevice(device));
+  if (!gpu && kio_gpu_job(&gpu, 0) != KIO_OK) return KIO_ERR;
+  if (kio_gpu_bind(gpu) != KIO_OK) return KIO_ERR;
   gfeat_cuda *g = (gfeat_cuda *)calloc(1, sizeof *g);
   if (!g) { KIO_ERROR("Out of memory"); return KIO_ERR; }
   g->c = c;
-  g->device = device;
+  g->gpu = gpu;
+  g->device = kio_gpu_device(gpu);
+  /* twice its share: the pipeline cuts batches at the share
+   * (galign_gfeat_full), one utterance may pass it */
+  g->acct = kio_gpu_acct_new(gpu, "feature chain", 2 * kio_gpu_share(gpu, KIO_GPU_PART_FEATS),
+                             KIO_GPU_YES);
   int rc = KIO_OK;
-  if (cudaStreamCreateWithFlags(&g->own, cudaStreamNonBlocking) != cudaSuccess) {
-    KIO_ERROR("CUDA error creating a stream");
+  if (!g->acct || cudaStreamCreateWithFlags(&g->own, cudaStreamNonBlocking) != cudaSuccess) {
+    if (g->acct) KIO_ERROR("CUDA error creating a stream");
+    kio_gpu_acct_free(g->acct);
     free(g);
     return KIO_ERR;
   }
   for (int k = 0; k < c->nst && rc == KIO_OK; k++) {
     const gfeat_stage *s = &c->st[k];
     if (s->op == GFEAT_OP_DELTAS) {
-      rc = gfeat_upload((void **)&g->d_scales[k], s->scales, sizeof(float) * (size_t)s->ntaps, g->own);
+      rc = gfeat_upload(g, (void **)&g->d_scales[k], s->scales, sizeof(float) * (size_t)s->ntaps, g->own);
     } else if (s->op == GFEAT_OP_TRANSFORM && !s->table) {
       int32_t M = s->w.rows, C = s->w.cols;
       float *wt = (float *)malloc(sizeof(float) * ((size_t)M * C + 1));
       if (!wt) { KIO_ERROR("Out of memory"); rc = KIO_ERR; break; }
       for (int32_t r = 0; r < M; r++)
         for (int32_t q = 0; q < C; q++) wt[(size_t)q * M + r] = s->w.data[(size_t)r * C + q];
-      rc = gfeat_upload((void **)&g->d_wt[k], wt, sizeof(float) * (size_t)M * C, g->own);
+      rc = gfeat_upload(g, (void **)&g->d_wt[k], wt, sizeof(float) * (size_t)M * C, g->own);
       if (rc == KIO_OK && cudaStreamSynchronize(g->own) != cudaSuccess) rc = KIO_ERR;
       free(wt);
     }
@@ -308,29 +317,30 @@ extern "C" int gfeat_cuda_new(gfeat_cuda **out, const gfeat_chain *c, int device
 
 extern "C" void gfeat_cuda_free(gfeat_cuda *g) {
   if (!g) return;
-  if (g->device >= 0) cudaSetDevice(g->device);
+  kio_gpu_bind(g->gpu);
   cudaStreamSynchronize(g->own);
   for (int k = 0; k < GFEAT_MAX_STAGES; k++) {
-    kio_cuda_dev_free(g->d_scales[k], g->own);
-    kio_cuda_dev_free(g->d_wt[k], g->own);
+    kio_gpu_free(g->d_scales[k], g->own);
+    kio_gpu_free(g->d_wt[k], g->own);
   }
   gfeat_buf *bufs[] = {&g->bytes, &g->utt, &g->cmvn, &g->work[0], &g->work[1], &g->out};
-  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) kio_cuda_dev_free(bufs[i]->p, g->own);
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) kio_gpu_free(bufs[i]->p, g->own);
   for (int k = 0; k < GFEAT_MAX_STAGES; k++) {
-    kio_cuda_dev_free(g->cls[k].p, g->own);
-    kio_cuda_dev_free(g->pool[k].p, g->own);
-    kio_cuda_dev_free(g->ref[k].p, g->own);
+    kio_gpu_free(g->cls[k].p, g->own);
+    kio_gpu_free(g->pool[k].p, g->own);
+    kio_gpu_free(g->ref[k].p, g->own);
   }
   cudaStreamSynchronize(g->own);
   kio_cuda_host_free(g->h_out, g->own);
   cudaStreamDestroy(g->own);
+  kio_gpu_acct_free(g->acct);
   free(g);
 }
 
 static unsigned gfeat_grid(int64_t work, int block) { return (unsigned)((work + block - 1) / block); }
 
 extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out, void *stream) {
-  if (g->device >= 0) KIO_CUDA_TRY(cudaSetDevice(g->device));
+  if (kio_gpu_bind(g->gpu) != KIO_OK) return KIO_ERR;
   cudaStream_t st = stream ? (cudaStream_t)stream : g->own;
   const gfeat_chain *c = g->c;
   if (b->n == 0 || b->frames == 0) return KIO_OK;
@@ -339,21 +349,13 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
     return KIO_ERR;
   }
   const int64_t T = b->frames;
-  /* widest intermediate */
-  int32_t dim = b->in_dim, wmax = dim;
-  for (int k = 0; k < c->nst; k++) {
-    const gfeat_stage *s = &c->st[k];
-    dim = s->op == GFEAT_OP_DELTAS ? dim * (s->order + 1)
-          : s->op == GFEAT_OP_SPLICE ? dim * (s->left + s->right + 1)
-          : s->table ? b->st[k].ref[0].rows : s->w.rows;
-    if (dim > wmax) wmax = dim;
-  }
+  const int32_t wmax = gfeat_batch_widest(b);  /* widest intermediate */
   size_t nb = sizeof(float) * (size_t)T * (size_t)wmax;
-  if (gfeat_reserve(&g->bytes, b->nbytes + 16, st) != KIO_OK ||
-      gfeat_reserve(&g->utt, sizeof(gfeat_dutt) * (size_t)b->n, st) != KIO_OK ||
-      gfeat_reserve(&g->cmvn, sizeof(float) * 2 * (size_t)b->n * (size_t)b->in_dim + 4, st) != KIO_OK ||
-      (c->nst > 0 && gfeat_reserve(&g->work[0], nb, st) != KIO_OK) ||
-      (c->nst > 1 && gfeat_reserve(&g->work[1], nb, st) != KIO_OK))
+  if (gfeat_reserve(g, &g->bytes, b->nbytes + 16, st) != KIO_OK ||
+      gfeat_reserve(g, &g->utt, sizeof(gfeat_dutt) * (size_t)b->n, st) != KIO_OK ||
+      gfeat_reserve(g, &g->cmvn, sizeof(float) * 2 * (size_t)b->n * (size_t)b->in_dim + 4, st) != KIO_OK ||
+      (c->nst > 0 && gfeat_reserve(g, &g->work[0], nb, st) != KIO_OK) ||
+      (c->nst > 1 && gfeat_reserve(g, &g->work[1], nb, st) != KIO_OK))
     return KIO_ERR;
   KIO_CUDA_TRY(cudaMemcpyAsync(g->bytes.p, b->bytes, b->nbytes, cudaMemcpyHostToDevice, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(g->utt.p, b->utt, sizeof(gfeat_dutt) * (size_t)b->n,
@@ -364,12 +366,12 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
   for (int k = 0; k < c->nst; k++) {  /* transforms: chain choices, tables' matrices */
     const gfeat_bstage *bs = &b->st[k];
     if (bs->ncls) {
-      if (gfeat_reserve(&g->cls[k], bs->ncls, st) != KIO_OK) return KIO_ERR;
+      if (gfeat_reserve(g, &g->cls[k], bs->ncls, st) != KIO_OK) return KIO_ERR;
       KIO_CUDA_TRY(cudaMemcpyAsync(g->cls[k].p, bs->cls, bs->ncls, cudaMemcpyHostToDevice, st));
     }
     if (c->st[k].table) {
-      if (gfeat_reserve(&g->pool[k], sizeof(float) * bs->npool + 4, st) != KIO_OK ||
-          gfeat_reserve(&g->ref[k], sizeof(gfeat_wref) * (size_t)b->n, st) != KIO_OK)
+      if (gfeat_reserve(g, &g->pool[k], sizeof(float) * bs->npool + 4, st) != KIO_OK ||
+          gfeat_reserve(g, &g->ref[k], sizeof(gfeat_wref) * (size_t)b->n, st) != KIO_OK)
         return KIO_ERR;
       KIO_CUDA_TRY(cudaMemcpyAsync(g->pool[k].p, bs->pool, sizeof(float) * bs->npool,
                                    cudaMemcpyHostToDevice, st));
@@ -379,7 +381,7 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
   }
   const gfeat_dutt *utt = (const gfeat_dutt *)g->utt.p;
   float *cur = c->nst ? (float *)g->work[0].p : d_out;
-  dim = b->in_dim;
+  int32_t dim = b->in_dim;
   GFEAT_LAUNCH(gfeat_k_decode, gfeat_grid(T * dim, GFEAT_THREADS), GFEAT_THREADS, st,
                (const unsigned char *)g->bytes.p, utt, b->n, T, dim, (const float *)g->cmvn.p,
                b->apply_cmvn, b->var_norm, cur);
@@ -432,11 +434,11 @@ extern "C" int gfeat_cuda_run(gfeat_cuda *g, const gfeat_batch *b, float *d_out,
 
 extern "C" int gfeat_cuda_compute(gfeat_cuda *g, const gfeat_batch *b, const float **d_feats,
                                   float *const *host_rows) {
-  if (g->device >= 0) KIO_CUDA_TRY(cudaSetDevice(g->device));
+  if (kio_gpu_bind(g->gpu) != KIO_OK) return KIO_ERR;
   int64_t T = b->frames;
   size_t n = (size_t)T * (size_t)b->out_dim;
   *d_feats = NULL;
-  if (gfeat_reserve(&g->out, sizeof(float) * n + 4, g->own) != KIO_OK) return KIO_ERR;
+  if (gfeat_reserve(g, &g->out, sizeof(float) * n + 4, g->own) != KIO_OK) return KIO_ERR;
   if (gfeat_cuda_run(g, b, (float *)g->out.p, g->own) != KIO_OK) return KIO_ERR;
   *d_feats = (const float *)g->out.p;
   if (host_rows && n) {

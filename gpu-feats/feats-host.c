@@ -301,6 +301,29 @@ int32_t gfeat_batch_rows(const gfeat_batch *b, int i) { return b->utt[i].rows; }
 int64_t gfeat_batch_row_off(const gfeat_batch *b, int i) { return b->utt[i].frame_off; }
 int32_t gfeat_batch_dim(const gfeat_batch *b) { return b->out_dim; }
 
+int32_t gfeat_batch_widest(const gfeat_batch *b) {
+  const gfeat_chain *c = b->chain;
+  int32_t dim = b->in_dim, wmax = dim;
+  for (int k = 0; c && k < c->nst; k++) {
+    const gfeat_stage *s = &c->st[k];
+    dim = s->op == GFEAT_OP_DELTAS ? dim * (s->order + 1)
+          : s->op == GFEAT_OP_SPLICE ? dim * (s->left + s->right + 1)
+          : s->table ? (b->n > 0 ? b->st[k].ref[0].rows : dim) : s->w.rows;
+    if (dim > wmax) wmax = dim;
+  }
+  return wmax;
+}
+
+size_t gfeat_batch_need(const gfeat_batch *b) {
+  const size_t T = (size_t)(b->frames > 0 ? b->frames : 0), n = (size_t)b->n;
+  size_t need = b->nbytes + 16 + n * (sizeof(gfeat_dutt) + 2 * sizeof(float) * (size_t)b->in_dim);
+  need += 2 * sizeof(float) * T * (size_t)gfeat_batch_widest(b);  /* the two work matrices */
+  need += sizeof(float) * T * (size_t)(b->out_dim > 0 ? b->out_dim : b->in_dim);  /* output */
+  for (int k = 0; b->chain && k < b->chain->nst; k++)
+    need += b->st[k].ncls + sizeof(float) * b->st[k].npool + n * sizeof(gfeat_wref);
+  return need + need / 4;  /* the buffers' slack */
+}
+
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap) return KIO_OK;
   size_t n = *cap ? *cap : 64;

@@ -8,8 +8,8 @@
 #define GFEAT_NOCUDA() \
   do { KIO_ERROR("This program was built without CUDA (./configure --use-cuda=no)"); return KIO_ERR; } while (0)
 
-int gfeat_cuda_new(gfeat_cuda **g, const gfeat_chain *c, int device) {
-  (void)c; (void)device;
+int gfeat_cuda_new(gfeat_cuda **g, const gfeat_chain *c, kio_gpu *gpu) {
+  (void)c; (void)gpu;
   *g = NULL;
   GFEAT_NOCUDA();
 }

@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "device/gpu.h"
 #include "base/feat/feat.h"
 #include "base/matrix/matrix.h"
 #include "base/io/table.h"
@@ -107,13 +108,20 @@ int64_t gfeat_batch_frames(const gfeat_batch *b);
 int32_t gfeat_batch_rows(const gfeat_batch *b, int i);
 int64_t gfeat_batch_row_off(const gfeat_batch *b, int i);
 int32_t gfeat_batch_dim(const gfeat_batch *b);
+/* The widest matrix of the chain on b (floats per frame), and the device
+ * bytes gfeat_cuda_compute needs for b (batches are cut to the feature
+ * chain's share of the job's budget with it). */
+int32_t gfeat_batch_widest(const gfeat_batch *b);
+size_t gfeat_batch_need(const gfeat_batch *b);
 
 /* ---- the device ---- */
 typedef struct gfeat_cuda gfeat_cuda;
-/* On device (-1: the calling thread's current one; every call sets it):
- * uploads the chain's constants. Logs ERROR on failure. Never call in a
- * Check parent. */
-int gfeat_cuda_new(gfeat_cuda **g, const gfeat_chain *c, int device);
+/* On the job's device gpu (NULL: kio_gpu_job's; every call makes it
+ * current): uploads the chain's constants; its device memory is charged
+ * to an account with the feature chain's share of the job's budget
+ * (device/gpu.h). Logs ERROR on failure (out of device memory included).
+ * Never call in a Check parent. */
+int gfeat_cuda_new(gfeat_cuda **g, const gfeat_chain *c, kio_gpu *gpu);
 void gfeat_cuda_free(gfeat_cuda *g);
 /* Runs the pipeline of batch b on stream (a cudaStream_t; NULL: default):
  * utterance i's features go to rows [off_i, off_i + rows_i) of the

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "device/cuda-util.h"
+#include "gpu-service/admission.h"
 #include "base/sys/log.h"
 #include "device/svc-link.h"
 #include "gpu-acc/acc-remote.h"
@@ -76,7 +77,6 @@ static struct {
   int active;            /* connections being served */
   int ndev;              /* devices served (CUDA ordinals in dev_id) */
   int dev_id[MAX_DEV];
-  int dev_active[MAX_DEV];  /* connections on each */
   char dev_desc[MAX_DEV][200];
   double last_activity;
   int use_cpu;
@@ -318,6 +318,7 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     }
   }
   t_new = kio_now_s() - t_new;
+  gsvc_mem_job_align(a);
   galign_serve *sv = galign_serve_new();
   int ok = sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK;
   c->busy = 0;
@@ -338,9 +339,14 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     if (test_faults()) {
       failed_reply(m, g.broken_why);
       batch_rc = KIO_ERR;
-    } else if (galign_serve_align(sv, a, &rd, m, &batch_rc) != KIO_OK) {
-      KIO_WARN("Malformed alignment request; closing the connection");
-      break;
+    } else {
+      gsvc_mem_begin_align(d, a);  /* waits its turn for device memory */
+      int bad = galign_serve_align(sv, a, &rd, m, &batch_rc) != KIO_OK;
+      gsvc_mem_end_align(d, a);
+      if (bad) {
+        KIO_WARN("Malformed alignment request; closing the connection");
+        break;
+      }
     }
     busy += kio_now_s() - t1;
     if (batch_rc != KIO_OK) {
@@ -377,6 +383,7 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
     send_ready(s, m, KIO_ERR, why[0] ? why : "cannot set up the accumulator");
     return;
   }
+  gsvc_mem_job_acc(a);
   gacc_serve *sv = gacc_serve_new();
   int ok = sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK;
   c->busy = 0;
@@ -397,8 +404,11 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
         if (test_faults()) {
           failed_reply(m, g.broken_why);
           batch_rc = KIO_ERR;
-        } else if (gacc_serve_acc(sv, a, &rd, m, &batch_rc) != KIO_OK) {
-          break;
+        } else {
+          gsvc_mem_begin_acc(d, a);  /* waits its turn for device memory */
+          int bad = gacc_serve_acc(sv, a, &rd, m, &batch_rc) != KIO_OK;
+          gsvc_mem_end_acc(d, a);
+          if (bad) break;
         }
       } else if (type == KIO_SVC_STATS) {
         gacc_serve_stats(sv, a, m, &batch_rc);
@@ -462,14 +472,8 @@ static void *conn_main(void *arg) {
     goto out;
   }
   /* The device with the fewest connections; this thread works on it. */
-  pthread_mutex_lock(&g.mu);
-  int d = 0;
-  for (int k = 1; k < g.ndev; k++)
-    if (g.dev_active[k] < g.dev_active[d]) d = k;
-  g.dev_active[d]++;
-  pthread_mutex_unlock(&g.mu);
-  kio_cuda_use_device(g.dev_id[d]);
-  int usable = g.use_cpu || kio_cuda_select(0, NULL, 0) == KIO_OK;
+  int d = gsvc_mem_pick(g.ndev);
+  int usable = g.use_cpu || gsvc_mem_enter(d) == KIO_OK;
   if (usable) check_device();  /* health before each connection, not only at start */
   if (!usable) {
     send_ready(s, &m, KIO_ERR, "cannot use the device");
@@ -480,9 +484,7 @@ static void *conn_main(void *arg) {
   } else {
     serve_acc(c, &m, e, d);
   }
-  pthread_mutex_lock(&g.mu);
-  g.dev_active[d]--;
-  pthread_mutex_unlock(&g.mu);
+  gsvc_mem_leave(d);
   model_put(e);
 out:
   kio_msg_free(&m);
@@ -548,12 +550,11 @@ static void start_devices(void) {
   }
   g.device_ok = g.ndev > 0;
   for (int k = 0; k < g.ndev && g.device_ok; k++) {
-    kio_cuda_use_device(g.dev_id[k]);
-    g.device_ok = kio_cuda_select(0, g.dev_desc[k], sizeof g.dev_desc[k]) == KIO_OK;
+    g.device_ok = gsvc_mem_open(k, g.dev_id[k], g.dev_desc[k], sizeof g.dev_desc[k]) == KIO_OK;
     if (g.device_ok) snprintf(g.desc, sizeof g.desc, "%s", g.dev_desc[k]);
   }
-  kio_cuda_use_device(-1);
   kio_log_defer(NULL);
+  if (g.device_ok) kio_log_replay(&lines);  /* each device's memory */
   if (!g.device_ok) {
     g.desc[0] = '\0';
     kio_log_deferred_each(lines, join_line, g.desc);
@@ -663,6 +664,7 @@ int gsvc_serve(const gsvc_config *cfg) {
       continue;
     }
     evict(idle_s);
+    gsvc_mem_idle();
     if (g.stop || g.broken || is_idle(idle_s)) break;
   }
   /* Remove the socket first (if it is still ours), so new jobs start a new

@@ -36,7 +36,7 @@ if [ "$mode" != gpu ]; then
   bindir="$top/gmmbin-gpu"; [ "$mode" = san ] && bindir="$top/$build/gmmbin-gpu"
   for s in "$top"/tests/cli/*.sh; do
     [ -f "$s" ] || continue
-    run_one "cli/$(basename "$s")" env BIN="$bindir" TEST_BIN="$top/$build/test-bin" TOP="$top" TOOLS="$top/$build/tools" bash "$s"
+    run_one "cli/$(basename "$s")" env BIN="$bindir" TEST_BIN="$top/$build/test-bin" TOP="$top" TOOLS="$top/$build/tools" EMU_BIN="$top/$build/emu/bin" bash "$s"
   done
 else
   for s in "$top"/tests/cli/gpu-*.sh; do

@@ -63,6 +63,15 @@ extern "C" {
   X(LIBRARY, "KALDI_GPU_LIBRARY", NULL, USER,                                              \
     "The Python binding: path of the libkaldi-gpu-align.so to load (default: the "        \
     "package's own, else the system's)")                                                   \
+  X(GPU_MEMORY, "KALDI_GPU_MEMORY", NULL, USER,                                            \
+    "Device memory one job may use, as --gpu-memory: bytes with K/M/G, or a percentage "   \
+    "of the device (default 2G, at most 1/8 of the device; docs/gpu-memory.md)")           \
+  X(SERVICE_MEMORY, "KALDI_GPU_SERVICE_MEMORY", NULL, USER,                                \
+    "Device memory the GPU service may use per device for all its jobs (default 12G, at "  \
+    "most 1/4 of the device and what was free at its start)")                              \
+  X(GPU_WAIT, "KALDI_GPU_WAIT", NULL, USER,                                                \
+    "Seconds a job waits for a busy device (--use-gpu=wait) or for device memory "         \
+    "(wait, yes) before the CPU (wait) or an error (yes) (default 300)")                   \
   /* ---- developers ---- */                                                               \
   X(DEV_CUDA_SYNC, "KALDI_GPU_DEV_CUDA_SYNC", "KIO_CUDA_SYNC", DEV,                        \
     "1: synchronise and check after every kernel launch")                                  \
@@ -120,6 +129,12 @@ extern "C" {
     "The physical GPUs (UUIDs, comma-separated) in the service's identity, without CUDA")  \
   X(TEST_ACC_KEEP_BYTES, "KALDI_GPU_TEST_ACC_KEEP_BYTES", NULL, TEST,                      \
     "Bytes of batches a job keeps to redo accumulation the service may have lost")         \
+  X(TEST_FAIL_ALLOC, "KALDI_GPU_TEST_FAIL_ALLOC", NULL, TEST,                              \
+    "Device allocations that fail as out of memory: N, N:K, N+ (counted from 1), >BYTES")  \
+  X(TEST_MEMORY_REPORT, "KALDI_GPU_TEST_MEMORY_REPORT", NULL, TEST,                        \
+    "1: device allocations, peak and bytes still held, on stderr at exit")                 \
+  X(TEST_EMU_MEMORY, "KALDI_GPU_TEST_EMU_MEMORY", NULL, TEST,                              \
+    "Bytes of the emulated device (tests/emu; default 8G)")                                \
   /* ---- other tools' variables, honoured as they do ---- */                              \
   X(CUDA_VISIBLE_DEVICES, "CUDA_VISIBLE_DEVICES", NULL, EXTERNAL,                         \
     "The CUDA runtime's device mask (part of the service's identity)")                     \

@@ -16,6 +16,9 @@
 #include <unistd.h>
 #include "cuda-emu.h"
 #include "base/sys/log.h"
+#include "base/sys/settings.h"
+#include "device/cuda-util.h"
+#include <unordered_map>
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -246,7 +249,12 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int dev) {
   return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
-  *f = *t = (size_t)8 << 30; return cudaSuccess;
+#ifdef GALIGN_EMU_SELFTEST
+  *f = *t = (size_t)8 << 30;
+  return cudaSuccess;
+#else
+  return kio_cuda_mem_info(0, f, t) == 0 ? cudaSuccess : cudaErrorInvalidValue;
+#endif
 }
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (cublasHandle_t)0x1; return CUBLAS_STATUS_SUCCESS; }
@@ -277,24 +285,71 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
   return CUBLAS_STATUS_SUCCESS;
 }
 
-int kio_cuda_dev_alloc(void **p, size_t bytes, cudaStream_t stream) {
-  (void)stream;
-  return cudaMalloc(p, bytes) == cudaSuccess ? KIO_OK : KIO_ERR;
+#ifndef GALIGN_EMU_SELFTEST  /* the self-test links nothing of the project */
+/* The device layer's raw calls (device/cuda-util.h). The emulated device
+ * has KALDI_GPU_TEST_EMU_MEMORY bytes (default 8 GiB): an allocation past
+ * them fails as out of memory, as a full device would. */
+static std::mutex emu_mem_mu;
+static std::unordered_map<void *, size_t> emu_blocks;
+static size_t emu_live;
+static size_t emu_total(void) {
+  static size_t t = 0;
+  if (!t) {
+    const char *v = kio_test_hook(KIO_SET_TEST_EMU_MEMORY);
+    size_t b = 0;
+    t = v && kio_gpu_parse_bytes(v, 0, &b) == KIO_OK ? b : (size_t)8 << 30;
+  }
+  return t;
 }
-void kio_cuda_dev_free(void *p, cudaStream_t stream) { (void)stream; free(p); }
+int kio_cuda_raw_alloc(void **p, size_t bytes, void *stream, char *msg, size_t n) {
+  (void)stream; (void)msg; (void)n;
+  std::lock_guard<std::mutex> lock(emu_mem_mu);
+  *p = NULL;
+  if (emu_live + bytes > emu_total() || cudaMalloc(p, bytes) != cudaSuccess) return 1;
+  emu_blocks[*p] = bytes;
+  emu_live += bytes;
+  return 0;
+}
+void kio_cuda_raw_free(void *p, void *stream) {
+  (void)stream;
+  if (!p) return;
+  std::lock_guard<std::mutex> lock(emu_mem_mu);
+  auto it = emu_blocks.find(p);
+  if (it != emu_blocks.end()) {
+    emu_live -= it->second;
+    emu_blocks.erase(it);
+  }
+  free(p);
+}
+int kio_cuda_mem_info(int dev, size_t *free_b, size_t *total_b) {
+  (void)dev;
+  std::lock_guard<std::mutex> lock(emu_mem_mu);
+  *total_b = emu_total();
+  *free_b = emu_total() - emu_live;
+  return 0;
+}
+void kio_cuda_pool_trim(int dev) { (void)dev; }
+void kio_cuda_pool_keep(int dev, size_t bytes) { (void)dev; (void)bytes; }
+int kio_cuda_bind(int dev) { return dev == 0 ? 0 : -1; }
 int kio_cuda_host_alloc(void **p, size_t bytes) {
   return cudaMalloc(p, bytes) == cudaSuccess ? KIO_OK : KIO_ERR;
 }
-void kio_cuda_host_free(void *p, cudaStream_t stream) { (void)stream; free(p); }
+void kio_cuda_host_free(void *p, void *stream) { (void)stream; free(p); }
 int kio_cuda_device_count(void) { return 1; }
 int kio_cuda_debug_sync(void) { return 0; }
 void kio_cuda_warm_up(void) {}
 void kio_cuda_prefer_blocking_sync(void) {}
-int kio_cuda_select(int wait, char *desc, int desc_len) {
-  (void)wait;
+int kio_cuda_choose(double wait_s, int named_dev, char *desc, int desc_len, int *dev) {
+  (void)wait_s;
+  if (named_dev > 0) {
+    KIO_ERROR("No CUDA device %d available (found 1)", named_dev);
+    return KIO_ERR;
+  }
   if (desc) snprintf(desc, desc_len, "host emulation of a CUDA device");
+  *dev = 0;
   return KIO_OK;
 }
+#endif
 }
 
 #ifdef GALIGN_EMU_SELFTEST

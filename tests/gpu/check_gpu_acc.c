@@ -21,9 +21,9 @@
 #include "tests/lib/test-util.h"
 
 static void select_gpu(void) {
-  char desc[256];
-  ck_assert_int_eq(kio_cuda_select(0, desc, sizeof desc), KIO_OK);
-  printf("GPU: %s\n", desc);
+  kio_gpu *g = NULL;
+  ck_assert_int_eq(kio_gpu_job(&g, 0), KIO_OK);
+  printf("GPU: %s\n", kio_gpu_desc(g));
 }
 
 #include "tests/lib/acc-run.h"

@@ -115,7 +115,9 @@ static void fx_free(fixture *fx) {
 
 static galign_cuda *new_cuda(const fixture *fx) {
   galign_cuda *c = NULL;
-  ck_assert_int_eq(galign_cuda_new(&c, 0, &fx->gmm, &fx->o), KIO_OK);
+  kio_gpu *g = NULL;
+  ck_assert_int_eq(kio_gpu_job(&g, 0), KIO_OK);
+  ck_assert_int_eq(galign_cuda_new(&c, g, GALIGN_GPU_YES, &fx->gmm, &fx->o), KIO_OK);
   return c;
 }
 

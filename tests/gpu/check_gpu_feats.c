@@ -101,7 +101,7 @@ static int run_case(const char *pipe, int bs, const char *ref) {
   gfeat_chain *c = NULL;
   ck_assert_int_eq(gfeat_chain_open(&plan, &c), KIO_OK);
   gfeat_cuda *dev = NULL;
-  ck_assert_int_eq(gfeat_cuda_new(&dev, c, -1), KIO_OK);
+  ck_assert_int_eq(gfeat_cuda_new(&dev, c, NULL), KIO_OK);
   gfeat_batch *b = gfeat_batch_new();
   kio_seq_reader *r = NULL;
   ck_assert_int_eq(kio_seq_open(&r, plan.input, &gfeat_raw_holder), KIO_OK);
@@ -157,8 +157,8 @@ static void profile(const char *prof, const char *threads) {
   kio_setting_override(KIO_SET_BLAS_PROFILE, prof);
   kio_blas_profile_reset();
   kio_setting_override(KIO_SET_DEV_FEATS_BLAS_THREADS, threads);
-  char desc[256];
-  ck_assert_int_eq(kio_cuda_select(0, desc, sizeof desc), KIO_OK);
+  kio_gpu *g = NULL;
+  ck_assert_int_eq(kio_gpu_job(&g, 0), KIO_OK);
 }
 
 /* Kaldi's references in featpipe/ were made on an AVX2 host: hsw. */

@@ -1,0 +1,77 @@
+/* Device memory of the GPU service (service.c calls these): the devices it
+ * serves, which one a connection gets, admission of every batch by memory,
+ * the memory a finished or dead client held given back, and the pools
+ * trimmed when the service is idle.
+ *
+ * Each device has a capacity: the service budget (KALDI_GPU_SERVICE_MEMORY,
+ * device/gpu.h), at most 7/8 of what was free when the service started less
+ * 512 MiB (another process may hold the rest: a training on the same GPU).
+ * A batch asks for its job's limit (kio_gpu_share); it is admitted when
+ * that fits beside the grants of the running batches and what the service
+ * holds outside them (every connection's model), in arrival order, so
+ * a job waits its turn instead of failing. A waiting batch that is first in
+ * line gets what is left (at least 1/8 of its limit) after 2 s, all that is
+ * left when nothing runs, and after KALDI_GPU_WAIT seconds without any
+ * batch ending, whatever is left (then it splits or runs on the CPU, as its
+ * aligner decides): no batch waits forever. The batch's account may hold
+ * its model plus the grant; after the batch its buffers are freed and the
+ * grant returned, so a client holds device memory only while its batch
+ * runs, and a dead client holds none. After 5 s with no batch running a
+ * device's pool gives its memory back to the driver. */
+#ifndef GSVC_ADMISSION_H
+#define GSVC_ADMISSION_H
+
+#include <stddef.h>
+#include "device/gpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct galign_aligner;
+struct gacc_acc;
+
+/* Device k (0 .. 15) of the service is CUDA device dev: its context is
+ * created, desc (n bytes) describes it. KIO_ERR (logged). */
+int gsvc_mem_open(int k, int dev, char *desc, size_t n);
+/* The device for a new connection among ndev: the fewest connections, then
+ * the least memory granted and asked for. Counted until gsvc_mem_leave. */
+int gsvc_mem_pick(int ndev);
+void gsvc_mem_leave(int k);
+/* The connection's thread works on device k from now on (kio_gpu_job gives
+ * it). KIO_ERR (logged). */
+int gsvc_mem_enter(int k);
+/* A job starts on an aligner or accumulator (new, or from the pool): its
+ * per-job counts and LOG line start again; nothing may be allocated outside
+ * a batch. NULL (the CPU backend) is accepted. */
+void gsvc_mem_job_align(struct galign_aligner *a);
+void gsvc_mem_job_acc(struct gacc_acc *a);
+/* Around each batch of a connection on device k: begin waits for its turn
+ * and grants the memory; end frees the batch buffers and returns it. */
+void gsvc_mem_begin_align(int k, struct galign_aligner *a);
+void gsvc_mem_end_align(int k, struct galign_aligner *a);
+void gsvc_mem_begin_acc(int k, struct gacc_acc *a);
+void gsvc_mem_end_acc(int k, struct gacc_acc *a);
+/* From the service's loop: trims the pools of devices idle for 5 s. */
+void gsvc_mem_idle(void);
+
+/* ---- the admission itself, for tests (no device needed) ---- */
+typedef struct gsvc_mem_pool gsvc_mem_pool;
+/* capacity bytes shared by batches and what held(user) says is held
+ * outside them (NULL: nothing); wait_limit: seconds without any release
+ * after which the first in line takes what is left. */
+gsvc_mem_pool *gsvc_mem_pool_new(size_t capacity, double wait_limit,
+                                 size_t (*held)(void *user), void *user);
+void gsvc_mem_pool_free(gsvc_mem_pool *p);
+/* Waits its turn for want bytes (at least min_grant once 2 s have passed
+ * at the head of the line); returns the bytes granted (0 only when nothing
+ * is left after the wait limit). */
+size_t gsvc_mem_pool_admit(gsvc_mem_pool *p, size_t want, size_t min_grant);
+void gsvc_mem_pool_release(gsvc_mem_pool *p, size_t granted);
+/* Bytes granted now, batches running and waiting. */
+void gsvc_mem_pool_state(gsvc_mem_pool *p, size_t *granted, int *running, int *waiting);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
