@@ -111,7 +111,7 @@ $cmd $dir/log/train.log \
     "${start_opts[@]}" --num-iters=$num_iters --realign-iters="$realign_iters" \
     --max-iter-inc=$max_iter_inc --inc-gauss=$incgauss --power=$power \
     $scale_opts --first-beam=$initial_beam --beam=$regular_beam --retry-beam=$retry_beam \
-    --careful=$careful --boost-silence=$boost_silence \
+    --careful=$careful --boost-silence=$boost_silence --ali-text=true \
     --silence-phones=`cat $lang/phones/optional_silence.csl` \
     $(gpu_trainer_opts) $dir || exit 1;
 

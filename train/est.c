@@ -80,9 +80,11 @@ int trn_est_parse_flags(const char *s, unsigned *flags) {
 
 /* ---- OpenBLAS orders ---- */
 
-/* cblas_sdot, unit strides (kernel/x86_64/sdot.c with the Haswell micro-
- * kernel, the Zen and SkylakeX builds): the first n & -32 elements in four
- * 8-lane FMA accumulators reduced pairwise, the rest added in double. */
+/* cblas_sdot, unit strides, as kernel/x86_64/sdot.c runs it: the first
+ * n & -32 elements by the micro-kernel (four 8-lane FMA accumulators), the
+ * rest added to a double. The kernels reduce the lanes in different orders:
+ * Haswell (the Zen and Haswell builds) folds each accumulator's halves
+ * first, SkylakeX sums the accumulators first. */
 float trn_est_sdot(int n, const float *x, const float *y) {
   int n1 = n & -32;
   float my = 0.0f;
@@ -93,10 +95,16 @@ float trn_est_sdot(int n, const float *x, const float *y) {
         for (int l = 0; l < 8; l++)
           acc[k][l] = fmaf(x[i + 8 * k + l], y[i + 8 * k + l], acc[k][l]);
     float t[4];
-    for (int j = 0; j < 4; j++) {
-      float s0 = acc[0][j] + acc[0][j + 4], s1 = acc[1][j] + acc[1][j + 4];
-      float s2 = acc[2][j] + acc[2][j + 4], s3 = acc[3][j] + acc[3][j + 4];
-      t[j] = (s0 + s1) + (s2 + s3);
+    if (kio_featop_profile() == KIO_FEATOP_SKX) {
+      float a[8];
+      for (int l = 0; l < 8; l++) a[l] = ((acc[0][l] + acc[1][l]) + acc[2][l]) + acc[3][l];
+      for (int j = 0; j < 4; j++) t[j] = a[j] + a[j + 4];
+    } else {
+      for (int j = 0; j < 4; j++) {
+        float s0 = acc[0][j] + acc[0][j + 4], s1 = acc[1][j] + acc[1][j + 4];
+        float s2 = acc[2][j] + acc[2][j + 4], s3 = acc[3][j] + acc[3][j + 4];
+        t[j] = (s0 + s1) + (s2 + s3);
+      }
     }
     my = (t[0] + t[1]) + (t[2] + t[3]);
   }
@@ -206,8 +214,8 @@ int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_l
   }
   if (log_lines) {
     char a[32], b[32], c[32];
-    float tot_count = (float)out->total_frames;
-    float avg = (float)(out->total_like / out->total_frames);
+    /* TotCount() and TotLogLike() return float: a float division */
+    float tot_count = (float)out->total_frames, avg = (float)out->total_like / tot_count;
     double tsc = 0.0;
     for (int32_t j = 0; j < out->num_pdfs; j++)
       tsc += sum_d(out->occ + out->pdf_offset[j], out->pdf_offset[j + 1] - out->pdf_offset[j]);

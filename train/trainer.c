@@ -293,7 +293,7 @@ static int mllt_step(trn_ctx *t, int x) {
   }
   /* the hook reads the model and the current alignments from the directory */
   if (write_model(c->dir, x, &t->tm, &t->am) != KIO_OK ||
-      trn_data_write_ali(&t->d, c->dir) != KIO_OK)
+      trn_data_write_ali(&t->d, c->dir, c->ali_text) != KIO_OK)
     return KIO_ERR;
   char *cmd = fmt("ITER=%2$d %1$s", c->mllt_hook, x);
   KIO_LOG("Iteration %d: MLLT: %s", x, c->mllt_hook);
@@ -366,7 +366,7 @@ static int finish(trn_ctx *t, int last) {
   }
   free(f1);
   free(f2);
-  if (rc == KIO_OK) rc = trn_data_write_ali(&t->d, c->dir);
+  if (rc == KIO_OK) rc = trn_data_write_ali(&t->d, c->dir, c->ali_text);
   return rc;
 }
 

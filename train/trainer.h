@@ -55,6 +55,7 @@ typedef struct {
   trn_est_opts est;           /* gmm-est's other options */
   galign_use_gpu use_gpu;
   int write_graphs;           /* also fsts.JOB.gz */
+  int ali_text;               /* ali.JOB.gz in text form (train_mono's) */
   int threads;                /* CPU threads (<= 0: this process's share) */
   /* stochastic mode (0: off) */
   double stoch_batch;         /* fraction of the frames per update */
@@ -101,7 +102,7 @@ typedef struct {
 int trn_data_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm);
 /* Features again (after an MLLT update) from rspec (JOB, ITER replaced). */
 int trn_data_reload_feats(trn_data *d, const char *rspec, int iter);
-int trn_data_write_ali(const trn_data *d, const char *dir);
+int trn_data_write_ali(const trn_data *d, const char *dir, int text);
 void trn_data_free(trn_data *d);
 
 /* "JOB" (and "ITER") replaced in a template; malloc'ed. */

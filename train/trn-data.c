@@ -360,10 +360,10 @@ int trn_data_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm) {
   return rc;
 }
 
-int trn_data_write_ali(const trn_data *d, const char *dir) {
+int trn_data_write_ali(const trn_data *d, const char *dir, int text) {
   for (int j = 0; j < d->nj; j++) {
     char wx[4200];
-    snprintf(wx, sizeof wx, "ark:|gzip -c >%s/ali.%d.gz", dir, j + 1);
+    snprintf(wx, sizeof wx, "ark%s:|gzip -c >%s/ali.%d.gz", text ? ",t" : "", dir, j + 1);
     kio_writer *w = NULL;
     if (kio_writer_open(&w, wx, &kio_int_vec_holder) != KIO_OK) return KIO_ERR;
     int rc = KIO_OK;
