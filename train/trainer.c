@@ -246,7 +246,7 @@ int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
 
 /* ---- the loop ---- */
 
-static int equal_pass(trn_ctx *t) {
+int trn_equal_pass(trn_ctx *t) {
   const trn_cfg *c = t->c;
   gacc_stats *stats = calloc((size_t)t->d.nj, sizeof *stats);
   const gacc_stats **sp = calloc((size_t)t->d.nj, sizeof *sp);
@@ -285,7 +285,7 @@ static int equal_pass(trn_ctx *t) {
   return rc;
 }
 
-static int mllt_step(trn_ctx *t, int x) {
+int trn_mllt_step(trn_ctx *t, int x) {
   const trn_cfg *c = t->c;
   if (!c->mllt_hook || !*c->mllt_hook) {
     KIO_ERROR("--mllt-iters given without --mllt-hook");
@@ -320,7 +320,7 @@ static int full_iteration(trn_ctx *t, int x) {
                            KIO_OK)
     return KIO_ERR;
   double t1 = kio_now_s();
-  if (t->mllt[x] && mllt_step(t, x) != KIO_OK) return KIO_ERR;
+  if (t->mllt[x] && trn_mllt_step(t, x) != KIO_OK) return KIO_ERR;
   double t2 = kio_now_s();
   int nj = t->d.nj, rc;
   gacc_stats *stats = calloc((size_t)nj, sizeof *stats);
@@ -411,7 +411,7 @@ int trn_run(const trn_cfg *c) {
     rc = trn_stoch_run(&t);
   } else {
     rc = KIO_OK;
-    if (c->equal_align) rc = equal_pass(&t);
+    if (c->equal_align) rc = trn_equal_pass(&t);
     int x = c->equal_align ? 1 : c->start_iter;
     for (; rc == KIO_OK && x < c->num_iters; x++) {
       rc = full_iteration(&t, x);

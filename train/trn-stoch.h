@@ -32,6 +32,13 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
 /* Realigns every job's (picked) utterances with t's model (align.X.JOB.log). */
 int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage);
 
+/* train_mono's pass 0 (equal alignment, statistics of all the data, the
+ * first update: update.0.log). */
+int trn_equal_pass(trn_ctx *t);
+/* The MLLT step of iteration x through the hook: x.mdl and ali.JOB.gz
+ * written, x.mdl and the features read back. */
+int trn_mllt_step(trn_ctx *t, int x);
+
 /* The stochastic schedule (trn_cfg.stoch_*). */
 int trn_stoch_run(trn_ctx *t);
 
