@@ -72,7 +72,7 @@ int galign_aligner_new(galign_aligner **out, galign_use_gpu mode, const kio_tmod
   if (galign_gmm_init(&a->gmm, am) != KIO_OK) { free(a); return KIO_ERR; }
   a->nthreads = cpu_threads();
   char why[256] = "";
-  if (mode != GALIGN_GPU_NO && kio_svc_wanted()) {
+  if (mode != GALIGN_GPU_NO && !o->no_service && kio_svc_wanted()) {
     if (galign_remote_new(&a->remote, tm, am, o, why, sizeof why) == KIO_OK) {
       a->is_gpu = 1;
       KIO_LOG("Using GPU: %s (through the GPU service)", galign_remote_desc(a->remote));

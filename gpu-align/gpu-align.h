@@ -27,6 +27,9 @@ typedef struct {
                              probabilities already (gmm-align compiles them
                              with its scales): the three scales' probs are
                              not added again */
+  int no_service;         /* 0; 1: never the GPU service (a process that
+                             keeps its own context and model for long: the
+                             trainer) */
 } galign_opts;
 void galign_opts_default(galign_opts *o);
 struct kio_opts;

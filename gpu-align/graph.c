@@ -16,6 +16,7 @@ void galign_opts_default(galign_opts *o) {
   o->careful = 0;
   o->num_gpus = 1;
   o->graph_has_probs = 0;
+  o->no_service = 0;
 }
 
 void galign_opts_register(kio_opts *po, galign_opts *o) {

@@ -58,6 +58,9 @@ int kio_topology_read(FILE *f, int binary, kio_topology *t);
 int kio_topology_write(FILE *f, int binary, const kio_topology *t);
 int kio_tmodel_read(FILE *f, int binary, kio_tmodel *tm);
 int kio_tmodel_write(FILE *f, int binary, const kio_tmodel *tm);
+/* After log_probs changed (an update): the derived non-self-loop log-probs
+ * again, as Kaldi's ComputeDerivedOfProbs. */
+int kio_tmodel_update_derived(kio_tmodel *tm);
 int kio_diag_gmm_read(FILE *f, int binary, kio_diag_gmm *g);
 int kio_diag_gmm_write(FILE *f, int binary, const kio_diag_gmm *g);
 int kio_am_gmm_read(FILE *f, int binary, kio_am_gmm *am);

@@ -142,6 +142,14 @@ static int tm_compute_derived_of_probs(kio_tmodel *tm) {
   return KIO_OK;
 }
 
+int kio_tmodel_update_derived(kio_tmodel *tm) {
+  if (tm_compute_derived_of_probs(tm) != KIO_OK) {
+    KIO_ERROR("%s", kio_last_error());
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}
+
 int kio_tmodel_read(FILE *f, int binary, kio_tmodel *tm) {
   char tok[64];
   int32_t T;

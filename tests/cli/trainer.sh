@@ -1,0 +1,81 @@
+#!/bin/bash
+# steps-gpu/train_mono.sh, train_deltas.sh and train_lda_mllt.sh (one
+# process: gmm-train-gpu, the CPU path here) against Kaldi's stock scripts on
+# the 300 shortest utterances of the synth-s5 corpus, each stage started
+# from the stock side's previous one:
+#   train_mono --nj 11 --num-iters 5 --totgauss 300 (equal alignment, a
+#     realignment every iteration with the initial beam first, mixing up,
+#     eleven jobs: the statistics summed in the glob's order 1, 10, 11, 2, ...)
+#   train_deltas --num-iters 6 --realign-iters "2 5" --boost-silence 1.25 200 800
+#   train_lda_mllt --num-iters 6 --realign-iters 4 --mllt-iters "2 3" 250 1000
+# must leave identical final.mdl, final.occs, final.mat and alignments
+# (ali.*.gz gunzipped, text for mono as the stock script writes), and
+# update.X.log / acc.X.JOB.log / align.X.JOB.log with the same messages
+# (the framing and echoed command lines aside). Needs the Kaldi bundle and
+# the corpus (else SKIP); ours run with the rounding profile of this host's
+# Kaldi (recipe-setup.sh). Env: BIN, TOP. Exit 0 pass, 1 fail, 77 skip.
+set -u
+: "${BIN:?}" "${TOP:?}"
+. "$TOP/tests/cli/lib/recipe-setup.sh"
+[ -x "$BIN/gmm-train-gpu" ] || { echo "SKIP: $BIN/gmm-train-gpu not built"; exit 77; }
+recipe_inputs
+tmp=$(mktemp -d /tmp/trainer-cli.XXXXXX)
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+recipe_kaldi "$tmp"
+recipe_rounding "$tmp"
+recipe_corpus "$tmp"
+cd "$tmp/synth-s5" || exit 1
+export KALDI_BUNDLE=$kb GPU_BIN=""
+# Kaldi's programs first (path.sh), ours only through steps-gpu (which finds
+# gmm-train-gpu beside itself in the tree)
+. ./path.sh
+gpu=$TOP/steps-gpu
+
+# Messages of a log (LEVEL message), experiment directories named alike.
+msgs() {
+  awk '/kio_log_ours/ {next}
+       /^(LOG|WARNING|ERROR) \(/ { i = index($0, ") "); print $1 " " substr($0, i + 2) }' "$1" |
+    sed -E 's#exp/[a-z0-9]+_(k|g)#exp/D#g' |
+    grep -vE '^LOG (Aligning on the CPU|Using GPU|No GPU|GPU not usable)'
+}
+# compare NAME: the two experiment directories exp/NAME_k (stock), exp/NAME_g.
+compare() {
+  local k=exp/$1_k g=exp/$1_g f
+  for f in final.mdl final.occs ${2:-}; do
+    cmp -s "$k/$f" "$g/$f" || fail "$1: $f differs from the stock script's"
+  done
+  local nk ng
+  nk=$(ls $k/ali.*.gz | wc -l); ng=$(ls $g/ali.*.gz | wc -l)
+  [ "$nk" = "$ng" ] || fail "$1: $ng alignment files, stock $nk"
+  for f in $k/ali.*.gz; do
+    cmp -s <(gunzip -c "$f") <(gunzip -c "$g/${f##*/}") || fail "$1: ${f##*/} differs (gunzipped)"
+  done
+  for f in $k/log/update.*.log $k/log/acc.*.log $k/log/align.*.log; do
+    [ -f "$g/log/${f##*/}" ] || { fail "$1: no log/${f##*/}"; continue; }
+    # the lines of the feature pipes (computed once, in process) aside
+    diff <(msgs "$f" | grep -vE '^LOG (Applied cepstral|Spliced|Applied transform|Overall average \[pseudo-\]logdet)') \
+      <(msgs "$g/log/${f##*/}") >"$tmp/d" || { fail "$1: log/${f##*/} messages differ:"; head -n 6 "$tmp/d"; }
+  done
+  grep -q "kaldi-gpu-align" $g/log/train.log || fail "$1: log/train.log is not gmm-train-gpu's"
+}
+
+run() {  # NAME SCRIPT ARGS...: stock (NAME_k) and ours (NAME_g)
+  local name=$1 script=$2; shift 2
+  steps/$script "$@" exp/${name}_k >"$tmp/$name.k.out" 2>&1 ||
+    { tail -n 20 "$tmp/$name.k.out"; fail "stock $script"; return 1; }
+  "$gpu/$script" --use-gpu no "$@" exp/${name}_g >"$tmp/$name.g.out" 2>&1 ||
+    { tail -n 20 "$tmp/$name.g.out"; tail -n 20 exp/${name}_g/log/train.log; fail "steps-gpu/$script"; return 1; }
+}
+t0=$(date +%s)
+run mono train_mono.sh --nj 11 --num-iters 5 --totgauss 300 data/train_300 data/lang && compare mono
+run tri train_deltas.sh --num-iters 6 --realign-iters "2 5" --boost-silence 1.25 \
+  200 800 data/train_300 data/lang exp/mono_k && compare tri
+run lda train_lda_mllt.sh --num-iters 6 --realign-iters 4 --mllt-iters "2 3" \
+  --splice-opts "--left-context=3 --right-context=3" 250 1000 data/train_300 data/lang exp/tri_k &&
+  compare lda final.mat
+[ -L exp/lda_g/final.mat ] && [ "$(readlink exp/lda_g/final.mat)" = 3.mat ] || fail "lda: final.mat is not a link to 3.mat"
+grep -q "^Training pass\|training passes 1 to 5" "$tmp/lda.g.out" || fail "lda: the trainer did not run"
+[ $fails -eq 0 ] || exit 1
+echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, log messages; $(( $(date +%s) - t0 )) s)$note"

@@ -1,0 +1,705 @@
+/* gmm-est in process: the transition update, MleDiagGmmUpdate per pdf,
+ * SplitByCount (mixing up), the occupancies and gmm-est's lines; and
+ * gmm-sum-accs' sum. Types and statement order follow Kaldi's source so the
+ * float/double rounding is the same (see est.h). */
+#include "train/est.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/feat/feat-ops.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/sys/options.h"
+#include "gpu-align/gpu-align.h"
+
+#define AT(lv, func, file, line, ...) KIO_LOG_AT((lv), (func), (file), (line), __VA_ARGS__)
+
+void trn_est_opts_default(trn_est_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->min_gaussian_weight = 1.0e-05f;
+  o->min_gaussian_occupancy = 10.0f;
+  o->min_variance = 0.001;
+  o->remove_low_count_gaussians = 1;
+  o->transition_floor = 0.01f;
+  o->transition_min_count = 5.0f;
+  o->perturb_factor = 0.01f;
+  o->power = 0.2f;
+  o->min_count = 20.0f;
+  o->update_flags = TRN_FLAG_MEANS | TRN_FLAG_VARS | TRN_FLAG_WEIGHTS | TRN_FLAG_TRANS;
+}
+
+void trn_est_opts_register(kio_opts *po, trn_est_opts *o, char **update_flags_str) {
+  kio_opts_int(po, "mix-up", &o->mix_up,
+               "Increase number of mixture components to this overall target.");
+  kio_opts_float(po, "min-count", &o->min_count,
+                 "Minimum per-Gaussian count enforced while mixing up and down.");
+  kio_opts_int(po, "mix-down", &o->mix_down,
+               "If nonzero, merge mixture components to this target.");
+  kio_opts_float(po, "power", &o->power,
+                 "If mixing up, power to allocate Gaussians to states.");
+  kio_opts_string(po, "update-flags", update_flags_str,
+                  "Which GMM parameters to update: subset of mvwt.");
+  kio_opts_float(po, "perturb-factor", &o->perturb_factor,
+                 "While mixing up, perturb means by standard deviation times this factor.");
+  kio_opts_float(po, "transition-floor", &o->transition_floor,
+                 "Floor for transition probabilities");
+  kio_opts_float(po, "transition-min-count", &o->transition_min_count,
+                 "Minimum count required to update transitions from a state");
+  kio_opts_bool(po, "share-for-pdfs", &o->share_for_pdfs,
+                "If true, share all transition parameters where the states have the same pdf.");
+  kio_opts_float(po, "min-gaussian-weight", &o->min_gaussian_weight,
+                 "MleDiagGmmOptions: Min Gaussian weight before we remove it.");
+  kio_opts_float(po, "min-gaussian-occupancy", &o->min_gaussian_occupancy,
+                 "MleDiagGmmOptions: Minimum occupancy to update a Gaussian.");
+  kio_opts_double(po, "min-variance", &o->min_variance,
+                  "MleDiagGmmOptions: Variance floor (absolute variance).");
+  kio_opts_bool(po, "remove-low-count-gaussians", &o->remove_low_count_gaussians,
+                "MleDiagGmmOptions: If true, remove Gaussians that fall below the floors.");
+}
+
+int trn_est_parse_flags(const char *s, unsigned *flags) {
+  unsigned f = 0;
+  for (const char *p = s; *p; p++) {
+    switch (*p) {
+      case 'm': f |= TRN_FLAG_MEANS; break;
+      case 'v': f |= TRN_FLAG_VARS; break;
+      case 'w': f |= TRN_FLAG_WEIGHTS; break;
+      case 't': f |= TRN_FLAG_TRANS; break;
+      case 'a': f |= TRN_FLAG_MEANS | TRN_FLAG_VARS | TRN_FLAG_WEIGHTS | TRN_FLAG_TRANS; break;
+      default:
+        AT(KIO_LOG_ERROR, "StringToGmmFlags", "model-common.cc", 38,
+           "Invalid element %c of GmmFlagsType option string %s", *p, s);
+        return KIO_ERR;
+    }
+  }
+  *flags = f;
+  return KIO_OK;
+}
+
+/* ---- OpenBLAS orders ---- */
+
+/* cblas_sdot, unit strides, as kernel/x86_64/sdot.c runs it: the first
+ * n & -32 elements by the micro-kernel (four 8-lane FMA accumulators), the
+ * rest added to a double. The kernels reduce the lanes in different orders:
+ * Haswell (the Zen and Haswell builds) folds each accumulator's halves
+ * first, SkylakeX sums the accumulators first. */
+float trn_est_sdot(int n, const float *x, const float *y) {
+  int n1 = n & -32;
+  float my = 0.0f;
+  if (n1) {
+    float acc[4][8] = {{0}};
+    for (int i = 0; i < n1; i += 32)
+      for (int k = 0; k < 4; k++)
+        for (int l = 0; l < 8; l++)
+          acc[k][l] = fmaf(x[i + 8 * k + l], y[i + 8 * k + l], acc[k][l]);
+    float t[4];
+    if (kio_featop_profile() == KIO_FEATOP_SKX) {
+      float a[8];
+      for (int l = 0; l < 8; l++) a[l] = ((acc[0][l] + acc[1][l]) + acc[2][l]) + acc[3][l];
+      for (int j = 0; j < 4; j++) t[j] = a[j] + a[j + 4];
+    } else {
+      for (int j = 0; j < 4; j++) {
+        float s0 = acc[0][j] + acc[0][j + 4], s1 = acc[1][j] + acc[1][j + 4];
+        float s2 = acc[2][j] + acc[2][j + 4], s3 = acc[3][j] + acc[3][j + 4];
+        t[j] = (s0 + s1) + (s2 + s3);
+      }
+    }
+    my = (t[0] + t[1]) + (t[2] + t[3]);
+  }
+  double dot = 0.0;
+  for (int i = n1; i < n; i++) dot += y[i] * x[i];
+  dot += my;
+  return (float)dot;
+}
+
+/* VectorBase::Sum: Kaldi takes a dot product with a stride-0 one
+ * (cblas_Xdot(n, x, 1, &one, 0)), i.e. OpenBLAS's strided loops:
+ * float: pairs added in float, into a double; double: two running sums of
+ * pairs (x0 + x2, x1 + x3). */
+static float sum_f(const float *x, int32_t n) {
+  double dot = 0.0;
+  int32_t i = 0, n1 = n & -2;
+  for (; i < n1; i += 2) dot += x[i] + x[i + 1];
+  for (; i < n; i++) dot += x[i];
+  return (float)dot;
+}
+static double sum_d(const double *x, int32_t n) {
+  double t1 = 0.0, t2 = 0.0;
+  int32_t i = 0, n1 = n & -4;
+  for (; i < n1; i += 4) {
+    t1 += x[i] + x[i + 2];
+    t2 += x[i + 1] + x[i + 3];
+  }
+  for (; i < n; i++) t1 += x[i];
+  return t1 + t2;
+}
+
+/* cblas_saxpy: y += a * x; fused as the profile's kernels fuse. */
+static void saxpy(float *y, float a, const float *x, int32_t n) {
+  int prof = kio_featop_profile();
+  int32_t n1 = prof == KIO_FEATOP_SKX ? n : prof == KIO_FEATOP_HSW ? n & -32 : 0, i = 0;
+  for (; i < n1; i++) y[i] = fmaf(a, x[i], y[i]);
+  for (; i < n; i++) y[i] = y[i] + a * x[i];
+}
+
+/* ---- gmm-sum-accs ---- */
+
+/* "1.acc" < "10.acc" < "2.acc": the C locale's order of the file names. */
+static int glob_cmp(const void *a, const void *b) {
+  char x[24], y[24];
+  snprintf(x, sizeof x, "%d.acc", *(const int *)a);
+  snprintf(y, sizeof y, "%d.acc", *(const int *)b);
+  return strcmp(x, y);
+}
+
+int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_lines) {
+  int *order = malloc(sizeof(int) * (size_t)(nj > 0 ? nj : 1));
+  if (!order) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  int n = 0;
+  for (int j = 0; j < nj; j++)
+    if (jobs[j]) order[n++] = j + 1;
+  qsort(order, (size_t)n, sizeof *order, glob_cmp);
+  memset(out, 0, sizeof *out);
+  if (n == 0) {
+    free(order);
+    KIO_ERROR("no statistics to sum");
+    return KIO_ERR;
+  }
+  const gacc_stats *f = jobs[order[0] - 1];
+  size_t G = (size_t)f->num_gauss, D = (size_t)f->dim;
+  out->num_tids = f->num_tids;
+  out->num_pdfs = f->num_pdfs;
+  out->dim = f->dim;
+  out->num_gauss = f->num_gauss;
+  out->pdf_offset = malloc(sizeof(int32_t) * ((size_t)f->num_pdfs + 1));
+  out->tacc = calloc((size_t)f->num_tids + 1, sizeof(double));
+  out->occ = calloc(G ? G : 1, sizeof(double));
+  size_t GD = G * D > 0 ? G * D : 1;
+  out->mean_acc = calloc(GD, sizeof(double));
+  out->var_acc = calloc(GD, sizeof(double));
+  if (!out->pdf_offset || !out->tacc || !out->occ || !out->mean_acc || !out->var_acc) {
+    free(order);
+    gacc_stats_free(out);
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  memcpy(out->pdf_offset, f->pdf_offset, sizeof(int32_t) * ((size_t)f->num_pdfs + 1));
+  for (int k = 0; k < n; k++) {
+    const gacc_stats *s = jobs[order[k] - 1];
+    if (s->num_tids != f->num_tids || s->num_gauss != f->num_gauss || s->dim != f->dim ||
+        s->num_pdfs != f->num_pdfs) {
+      free(order);
+      gacc_stats_free(out);
+      KIO_ERROR("Adding accumulators but num-pdfs do not match: %d vs. %d",
+                (int)f->num_pdfs, (int)s->num_pdfs);
+      return KIO_ERR;
+    }
+    for (int32_t t = 0; t <= s->num_tids; t++) out->tacc[t] += s->tacc[t];
+    /* Each job's file holds floats; the sum starts from 0.0 as Kaldi's. */
+    for (size_t g = 0; g < G; g++) out->occ[g] += (double)(float)s->occ[g];
+    for (size_t i = 0; i < G * D; i++) {
+      out->mean_acc[i] += (double)(float)s->mean_acc[i];
+      out->var_acc[i] += (double)(float)s->var_acc[i];
+    }
+    out->total_like += s->total_like;
+    out->total_frames += s->total_frames;
+  }
+  /* The sum is written (float) and read back by gmm-est. */
+  for (size_t g = 0; g < G; g++) out->occ[g] = (double)(float)out->occ[g];
+  for (size_t i = 0; i < G * D; i++) {
+    out->mean_acc[i] = (double)(float)out->mean_acc[i];
+    out->var_acc[i] = (double)(float)out->var_acc[i];
+  }
+  if (log_lines) {
+    char a[32], b[32], c[32];
+    /* TotCount() and TotLogLike() return float: a float division */
+    float tot_count = (float)out->total_frames, avg = (float)out->total_like / tot_count;
+    double tsc = 0.0;
+    for (int32_t j = 0; j < out->num_pdfs; j++)
+      tsc += sum_d(out->occ + out->pdf_offset[j], out->pdf_offset[j + 1] - out->pdf_offset[j]);
+    AT(KIO_LOG_INFO, "main", "gmm-sum-accs.cc", 63, "Summed %d stats, total count %s, avg like/frame %s",
+       n, kio_fmt_g(a, tot_count), kio_fmt_g(b, avg));
+    AT(KIO_LOG_INFO, "main", "gmm-sum-accs.cc", 66, "Total count of stats is %s",
+       kio_fmt_g(c, (float)tsc));
+    AT(KIO_LOG_INFO, "main", "gmm-sum-accs.cc", 67, "Written stats to -");
+  }
+  free(order);
+  return KIO_OK;
+}
+
+/* ---- the transition model (TransitionModel::MleUpdate) ---- */
+
+static int transition_update(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm,
+                             float *objf_out, float *count_out) {
+  float count_sum = 0.0f, objf_impr_sum = 0.0f;
+  int32_t num_skipped = 0, num_floored = 0;
+  double counts[64];
+  float old_probs[64], new_probs[64];
+  for (int32_t ts = 1; ts <= tm->num_tuples; ts++) {
+    int32_t t0 = tm->first_tid[ts], n = tm->first_tid[ts + 1] - t0;
+    if (n <= 1) continue;
+    if (n > 64) {
+      KIO_ERROR("transition-state %d has %d transitions (at most 64 handled)", (int)ts, (int)n);
+      return KIO_ERR;
+    }
+    for (int32_t i = 0; i < n; i++) counts[i] = s->tacc[t0 + i];
+    double tstate_tot = sum_d(counts, n);
+    count_sum = (float)((double)count_sum + tstate_tot);
+    if (tstate_tot < (double)o->transition_min_count) {
+      num_skipped++;
+      continue;
+    }
+    for (int32_t i = 0; i < n; i++) old_probs[i] = new_probs[i] = expf(tm->log_probs[t0 + i]);
+    for (int32_t i = 0; i < n; i++) new_probs[i] = (float)(counts[i] / tstate_tot);
+    for (int it = 0; it < 3; it++) {
+      float scale = (float)(1.0 / (double)sum_f(new_probs, n));
+      for (int32_t i = 0; i < n; i++) new_probs[i] = scale * new_probs[i];
+      for (int32_t i = 0; i < n; i++)
+        if (new_probs[i] < o->transition_floor) new_probs[i] = o->transition_floor;
+    }
+    for (int32_t i = 0; i < n; i++) {
+      if (new_probs[i] == o->transition_floor) num_floored++;
+      double change = counts[i] * (double)(logf(new_probs[i]) - logf(old_probs[i]));
+      objf_impr_sum = (float)((double)objf_impr_sum + change);
+    }
+    for (int32_t i = 0; i < n; i++) {
+      float lp = logf(new_probs[i]);
+      if (lp - lp != 0.0f) {
+        AT(KIO_LOG_ERROR, "MleUpdate", "transition-model.cc", 679,
+           "Log probs is inf or NaN: error in update or bad stats?");
+        return KIO_ERR;
+      }
+      tm->log_probs[t0 + i] = lp;
+    }
+  }
+  char a[32], b[32];
+  AT(KIO_LOG_INFO, "MleUpdate", "transition-model.cc", 528,
+     "TransitionModel::Update, objf change is %s per frame over %s frames. ",
+     kio_fmt_g(a, objf_impr_sum / count_sum), kio_fmt_g(b, count_sum));
+  AT(KIO_LOG_INFO, "MleUpdate", "transition-model.cc", 531,
+     "%d probabilities floored, %d out of %d transition-states skipped due to insuffient data "
+     "(it is normal to have some skipped.)", (int)num_floored, (int)num_skipped,
+     (int)tm->num_tuples);
+  *objf_out = objf_impr_sum;
+  *count_out = count_sum;
+  return kio_tmodel_update_derived(tm);
+}
+
+/* ---- one GMM (MleDiagGmmUpdate) ---- */
+
+/* MlObjective: float copies of the statistics against the model, in
+ * OpenBLAS's sdot order. */
+static float ml_objective(const kio_diag_gmm *g, const gacc_stats *s, int32_t g0, float *tmp) {
+  int32_t M = g->num_comp, D = g->dim;
+  for (int32_t m = 0; m < M; m++) tmp[m] = (float)s->occ[g0 + m];
+  float obj = trn_est_sdot(M, tmp, g->gconsts);
+  float tr = 0.0f;
+  for (int32_t m = 0; m < M; m++) {
+    const double *row = s->mean_acc + (size_t)(g0 + m) * D;
+    for (int32_t d = 0; d < D; d++) tmp[d] = (float)row[d];
+    tr += trn_est_sdot(D, tmp, g->means_invvars + (size_t)m * D);
+  }
+  obj += tr;
+  tr = 0.0f;
+  for (int32_t m = 0; m < M; m++) {
+    const double *row = s->var_acc + (size_t)(g0 + m) * D;
+    for (int32_t d = 0; d < D; d++) tmp[d] = (float)row[d];
+    tr += trn_est_sdot(D, tmp, g->inv_vars + (size_t)m * D);
+  }
+  obj = (float)((double)obj - 0.5 * (double)tr);
+  return obj;
+}
+
+/* DiagGmm::RemoveComponent(g, true): the weights renormalised after each. */
+static void remove_component(kio_diag_gmm *g, int32_t c) {
+  int32_t M = g->num_comp, D = g->dim;
+  for (int32_t m = c + 1; m < M; m++) {
+    g->weights[m - 1] = g->weights[m];
+    g->gconsts[m - 1] = g->gconsts[m];
+    memmove(g->means_invvars + (size_t)(m - 1) * D, g->means_invvars + (size_t)m * D,
+            sizeof(float) * (size_t)D);
+    memmove(g->inv_vars + (size_t)(m - 1) * D, g->inv_vars + (size_t)m * D,
+            sizeof(float) * (size_t)D);
+  }
+  g->num_comp = M - 1;
+  float scale = (float)(1.0 / (double)sum_f(g->weights, g->num_comp));
+  for (int32_t m = 0; m < g->num_comp; m++) g->weights[m] = scale * g->weights[m];
+}
+
+typedef struct {
+  float obj_change, count;
+  int32_t elems_floored, gauss_floored, gauss_removed;
+} gmm_result;
+
+static int gmm_update(const trn_est_opts *o, const gacc_stats *s, int32_t pdf, kio_diag_gmm *g,
+                      double *work, float *ftmp, int32_t *to_remove, gmm_result *res) {
+  unsigned flags = o->update_flags;
+  int32_t M = g->num_comp, D = g->dim, g0 = s->pdf_offset[pdf];
+  const double *occ = s->occ + g0;
+  double occ_sum = sum_d(occ, M);
+  memset(res, 0, sizeof *res);
+  if (kio_diag_gmm_compute_gconsts(g) != KIO_OK) goto gconst_fail;
+  float obj_old = ml_objective(g, s, g0, ftmp);
+
+  /* DiagGmmNormal: weights, means and variances in double. */
+  double *w = work, *mean = w + M, *var = mean + (size_t)M * D, *old_mean = var + (size_t)M * D;
+  for (int32_t m = 0; m < M; m++) w[m] = g->weights[m];
+  for (size_t i = 0; i < (size_t)M * D; i++) {
+    var[i] = 1.0 / (double)g->inv_vars[i];
+    mean[i] = (double)g->means_invvars[i] * var[i];
+  }
+  int32_t nrem = 0;
+  for (int32_t m = 0; m < M; m++) {
+    double prob = occ_sum > 0.0 ? occ[m] / occ_sum : 1.0 / M;
+    if (occ[m] > (double)o->min_gaussian_occupancy && prob > (double)o->min_gaussian_weight) {
+      w[m] = prob;
+      double *mu = mean + (size_t)m * D, *va = var + (size_t)m * D;
+      memcpy(old_mean, mu, sizeof(double) * (size_t)D);
+      const double *ma = s->mean_acc + (size_t)(g0 + m) * D;
+      const double *vacc = s->var_acc + (size_t)(g0 + m) * D;
+      double inv = 1.0 / occ[m];
+      for (int32_t d = 0; d < D; d++) mu[d] = inv * ma[d];
+      for (int32_t d = 0; d < D; d++) va[d] = inv * vacc[d];
+      for (int32_t d = 0; d < D; d++) va[d] += -1.0 * mu[d] * mu[d];
+      if (!(flags & TRN_FLAG_MEANS)) {
+        for (int32_t d = 0; d < D; d++) old_mean[d] += -1.0 * mu[d];
+        for (int32_t d = 0; d < D; d++) va[d] += old_mean[d] * old_mean[d];
+      }
+      int32_t floored = 0;
+      for (int32_t d = 0; d < D; d++)
+        if (va[d] < o->min_variance) { va[d] = o->min_variance; floored++; }
+      if (floored) {
+        res->elems_floored += floored;
+        res->gauss_floored++;
+      }
+    } else if (o->remove_low_count_gaussians && nrem < M - 1) {
+      AT(KIO_LOG_WARNING, "MleDiagGmmUpdate", "mle-diag-gmm.cc", 359,
+         "Too little data - removing Gaussian (weight %.6f, occupation count %.6f, vector size %d)",
+         prob, occ[m], (int)D);
+      to_remove[nrem++] = m;
+    } else {
+      char a[32], b[32];
+      AT(KIO_LOG_WARNING, "MleDiagGmmUpdate", "mle-diag-gmm.cc", 365,
+         "Gaussian has too little data but not removing it because%s%d, occ = %s, weight = %s",
+         o->remove_low_count_gaussians ? " it is the last Gaussian: i = "
+                                       : " remove-low-count-gaussians == false: g = ",
+         (int)m, kio_fmt_g(a, occ[m]), kio_fmt_g(b, prob));
+      w[m] = prob > (double)o->min_gaussian_weight ? prob : (double)o->min_gaussian_weight;
+    }
+  }
+  /* DiagGmmNormal::CopyToDiagGmm(gmm, flags) */
+  if (flags & TRN_FLAG_WEIGHTS)
+    for (int32_t m = 0; m < M; m++) g->weights[m] = (float)w[m];
+  if (flags & TRN_FLAG_VARS) {
+    for (size_t i = 0; i < (size_t)M * D; i++) {
+      float iv = (float)(1.0 / (double)(float)var[i]);
+      if (!(flags & TRN_FLAG_MEANS)) {  /* the old mean, from the old model */
+        double old_m = (double)g->means_invvars[i] * (1.0 / (double)g->inv_vars[i]);
+        g->means_invvars[i] = (float)old_m * iv;
+      }
+      g->inv_vars[i] = iv;
+    }
+  }
+  if (flags & TRN_FLAG_MEANS)
+    for (size_t i = 0; i < (size_t)M * D; i++)
+      g->means_invvars[i] = (float)mean[i] * g->inv_vars[i];
+  if (kio_diag_gmm_compute_gconsts(g) != KIO_OK) goto gconst_fail;
+  float obj_new = ml_objective(g, s, g0, ftmp);
+  res->obj_change = obj_new - obj_old;
+  res->count = (float)occ_sum;
+  if (nrem > 0) {
+    for (int32_t i = 0; i < nrem; i++) remove_component(g, to_remove[i] - i);
+    if (kio_diag_gmm_compute_gconsts(g) != KIO_OK) goto gconst_fail;
+  }
+  res->gauss_removed = nrem;
+  return KIO_OK;
+gconst_fail:
+  AT(KIO_LOG_ERROR, "ComputeGconsts", "diag-gmm.cc", 139, "%s (pdf %d)", kio_last_error(), (int)pdf);
+  return KIO_ERR;
+}
+
+/* ---- mixing up (AmDiagGmm::SplitByCount, DiagGmm::Split) ---- */
+
+/* Kaldi's RandGauss over rand(): the first uniform draw feeds the log, the
+ * second the cosine (the order the bundle's build evaluates them in). */
+static float rand_uniform(galign_rand *r) {
+  return (float)(((double)galign_rand_next(r) + 1.0) / (2147483647.0 + 2.0));
+}
+static float rand_gauss(galign_rand *r) {
+  float a = sqrtf(-2.0f * logf(rand_uniform(r)));
+  float u = rand_uniform(r);
+  float c = cosf((float)(2.0 * 3.14159265358979323846 * (double)u));
+  return a * c;
+}
+
+static int gmm_grow(kio_diag_gmm *g, int32_t target) {
+  int32_t D = g->dim;
+  float *w = realloc(g->weights, sizeof(float) * (size_t)target);
+  if (w) g->weights = w;
+  float *gc = realloc(g->gconsts, sizeof(float) * (size_t)target);
+  if (gc) g->gconsts = gc;
+  float *mi = realloc(g->means_invvars, sizeof(float) * (size_t)target * (size_t)D);
+  if (mi) g->means_invvars = mi;
+  float *iv = realloc(g->inv_vars, sizeof(float) * (size_t)target * (size_t)D);
+  if (iv) g->inv_vars = iv;
+  if (!w || !gc || !mi || !iv) {
+    KIO_ERROR("out of memory splitting to %d Gaussians", (int)target);
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}
+
+static int gmm_split(kio_diag_gmm *g, int32_t target, float perturb_factor, galign_rand *r,
+                     float *rand_vec) {
+  int32_t cur = g->num_comp, D = g->dim;
+  if (target < cur || cur == 0) {
+    AT(KIO_LOG_ERROR, "Split", "diag-gmm.cc", 157, "Cannot split from %d to %d components",
+       (int)cur, (int)target);
+    return KIO_ERR;
+  }
+  if (target == cur) {
+    AT(KIO_LOG_WARNING, "Split", "diag-gmm.cc", 161,
+       "Already have the target # of Gaussians. Doing nothing.");
+    return KIO_OK;
+  }
+  if (gmm_grow(g, target) != KIO_OK) return KIO_ERR;
+  while (cur < target) {
+    float max_w = g->weights[0];
+    int32_t mx = 0;
+    for (int32_t i = 1; i < cur; i++)
+      if (g->weights[i] > max_w) { max_w = g->weights[i]; mx = i; }
+    g->weights[mx] *= 0.5f;
+    g->weights[cur] = g->weights[mx];
+    const float *ivm = g->inv_vars + (size_t)mx * D;
+    for (int32_t d = 0; d < D; d++) rand_vec[d] = rand_gauss(r) * sqrtf(ivm[d]);
+    memcpy(g->inv_vars + (size_t)cur * D, ivm, sizeof(float) * (size_t)D);
+    float *mc = g->means_invvars + (size_t)cur * D, *mm = g->means_invvars + (size_t)mx * D;
+    memcpy(mc, mm, sizeof(float) * (size_t)D);
+    saxpy(mc, perturb_factor, rand_vec, D);
+    saxpy(mm, -perturb_factor, rand_vec, D);
+    cur++;
+  }
+  g->num_comp = target;
+  return kio_diag_gmm_compute_gconsts(g);
+}
+
+/* GetSplitTargets' std::priority_queue<CountStats> as libstdc++ runs it (push_heap /
+ * pop_heap on a vector), so that ties break as in Kaldi. */
+typedef struct { int32_t pdf, n; float occ; } count_stats;
+static int cs_less(const count_stats *a, const count_stats *b) {
+  return (double)a->occ / ((double)a->n + 1.0e-10) < (double)b->occ / ((double)b->n + 1.0e-10);
+}
+static void heap_push_hole(count_stats *h, size_t hole, size_t top, count_stats v) {
+  size_t parent = (hole - 1) / 2;
+  while (hole > top && cs_less(&h[parent], &v)) {
+    h[hole] = h[parent];
+    hole = parent;
+    parent = (hole - 1) / 2;
+  }
+  h[hole] = v;
+}
+static void heap_push(count_stats *h, size_t *len, count_stats v) {
+  h[*len] = v;
+  (*len)++;
+  heap_push_hole(h, *len - 1, 0, v);
+}
+static void heap_pop(count_stats *h, size_t *len) {
+  size_t n = *len;
+  if (n > 1) {
+    count_stats v = h[n - 1];
+    h[n - 1] = h[0];
+    size_t l = n - 1, hole = 0, child = 0;
+    while (child < (l - 1) / 2) {
+      child = 2 * (child + 1);
+      if (cs_less(&h[child], &h[child - 1])) child--;
+      h[hole] = h[child];
+      hole = child;
+    }
+    if ((l & 1) == 0 && child == (l - 2) / 2) {
+      child = 2 * (child + 1);
+      h[hole] = h[child - 1];
+      hole = child - 1;
+    }
+    heap_push_hole(h, hole, 0, v);
+  }
+  (*len)--;
+}
+
+int trn_est_split_by_count(kio_am_gmm *am, const float *pdf_occs, int32_t target,
+                           float perturb_factor, float power, float min_count) {
+  int32_t P = am->num_pdfs, gauss_at_start = 0, max_target = 1;
+  for (int32_t p = 0; p < P; p++) gauss_at_start += am->pdfs[p].num_comp;
+  count_stats *h = malloc(sizeof *h * (size_t)(P + 1));
+  int32_t *targets = malloc(sizeof(int32_t) * (size_t)P);
+  float *rand_vec = malloc(sizeof(float) * (size_t)(am->dim > 0 ? am->dim : 1));
+  if (!h || !targets || !rand_vec) {
+    free(h); free(targets); free(rand_vec);
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  size_t len = 0;
+  for (int32_t p = 0; p < P; p++) {
+    count_stats c = { p, 1, (float)pow((double)pdf_occs[p], (double)power) };
+    heap_push(h, &len, c);
+  }
+  for (int32_t num_gauss = P; num_gauss < target;) {
+    count_stats top = h[0];
+    if (top.occ == 0) {
+      char a[32];
+      AT(KIO_LOG_WARNING, "GetSplitTargets", "model-common.cc", 134,
+         "Could not split up to %d due to min-count = %s (or no counts at all)\n", (int)target,
+         kio_fmt_g(a, min_count));
+      break;
+    }
+    heap_pop(h, &len);
+    float orig_occ = pdf_occs[top.pdf];
+    if ((float)(top.n + 1) * min_count >= orig_occ) {
+      top.occ = 0;  /* min-count reached: this pdf is not split again */
+    } else {
+      top.n++;
+      num_gauss++;
+    }
+    heap_push(h, &len, top);
+  }
+  while (len > 0) {
+    targets[h[0].pdf] = h[0].n;
+    if (h[0].n > max_target) max_target = h[0].n;
+    heap_pop(h, &len);
+  }
+  free(h);
+  galign_rand r;
+  galign_srand(&r, 1);  /* a fresh process: rand() as if srand(1) */
+  int rc = KIO_OK;
+  for (int32_t p = 0; p < P && rc == KIO_OK; p++)
+    if (am->pdfs[p].num_comp < targets[p])
+      rc = gmm_split(&am->pdfs[p], targets[p], perturb_factor, &r, rand_vec);
+  free(targets);
+  free(rand_vec);
+  if (rc != KIO_OK) return KIO_ERR;
+  int32_t after = 0;
+  for (int32_t p = 0; p < P; p++) after += am->pdfs[p].num_comp;
+  char a[32], b[32], c[32];
+  AT(KIO_LOG_INFO, "SplitByCount", "am-diag-gmm.cc", 116,
+     "Split %d states with target = %d, power = %s, perturb_factor = %s and min_count = %s, "
+     "split #Gauss from %d to %d", (int)P, (int)target, kio_fmt_g(a, power),
+     kio_fmt_g(b, perturb_factor), kio_fmt_g(c, min_count), (int)gauss_at_start, (int)after);
+  return KIO_OK;
+}
+
+/* ---- gmm-est ---- */
+
+static int write_occs(const char *wx, const float *occs, int32_t n) {
+  kio_output *out = NULL;
+  if (kio_output_open(&out, wx, 0, 1) != KIO_OK) return KIO_ERR;
+  kio_vector v = { n, (float *)occs, 0 };
+  int rc = kio_vector_write(kio_output_stream(out), 0, &v);
+  if (rc != KIO_OK) KIO_ERROR("Error writing occupancies to %s: %s", wx, kio_last_error());
+  if (kio_output_close(out) != KIO_OK) {
+    if (rc == KIO_OK) KIO_ERROR("Error closing %s", wx);
+    rc = KIO_ERR;
+  }
+  return rc;
+}
+
+int trn_est_update(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm, kio_am_gmm *am,
+                   const char *occs_wx, trn_est_report *r) {
+  memset(r, 0, sizeof *r);
+  if (o->share_for_pdfs || o->mix_down != 0) {
+    KIO_ERROR("--%s is not supported by the in-process estimation",
+              o->share_for_pdfs ? "share-for-pdfs" : "mix-down");
+    return KIO_ERR;
+  }
+  if (s->num_tids != tm->num_tids) {
+    KIO_ERROR("Statistics have %d transition-ids, the model %d", (int)s->num_tids,
+              (int)tm->num_tids);
+    return KIO_ERR;
+  }
+  if (s->num_pdfs != am->num_pdfs || s->dim != am->dim) {
+    KIO_ERROR("Statistics (%d pdfs, dimension %d) do not match the model (%d pdfs, dimension %d)",
+              (int)s->num_pdfs, (int)s->dim, (int)am->num_pdfs, (int)am->dim);
+    return KIO_ERR;
+  }
+  int32_t maxM = 1, D = am->dim;
+  for (int32_t p = 0; p < am->num_pdfs; p++) {
+    int32_t M = am->pdfs[p].num_comp;
+    if (s->pdf_offset[p + 1] - s->pdf_offset[p] != M) {
+      KIO_ERROR("Statistics of pdf %d have %d Gaussians, the model %d", (int)p,
+                (int)(s->pdf_offset[p + 1] - s->pdf_offset[p]), (int)M);
+      return KIO_ERR;
+    }
+    if (M > maxM) maxM = M;
+  }
+  char a[32], b[32];
+  if (o->update_flags & TRN_FLAG_TRANS) {
+    if (transition_update(o, s, tm, &r->trans_objf_impr, &r->trans_count) != KIO_OK)
+      return KIO_ERR;
+    AT(KIO_LOG_INFO, "main", "gmm-est.cc", 102,
+       "Transition model update: Overall %s log-like improvement per frame over %s frames.",
+       kio_fmt_g(a, r->trans_objf_impr / r->trans_count), kio_fmt_g(b, r->trans_count));
+  }
+  r->tot_like = (float)s->total_like;
+  r->tot_t = (float)s->total_frames;
+  size_t wsz = (size_t)maxM * (1 + 2 * (size_t)D) + (size_t)D;
+  double *work = malloc(sizeof(double) * wsz);
+  float *ftmp = malloc(sizeof(float) * (size_t)(maxM > D ? maxM : D));
+  int32_t *to_remove = malloc(sizeof(int32_t) * (size_t)maxM);
+  float *pdf_occs = malloc(sizeof(float) * (size_t)am->num_pdfs);
+  if (!work || !ftmp || !to_remove || !pdf_occs) {
+    free(work); free(ftmp); free(to_remove); free(pdf_occs);
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  int rc = KIO_OK;
+  int32_t elems_floored = 0, gauss_floored = 0, gauss_removed = 0;
+  float tot_obj = 0.0f, tot_count = 0.0f;
+  for (int32_t p = 0; p < am->num_pdfs && rc == KIO_OK; p++) {
+    gmm_result res;
+    rc = gmm_update(o, s, p, &am->pdfs[p], work, ftmp, to_remove, &res);
+    tot_obj += res.obj_change;
+    tot_count += res.count;
+    elems_floored += res.elems_floored;
+    gauss_floored += res.gauss_floored;
+    gauss_removed += res.gauss_removed;
+  }
+  if (rc == KIO_OK) {
+    int32_t ng = 0;
+    for (int32_t p = 0; p < am->num_pdfs; p++) ng += am->pdfs[p].num_comp;
+    AT(KIO_LOG_INFO, "MleAmDiagGmmUpdate", "mle-am-diag-gmm.cc", 225,
+       "%d variance elements floored in %d Gaussians, out of %d", (int)elems_floored,
+       (int)gauss_floored, (int)ng);
+    if (o->remove_low_count_gaussians)
+      AT(KIO_LOG_INFO, "MleAmDiagGmmUpdate", "mle-am-diag-gmm.cc", 229,
+         "Removed %d Gaussians due to counts < --min-gaussian-occupancy=%s and "
+         "--remove-low-count-gaussians=true", (int)gauss_removed,
+         kio_fmt_g(a, o->min_gaussian_occupancy));
+    r->gmm_objf_impr = tot_obj;
+    r->gmm_count = tot_count;
+    AT(KIO_LOG_INFO, "main", "gmm-est.cc", 113,
+       "GMM update: Overall %s objective function improvement per frame over %s frames",
+       kio_fmt_g(a, tot_obj / tot_count), kio_fmt_g(b, tot_count));
+    AT(KIO_LOG_INFO, "main", "gmm-est.cc", 116,
+       "GMM update: Overall avg like per frame = %s over %s frames.",
+       kio_fmt_g(a, r->tot_like / r->tot_t), kio_fmt_g(b, r->tot_t));
+    r->gauss_before_split = r->gauss_after = ng;
+  }
+  int want_occs = occs_wx && *occs_wx;
+  if (rc == KIO_OK && (o->mix_up != 0 || want_occs)) {
+    for (int32_t p = 0; p < am->num_pdfs; p++) {
+      pdf_occs[p] = (float)sum_d(s->occ + s->pdf_offset[p], s->pdf_offset[p + 1] - s->pdf_offset[p]);
+    }
+    if (o->mix_up != 0)
+      rc = trn_est_split_by_count(am, pdf_occs, o->mix_up, o->perturb_factor, o->power,
+                                  o->min_count);
+    if (rc == KIO_OK && want_occs) rc = write_occs(occs_wx, pdf_occs, am->num_pdfs);
+    int32_t ng = 0;
+    for (int32_t p = 0; p < am->num_pdfs; p++) ng += am->pdfs[p].num_comp;
+    r->gauss_after = ng;
+  }
+  free(work);
+  free(ftmp);
+  free(to_remove);
+  free(pdf_occs);
+  return rc;
+}

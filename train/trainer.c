@@ -1,0 +1,437 @@
+/* The training loop: pass 0 (equal alignment, train_mono), then per
+ * iteration realignment when the schedule says so, MLLT through the
+ * script's hook, accumulation per job, the jobs' statistics summed as
+ * gmm-sum-accs sums the job files, gmm-est in process. */
+#include "train/trainer.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/sys/cpu-share.h"
+#include "base/sys/log.h"
+#include "device/cuda-util.h"
+#include "gpu-acc/gpu-acc.h"
+#include "train/trn-log.h"
+#include "train/trn-pass.h"
+#include "train/trn-stoch.h"
+
+void trn_cfg_default(trn_cfg *c) {
+  memset(c, 0, sizeof *c);
+  c->nj = 1;
+  c->num_iters = 35;
+  c->realign_iters = "10 20 30";
+  c->mllt_iters = "";
+  c->max_iter_inc = 25;
+  c->power = 0.25f;
+  galign_opts_default(&c->align);
+  c->align.transition_scale = 1.0f;
+  c->align.acoustic_scale = 0.1f;
+  c->align.self_loop_scale = 0.1f;
+  c->align.beam = 10.0f;
+  c->align.retry_beam = 40.0f;
+  c->align.no_service = 1;
+  c->boost_silence = 1.0f;
+  c->silence_csl = "";
+  trn_est_opts_default(&c->est);
+  c->use_gpu = GALIGN_GPU_OPTIONAL;
+  c->stoch_memory = 1.0;
+  c->stoch_speaker = 1;
+  c->replicate = 1;
+}
+
+/* "1 2 3" -> flags[0..n) */
+static int parse_iters(const char *s, uint8_t *flags, int n) {
+  memset(flags, 0, (size_t)n);
+  const char *p = s ? s : "";
+  while (*p) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p) {
+      if (*p == ' ' || *p == '\t' || *p == ',') { p++; continue; }
+      KIO_ERROR("Bad iteration list '%s'", s);
+      return KIO_ERR;
+    }
+    if (v >= 0 && v < n) flags[v] = 1;
+    p = end;
+  }
+  return KIO_OK;
+}
+
+static char *fmt(const char *f, const char *a, int x) {
+  size_t n = strlen(f) + strlen(a) + 32;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, f, a, x);
+  return s;
+}
+
+static int write_model(const char *dir, int x, const kio_tmodel *tm, const kio_am_gmm *am) {
+  char *p = fmt("%s/%d.mdl", dir, x);
+  int rc = p ? kio_model_write(p, 1, tm, am) : KIO_ERR;
+  free(p);
+  return rc;
+}
+
+static void remove_file(const char *dir, const char *pat, int x) {
+  char *p = fmt(pat, dir, x);
+  if (p) unlink(p);
+  free(p);
+}
+
+static int pick_backend(galign_use_gpu mode, int *gpu) {
+  char desc[256] = "";
+  *gpu = 0;
+  if (mode == GALIGN_GPU_NO) {
+    KIO_LOG("Training on the CPU (--use-gpu=no).");
+    return KIO_OK;
+  }
+  if (mode == GALIGN_GPU_OPTIONAL && kio_cuda_device_count() <= 0) {
+    KIO_LOG("No GPU found; training on the CPU.");
+    return KIO_OK;
+  }
+  if (kio_cuda_select(mode == GALIGN_GPU_WAIT, desc, sizeof desc) == KIO_OK) {
+    *gpu = 1;
+    KIO_LOG("Using GPU: %s", desc);
+    return KIO_OK;
+  }
+  if (mode != GALIGN_GPU_OPTIONAL) return KIO_ERR;
+  KIO_LOG("GPU not usable; training on the CPU.");
+  return KIO_OK;
+}
+
+/* ---- accumulation of every job ---- */
+
+typedef struct {
+  trn_ctx *t;
+  int job;
+  const kio_am_gmm *am;
+  gacc_stats *out;
+  int x, rc;
+} acc_job;
+
+static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_stats *out) {
+  const trn_cfg *c = t->c;
+  char *logp = fmt("%s/log/acc.%d", c->dir, x), path[4200], cmd[8600];
+  if (!logp) return KIO_ERR;
+  snprintf(path, sizeof path, "%s.%d.log", logp, job + 1);
+  free(logp);
+  snprintf(cmd, sizeof cmd, "gmm-acc-stats-ali %s/%d.mdl \"<features of job %d>\" "
+           "\"<alignments of job %d>\" %s/%d.%d.acc (in process: gmm-train-gpu)", c->dir, x,
+           job + 1, job + 1, c->dir, x, job + 1);
+  trn_log *lg = trn_log_open(path, "gmm-acc-stats-ali", cmd);
+  if (!lg) return KIO_ERR;
+  trn_log_use(lg);
+  gacc_acc *acc = NULL;
+  int rc = gacc_new(&acc, t->gpu ? "gpu" : "cpu", &t->tm, am);
+  trn_range r = { &t->d, t->d.job_start[job], t->d.job_start[job + 1], t->pick };
+  if (rc == KIO_OK) rc = trn_accumulate(&r, acc, 1);
+  if (rc == KIO_OK) rc = gacc_get_stats(acc, out);
+  gacc_free(acc);
+  trn_log_use(NULL);
+  trn_log_close(lg);
+  return rc;
+}
+
+static void *acc_thread(void *arg) {
+  acc_job *j = arg;
+  j->rc = acc_one(j->t, j->job, j->am, j->x, j->out);
+  return NULL;
+}
+
+/* Statistics of every job (stats[j], shaped here). CPU: jobs side by side
+ * on the process's threads; GPU: one after the other. */
+int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats) {
+  int nj = t->d.nj, par = t->gpu ? 1 : t->threads;
+  if (par < 1) par = 1;
+  acc_job *jobs = calloc((size_t)nj, sizeof *jobs);
+  pthread_t *th = calloc((size_t)nj, sizeof *th);
+  if (!jobs || !th) { free(jobs); free(th); KIO_ERROR("out of memory"); return KIO_ERR; }
+  int rc = KIO_OK;
+  for (int j0 = 0; j0 < nj; j0 += par) {
+    int j1 = j0 + par < nj ? j0 + par : nj;
+    for (int j = j0; j < j1; j++) {
+      jobs[j] = (acc_job){ t, j, am, &stats[j], x, KIO_ERR };
+      if (j == j1 - 1 || pthread_create(&th[j], NULL, acc_thread, &jobs[j]) != 0) {
+        acc_thread(&jobs[j]);
+        th[j] = 0;
+      }
+    }
+    for (int j = j0; j < j1; j++) {
+      if (th[j]) pthread_join(th[j], NULL);
+      if (jobs[j].rc != KIO_OK) rc = KIO_ERR;
+    }
+    if (rc != KIO_OK) break;
+  }
+  free(jobs);
+  free(th);
+  return rc;
+}
+
+/* ---- estimation (update.X.log) ---- */
+
+int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const trn_est_opts *eo,
+                 int write_occs, const char *stats_desc) {
+  const trn_cfg *c = t->c;
+  char path[4200], cmd[8600], occs[4200] = "";
+  snprintf(path, sizeof path, "%s/log/update.%d.log", c->dir, x);
+  if (write_occs) snprintf(occs, sizeof occs, "%s/%d.occs", c->dir, x + 1);
+  snprintf(cmd, sizeof cmd, "gmm-est%s%s --mix-up=%d --power=%g %s/%d.mdl \"%s\" %s/%d.mdl "
+           "(in process: gmm-train-gpu)", write_occs ? " --write-occs=" : "", occs,
+           (int)eo->mix_up, (double)eo->power, c->dir, x, stats_desc, c->dir, x + 1);
+  trn_log *lg = trn_log_open(path, "gmm-est", cmd);
+  if (!lg) return KIO_ERR;
+  trn_log_use(lg);
+  gacc_stats sum;
+  memset(&sum, 0, sizeof sum);
+  kio_log_set_thread_program("gmm-sum-accs");
+  int rc = trn_est_sum_jobs((gacc_stats *const *)jobs, nj, &sum, 1);
+  kio_log_set_thread_program(NULL);
+  trn_est_report rep;
+  if (rc == KIO_OK) rc = trn_est_update(eo, &sum, &t->tm, &t->am, occs, &rep);
+  if (rc == KIO_OK) rc = write_model(c->dir, x + 1, &t->tm, &t->am);
+  if (rc == KIO_OK)
+    KIO_LOG_AT(KIO_LOG_INFO, "main", "gmm-est.cc", 146, "Written model to %s/%d.mdl", c->dir, x + 1);
+  t->last_like = rep.tot_t > 0 ? rep.tot_like / rep.tot_t : 0.0f;
+  gacc_stats_free(&sum);
+  trn_log_use(NULL);
+  trn_log_close(lg);
+  return rc;
+}
+
+/* ---- realignment of every job (align.X.JOB.log) ---- */
+
+int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
+  const trn_cfg *c = t->c;
+  galign_opts o = c->align;
+  o.beam = beam;
+  kio_am_gmm boosted;
+  memset(&boosted, 0, sizeof boosted);
+  galign_aligner *a = NULL;
+  int rc = KIO_OK;
+  for (int j = 0; j < t->d.nj && rc == KIO_OK; j++) {
+    char path[4200], cmd[8600];
+    snprintf(path, sizeof path, "%s/log/align.%d.%d.log", c->dir, x, j + 1);
+    snprintf(cmd, sizeof cmd, "gmm-align-compiled --transition-scale=%g --acoustic-scale=%g "
+             "--self-loop-scale=%g --beam=%g --retry-beam=%g --careful=%s \"gmm-boost-silence "
+             "--boost=%g %s %s/%d.mdl - |\" \"<graphs of job %d>\" \"<features of job %d>\" "
+             "\"ark:|gzip -c >%s/ali.%d.gz\" (in process: gmm-train-gpu)",
+             (double)o.transition_scale, (double)o.acoustic_scale, (double)o.self_loop_scale,
+             (double)o.beam, (double)o.retry_beam, o.careful ? "true" : "false",
+             (double)c->boost_silence, c->silence_csl, c->dir, x, j + 1, j + 1, c->dir, j + 1);
+    trn_log *lg = trn_log_open(path, "gmm-align-compiled", cmd);
+    if (!lg) return KIO_ERR;
+    trn_log_use(lg);
+    trn_log_set_default(lg);
+    if (j == 0) {
+      /* one model and aligner for all jobs */
+      rc = trn_boost_silence(&t->tm, &t->am, t->sil, t->nsil, c->boost_silence, &boosted);
+      const kio_am_gmm *am = c->boost_silence != 1.0f ? &boosted : &t->am;
+      if (rc == KIO_OK)
+        rc = galign_aligner_new(&a, t->gpu ? GALIGN_GPU_YES : GALIGN_GPU_NO, &t->tm, am, &o);
+    } else {
+      trn_boost_lines(&t->tm, t->sil, t->nsil, c->boost_silence);
+    }
+    trn_range r = { &t->d, t->d.job_start[j], t->d.job_start[j + 1], t->pick };
+    if (rc == KIO_OK) rc = trn_align(&t->d, &r, a, &t->tm, &o, t->threads, stage);
+    trn_log_set_default(NULL);
+    trn_log_use(NULL);
+    trn_log_close(lg);
+  }
+  galign_aligner_free(a);
+  kio_am_gmm_free(&boosted);
+  return rc;
+}
+
+/* ---- the loop ---- */
+
+int trn_equal_pass(trn_ctx *t) {
+  const trn_cfg *c = t->c;
+  gacc_stats *stats = calloc((size_t)t->d.nj, sizeof *stats);
+  const gacc_stats **sp = calloc((size_t)t->d.nj, sizeof *sp);
+  if (!stats || !sp) { free(stats); free(sp); KIO_ERROR("out of memory"); return KIO_ERR; }
+  int rc = KIO_OK;
+  for (int j = 0; j < t->d.nj && rc == KIO_OK; j++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/log/align.0.%d.log", c->dir, j + 1);
+    trn_log *lg = trn_log_open(path, "align-equal-compiled",
+                               "align-equal-compiled \"<graphs>\" \"<features>\" ark,t:- | "
+                               "gmm-acc-stats-ali --binary=true 0.mdl \"<features>\" ark:- "
+                               "0.JOB.acc (in process: gmm-train-gpu)");
+    if (!lg) { rc = KIO_ERR; break; }
+    trn_log_use(lg);
+    trn_range r = { &t->d, t->d.job_start[j], t->d.job_start[j + 1], NULL };
+    rc = trn_equal_align(&t->d, &r);
+    gacc_acc *acc = NULL;
+    kio_log_set_thread_program("gmm-acc-stats-ali");
+    if (rc == KIO_OK) rc = gacc_new(&acc, t->gpu ? "gpu" : "cpu", &t->tm, &t->am);
+    if (rc == KIO_OK) rc = trn_accumulate(&r, acc, 1);
+    if (rc == KIO_OK) rc = gacc_get_stats(acc, &stats[j]);
+    kio_log_set_thread_program(NULL);
+    gacc_free(acc);
+    trn_log_use(NULL);
+    trn_log_close(lg);
+    sp[j] = &stats[j];
+  }
+  trn_est_opts eo = c->est;
+  eo.min_gaussian_occupancy = 3.0f;
+  eo.mix_up = t->numgauss;
+  eo.power = c->power;
+  if (rc == KIO_OK) rc = trn_estimate(t, sp, t->d.nj, 0, &eo, 0, "gmm-sum-accs - 0.*.acc |");
+  for (int j = 0; j < t->d.nj; j++) gacc_stats_free(&stats[j]);
+  free(stats);
+  free(sp);
+  return rc;
+}
+
+int trn_mllt_step(trn_ctx *t, int x) {
+  const trn_cfg *c = t->c;
+  if (!c->mllt_hook || !*c->mllt_hook) {
+    KIO_ERROR("--mllt-iters given without --mllt-hook");
+    return KIO_ERR;
+  }
+  /* the hook reads the model and the current alignments from the directory */
+  if (write_model(c->dir, x, &t->tm, &t->am) != KIO_OK ||
+      trn_data_write_ali(&t->d, c->dir, c->ali_text) != KIO_OK)
+    return KIO_ERR;
+  char *cmd = fmt("ITER=%2$d %1$s", c->mllt_hook, x);
+  KIO_LOG("Iteration %d: MLLT: %s", x, c->mllt_hook);
+  int st = cmd ? system(cmd) : -1;
+  free(cmd);
+  if (st != 0) {
+    KIO_ERROR("The MLLT step of iteration %d failed (exit status %d): %s", x, st, c->mllt_hook);
+    return KIO_ERR;
+  }
+  char *mdl = fmt("%s/%d.mdl", c->dir, x);
+  kio_tmodel_free(&t->tm);
+  kio_am_gmm_free(&t->am);
+  int rc = mdl ? kio_model_read(mdl, &t->tm, &t->am) : KIO_ERR;
+  free(mdl);
+  if (rc == KIO_OK) rc = trn_data_reload_feats(&t->d, c->mllt_feats, x);
+  return rc;
+}
+
+static int full_iteration(trn_ctx *t, int x) {
+  const trn_cfg *c = t->c;
+  double t0 = kio_now_s();
+  if (t->realign[x] && trn_realign_jobs(t, x, x == 1 && c->first_beam > 0 ? c->first_beam
+                                                                          : c->align.beam, x) !=
+                           KIO_OK)
+    return KIO_ERR;
+  double t1 = kio_now_s();
+  if (t->mllt[x] && trn_mllt_step(t, x) != KIO_OK) return KIO_ERR;
+  double t2 = kio_now_s();
+  int nj = t->d.nj, rc;
+  gacc_stats *stats = calloc((size_t)nj, sizeof *stats);
+  const gacc_stats **sp = calloc((size_t)nj, sizeof *sp);
+  if (!stats || !sp) { free(stats); free(sp); KIO_ERROR("out of memory"); return KIO_ERR; }
+  rc = trn_accumulate_jobs(t, &t->am, x, stats);
+  double t3 = kio_now_s();
+  for (int j = 0; j < nj; j++) sp[j] = &stats[j];
+  trn_est_opts eo = c->est;
+  eo.mix_up = t->numgauss;
+  eo.power = c->power;
+  char desc[64];
+  snprintf(desc, sizeof desc, "gmm-sum-accs - %d.*.acc |", x);
+  if (rc == KIO_OK) rc = trn_estimate(t, sp, nj, x, &eo, 1, desc);
+  for (int j = 0; j < nj; j++) gacc_stats_free(&stats[j]);
+  free(stats);
+  free(sp);
+  if (rc != KIO_OK) return KIO_ERR;
+  double t4 = kio_now_s();
+  KIO_LOG("Iteration %d: %s%saccumulation %.2f s, update %.2f s; avg like per frame %g", x,
+          t->realign[x] ? "realigned, " : "", t->mllt[x] ? "MLLT, " : "", t3 - t2, t4 - t3,
+          (double)t->last_like);
+  t->time_align += t1 - t0;
+  t->time_acc += t3 - t2;
+  t->time_est += t4 - t3;
+  return KIO_OK;
+}
+
+static int finish(trn_ctx *t, int last) {
+  const trn_cfg *c = t->c;
+  char *f1 = fmt("%s/final.mdl", c->dir, 0), *f2 = fmt("%s/final.occs", c->dir, 0);
+  char l1[32], l2[32];
+  snprintf(l1, sizeof l1, "%d.mdl", last);
+  snprintf(l2, sizeof l2, "%d.occs", last);
+  int rc = f1 && f2 ? KIO_OK : KIO_ERR;
+  if (rc == KIO_OK) {
+    unlink(f1);
+    unlink(f2);
+    if (symlink(l1, f1) != 0 || symlink(l2, f2) != 0) {
+      KIO_ERROR("Could not make the links %s and %s", f1, f2);
+      rc = KIO_ERR;
+    }
+  }
+  free(f1);
+  free(f2);
+  if (rc == KIO_OK) rc = trn_data_write_ali(&t->d, c->dir, c->ali_text);
+  return rc;
+}
+
+int trn_run(const trn_cfg *c) {
+  trn_ctx t;
+  memset(&t, 0, sizeof t);
+  t.c = c;
+  trn_log_init();
+  int rc = KIO_ERR;
+  int n = c->num_iters + 1 > 1 ? c->num_iters + 1 : 2;
+  t.realign = calloc((size_t)n, 1);
+  t.mllt = calloc((size_t)n, 1);
+  if (!t.realign || !t.mllt) { KIO_ERROR("out of memory"); goto done; }
+  if (parse_iters(c->realign_iters, t.realign, n) != KIO_OK ||
+      parse_iters(c->mllt_iters, t.mllt, n) != KIO_OK)
+    goto done;
+  t.threads = c->threads > 0 ? c->threads : kio_cpu_share(0);
+  /* silence phones (gmm-boost-silence's list), sorted */
+  for (const char *p = c->silence_csl; p && *p;) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p) { p++; continue; }
+    int32_t *ns = realloc(t.sil, sizeof(int32_t) * (size_t)(t.nsil + 1));
+    if (!ns) goto done;
+    t.sil = ns;
+    t.sil[t.nsil++] = (int32_t)v;
+    p = end;
+  }
+  for (int32_t i = 1; i < t.nsil; i++)
+    for (int32_t k = i; k > 0 && t.sil[k - 1] > t.sil[k]; k--) {
+      int32_t tmp = t.sil[k]; t.sil[k] = t.sil[k - 1]; t.sil[k - 1] = tmp;
+    }
+  int start = c->equal_align ? 0 : c->start_iter;
+  char *mdl = fmt("%s/%d.mdl", c->dir, start);
+  if (!mdl || kio_model_read(mdl, &t.tm, &t.am) != KIO_OK) { free(mdl); goto done; }
+  free(mdl);
+  if (pick_backend(c->use_gpu, &t.gpu) != KIO_OK) goto done;
+  if (trn_data_load(&t.d, c, &t.tm) != KIO_OK) goto done;
+  t.numgauss = c->start_gauss;
+  double t0 = kio_now_s();
+  if (c->stoch_batch > 0.0) {
+    rc = trn_stoch_run(&t);
+  } else {
+    rc = KIO_OK;
+    if (c->equal_align) rc = trn_equal_pass(&t);
+    int x = c->equal_align ? 1 : c->start_iter;
+    for (; rc == KIO_OK && x < c->num_iters; x++) {
+      rc = full_iteration(&t, x);
+      if (rc != KIO_OK) break;
+      remove_file(c->dir, "%s/%d.mdl", x);
+      remove_file(c->dir, "%s/%d.occs", x);
+      if (x <= c->max_iter_inc) t.numgauss += c->inc_gauss;
+    }
+    if (rc == KIO_OK) rc = finish(&t, c->num_iters);
+  }
+  if (rc == KIO_OK)
+    KIO_LOG("Trained in %.1f s (realignment %.1f s, accumulation %.1f s, estimation %.1f s)",
+            kio_now_s() - t0, t.time_align, t.time_acc, t.time_est);
+done:
+  trn_data_free(&t.d);
+  kio_tmodel_free(&t.tm);
+  kio_am_gmm_free(&t.am);
+  free(t.realign);
+  free(t.mllt);
+  free(t.sil);
+  free(t.pick);
+  return rc;
+}

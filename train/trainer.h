@@ -1,0 +1,114 @@
+/* GMM training in one process (prefix trn_): the iteration loop of
+ * Kaldi's steps/train_mono.sh, train_deltas.sh and train_lda_mllt.sh with
+ * graphs compiled once, features computed once and kept, alignment and
+ * accumulation fused on realignment iterations, and gmm-est in process
+ * (est.h). The scripts in steps-gpu/ run Kaldi's own initialisation (tree,
+ * first model, converted alignments) and then this loop; the experiment
+ * directory it leaves is the stock script's (models, occs, ali.JOB.gz,
+ * log/ with the per-job lines of the programs it stands for).
+ *
+ * Default mode: the statistics of each job (the data/splitNJ/JOB subsets,
+ * in their feature order) are accumulated apart and summed in the order of
+ * the scripts' shell glob, so every model is the stock script's, byte for
+ * byte, under the same rounding profile. Stochastic mode (trn_stoch): each
+ * update from a random subset of the data, merged with earlier subsets'
+ * statistics (Novak et al.); see docs/trainer.md. */
+#ifndef TRN_TRAINER_H
+#define TRN_TRAINER_H
+
+#include <stdint.h>
+
+#include "base/matrix/matrix.h"
+#include "base/model/fst.h"
+#include "gpu-align/gpu-align.h"
+#include "train/est.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  /* inputs (strings borrowed) */
+  const char *dir;            /* experiment directory */
+  const char *lang;           /* lang directory */
+  const char *sdata;          /* data/splitNJ */
+  int nj;
+  const char *feats;          /* features rspecifier, JOB = the job (1-based) */
+  const char *mllt_feats;     /* after an MLLT update: also ITER = the iteration */
+  const char *text_rspec;     /* transcripts (word ids), JOB as above */
+  const char *ali_in;         /* initial alignments rspecifier with JOB, or "" */
+  int equal_align;            /* 1: pass 0 of train_mono (equal alignments,
+                                 0.mdl, --min-gaussian-occupancy=3) */
+  /* schedule (the scripts' options) */
+  int start_iter;             /* first model: DIR/START.mdl (0 with equal_align) */
+  int num_iters;
+  const char *realign_iters;  /* "10 20 30" */
+  const char *mllt_iters;     /* "" unless LDA+MLLT */
+  const char *mllt_hook;      /* shell command run at an MLLT iteration */
+  int max_iter_inc;
+  int32_t start_gauss, inc_gauss;
+  float power;
+  galign_opts align;          /* scales, beams, careful */
+  float first_beam;           /* iteration 1's beam (train_mono's initial beam) */
+  float boost_silence;
+  const char *silence_csl;    /* optional_silence.csl contents */
+  trn_est_opts est;           /* gmm-est's other options */
+  galign_use_gpu use_gpu;
+  int write_graphs;           /* also fsts.JOB.gz */
+  int ali_text;               /* ali.JOB.gz in text form (train_mono's) */
+  int threads;                /* CPU threads (<= 0: this process's share) */
+  /* stochastic mode (0: off) */
+  double stoch_batch;         /* fraction of the frames per update */
+  double stoch_passes;        /* full data passes in all */
+  double stoch_memory;        /* fraction of the data whose statistics are merged */
+  int stoch_speaker;          /* 1: sample speakers, 0: utterances */
+  uint64_t stoch_seed;
+  int replicate;              /* developers: each utterance this many times */
+} trn_cfg;
+
+void trn_cfg_default(trn_cfg *c);
+
+/* Runs the loop. KIO_OK, or KIO_ERR after the ERROR line (the program
+ * exits 255). */
+int trn_run(const trn_cfg *c);
+
+/* ---- internal: the resident data (trn-data.c) ---- */
+typedef struct {
+  char *key;
+  int32_t job;            /* 0-based */
+  int32_t spk;            /* speaker index (utt2spk order of first appearance) */
+  kio_matrix *feats;      /* resident features (shared by replicas) */
+  kio_fst *graph;         /* NULL: no transcript; start < 0: empty graph */
+  int32_t *ali;           /* current alignment, NULL: none */
+  int32_t ali_len;
+  int32_t ali_stage;      /* realignment stage of ali (stochastic mode) */
+  int32_t replica;        /* 0: the utterance itself; k > 0: its k-th copy */
+} trn_utt;
+
+typedef struct {
+  int nj;
+  int32_t n;              /* utterances, job by job in feature order */
+  trn_utt *u;
+  int32_t *job_start;     /* nj + 1 */
+  int32_t num_spk;
+  kio_matrix *feat_store; /* one per distinct utterance */
+  kio_fst *graph_store;
+  char **store_key;       /* the key and job of each stored utterance */
+  int32_t *store_job;
+  int32_t n_store;
+  int64_t frames;         /* of all utterances */
+} trn_data;
+
+int trn_data_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm);
+/* Features again (after an MLLT update) from rspec (JOB, ITER replaced). */
+int trn_data_reload_feats(trn_data *d, const char *rspec, int iter);
+int trn_data_write_ali(const trn_data *d, const char *dir, int text);
+void trn_data_free(trn_data *d);
+
+/* "JOB" (and "ITER") replaced in a template; malloc'ed. */
+char *trn_subst(const char *tmpl, int job, int iter);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,364 @@
+/* A job's equal alignment, realignment and accumulation, with the lines of
+ * align-equal-compiled, gmm-boost-silence, gmm-align-compiled and
+ * gmm-acc-stats-ali (their functions, files and lines as in Kaldi's logs). */
+#include "train/trn-pass.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/sys/log.h"
+
+#define AT(lv, func, file, line, ...) KIO_LOG_AT((lv), (func), (file), (line), __VA_ARGS__)
+#define ALIGN_FILE "gmm-align-compiled.cc"
+#define WRAP_FILE "decoder-wrappers.cc"
+#define ACC_FILE "gmm-acc-stats-ali.cc"
+
+static int picked(const trn_range *r, int32_t i) { return !r->pick || r->pick[i]; }
+
+/* ---- gmm-boost-silence ---- */
+
+static int has(const int32_t *v, int32_t n, int32_t x) {
+  int32_t lo = 0, hi = n - 1;
+  while (lo <= hi) {
+    int32_t m = (lo + hi) / 2;
+    if (v[m] == x) return 1;
+    if (v[m] < x) lo = m + 1; else hi = m - 1;
+  }
+  return 0;
+}
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* GetPdfsForPhones: the pdfs of the phones' transition-states (sorted,
+ * unique) in pdfs (room for 2 per state); *shared: some is used by another
+ * phone too. */
+static int32_t silence_pdfs(const kio_tmodel *tm, const int32_t *phones, int32_t nphones,
+                            int32_t *pdfs, int *shared) {
+  int32_t np = 0;
+  for (int32_t ts = 1; ts <= tm->num_tuples; ts++)
+    if (has(phones, nphones, tm->tuples[ts - 1].phone)) {
+      pdfs[np++] = tm->tuples[ts - 1].forward_pdf;
+      pdfs[np++] = tm->tuples[ts - 1].self_loop_pdf;
+    }
+  qsort(pdfs, (size_t)np, sizeof *pdfs, cmp_i32);
+  int32_t k = 0;
+  for (int32_t i = 0; i < np; i++)
+    if (k == 0 || pdfs[k - 1] != pdfs[i]) pdfs[k++] = pdfs[i];
+  *shared = 0;
+  for (int32_t ts = 1; ts <= tm->num_tuples && !*shared; ts++) {
+    const kio_tuple *t = &tm->tuples[ts - 1];
+    if (!has(phones, nphones, t->phone) &&
+        (has(pdfs, k, t->forward_pdf) || has(pdfs, k, t->self_loop_pdf)))
+      *shared = 1;
+  }
+  return k;
+}
+
+static void boost_lines(int32_t np, int shared, float boost) {
+  const char *old = kio_log_thread_program();
+  kio_log_set_thread_program("gmm-boost-silence");
+  if (shared)
+    AT(KIO_LOG_WARNING, "main", "gmm-boost-silence.cc", 82,
+       "The pdfs for the silence phones may be shared by other phones (note: this probably "
+       "does not matter.)");
+  char b[32];
+  AT(KIO_LOG_INFO, "main", "gmm-boost-silence.cc", 93, "Boosted weights for %d pdfs, by factor of %s",
+     (int)np, kio_fmt_g(b, boost));
+  AT(KIO_LOG_INFO, "main", "gmm-boost-silence.cc", 103, "Wrote model to -");
+  kio_log_set_thread_program(old);
+}
+
+void trn_boost_lines(const kio_tmodel *tm, const int32_t *phones, int32_t nphones, float boost) {
+  int32_t *pdfs = malloc(sizeof(int32_t) * (2 * (size_t)tm->num_tuples + 1));
+  if (!pdfs) return;
+  int shared;
+  int32_t np = silence_pdfs(tm, phones, nphones, pdfs, &shared);
+  boost_lines(np, shared, boost);
+  free(pdfs);
+}
+
+int trn_boost_silence(const kio_tmodel *tm, const kio_am_gmm *am, const int32_t *phones,
+                      int32_t nphones, float boost, kio_am_gmm *out) {
+  memset(out, 0, sizeof *out);
+  int32_t *pdfs = malloc(sizeof(int32_t) * (2 * (size_t)tm->num_tuples + 1));
+  if (!pdfs) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  int shared;
+  int32_t np = silence_pdfs(tm, phones, nphones, pdfs, &shared);
+  int rc = KIO_OK;
+  if (boost != 1.0f) {  /* a copy with the weights scaled (1: the model as it is) */
+    char *buf = NULL;
+    size_t len = 0;
+    rc = kio_model_to_bytes(tm, am, &buf, &len);
+    kio_tmodel tm2;
+    memset(&tm2, 0, sizeof tm2);
+    if (rc == KIO_OK) rc = kio_model_from_bytes(buf, len, &tm2, out);
+    kio_tmodel_free(&tm2);
+    free(buf);
+    for (int32_t i = 0; i < np && rc == KIO_OK; i++) {
+      kio_diag_gmm *g = &out->pdfs[pdfs[i]];
+      for (int32_t m = 0; m < g->num_comp; m++) g->weights[m] = boost * g->weights[m];
+      rc = kio_diag_gmm_compute_gconsts(g);
+    }
+    if (rc != KIO_OK) KIO_ERROR("%s", kio_last_error());
+  }
+  if (rc == KIO_OK) boost_lines(np, shared, boost);
+  free(pdfs);
+  return rc;
+}
+
+/* ---- equal alignment ---- */
+
+int trn_equal_align(trn_data *d, const trn_range *r) {
+  const char *old = kio_log_thread_program();
+  kio_log_set_thread_program("align-equal-compiled");
+  long done = 0, error = 0;
+  for (int32_t i = r->lo; i < r->hi; i++) {
+    trn_utt *u = &d->u[i];
+    if (!picked(r, i) || !u->graph) continue;
+    free(u->ali);
+    u->ali = NULL;
+    u->ali_len = 0;
+    if (u->feats->rows == 0) {
+      AT(KIO_LOG_WARNING, "main", "align-equal-compiled.cc", 79, "Zero-length utterance: %s", u->key);
+      error++;
+      continue;
+    }
+    if (u->graph->start < 0) {
+      AT(KIO_LOG_WARNING, "main", "align-equal-compiled.cc", 84, "Empty decoding graph for %s",
+         u->key);
+      error++;
+      continue;
+    }
+    u->ali = malloc(sizeof(int32_t) * (size_t)u->feats->rows);
+    if (!u->ali) { KIO_ERROR("out of memory"); kio_log_set_thread_program(old); return KIO_ERR; }
+    if (galign_equal_align(u->graph, u->feats->rows, galign_key_seed(u->key), u->ali)) {
+      u->ali_len = u->feats->rows;
+      done++;
+    } else {
+      free(u->ali);
+      u->ali = NULL;
+      AT(KIO_LOG_WARNING, "main", "align-equal-compiled.cc", 100,
+         "AlignEqual: did not align utterence %s", u->key);  /* sic */
+      error++;
+    }
+  }
+  if (done != 0 && error == 0)
+    AT(KIO_LOG_INFO, "main", "align-equal-compiled.cc", 107, "Success: done %ld utterances.", done);
+  else
+    AT(KIO_LOG_WARNING, "main", "align-equal-compiled.cc", 109,
+       "Computed %ld alignments; %ld lacked features, %ld had other errors.", done, 0L, error);
+  kio_log_set_thread_program(old);
+  return KIO_OK;
+}
+
+/* ---- realignment ---- */
+
+typedef struct {
+  trn_data *d;
+  const int32_t *idx;
+  galign_graph *g;
+  int *rc;
+  int32_t n;
+  int nth, t;
+  const kio_tmodel *tm;
+  const galign_opts *o;
+  kio_log_deferred *log;
+} prep_job;
+
+static void *prep_thread(void *arg) {
+  prep_job *p = arg;
+  kio_log_defer(&p->log);
+  for (int32_t k = p->t; k < p->n; k += p->nth)
+    p->rc[k] = galign_graph_prepare(p->d->u[p->idx[k]].graph, p->tm, p->o, &p->g[k]);
+  kio_log_defer(NULL);
+  return NULL;
+}
+
+enum { ALIGN_CHUNK = 4096 };
+
+int trn_align(trn_data *d, const trn_range *r, galign_aligner *a, const kio_tmodel *tm,
+              const galign_opts *o, int threads, int32_t stage) {
+  int32_t n = 0;
+  for (int32_t i = r->lo; i < r->hi; i++)
+    if (picked(r, i) && d->u[i].graph) n++;
+  int32_t *idx = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+  galign_graph *g = calloc((size_t)(n ? n : 1), sizeof *g);
+  int *prc = calloc((size_t)(n ? n : 1), sizeof(int));
+  const galign_graph **gp = malloc(sizeof *gp * ALIGN_CHUNK);
+  const kio_matrix **fp = malloc(sizeof *fp * ALIGN_CHUNK);
+  galign_result *res = calloc(ALIGN_CHUNK, sizeof *res);
+  int32_t *slot = malloc(sizeof(int32_t) * ALIGN_CHUNK);
+  int rc = KIO_OK;
+  if (!idx || !g || !prc || !gp || !fp || !res || !slot) {
+    KIO_ERROR("out of memory");
+    rc = KIO_ERR;
+    goto done;
+  }
+  n = 0;
+  for (int32_t i = r->lo; i < r->hi; i++)
+    if (picked(r, i) && d->u[i].graph) idx[n++] = i;
+  /* graphs with this model's transition probabilities, on threads */
+  if (threads < 1) threads = 1;
+  if (threads > 64) threads = 64;
+  prep_job pj[64];
+  pthread_t th[64];
+  int started[64] = {0};
+  for (int t = 0; t < threads; t++) {
+    pj[t] = (prep_job){ d, idx, g, prc, n, threads, t, tm, o, NULL };
+    started[t] = t > 0 && pthread_create(&th[t], NULL, prep_thread, &pj[t]) == 0;
+  }
+  prep_thread(&pj[0]);
+  for (int t = 1; t < threads; t++)
+    if (started[t]) pthread_join(th[t], NULL);
+    else prep_thread(&pj[t]);
+  for (int t = 0; t < threads; t++) kio_log_replay(&pj[t].log);
+  for (int32_t k = 0; k < n; k++)
+    if (prc[k] != KIO_OK) { rc = KIO_ERR; goto done; }
+
+  long num_done = 0, num_err = 0, num_retry = 0;
+  double tot_like = 0.0;
+  int64_t frames = 0;
+  char b1[32];
+  for (int32_t k0 = 0; k0 < n; k0 += ALIGN_CHUNK) {
+    int32_t k1 = k0 + ALIGN_CHUNK < n ? k0 + ALIGN_CHUNK : n, m = 0;
+    for (int32_t k = k0; k < k1; k++) {
+      const trn_utt *u = &d->u[idx[k]];
+      slot[k - k0] = -1;
+      if (u->feats->rows == 0 || u->graph->start < 0) continue;
+      slot[k - k0] = m;
+      gp[m] = &g[k];
+      fp[m] = u->feats;
+      m++;
+    }
+    if (m > 0 && galign_align_batch(a, m, gp, fp, 0, res) != KIO_OK) { rc = KIO_ERR; goto done; }
+    for (int32_t k = k0; k < k1; k++) {
+      trn_utt *u = &d->u[idx[k]];
+      free(u->ali);
+      u->ali = NULL;
+      u->ali_len = 0;
+      if (u->feats->rows == 0) {
+        AT(KIO_LOG_WARNING, "main", ALIGN_FILE, 112, "Zero-length utterance: %s", u->key);
+        num_err++;
+        continue;
+      }
+      AT(KIO_LOG_INFO, "main", ALIGN_FILE, 127, "%s", u->key);
+      if (u->graph->start < 0) {
+        AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 599, "Empty decoding graph for %s",
+           u->key);
+        num_err++;
+        continue;
+      }
+      galign_result *rs = &res[slot[k - k0]];
+      if (rs->retried) {
+        num_retry++;
+        AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 617,
+           "Retrying utterance %s with beam %s", u->key, kio_fmt_g(b1, o->retry_beam));
+      }
+      if (!rs->ok) {
+        AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 626,
+           "Did not successfully decode file %s, len = %d", u->key, (int)u->feats->rows);
+        num_err++;
+        continue;
+      }
+      num_done++;
+      tot_like += rs->like;
+      frames += u->feats->rows;
+      u->ali = rs->ali;  /* taken */
+      rs->ali = NULL;
+      u->ali_len = u->feats->rows;
+      u->ali_stage = stage;
+    }
+    for (int32_t s = 0; s < m; s++) galign_result_free(&res[s]);
+  }
+  AT(KIO_LOG_INFO, "main", ALIGN_FILE, 135, "Overall log-likelihood per frame is %s over %lld frames.",
+     kio_fmt_g(b1, tot_like / (double)frames), (long long)frames);
+  AT(KIO_LOG_INFO, "main", ALIGN_FILE, 137, "Retried %ld out of %ld utterances.", num_retry,
+     num_done + num_err);
+  AT(KIO_LOG_INFO, "main", ALIGN_FILE, 139, "Done %ld, errors on %ld", num_done, num_err);
+done:
+  for (int32_t k = 0; g && k < n; k++) galign_graph_free(&g[k]);
+  free(idx);
+  free(g);
+  free(prc);
+  free(gp);
+  free(fp);
+  free(res);
+  free(slot);
+  return rc;
+}
+
+/* ---- accumulation ---- */
+
+enum { ACC_CHUNK = 1024 };
+
+int trn_accumulate(const trn_range *r, gacc_acc *acc, int lines) {
+  const trn_data *d = r->d;
+  gacc_utt *utts = malloc(sizeof *utts * ACC_CHUNK);
+  gacc_utt_result *res = malloc(sizeof *res * ACC_CHUNK);
+  int32_t *which = malloc(sizeof(int32_t) * ACC_CHUNK);
+  if (!utts || !res || !which) {
+    free(utts); free(res); free(which);
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  long num_done = 0, num_err = 0;
+  double tot_like = 0.0;
+  int64_t tot_t = 0;
+  int rc = KIO_OK;
+  char b[32];
+  int32_t i = r->lo;
+  while (i < r->hi && rc == KIO_OK) {
+    int32_t n = 0, first = i;
+    for (; i < r->hi && n < ACC_CHUNK; i++) {
+      const trn_utt *u = &d->u[i];
+      if (!picked(r, i) || !u->ali || u->ali_len != u->feats->rows) continue;
+      utts[n] = (gacc_utt){ u->key, u->feats, u->ali };
+      which[n++] = i;
+    }
+    if (n > 0 && gacc_accumulate_batch(acc, n, utts, res) != KIO_OK) { rc = KIO_ERR; break; }
+    /* lines in input order, as gmm-acc-stats-ali prints them */
+    int32_t k = 0;
+    for (int32_t j = first; j < i; j++) {
+      const trn_utt *u = &d->u[j];
+      if (!picked(r, j)) continue;
+      if (!u->ali) {
+        if (lines) AT(KIO_LOG_WARNING, "main", ACC_FILE, 79, "No alignment for utterance %s", u->key);
+        num_err++;
+        continue;
+      }
+      if (u->ali_len != u->feats->rows) {
+        if (lines)
+          AT(KIO_LOG_WARNING, "main", ACC_FILE, 86, "Alignments has wrong size %d vs. %d",
+             (int)u->ali_len, (int)u->feats->rows);
+        num_err++;
+        continue;
+      }
+      const gacc_utt_result *rs = &res[k++];
+      num_done++;
+      tot_like += (double)rs->like;
+      tot_t += rs->frames;
+      if (lines && num_done % 50 == 0) {
+        float avg = rs->frames > 0 ? rs->like / (float)rs->frames : -NAN;
+        AT(KIO_LOG_INFO, "main", ACC_FILE, 105,
+           "Processed %ld utterances; for utterance %s avg. like is %s over %d frames.", num_done,
+           u->key, kio_fmt_g(b, avg), (int)rs->frames);
+      }
+    }
+  }
+  if (rc == KIO_OK && lines) {
+    AT(KIO_LOG_INFO, "main", ACC_FILE, 112, "Done %ld files, %ld with errors.", num_done, num_err);
+    double avg = tot_t > 0 ? tot_like / (double)tot_t : -NAN;
+    AT(KIO_LOG_INFO, "main", ACC_FILE, 115,
+       "Overall avg like per frame (Gaussian only) = %s over %lld frames.", kio_fmt_g(b, avg),
+       (long long)tot_t);
+    AT(KIO_LOG_INFO, "main", ACC_FILE, 123, "Written accs.");
+  }
+  free(utts);
+  free(res);
+  free(which);
+  return rc;
+}

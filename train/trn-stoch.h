@@ -1,0 +1,45 @@
+/* Internal to train/: the trainer's state shared by the full-batch loop
+ * (trainer.c) and the stochastic one (trn-stoch.c). */
+#ifndef TRN_STOCH_H
+#define TRN_STOCH_H
+
+#include <stdint.h>
+
+#include "gpu-acc/gpu-acc.h"
+#include "train/trainer.h"
+
+typedef struct {
+  const trn_cfg *c;
+  trn_data d;
+  kio_tmodel tm;
+  kio_am_gmm am;
+  int gpu, threads;
+  uint8_t *realign, *mllt;   /* per iteration 0..num_iters */
+  int32_t *sil, nsil;        /* silence phones (gmm-boost-silence) */
+  int32_t numgauss;          /* the --mix-up target of the next update */
+  uint8_t *pick;             /* stochastic: the current batch's utterances */
+  float last_like;
+  double time_align, time_acc, time_est;
+} trn_ctx;
+
+/* Every job's statistics with model am (acc.X.JOB.log); only the picked
+ * utterances when t->pick is set. */
+int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats);
+/* gmm-sum-accs + gmm-est on jobs[0..nj) (NULL entries skipped) into t's
+ * model, written as x+1.mdl (update.X.log). */
+int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const trn_est_opts *eo,
+                 int write_occs, const char *stats_desc);
+/* Realigns every job's (picked) utterances with t's model (align.X.JOB.log). */
+int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage);
+
+/* train_mono's pass 0 (equal alignment, statistics of all the data, the
+ * first update: update.0.log). */
+int trn_equal_pass(trn_ctx *t);
+/* The MLLT step of iteration x through the hook: x.mdl and ali.JOB.gz
+ * written, x.mdl and the features read back. */
+int trn_mllt_step(trn_ctx *t, int x);
+
+/* The stochastic schedule (trn_cfg.stoch_*). */
+int trn_stoch_run(trn_ctx *t);
+
+#endif
