@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/feat/feat-ops.h"
+#include "base/matrix/blas-level1.h"
+#include "base/matrix/blas-profile.h"
 #include "base/io/io.h"
 #include "base/sys/log.h"
 #include "base/sys/options.h"
@@ -80,38 +81,8 @@ int trn_est_parse_flags(const char *s, unsigned *flags) {
 
 /* ---- OpenBLAS orders ---- */
 
-/* cblas_sdot, unit strides, as kernel/x86_64/sdot.c runs it: the first
- * n & -32 elements by the micro-kernel (four 8-lane FMA accumulators), the
- * rest added to a double. The kernels reduce the lanes in different orders:
- * Haswell (the Zen and Haswell builds) folds each accumulator's halves
- * first, SkylakeX sums the accumulators first. */
 float trn_est_sdot(int n, const float *x, const float *y) {
-  int n1 = n & -32;
-  float my = 0.0f;
-  if (n1) {
-    float acc[4][8] = {{0}};
-    for (int i = 0; i < n1; i += 32)
-      for (int k = 0; k < 4; k++)
-        for (int l = 0; l < 8; l++)
-          acc[k][l] = fmaf(x[i + 8 * k + l], y[i + 8 * k + l], acc[k][l]);
-    float t[4];
-    if (kio_featop_profile() == KIO_FEATOP_SKX) {
-      float a[8];
-      for (int l = 0; l < 8; l++) a[l] = ((acc[0][l] + acc[1][l]) + acc[2][l]) + acc[3][l];
-      for (int j = 0; j < 4; j++) t[j] = a[j] + a[j + 4];
-    } else {
-      for (int j = 0; j < 4; j++) {
-        float s0 = acc[0][j] + acc[0][j + 4], s1 = acc[1][j] + acc[1][j + 4];
-        float s2 = acc[2][j] + acc[2][j + 4], s3 = acc[3][j] + acc[3][j + 4];
-        t[j] = (s0 + s1) + (s2 + s3);
-      }
-    }
-    my = (t[0] + t[1]) + (t[2] + t[3]);
-  }
-  double dot = 0.0;
-  for (int i = n1; i < n; i++) dot += y[i] * x[i];
-  dot += my;
-  return (float)dot;
+  return kio_blas_sdot(kio_blas_profile(), n, x, y);
 }
 
 /* VectorBase::Sum: Kaldi takes a dot product with a stride-0 one
@@ -136,12 +107,9 @@ static double sum_d(const double *x, int32_t n) {
   return t1 + t2;
 }
 
-/* cblas_saxpy: y += a * x; fused as the profile's kernels fuse. */
+/* cblas_saxpy: y += a * x. */
 static void saxpy(float *y, float a, const float *x, int32_t n) {
-  int prof = kio_featop_profile();
-  int32_t n1 = prof == KIO_FEATOP_SKX ? n : prof == KIO_FEATOP_HSW ? n & -32 : 0, i = 0;
-  for (; i < n1; i++) y[i] = fmaf(a, x[i], y[i]);
-  for (; i < n; i++) y[i] = y[i] + a * x[i];
+  kio_blas_saxpy(kio_blas_profile(), n, a, x, y);
 }
 
 /* ---- gmm-sum-accs ---- */

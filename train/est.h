@@ -10,7 +10,7 @@
  * that estimation from in-process statistics gives the model the scripts'
  * files give. Arithmetic follows Kaldi's types (float/double) and its
  * OpenBLAS calls: saxpy in mixing up and sdot in the objective lines round
- * as the profile of base/feat (KALDI_GPU_BLAS_PROFILE). */
+ * as the process's profile (base/matrix/blas-level1.h). */
 #ifndef TRN_EST_H
 #define TRN_EST_H
 

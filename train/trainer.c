@@ -12,6 +12,7 @@
 
 #include "base/sys/cpu-share.h"
 #include "base/sys/log.h"
+#include "device/gpu.h"
 #include "device/cuda-util.h"
 #include "gpu-acc/gpu-acc.h"
 #include "train/trn-log.h"
@@ -80,24 +81,20 @@ static void remove_file(const char *dir, const char *pat, int x) {
   free(p);
 }
 
+/* Where the training runs: the device layer's choice for the job (the
+ * trainer does not use the GPU service: it holds its models itself). */
 static int pick_backend(galign_use_gpu mode, int *gpu) {
-  char desc[256] = "";
+  char line[512] = "";
+  kio_gpu *g = NULL;
   *gpu = 0;
-  if (mode == GALIGN_GPU_NO) {
-    KIO_LOG("Training on the CPU (--use-gpu=no).");
-    return KIO_OK;
-  }
-  if (mode == GALIGN_GPU_OPTIONAL && kio_cuda_device_count() <= 0) {
-    KIO_LOG("No GPU found; training on the CPU.");
-    return KIO_OK;
-  }
-  if (kio_cuda_select(mode == GALIGN_GPU_WAIT, desc, sizeof desc) == KIO_OK) {
+  if (kio_gpu_choose(mode, "", "training", &g, NULL, NULL, line, sizeof line) != KIO_OK)
+    return KIO_ERR;
+  if (g) {
     *gpu = 1;
-    KIO_LOG("Using GPU: %s", desc);
-    return KIO_OK;
+    KIO_LOG("Training on GPU: %s", kio_gpu_desc(g));
+  } else {
+    KIO_LOG("%s", line);
   }
-  if (mode != GALIGN_GPU_OPTIONAL) return KIO_ERR;
-  KIO_LOG("GPU not usable; training on the CPU.");
   return KIO_OK;
 }
 

@@ -1,0 +1,26 @@
+/* OpenBLAS's level-1 calls that Kaldi's model updates make (cblas_sdot,
+ * cblas_saxpy), in the order and fusing of the profile's kernels
+ * (blas-order.h's KIO_BLAS_SKX, ...). Host only.
+ *
+ * sdot is reproduced for the SkylakeX and Haswell/Zen kernels; the other
+ * profiles take the Haswell order (their kernels do not fuse, so a last bit
+ * may differ there). gmm-est uses sdot for its objective log lines only. */
+#ifndef KIO_BLAS_LEVEL1_H
+#define KIO_BLAS_LEVEL1_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cblas_sdot(n, x, 1, y, 1) under profile prof. */
+float kio_blas_sdot(int prof, int32_t n, const float *x, const float *y);
+
+/* cblas_saxpy(n, a, x, 1, y, 1): y += a * x under profile prof. */
+void kio_blas_saxpy(int prof, int32_t n, float a, const float *x, float *y);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
