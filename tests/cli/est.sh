@@ -21,7 +21,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # Messages of a log: "LEVEL message", without the program's own first line
 # and the echoed command line.
 msgs() {
-  awk '/kio_log_ours/ {next}
+  awk '/kio_log_ours/ || /\) Rounding as / {next}
        /^(LOG|WARNING|ERROR) \(/ { i = index($0, ") "); print $1 " " substr($0, i + 2) }' "$1" |
     sed 's/Written model to .*/Written model/'
 }
@@ -61,12 +61,13 @@ kaldi_part=""
 if [ -n "$kb" ]; then
   recipe_kaldi "$tmp"
   # the profile that reproduces this host's Kaldi (none: that part SKIPs)
-  prof=$(recipe_rounding "$tmp" >"$tmp/skip" 2>&1; echo "ok ${KALDI_GPU_BLAS_PROFILE:-}")
-  case $prof in ok*) kaldi_part=1; p=${prof#ok }; [ -n "$p" ] && export KALDI_GPU_BLAS_PROFILE=$p;; esac
+  # (nothing set: ours round as the Kaldi on PATH, or the part SKIPs)
+  ( recipe_rounding "$tmp" ) >"$tmp/skip" 2>&1 && kaldi_part=1
 fi
 if [ -n "$kaldi_part" ]; then
   export LD_LIBRARY_PATH=$kb/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  note="${KALDI_GPU_BLAS_PROFILE:+ (profile $KALDI_GPU_BLAS_PROFILE)}"
+  export PATH=$kb/bin:$PATH
+  note=" (rounding: $("$BIN/kaldi-gpu-service" --print-rounding 2>/dev/null | cut -f1))"
   n=0
   for m in mono tri2 mono4 mono8; do
     while read -r opts; do
