@@ -11,6 +11,7 @@
 #include "base/io/table.h"
 #include "base/matrix/matrix.h"
 #include "base/sys/log.h"
+#include "base/sys/settings.h"
 #include "device/cuda-util.h"
 #include "device/svc-link.h"
 
@@ -210,7 +211,8 @@ static int try_device(void *user, kio_gpu *g) {
  * that many frames of a small job. */
 static int make_acc(gacc_acc **acc, galign_use_gpu mode, const kio_tmodel *tm,
                     const kio_am_gmm *am, int64_t small_frames) {
-  if (mode == GALIGN_GPU_OPTIONAL && small_frames > 0 && access("/dev/nvidiactl", F_OK) == 0) {
+  if (mode == GALIGN_GPU_OPTIONAL && small_frames > 0 && access("/dev/nvidiactl", F_OK) == 0 &&
+      !kio_test_hook(KIO_SET_TEST_NO_SMALL_JOB)) {
     KIO_LOG("Accumulating on the CPU: a small job (%lld frames), faster than a GPU round trip.",
             (long long)small_frames);
     return gacc_new(acc, "cpu", tm, am);

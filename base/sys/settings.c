@@ -56,10 +56,17 @@ static const char *lookup(kio_setting s) {
   return values[s];
 }
 
+/* Our copies of overridden values: the caller's string may not outlive the
+ * call (a Python binding's temporary, e.g.). */
+static char *owned[KIO_SET_COUNT];
+
 void kio_setting_override(kio_setting s, const char *value) {
   if ((unsigned)s >= KIO_SET_COUNT) return;
   pthread_once(&once, read_all);
-  values[s] = value && *value ? value : NULL;
+  char *copy = value && *value ? strdup(value) : NULL;
+  values[s] = copy;
+  free(owned[s]);
+  owned[s] = copy;
   from_old_name[s] = 0;
 }
 

@@ -135,6 +135,8 @@ extern "C" {
     "1: device allocations, peak and bytes still held, on stderr at exit")                 \
   X(TEST_EMU_MEMORY, "KALDI_GPU_TEST_EMU_MEMORY", NULL, TEST,                              \
     "Bytes of the emulated device (tests/emu; default 8G)")                                \
+  X(TEST_NO_SMALL_JOB, "KALDI_GPU_TEST_NO_SMALL_JOB", NULL, TEST,                          \
+    "1: small accumulation jobs go to the GPU (or service) as large ones do")              \
   /* ---- other tools' variables, honoured as they do ---- */                              \
   X(CUDA_VISIBLE_DEVICES, "CUDA_VISIBLE_DEVICES", NULL, EXTERNAL,                         \
     "The CUDA runtime's device mask (part of the service's identity)")                     \
@@ -189,7 +191,8 @@ int kio_setting_choice(kio_setting s, const char *const *choices, int def);
 
 /* This process's own value from now on (NULL: unset), whatever the
  * environment says; children still inherit the environment. E.g. the
- * service never hands work to a service. */
+ * service never hands work to a service. The value is copied; a string
+ * kio_setting_str gave for s before is no longer valid. */
 void kio_setting_override(kio_setting s, const char *value);
 
 /* A test hook's value: NULL in shipped programs (base/sys/test-hooks.c);

@@ -26,6 +26,8 @@ done
 cd "$TOP/tests/data" || exit 1
 tmp=$(mktemp -d /tmp/service-faults.XXXXXX)
 export KALDI_GPU_SERVICE_DIR=$tmp/svc KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_SERVICE_CPU=1
+# (the fixtures are small jobs, which a GPU host accumulates on the CPU)
+export KALDI_GPU_TEST_NO_SMALL_JOB=1
 export KALDI_GPU_SERVICE_IDLE=30 KALDI_GPU_SERVICE_TIMEOUT=1
 unset KALDI_GPU_SERVICE_BIN KALDI_GPU_TEST_SERVICE_DROP KALDI_GPU_TEST_SERVICE_BREAK \
   KALDI_GPU_TEST_SERVICE_STOP KALDI_GPU_TEST_SERVICE_SLOW KALDI_GPU_TEST_SERVICE_NO_START \
@@ -68,7 +70,8 @@ acc() {  # NAME [OPTIONS...]: Kaldi's tri2 statistics
 # Messages without the command line and the backend lines.
 msgs() {
   sed -e 1d -e "/:galign_aligner_new()/d" -e "/:galign_align_batch().*GPU service not usable/d" \
-    -e "/:fall_back()/d" -e "/:make_acc()/d" -e "/:main().*GPU service not usable/d" "$1" |
+    -e "/:fall_back()/d" -e "/:make_acc()/d" -e "/:main().*GPU service not usable/d" \
+    -e "/:pick_device()/d" "$1" |
     sed 's/^\([A-Z]*\) ([^)]*) /\1 /'
 }
 same_align() {  # NAME: = the CPU path's run

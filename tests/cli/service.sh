@@ -19,6 +19,8 @@ done
 cd "$TOP/tests/data" || exit 1
 tmp=$(mktemp -d /tmp/service-cli.XXXXXX)
 export KALDI_GPU_SERVICE_DIR=$tmp/svc KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_SERVICE_CPU=1
+# (the fixtures are small jobs, which a GPU host accumulates on the CPU)
+export KALDI_GPU_TEST_NO_SMALL_JOB=1
 export KALDI_GPU_SERVICE_IDLE=30
 unset KALDI_GPU_SERVICE_BIN KALDI_GPU_TEST_SERVICE_DROP
 stop_service() { pkill -f -- "--socket=$KALDI_GPU_SERVICE_DIR/" 2>/dev/null; sleep 0.2; }
@@ -33,8 +35,9 @@ align() {  # NAME MODEL GRAPHS FEATS [OPTIONS...]
     "ark,t:$tmp/$name.scores" 2>"$tmp/$name.log"
   echo $? >"$tmp/$name.rc"
 }
-# Messages without the command line and the backend line.
-msgs() { sed -e 1d -e "/:galign_aligner_new()/d" -e "/:galign_align_batch().*GPU service not usable/d" -e "/:make_acc()/d" "$1" | sed 's/^\([A-Z]*\) ([^)]*) /\1 /'; }
+# Messages without the command line and the backend lines (the device choice
+# on a host of several GPUs included).
+msgs() { sed -e 1d -e "/:galign_aligner_new()/d" -e "/:galign_align_batch().*GPU service not usable/d" -e "/:make_acc()/d" -e "/:pick_device()/d" "$1" | sed 's/^\([A-Z]*\) ([^)]*) /\1 /'; }
 same_run() {  # A B: outputs, exit codes and messages identical
   cmp -s "$tmp/$1.ali" "$tmp/$2.ali" || fail "$1 vs $2: alignments differ"
   cmp -s "$tmp/$1.scores" "$tmp/$2.scores" || fail "$1 vs $2: scores differ"

@@ -1,6 +1,7 @@
 /* The settings table (base/sys/settings.h): earlier names, parsing and its
  * warnings, overrides, test hooks. Each test runs in a forked child, so the
  * table is read fresh from the environment each test sets first. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,13 @@ START_TEST(read_once_and_override) {
   ck_assert_str_eq(kio_setting_str(KIO_SET_SERVICE), "no");
   kio_setting_override(KIO_SET_SERVICE, NULL);
   ck_assert_ptr_null(kio_setting_str(KIO_SET_SERVICE));
+  /* the value is ours: the caller's buffer may change or go away */
+  char buf[64];
+  snprintf(buf, sizeof buf, "%s", "/some/lib/libcublas.so.13");
+  kio_setting_override(KIO_SET_CUBLAS, buf);
+  snprintf(buf, sizeof buf, "%s", "ark:gunzip -c x.gz|");
+  ck_assert_str_eq(kio_setting_str(KIO_SET_CUBLAS), "/some/lib/libcublas.so.13");
+  kio_setting_override(KIO_SET_CUBLAS, NULL);
 }
 END_TEST
 
