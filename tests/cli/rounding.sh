@@ -63,6 +63,9 @@ for core in Prescott Nehalem Sandybridge Haswell SkylakeX Cooperlake SapphireRap
   (PATH=$kpath OPENBLAS_VERBOSE=2 gmm-acc-stats-ali "$2" "$3" "$4" "$tmp/k.$1.acc" 2>"$tmp/k.log") \
     2>/dev/null  # quiet about SIGILL
   rc=$?
+  if [ $rc = 255 ]; then  # Kaldi's own error exit, not a signal
+    fail "core $core: Kaldi's gmm-acc-stats-ali failed: $(grep -m1 -E '^(ERROR|.*error)' "$tmp/k.log")"; continue
+  fi
   if [ $rc -ge 128 ]; then echo "rounding: core $core: this CPU cannot run it (signal $((rc - 128)))"; continue; fi
   [ $rc = 0 ] || { fail "$core: Kaldi's gmm-acc-stats-ali exit $rc"; continue; }
   got=$(sed -n 's/^Core: //p' "$tmp/k.log" | head -1)
