@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/sys/cpu-share.h"
 #include "base/sys/log.h"
 #include "base/sys/settings.h"
 #include "cuda-util.h"
@@ -70,6 +71,7 @@ int kio_gpu_parse_bytes(const char *s, size_t total, size_t *out) {
 }
 
 static char *job_memory_opt; /* --gpu-memory */
+static int test_instances;   /* kio_gpu_set_instances_for_tests (0: the real count) */
 
 int kio_gpu_set_job_memory(const char *spec) {
   if (!spec || !*spec) return KIO_OK;
@@ -102,13 +104,16 @@ static size_t budget_of(const char *spec, const char *name, size_t total, size_t
  * ~600,000 frames (1.7 h of speech, ~2,000 utterances): enough utterances
  * to keep the one-thread-per-utterance decoder busy. A small device keeps
  * 7/8 for others. */
-size_t kio_gpu_job_budget(size_t total) {
+static size_t budget_default(size_t total, size_t alone) {
   size_t def = 2 * GIB;
   if (total && def > total / 8) def = total / 8;
   if (def < 64 * MIB) def = 64 * MIB;
+  if (alone > def) def = alone;
   const char *spec = job_memory_opt ? job_memory_opt : kio_setting_str(KIO_SET_GPU_MEMORY);
   return budget_of(spec, job_memory_opt ? "--gpu-memory" : "KALDI_GPU_MEMORY", total, def);
 }
+
+size_t kio_gpu_job_budget(size_t total) { return budget_default(total, 0); }
 
 /* 12 GiB: 8 jobs' batches of 1.5 GiB at once, and with the context and the
  * pool's slack under 16 GB on an H100/H200 (3/4 of the card left to
@@ -126,7 +131,7 @@ double kio_gpu_wait_limit(void) {
 }
 
 size_t kio_gpu_share(const kio_gpu *g, kio_gpu_part part) {
-  size_t total = kio_gpu_total(g), job = kio_gpu_job_budget(total);
+  size_t total = kio_gpu_total(g), job = kio_gpu_job_budget_on(g);
   if (kio_gpu_is_service(g)) {
     size_t per = kio_gpu_service_budget(total) / 8;
     if (per < job) job = per;
@@ -152,6 +157,7 @@ struct kio_gpu {
   int dev, service;
   char desc[160];
   size_t total;
+  size_t alone;         /* a job alone on the device: its default budget (else 0) */
   pthread_mutex_t mu;
   size_t held, held_peak;
   int told;             /* the job's one LOG line about memory was printed */
@@ -161,6 +167,18 @@ static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
 static kio_gpu *job_gpu;
 static __thread kio_gpu *t_gpu;
 
+/* A job's own device is the job's alone when no other process holds more
+ * than 1/16 of it and no other copy of this program runs (the nj jobs of a
+ * recipe start together and see each other); its default budget is then
+ * 1/4 of the device (an H200: 35 GB instead of 2 GiB), so one big job's
+ * batches are not cut to a shared device's size. Anyone arriving later
+ * still finds 3/4 of the device. */
+static size_t alone_budget(size_t free_b, size_t total) {
+  if (!total || free_b < total - total / 16) return 0;
+  int n = test_instances > 0 ? test_instances : kio_cpu_instances();
+  return n == 1 ? total / 4 : 0;
+}
+
 static kio_gpu *gpu_new(int dev, const char *desc, int service) {
   kio_gpu *g = calloc(1, sizeof *g);
   if (!g) { KIO_ERROR("Out of memory"); return NULL; }
@@ -169,11 +187,21 @@ static kio_gpu *gpu_new(int dev, const char *desc, int service) {
   snprintf(g->desc, sizeof g->desc, "%s", desc);
   size_t fb = 0, tb = 0;
   if (be->mem_info(dev, &fb, &tb) == 0) g->total = tb;
+  if (!service) g->alone = alone_budget(fb, tb);
   pthread_mutex_init(&g->mu, NULL);
+  size_t budget = service ? kio_gpu_service_budget(g->total) : kio_gpu_job_budget_on(g);
+  if (!service)
+    KIO_VLOG(1, "Device memory of this job: budget %.1f MiB (%s)", budget / (double)MIB,
+             g->alone ? "alone on the device" : "the device is shared");
   /* Freed memory stays in the pool for reuse up to the budget; above it the
    * pool gives memory back at the next synchronisation. */
-  be->keep(dev, service ? kio_gpu_service_budget(g->total) : kio_gpu_job_budget(g->total));
+  be->keep(dev, budget);
   return g;
+}
+
+size_t kio_gpu_job_budget_on(const kio_gpu *g) {
+  if (!g) return kio_gpu_job_budget(0);
+  return budget_default(g->total, g->service ? 0 : g->alone);
 }
 
 int kio_gpu_job(kio_gpu **out, int wait) {
@@ -264,6 +292,8 @@ size_t kio_gpu_held_peak(const kio_gpu *g) {
 void kio_gpu_trim(kio_gpu *g) {
   if (g) be->trim(g->dev);
 }
+
+void kio_gpu_set_instances_for_tests(int n) { test_instances = n; }
 
 void kio_gpu_reset_for_tests(void) {
   pthread_mutex_lock(&job_mu);

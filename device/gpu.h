@@ -22,7 +22,10 @@
  *
  * Budgets (bytes; docs/gpu-memory.md says why these defaults):
  *   job      --gpu-memory or KALDI_GPU_MEMORY: all of one job's device
- *            objects together; default 2 GiB, at most 1/8 of the device.
+ *            objects together; default 2 GiB, at most 1/8 of the device;
+ *            a job alone on its own device (no other process holding more
+ *            than 1/16 of it, no other copy of the program running when
+ *            the device is chosen): 1/4 of the device.
  *   service  KALDI_GPU_SERVICE_MEMORY: all the service's jobs on one device
  *            together; default 12 GiB, at most 1/4 of the device, and at
  *            most what was free when the service started.
@@ -54,14 +57,18 @@ int kio_gpu_parse_bytes(const char *s, size_t total, size_t *out);
  * KIO_ERR (logged, naming the option) if it does not parse. NULL or "": no
  * change. */
 int kio_gpu_set_job_memory(const char *spec);
-/* The job budget and the service budget on a device of total bytes. */
+/* The job budget (of a job sharing its device) and the service budget on a
+ * device of total bytes. */
 size_t kio_gpu_job_budget(size_t total);
+struct kio_gpu;
+/* The job budget on g: as kio_gpu_job_budget, or the larger default of a
+ * job alone on its device (gpu.h's header). */
+size_t kio_gpu_job_budget_on(const struct kio_gpu *g);
 size_t kio_gpu_service_budget(size_t total);
 /* Seconds a wait for device memory or a device may last (KALDI_GPU_WAIT,
  * default 300). */
 double kio_gpu_wait_limit(void);
 
-struct kio_gpu;
 /* The parts of a job that hold device memory, each with an account. */
 typedef enum { KIO_GPU_PART_ALIGN, KIO_GPU_PART_ACC, KIO_GPU_PART_FEATS } kio_gpu_part;
 /* A part's limit on device g. On a job's own device, shares of the job
@@ -220,6 +227,9 @@ typedef struct {
 void kio_gpu_set_backend(const kio_gpu_backend *b);
 /* Forgets the process's device (tests of the device choice). */
 void kio_gpu_reset_for_tests(void);
+/* Running copies of this program as the device layer sees them (tests of
+ * the budget of a job alone; 0: the real count). */
+void kio_gpu_set_instances_for_tests(int n);
 
 #ifdef __cplusplus
 }

@@ -427,8 +427,19 @@ int gacc_gpu_wait(gacc_acc *a) {
   a->inflight = NULL;
   a->started = a->finished = 0;
   pthread_mutex_unlock(&a->mu);
+  gacc_utt_result *res = a->pending_res;
+  a->pending_res = NULL;
+  if (j->src == a->borrow) {  /* gacc_gpu_batch_start: the caller's matrices again */
+    j->use_mats = 0;
+    j->src = NULL;
+  }
   kio_log_replay(&j->log);
   if (j->status != KIO_OK) return KIO_ERR;
+  if (res)
+    for (int i = 0; i < j->n; i++) {
+      res[i].like = j->like[i];
+      res[i].frames = j->rows[i];
+    }
   collect(a, j);
   return KIO_OK;
 }
@@ -453,6 +464,18 @@ int gacc_gpu_batch_async(gacc_acc *a, int n, const gacc_utt *utts) {
   if (gacc_gpu_wait(a) != KIO_OK) return KIO_ERR;
   if (check_all(a, n, utts) != KIO_OK) return KIO_ERR;
   if (why != STAGED) return stage_error(why, n, utts);
+  return submit(a, j);
+}
+
+int gacc_gpu_batch_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
+  /* The caller's matrices are borrowed until gacc_gpu_wait (its batch stays
+   * untouched until then), so its thread reads the next batch meanwhile. */
+  if (gacc_gpu_wait(a) != KIO_OK) return KIO_ERR;
+  if (check_all(a, n, utts) != KIO_OK) return KIO_ERR;
+  gacc_job *j = &a->job[a->next];
+  int why = stage_borrow(a, j, n, utts);
+  if (why != STAGED) return stage_error(why, n, utts);
+  a->pending_res = res;
   return submit(a, j);
 }
 

@@ -206,6 +206,7 @@ int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
 int gacc_accumulate_batch_start(gacc_acc *a, int n, const gacc_utt *utts,
                                 gacc_utt_result *res) {
   if (a->remote) return gacc_remote_start(a, n, utts, res);
+  if (a->is_gpu && n > 0) return gacc_gpu_batch_start(a, n, utts, res);
   return gacc_accumulate_batch(a, n, utts, res);
 }
 

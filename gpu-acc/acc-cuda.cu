@@ -11,9 +11,11 @@
  *   3. softmax per frame (one thread per frame, ascending m, glibc's expf
  *      algorithm), counts the frame's transition-id;
  *   4. writes the posteriors to global memory (sorted frame order).
- * Then one block per pdf of the batch (gacc_stats_kernel): each thread owns
- * one (component, dim) cell (or one occupancy) and adds post * x and
- * post * x^2 frame after frame, in frame order, to the running double sum,
+ * Then the statistics (gacc_cells_kernel): each thread owns one (component,
+ * dim) cell (or one occupancy) of a pdf and adds post * x and post * x^2
+ * frame after frame, in frame order, to the running double sum; a pdf's
+ * cells are spread over blocks of GACC_CELLS, so the pdf with the most
+ * frames (silence) runs on many SMs instead of one,
  * fused or not as the CPU path's OpenBLAS profile says (acc-cpu-fast.c; the
  * log-likelihood tails too): the same operations in the same order as the
  * CPU path, so the statistics are bit-identical to it (no atomics but the
@@ -53,6 +55,8 @@ static float *gacc_emu_shared;
     gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
     GALIGN_LAUNCH(gacc_stats_kernel, (grid), 1, (stream), __VA_ARGS__);      \
   } while (0)
+#define GACC_LAUNCH_CELLS(grid, stream, ...)                                   \
+  GALIGN_LAUNCH(gacc_cells_kernel, (grid), 1, (stream), __VA_ARGS__)
 static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }
 #else
 #define GACC_DYN_SHARED(name) extern __shared__ float name[]
@@ -60,12 +64,16 @@ static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v;
   gacc_chunk_kernel<<<(grid), GACC_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
 #define GACC_LAUNCH_STATS(grid, shmem, stream, ...)                            \
   gacc_stats_kernel<<<(grid), GACC_STATS_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
+#define GACC_LAUNCH_CELLS(grid, stream, ...)                                   \
+  gacc_cells_kernel<<<(grid), GACC_CELLS, 0, (stream)>>>(__VA_ARGS__)
 #endif
 
 enum { GACC_THREADS = 256, GACC_MAX_CHUNK = 64, GACC_SHMEM = 44 * 1024 };
 /* stats kernel: a pdf has M * (D + 1) cells (up to ~1600 for tri models),
  * each a serial loop over the pdf's frames: many threads per block */
 enum { GACC_STATS_THREADS = 512 };
+/* cells kernel: cells of one pdf per block (one per thread on a GPU) */
+enum { GACC_CELLS = 128 };
 
 #define GACC_RING_N 4
 #define GACC_RING_BYTES ((size_t)8 << 20)
@@ -96,6 +104,9 @@ struct gacc_cuda {
   int32_t *h_order, *h_count;  /* h_order, h_chunks: page-locked */
   int4 *h_chunks;
   int4 *h_ranges, *d_ranges;   /* num_pdfs: (pdf, start, frames) of the batch's pdfs */
+  int4 *h_cblocks, *d_cblocks; /* (pdf, start, frames, first cell) per cells block */
+  size_t cap_cblocks;          /* num_pdfs x the most blocks a pdf needs */
+  int tiled;                   /* KALDI_GPU_DEV_ACC_STATS=tiled: the per-pdf kernel */
   float *d_gam;                /* cap_frames x max_comp posteriors, sorted frames */
   int prof;                    /* the rounding profile (kio_blas_profile()) */
   /* page-locked staging ring for features given as matrices */
@@ -236,6 +247,99 @@ __global__ void gacc_stats_kernel(const int4 *__restrict__ ranges,
   }
 }
 
+/* The same sums, GACC_CELLS cells of one pdf per block: blocks[b] = (pdf,
+ * first sorted frame, frames, first cell), cells numbered as in
+ * gacc_stats_kernel (m * D + d for the means and variances, then M * D + m
+ * for the occupancies). A thread reads its frames' feature and posterior
+ * straight from global memory (a warp's cells are neighbouring dims of one
+ * or two components: coalesced feature rows, broadcast posteriors), the
+ * loads of GACC_UNROLL frames issued ahead of their adds, which stay in
+ * frame order: no shared memory, no barrier. The pdf with the most frames
+ * thus runs on M * (D + 1) / GACC_CELLS SMs at once, each add waiting only
+ * for the previous one of its cell. */
+enum { GACC_UNROLL = 8 };
+__global__ void gacc_cells_kernel(const int4 *__restrict__ blocks,
+                                  const int32_t *__restrict__ order,
+                                  const float *__restrict__ feats,
+                                  const float *__restrict__ gam, int maxc,
+                                  const int32_t *__restrict__ pdf_offset, int D, int prof,
+                                  double *occ, double *mean, double *var) {
+  const int4 b = blocks[blockIdx.x];
+  const int pdf = b.x, start = b.y, len = b.z;
+  const int g0 = pdf_offset[pdf], M = pdf_offset[pdf + 1] - g0, MD = M * D;
+  const int fuse_to = kio_blas_daxpy_fused(prof, D);
+  int n = MD + M - b.w;
+  if (n > GACC_CELLS) n = GACC_CELLS;
+  for (int c = threadIdx.x; c < n; c += blockDim.x) {
+    const int i = b.w + c;
+    if (i < MD) {
+      const int m = i / D, d = i - m * D;
+      const size_t cell = (size_t)g0 * D + i;
+      const int fused = d < fuse_to;
+      double sm = mean[cell], sv = var[cell];
+      const float *gp = gam + (size_t)start * maxc + m;
+      const int32_t *op = order + start;
+      int f = 0;
+      for (; f + GACC_UNROLL <= len; f += GACC_UNROLL) {
+        float gv[GACC_UNROLL], xv[GACC_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GACC_UNROLL; u++) {
+          gv[u] = gp[(size_t)(f + u) * maxc];
+          xv[u] = feats[(size_t)op[f + u] * D + d];
+        }
+#pragma unroll
+        for (int u = 0; u < GACC_UNROLL; u++) {
+          const double gm = (double)gv[u], xd = (double)xv[u];
+          if (gm != 0.0) {
+            const double q = xd * xd;
+            sm = fma(gm, xd, sm);
+            if (fused) {
+              sv = fma(gm, q, sv);
+            } else {
+              double p = gm * q;
+              sv = sv + p;
+            }
+          }
+        }
+      }
+      for (; f < len; f++) {
+        const double gm = (double)gp[(size_t)f * maxc];
+        const double xd = (double)feats[(size_t)op[f] * D + d];
+        if (gm != 0.0) {
+          const double q = xd * xd;
+          sm = fma(gm, xd, sm);
+          if (fused) {
+            sv = fma(gm, q, sv);
+          } else {
+            double p = gm * q;
+            sv = sv + p;
+          }
+        }
+      }
+      mean[cell] = sm;
+      var[cell] = sv;
+    } else {
+      const int m = i - MD;
+      const float *gp = gam + (size_t)start * maxc + m;
+      double so = occ[g0 + m];
+      int f = 0;
+      for (; f + GACC_UNROLL <= len; f += GACC_UNROLL) {
+        float gv[GACC_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GACC_UNROLL; u++) gv[u] = gp[(size_t)(f + u) * maxc];
+#pragma unroll
+        for (int u = 0; u < GACC_UNROLL; u++)
+          if (gv[u] != 0.0f) so = so + (double)gv[u];
+      }
+      for (; f < len; f++) {
+        const double gm = (double)gp[(size_t)f * maxc];
+        if (gm != 0.0) so = so + gm;
+      }
+      occ[g0 + m] = so;
+    }
+  }
+}
+
 template <typename T>
 static int dev_alloc(gacc_cuda *c, T **p, size_t n) {
   *p = NULL;
@@ -259,7 +363,7 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
              "staging %.4f s, waiting for the device %.4f s, fetching statistics %.4f s",
              c->n_batches, c->n_frames, c->t_new, c->t_sort, c->t_stage, c->t_wait, c->t_fetch);
   void *dev[] = { c->d_pdf_offset, c->d_gconst, c->d_mi, c->d_iv, c->d_tacc,
-                  c->d_occ, c->d_mean, c->d_var, c->d_ranges };
+                  c->d_occ, c->d_mean, c->d_var, c->d_ranges, c->d_cblocks };
   if (c->gpu) kio_gpu_bind(c->gpu);
   if (c->has_stream) cudaStreamSynchronize(c->stream);
   free_batch(c);
@@ -274,6 +378,7 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
   free(c->h_count);
   kio_cuda_host_free(c->h_chunks, c->stream);
   kio_cuda_host_free(c->h_ranges, c->stream);
+  kio_cuda_host_free(c->h_cblocks, c->stream);
   if (c->has_stream) cudaStreamSynchronize(c->stream);
   if (c->has_stream) cudaStreamDestroy(c->stream);  /* last: the frees above use it */
   cudaGetLastError();
@@ -404,9 +509,17 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
   }
   c->has_stream = 1;
   c->prof = kio_blas_profile();
+  /* $KALDI_GPU_DEV_ACC_STATS=tiled: the statistics by gacc_stats_kernel (one
+   * block per pdf), for measuring; the same bits either way */
+  static const char *const kinds[] = {"cells", "tiled", NULL};
+  c->tiled = kio_setting_choice(KIO_SET_DEV_ACC_STATS, kinds, 0) == 1;
   size_t np = (size_t)(c->num_pdfs > 0 ? c->num_pdfs : 1);
+  c->cap_cblocks = np * (((size_t)c->max_comp * ((size_t)c->dim + 1) + GACC_CELLS - 1) / GACC_CELLS);
+  if (c->cap_cblocks < 1) c->cap_cblocks = 1;
   if (kio_cuda_host_alloc((void **)&c->h_ranges, sizeof(int4) * np) != KIO_OK ||  /* logs */
-      dev_alloc(c, &c->d_ranges, np) != KIO_OK || upload_model(c, am) != KIO_OK ||
+      kio_cuda_host_alloc((void **)&c->h_cblocks, sizeof(int4) * c->cap_cblocks) != KIO_OK ||
+      dev_alloc(c, &c->d_ranges, np) != KIO_OK ||
+      dev_alloc(c, &c->d_cblocks, c->cap_cblocks) != KIO_OK || upload_model(c, am) != KIO_OK ||
       alloc_stats(c) != KIO_OK) {
     gacc_cuda_free(c);
     return KIO_ERR;
@@ -537,9 +650,17 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
     }
   }
   unsigned n_ranges = 0;
-  for (int32_t j = 0; j < c->num_pdfs; j++)
-    if (c->h_count[j + 1] > c->h_count[j])
-      c->h_ranges[n_ranges++] = make_int4(j, c->h_count[j], c->h_count[j + 1] - c->h_count[j], 0);
+  size_t n_cblocks = 0;
+  for (int32_t j = 0; j < c->num_pdfs; j++) {
+    const int32_t s0 = c->h_count[j], len = c->h_count[j + 1] - s0;
+    if (len <= 0) continue;
+    if (c->tiled) {
+      c->h_ranges[n_ranges++] = make_int4(j, s0, len, 0);
+      continue;
+    }
+    const int32_t cells = (c->h_pdf_offset[j + 1] - c->h_pdf_offset[j]) * (c->dim + 1);
+    for (int32_t c0 = 0; c0 < cells; c0 += GACC_CELLS) c->h_cblocks[n_cblocks++] = make_int4(j, s0, len, c0);
+  }
   for (int32_t t = 0; t < n_frames; t++) c->h_order[c->h_count[pdf[t]]++] = t;
 
   size_t D = (size_t)c->dim;
@@ -557,17 +678,29 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                                cudaMemcpyHostToDevice, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_chunks, c->h_chunks, sizeof(int4) * n_chunks,
                                cudaMemcpyHostToDevice, st));
-  KIO_CUDA_TRY(cudaMemcpyAsync(c->d_ranges, c->h_ranges, sizeof(int4) * n_ranges,
-                               cudaMemcpyHostToDevice, st));
+  if (n_ranges)
+    KIO_CUDA_TRY(cudaMemcpyAsync(c->d_ranges, c->h_ranges, sizeof(int4) * n_ranges,
+                                 cudaMemcpyHostToDevice, st));
+  if (n_cblocks)
+    KIO_CUDA_TRY(cudaMemcpyAsync(c->d_cblocks, c->h_cblocks, sizeof(int4) * n_cblocks,
+                                 cudaMemcpyHostToDevice, st));
   GACC_LAUNCH_CHUNKS((unsigned)n_chunks, c->shmem, st,
       c->d_chunks, c->d_order, c->d_feats, c->d_tid, c->d_pdf_offset, c->d_gconst,
       c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->prof, c->max_comp, c->d_tacc,
       c->d_gam, c->d_mx, c->d_sum);
   KIO_CUDA_LAUNCHED();
-  GACC_LAUNCH_STATS(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,
-                    c->d_gam, c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->stats_tile,
-                    c->d_occ, c->d_mean, c->d_var);
-  KIO_CUDA_LAUNCHED();
+  if (n_ranges) {
+    GACC_LAUNCH_STATS(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,
+                      c->d_gam, c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->stats_tile,
+                      c->d_occ, c->d_mean, c->d_var);
+    KIO_CUDA_LAUNCHED();
+  }
+  if (n_cblocks) {
+    GACC_LAUNCH_CELLS((unsigned)n_cblocks, st, c->d_cblocks, c->d_order, c->d_feats, c->d_gam,
+                      c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->d_occ, c->d_mean,
+                      c->d_var);
+    KIO_CUDA_LAUNCHED();
+  }
   KIO_CUDA_TRY(cudaMemcpyAsync(mx, c->d_mx, sizeof(float) * (size_t)n_frames,
                                cudaMemcpyDeviceToHost, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(sum, c->d_sum, sizeof(float) * (size_t)n_frames,

@@ -120,6 +120,7 @@ struct gacc_acc {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   gacc_job *inflight;  /* handed to the worker, not yet collected */
+  gacc_utt_result *pending_res; /* gacc_gpu_batch_start's: filled by gacc_gpu_wait */
 };
 
 /* acc-cpu.c */
@@ -138,6 +139,9 @@ int gacc_accumulate_frames_cpu(gacc_acc *a, const gacc_utt *u, int32_t t0, float
 int gacc_gpu_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
 int gacc_gpu_batch_async(gacc_acc *a, int n, const gacc_utt *utts);
 int gacc_gpu_batch_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats);
+/* gacc_accumulate_batch_start on the job's own device: returns once the
+ * worker has the batch; gacc_gpu_wait fills res. */
+int gacc_gpu_batch_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
 int gacc_gpu_wait(gacc_acc *a);
 void gacc_gpu_free(gacc_acc *a);  /* joins the worker, frees the staging */
 

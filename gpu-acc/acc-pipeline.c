@@ -20,7 +20,7 @@
 enum { LINE_NO_ALI = 79, LINE_WRONG_SIZE = 86, LINE_PROCESSED = 105,
        LINE_DONE = 112, LINE_OVERALL = 115, LINE_WRITTEN = 123 };
 
-/* GPU batches: utterances copied from the readers, accumulated together. */
+/* GPU batches: utterances taken from the readers, accumulated together. */
 enum { MAX_BATCH_UTTS = 512, MAX_BATCH_FRAMES = 200000 };
 
 /* One entry of the feature table in reading order: an utterance to
@@ -30,7 +30,7 @@ typedef struct {
   enum { ITEM_UTT, ITEM_NO_ALI, ITEM_WRONG_SIZE } kind;
   char *key;
   int32_t ali_len, rows;   /* ITEM_WRONG_SIZE */
-  kio_matrix feats;        /* ITEM_UTT: copy of the features */
+  kio_matrix feats;        /* ITEM_UTT: the features (taken from the reader) */
   int32_t *ali; size_t ali_cap;
 } item;
 
@@ -82,9 +82,10 @@ static void batch_free(batch *b) {
   memset(b, 0, sizeof *b);
 }
 
-/* Hands the batch's utterances to the accumulator. On the GPU service this
- * returns once they are sent: the service works while the next batch is
- * read, and batch_finish collects the results. */
+/* Hands the batch's utterances to the accumulator. On the GPU (the service
+ * or the job's own device) this returns once they are sent or handed to the
+ * accumulator's worker: the device works while the next batch is read, and
+ * batch_finish collects the results. */
 static int batch_start(state *st, batch *b) {
   int nu = 0;
   if (b->n > 0) {
@@ -157,9 +158,7 @@ static int flush_batch(state *st, batch *b) {
   return batch_start(st, b) == KIO_OK && batch_finish(st, b) == KIO_OK ? KIO_OK : KIO_ERR;
 }
 
-static int copy_utt(item *it, const kio_matrix *m, const kio_int_vec *ali) {
-  if (kio_matrix_resize(&it->feats, m->rows, m->cols) != KIO_OK) return KIO_ERR;
-  memcpy(it->feats.data, m->data, sizeof(float) * (size_t)m->rows * (size_t)m->cols);
+static int copy_ali(item *it, const kio_int_vec *ali) {
   if ((size_t)ali->n > it->ali_cap) {
     int32_t *a = realloc(it->ali, sizeof(int32_t) * (size_t)ali->n);
     if (!a) return KIO_ERR;
@@ -290,8 +289,9 @@ static int run(state *st, const kio_tmodel *tm, const kio_am_gmm *am, galign_use
       it->kind = ITEM_NO_ALI;
       st->num_err++;
     } else {
-      const kio_matrix *m = kio_seq_value(feats);
-      if (!m) return KIO_ERR;
+      /* the reader's matrix taken (its buffer swapped with the item's): no copy */
+      if (kio_seq_take(feats, &it->feats) != KIO_OK) return KIO_ERR;
+      const kio_matrix *m = &it->feats;
       const kio_int_vec *ali = kio_ra_value(alis, key);
       if (!ali) return KIO_ERR;
       if (ali->n != m->rows) {
@@ -311,7 +311,7 @@ static int run(state *st, const kio_tmodel *tm, const kio_am_gmm *am, galign_use
         return KIO_ERR;
       } else {
         it->kind = ITEM_UTT;
-        if (copy_utt(it, m, ali) != KIO_OK) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+        if (copy_ali(it, ali) != KIO_OK) { KIO_ERROR("Out of memory"); return KIO_ERR; }
         b->frames += (size_t)m->rows;
       }
     }

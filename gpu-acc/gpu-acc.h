@@ -105,10 +105,11 @@ void gacc_free(gacc_acc *a);
 int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
                           gacc_utt_result *res);
 
-/* As gacc_accumulate_batch, but on the GPU service it returns once the batch
- * is sent: res[] is filled (and an error of the batch reported) by the next
- * entry of the accumulator or gacc_wait, so res, utts and their data must
- * stay valid until then. Other backends finish before returning. */
+/* As gacc_accumulate_batch, but on the GPU (the service, or the job's own
+ * device) it returns once the batch is sent or handed to the worker: res[]
+ * is filled (and an error of the batch reported) by the next entry of the
+ * accumulator or gacc_wait, so res, utts and their data must stay valid
+ * until then. The CPU backend finishes before returning. */
 int gacc_accumulate_batch_start(gacc_acc *a, int n, const gacc_utt *utts,
                                 gacc_utt_result *res);
 

@@ -225,10 +225,20 @@ void gsvc_mem_job_acc(struct gacc_acc *a) {
   close_account(acct);
 }
 
+size_t gsvc_mem_want(size_t share, size_t capacity, int conns, int acc) {
+  size_t even = capacity / (size_t)((conns > 1 ? conns : 1) + 1);
+  if (acc) even /= 8;
+  return even > share ? even : share;
+}
+
 static void begin(int k, kio_gpu_acct *acct, kio_gpu_part part) {
   t_grant = 0;
   if (!acct || k < 0 || k >= MAX_DEV || !dm[k].pool) return;
-  size_t want = kio_gpu_share(dm[k].gpu, part);
+  pthread_mutex_lock(&dm_mu);
+  int conns = dm[k].conns;
+  pthread_mutex_unlock(&dm_mu);
+  size_t want = gsvc_mem_want(kio_gpu_share(dm[k].gpu, part), dm[k].pool->capacity, conns,
+                              part == KIO_GPU_PART_ACC);
   t_grant = gsvc_mem_pool_admit(dm[k].pool, want, want / 8);
   size_t base = kio_gpu_acct_live(acct);
   kio_gpu_acct_set_limit(acct, base + t_grant);

@@ -6,7 +6,8 @@
  * Each device has a capacity: the service budget (KALDI_GPU_SERVICE_MEMORY,
  * device/gpu.h), at most 7/8 of what was free when the service started less
  * 512 MiB (another process may hold the rest: a training on the same GPU).
- * A batch asks for its job's limit (kio_gpu_share); it is admitted when
+ * A batch asks for its job's limit (kio_gpu_share; more when few jobs use
+ * the device, gsvc_mem_want); it is admitted when
  * that fits beside the grants of the running batches and what the service
  * holds outside them (every connection's model), in arrival order, so
  * a job waits its turn instead of failing. A waiting batch that is first in
@@ -70,6 +71,13 @@ size_t gsvc_mem_pool_admit(gsvc_mem_pool *p, size_t want, size_t min_grant);
 void gsvc_mem_pool_release(gsvc_mem_pool *p, size_t granted);
 /* Bytes granted now, batches running and waiting. */
 void gsvc_mem_pool_state(gsvc_mem_pool *p, size_t *granted, int *running, int *waiting);
+/* What a batch asks for: its job's limit (share), or with few connections
+ * on the device (conns, this one included) an even part of the capacity,
+ * capacity / (conns + 1) for an aligner, an eighth of that for an
+ * accumulator, if that is more: one job through the service gets the
+ * batches of a job alone on its device, sixteen jobs their limit as
+ * before. */
+size_t gsvc_mem_want(size_t share, size_t capacity, int conns, int acc);
 
 #ifdef __cplusplus
 }

@@ -626,7 +626,10 @@ int gsvc_serve(const gsvc_config *cfg) {
       snprintf(g.dev_desc[d], sizeof g.dev_desc[d], "%s", g.desc);
     }
   } else {
-    kio_cuda_prefer_blocking_sync();  /* leave the cores to the jobs */
+    /* leave the cores to the jobs; KALDI_GPU_DEV_SERVICE_SYNC=spin measures
+     * what the blocking waits cost */
+    static const char *const syncs[] = {"block", "spin", NULL};
+    if (kio_setting_choice(KIO_SET_DEV_SERVICE_SYNC, syncs, 0) == 0) kio_cuda_prefer_blocking_sync();
     start_devices();
   }
   for (int d = 0; d < g.ndev && g.ndev > 1; d++) {

@@ -100,6 +100,11 @@ extern "C" {
     "Initial device decoder tokens per frame")                                             \
   X(DEV_ACC_STREAM_PRIORITY, "KALDI_GPU_DEV_ACC_STREAM_PRIORITY",                          \
     "KIO_GACC_STREAM_PRIORITY", DEV, "high: the accumulator's stream at high priority")    \
+  X(DEV_SERVICE_SYNC, "KALDI_GPU_DEV_SERVICE_SYNC", NULL, DEV,                             \
+    "spin: the GPU service waits for the device spinning, not blocking (measuring)")      \
+  X(DEV_ACC_STATS, "KALDI_GPU_DEV_ACC_STATS", NULL, DEV,                                   \
+    "Device statistics kernel: cells (default: a pdf's cells over many blocks) or tiled "  \
+    "(one block per pdf); the same bits")                                                  \
   X(DEV_GRAPHS_NO_TUNE, "KALDI_GPU_DEV_GRAPHS_NO_TUNE", "TGRAPH_NO_TUNE", DEV,             \
     "1: compile-train-graphs keeps glibc's malloc settings")                               \
   /* ---- test hooks (test builds only) ---- */                                            \

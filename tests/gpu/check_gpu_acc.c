@@ -132,6 +132,33 @@ START_TEST(profiles_gpu_equals_cpu) {
 }
 END_TEST
 
+/* Both statistics kernels (KALDI_GPU_DEV_ACC_STATS: cells, tiled) give the
+ * CPU path's bits, with a batch of every utterance (the silence pdf's
+ * frames over many unrolled steps) and of one. _i: the kernel. */
+START_TEST(kernels_gpu_equals_cpu) {
+  static const char *const kinds[] = {"cells", "tiled"};
+  kio_setting_override(KIO_SET_DEV_ACC_STATS, kinds[_i]);
+  select_gpu();
+  static const char *const m[][3] = {
+    {"models/mono/final.mdl", "ark:noisy/delta.ark", "ark:noisy/mono.ali.ark"},
+    {"models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark"}};
+  static const int batch[] = {1000, 1};
+  for (int k = 0; k < 2; k++)
+    for (int b = 0; b < 2; b++) {
+      gacc_stats c, g;
+      run_info rc, rg;
+      ck_assert_int_eq(run_acc("cpu", m[k][0], m[k][1], m[k][2], 1, &c, &rc), KIO_OK);
+      ck_assert_int_eq(run_acc("gpu", m[k][0], m[k][1], m[k][2], batch[b], &g, &rg), KIO_OK);
+      ck_assert(rc.tot_like == rg.tot_like);
+      ck_assert_msg(stats_identical(&g, &c), "%s kernel, %s, batch %d: GPU stats not "
+                    "bit-identical to the CPU's", kinds[_i], m[k][0], batch[b]);
+      gacc_stats_free(&c);
+      gacc_stats_free(&g);
+    }
+  kio_setting_override(KIO_SET_DEV_ACC_STATS, NULL);
+}
+END_TEST
+
 /* Batch boundaries do not matter (one utterance per batch vs all at once). */
 START_TEST(gpu_batches_agree) {
   select_gpu();
@@ -382,6 +409,7 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, mono4_gpu_equals_cpu);
   tcase_add_test(t, mono8_gpu_equals_cpu);
   tcase_add_loop_test(t, profiles_gpu_equals_cpu, 0, KIO_BLAS_NPROF);
+  tcase_add_loop_test(t, kernels_gpu_equals_cpu, 0, 2);
   tcase_add_test(t, gpu_batches_agree);
   tcase_add_test(t, gpu_bad_tid_is_error);
   tcase_add_test(t, gpu_async_equals_sync);

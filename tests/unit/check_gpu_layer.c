@@ -66,6 +66,7 @@ static const kio_gpu_backend fake = {f_count, f_select, f_bind, f_info, f_alloc,
 static void setup(void) {
   kio_gpu_set_backend(&fake);
   kio_gpu_reset_for_tests();
+  kio_gpu_set_instances_for_tests(2);  /* a recipe's jobs: the shared budgets */
   fake_ndev = 2;
   fake_total = 8 * GIB;
   fake_selects = fake_trims = 0;
@@ -117,6 +118,7 @@ START_TEST(test_shares_add_up) {
   kio_gpu *g;
   ck_assert_int_eq(kio_gpu_job(&g, 0), KIO_OK);
   size_t job = kio_gpu_job_budget(kio_gpu_total(g));
+  ck_assert_uint_eq(kio_gpu_job_budget_on(g), job);
   ck_assert_uint_eq(kio_gpu_share(g, KIO_GPU_PART_ALIGN) + kio_gpu_share(g, KIO_GPU_PART_ACC) +
                         kio_gpu_share(g, KIO_GPU_PART_FEATS),
                     job);
@@ -126,6 +128,69 @@ START_TEST(test_shares_add_up) {
   /* 8 GiB device: service budget 2 GiB, a job's batch 1/8 of it */
   ck_assert_uint_eq(kio_gpu_share(s, KIO_GPU_PART_ALIGN), 256 * MIB);
   ck_assert_uint_eq(kio_gpu_share(s, KIO_GPU_PART_ACC), 32 * MIB);
+}
+END_TEST
+
+/* A job alone on its own device (no other copy of the program, no other
+ * process holding more than 1/16 of it) gets 1/4 of the device; anything
+ * else the shared default; an explicit
+ * budget always wins; the service's devices never count as alone. _i:
+ * 0 alone, 1 another copy running, 2 another process holds 1/8 of the
+ * device, 3 KALDI_GPU_MEMORY set, 4 the service's device. */
+START_TEST(test_budget_alone) {
+  fake_total = 140 * GIB;
+  fake_live = _i == 2 ? fake_total / 8 : 0;
+  kio_gpu_set_instances_for_tests(_i == 1 ? 2 : 1);
+  if (_i == 3) kio_setting_override(KIO_SET_GPU_MEMORY, "3G");
+  kio_gpu *g;
+  if (_i == 4)
+    ck_assert_int_eq(kio_gpu_open_device(&g, 0), KIO_OK);
+  else
+    ck_assert_int_eq(kio_gpu_job(&g, 0), KIO_OK);
+  static const size_t want[] = {35 * GIB, 2 * GIB, 2 * GIB, 3 * GIB, 2 * GIB};
+  ck_assert_uint_eq(kio_gpu_job_budget_on(g), want[_i]);
+  if (_i < 4) {
+    size_t sum = kio_gpu_share(g, KIO_GPU_PART_ALIGN) + kio_gpu_share(g, KIO_GPU_PART_ACC) +
+                 kio_gpu_share(g, KIO_GPU_PART_FEATS);
+    ck_assert_uint_eq(sum, want[_i]);
+  } else {  /* 12 GiB service budget: a job's batch 1.5 GiB, as before */
+    ck_assert_uint_eq(kio_gpu_share(g, KIO_GPU_PART_ALIGN), 1536 * MIB);
+  }
+  fake_live = 0;
+  kio_setting_override(KIO_SET_GPU_MEMORY, NULL);
+}
+END_TEST
+
+/* What a context or a small process holds leaves the job alone; 1/16 of the
+ * device does not. */
+START_TEST(test_budget_alone_small_free) {
+  fake_total = 16 * GIB;
+  fake_live = GIB / 2;  /* a context's worth: still alone */
+  kio_gpu_set_instances_for_tests(1);
+  kio_gpu *g;
+  ck_assert_int_eq(kio_gpu_job(&g, 0), KIO_OK);
+  ck_assert_uint_eq(kio_gpu_job_budget_on(g), 4 * GIB);
+  kio_gpu_reset_for_tests();
+  fake_live = GIB + 1;
+  ck_assert_int_eq(kio_gpu_job(&g, 0), KIO_OK);
+  ck_assert_uint_eq(kio_gpu_job_budget_on(g), 2 * GIB);
+  fake_live = 0;
+}
+END_TEST
+
+/* A batch in the service asks for an even part of the capacity while few
+ * jobs use the device, its job's limit with many. */
+START_TEST(test_service_want) {
+  const size_t cap = 12 * GIB, share = 1536 * MIB;
+  ck_assert_uint_eq(gsvc_mem_want(share, cap, 1, 0), 6 * GIB);
+  ck_assert_uint_eq(gsvc_mem_want(share, cap, 0, 0), 6 * GIB);
+  ck_assert_uint_eq(gsvc_mem_want(share, cap, 2, 0), 4 * GIB);
+  ck_assert_uint_eq(gsvc_mem_want(share / 8, cap, 2, 1), 512 * MIB);
+  ck_assert_uint_eq(gsvc_mem_want(share, cap, 16, 0), share);
+  ck_assert_uint_eq(gsvc_mem_want(share / 8, cap, 16, 1), share / 8);
+  /* sixteen jobs' batches together stay within the capacity (each asks for
+   * its limit; the admission grants in turn) */
+  ck_assert(8 * gsvc_mem_want(share, cap, 16, 0) <= cap);
 }
 END_TEST
 
@@ -524,6 +589,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_modes_and_bytes);
   tcase_add_test(tc, test_budget_defaults);
   tcase_add_test(tc, test_shares_add_up);
+  tcase_add_loop_test(tc, test_budget_alone, 0, 5);
+  tcase_add_test(tc, test_budget_alone_small_free);
+  tcase_add_test(tc, test_service_want);
   tcase_add_test(tc, test_one_device_per_job);
   tcase_add_test(tc, test_accounts);
   tcase_add_test(tc, test_account_threads);
