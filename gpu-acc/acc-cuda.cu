@@ -99,6 +99,7 @@ struct gacc_cuda {
   /* batch buffers, grown as needed */
   size_t cap_frames, cap_chunks;
   float *d_feats, *d_mx, *d_sum;
+  float *d_xsort;         /* the features in sorted-frame order (chunk kernel) */
   int32_t *d_tid, *d_order;
   int4 *d_chunks;
   int32_t *h_order, *h_count;  /* h_order, h_chunks: page-locked */
@@ -131,7 +132,7 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
                                   const float *__restrict__ iv,
                                   int D, int chunk_cap, int prof, int maxc,
                                   double *tacc, float *gam_out, float *mx_out,
-                                  float *sum_out) {
+                                  float *sum_out, float *xs_out) {
   GACC_DYN_SHARED(sh);
   const int4 ch = chunks[blockIdx.x];
   const int pdf = ch.x, start = ch.y, len = ch.z;
@@ -145,6 +146,7 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
     float v = feats[(size_t)order[start + f] * D + d];
     xs[i] = v;
     x2[i] = v * v;
+    xs_out[(size_t)start * D + i] = v;  /* the statistics read these rows in order */
   }
   __syncthreads();
 
@@ -250,17 +252,31 @@ __global__ void gacc_stats_kernel(const int4 *__restrict__ ranges,
 /* The same sums, GACC_CELLS cells of one pdf per block: blocks[b] = (pdf,
  * first sorted frame, frames, first cell), cells numbered as in
  * gacc_stats_kernel (m * D + d for the means and variances, then M * D + m
- * for the occupancies). A thread reads its frames' feature and posterior
+ * for the occupancies). A thread reads its frames' feature (xs: the rows
+ * in sorted-frame order, written by the chunk kernel) and posterior
  * straight from global memory (a warp's cells are neighbouring dims of one
- * or two components: coalesced feature rows, broadcast posteriors), the
- * loads of GACC_UNROLL frames issued ahead of their adds, which stay in
- * frame order: no shared memory, no barrier. The pdf with the most frames
- * thus runs on M * (D + 1) / GACC_CELLS SMs at once, each add waiting only
- * for the previous one of its cell. */
-enum { GACC_UNROLL = 8 };
+ * or two components: coalesced rows, broadcast posteriors), the loads of
+ * the next GACC_UNROLL frames issued before the adds of these, which stay
+ * in frame order: no shared memory, no barrier. The pdf with the most
+ * frames thus runs on M * (D + 1) / GACC_CELLS SMs at once, each add
+ * waiting only for the previous one of its cell. */
+enum { GACC_UNROLL = 16 };
+__device__ static __forceinline__ void gacc_cell_add(double gm, double xd, int fused, double &sm,
+                                                     double &sv) {
+  if (gm != 0.0) {
+    const double q = xd * xd;
+    sm = fma(gm, xd, sm);
+    if (fused) {
+      sv = fma(gm, q, sv);
+    } else {
+      double p = gm * q;
+      sv = sv + p;
+    }
+  }
+}
+
 __global__ void gacc_cells_kernel(const int4 *__restrict__ blocks,
-                                  const int32_t *__restrict__ order,
-                                  const float *__restrict__ feats,
+                                  const float *__restrict__ xs,
                                   const float *__restrict__ gam, int maxc,
                                   const int32_t *__restrict__ pdf_offset, int D, int prof,
                                   double *occ, double *mean, double *var) {
@@ -272,66 +288,65 @@ __global__ void gacc_cells_kernel(const int4 *__restrict__ blocks,
   if (n > GACC_CELLS) n = GACC_CELLS;
   for (int c = threadIdx.x; c < n; c += blockDim.x) {
     const int i = b.w + c;
+    const int m = i < MD ? i / D : i - MD, d = i < MD ? i - m * D : 0;
+    const float *gp = gam + (size_t)start * maxc + m;
+    const float *xp = xs + (size_t)start * D + d;
+    const int full = len - len % GACC_UNROLL;
+    float ga[GACC_UNROLL], xa[GACC_UNROLL];
     if (i < MD) {
-      const int m = i / D, d = i - m * D;
       const size_t cell = (size_t)g0 * D + i;
       const int fused = d < fuse_to;
       double sm = mean[cell], sv = var[cell];
-      const float *gp = gam + (size_t)start * maxc + m;
-      const int32_t *op = order + start;
-      int f = 0;
-      for (; f + GACC_UNROLL <= len; f += GACC_UNROLL) {
-        float gv[GACC_UNROLL], xv[GACC_UNROLL];
+      if (full > 0) {
 #pragma unroll
         for (int u = 0; u < GACC_UNROLL; u++) {
-          gv[u] = gp[(size_t)(f + u) * maxc];
-          xv[u] = feats[(size_t)op[f + u] * D + d];
+          ga[u] = gp[(size_t)u * maxc];
+          xa[u] = xp[(size_t)u * D];
+        }
+      }
+      for (int f = 0; f < full; f += GACC_UNROLL) {
+        float gb[GACC_UNROLL], xb[GACC_UNROLL];
+        const int nf = f + GACC_UNROLL;
+        if (nf < full) {
+#pragma unroll
+          for (int u = 0; u < GACC_UNROLL; u++) {
+            gb[u] = gp[(size_t)(nf + u) * maxc];
+            xb[u] = xp[(size_t)(nf + u) * D];
+          }
         }
 #pragma unroll
+        for (int u = 0; u < GACC_UNROLL; u++)
+          gacc_cell_add((double)ga[u], (double)xa[u], fused, sm, sv);
+#pragma unroll
         for (int u = 0; u < GACC_UNROLL; u++) {
-          const double gm = (double)gv[u], xd = (double)xv[u];
-          if (gm != 0.0) {
-            const double q = xd * xd;
-            sm = fma(gm, xd, sm);
-            if (fused) {
-              sv = fma(gm, q, sv);
-            } else {
-              double p = gm * q;
-              sv = sv + p;
-            }
-          }
+          ga[u] = gb[u];
+          xa[u] = xb[u];
         }
       }
-      for (; f < len; f++) {
-        const double gm = (double)gp[(size_t)f * maxc];
-        const double xd = (double)feats[(size_t)op[f] * D + d];
-        if (gm != 0.0) {
-          const double q = xd * xd;
-          sm = fma(gm, xd, sm);
-          if (fused) {
-            sv = fma(gm, q, sv);
-          } else {
-            double p = gm * q;
-            sv = sv + p;
-          }
-        }
-      }
+      for (int f = full; f < len; f++)
+        gacc_cell_add((double)gp[(size_t)f * maxc], (double)xp[(size_t)f * D], fused, sm, sv);
       mean[cell] = sm;
       var[cell] = sv;
     } else {
-      const int m = i - MD;
-      const float *gp = gam + (size_t)start * maxc + m;
       double so = occ[g0 + m];
-      int f = 0;
-      for (; f + GACC_UNROLL <= len; f += GACC_UNROLL) {
-        float gv[GACC_UNROLL];
+      if (full > 0) {
 #pragma unroll
-        for (int u = 0; u < GACC_UNROLL; u++) gv[u] = gp[(size_t)(f + u) * maxc];
+        for (int u = 0; u < GACC_UNROLL; u++) ga[u] = gp[(size_t)u * maxc];
+      }
+      for (int f = 0; f < full; f += GACC_UNROLL) {
+        float gb[GACC_UNROLL];
+        const int nf = f + GACC_UNROLL;
+        if (nf < full) {
+#pragma unroll
+          for (int u = 0; u < GACC_UNROLL; u++) gb[u] = gp[(size_t)(nf + u) * maxc];
+        }
 #pragma unroll
         for (int u = 0; u < GACC_UNROLL; u++)
-          if (gv[u] != 0.0f) so = so + (double)gv[u];
+          if (ga[u] != 0.0f) so = so + (double)ga[u];
+#pragma unroll
+        for (int u = 0; u < GACC_UNROLL; u++) ga[u] = gb[u];
       }
-      for (; f < len; f++) {
+      for (int f = full; f < len; f++) {
         const double gm = (double)gp[(size_t)f * maxc];
         if (gm != 0.0) so = so + gm;
       }
@@ -348,9 +363,10 @@ static int dev_alloc(gacc_cuda *c, T **p, size_t n) {
 
 /* The per-batch device buffers (grown by grow()). */
 static void free_batch(gacc_cuda *c) {
-  void *old[] = {c->d_feats, c->d_mx, c->d_sum, c->d_tid, c->d_order, c->d_gam, c->d_chunks};
+  void *old[] = {c->d_feats, c->d_mx, c->d_sum, c->d_tid, c->d_order, c->d_gam, c->d_chunks,
+                 c->d_xsort};
   for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) kio_gpu_free(old[i], c->stream);
-  c->d_feats = c->d_mx = c->d_sum = c->d_gam = NULL;
+  c->d_feats = c->d_mx = c->d_sum = c->d_gam = c->d_xsort = NULL;
   c->d_tid = c->d_order = NULL;
   c->d_chunks = NULL;
   c->cap_frames = c->cap_chunks = 0;
@@ -532,9 +548,9 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
 }
 
 extern "C" size_t gacc_cuda_frame_bytes(const gacc_cuda *c) {
-  /* features, mx, sum, tid, order, posteriors; a chunk entry per frame at
-   * worst */
-  return sizeof(float) * ((size_t)c->dim + 4 + (size_t)(c->max_comp > 0 ? c->max_comp : 1)) +
+  /* features (as read and sorted), mx, sum, tid, order, posteriors; a chunk
+   * entry per frame at worst */
+  return sizeof(float) * (2 * (size_t)c->dim + 4 + (size_t)(c->max_comp > 0 ? c->max_comp : 1)) +
          sizeof(int4);
 }
 
@@ -556,15 +572,16 @@ static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
     /* exactly what is asked when the doubling would not fit the budget */
     const size_t fb = gacc_cuda_frame_bytes(c);
     if (cap * fb > kio_gpu_acct_room(c->acct) + c->cap_frames * fb) cap = frames;
-    void *old[] = {c->d_feats, c->d_mx, c->d_sum, c->d_tid, c->d_order, c->d_gam};
+    void *old[] = {c->d_feats, c->d_mx, c->d_sum, c->d_tid, c->d_order, c->d_gam, c->d_xsort};
     for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) kio_gpu_free(old[i], c->stream);
-    c->d_feats = c->d_mx = c->d_sum = c->d_gam = NULL;
+    c->d_feats = c->d_mx = c->d_sum = c->d_gam = c->d_xsort = NULL;
     c->d_tid = c->d_order = NULL;
     c->cap_frames = 0;
     kio_cuda_host_free(c->h_order, c->stream);
     c->h_order = NULL;
     if (kio_cuda_host_alloc((void **)&c->h_order, sizeof(int32_t) * cap) != KIO_OK) return KIO_ERR;
-    if (dev_alloc(c, &c->d_feats, cap * (size_t)c->dim) || dev_alloc(c, &c->d_mx, cap) ||
+    if (dev_alloc(c, &c->d_feats, cap * (size_t)c->dim) ||
+        dev_alloc(c, &c->d_xsort, cap * (size_t)c->dim) || dev_alloc(c, &c->d_mx, cap) ||
         dev_alloc(c, &c->d_sum, cap) || dev_alloc(c, &c->d_tid, cap) ||
         dev_alloc(c, &c->d_order, cap) ||
         dev_alloc(c, &c->d_gam, cap * (size_t)(c->max_comp > 0 ? c->max_comp : 1)))
@@ -687,7 +704,7 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
   GACC_LAUNCH_CHUNKS((unsigned)n_chunks, c->shmem, st,
       c->d_chunks, c->d_order, c->d_feats, c->d_tid, c->d_pdf_offset, c->d_gconst,
       c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->prof, c->max_comp, c->d_tacc,
-      c->d_gam, c->d_mx, c->d_sum);
+      c->d_gam, c->d_mx, c->d_sum, c->d_xsort);
   KIO_CUDA_LAUNCHED();
   if (n_ranges) {
     GACC_LAUNCH_STATS(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,
@@ -696,9 +713,8 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
     KIO_CUDA_LAUNCHED();
   }
   if (n_cblocks) {
-    GACC_LAUNCH_CELLS((unsigned)n_cblocks, st, c->d_cblocks, c->d_order, c->d_feats, c->d_gam,
-                      c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->d_occ, c->d_mean,
-                      c->d_var);
+    GACC_LAUNCH_CELLS((unsigned)n_cblocks, st, c->d_cblocks, c->d_xsort, c->d_gam, c->max_comp,
+                      c->d_pdf_offset, c->dim, c->prof, c->d_occ, c->d_mean, c->d_var);
     KIO_CUDA_LAUNCHED();
   }
   KIO_CUDA_TRY(cudaMemcpyAsync(mx, c->d_mx, sizeof(float) * (size_t)n_frames,

@@ -22,8 +22,9 @@
 # Here:  make -j2 all && dev/device/onepass-regress.sh pack [NAME=DIR ...]
 #        .carry/ then holds only onepass.tar.xz (these programs, the
 #        service, replicate-archive and each DIR's gmmbin-gpu programs as
-#        old/NAME; xz: ~3 MB a build), so the tree (tests/data included)
-#        and the carry stay under the call's 64 MiB.
+#        old/NAME, DIR/VERSION or its git log line naming it; xz: ~1 MB a
+#        build), so the tree (tests/data included) and the carry stay under
+#        the call's 64 MiB.
 # There: carry [".carry"], command "dev/device/onepass-regress.sh run"
 #        (also runs from dev/device/device-pack.sh's .carry, without old
 #        builds, where that fits).
@@ -47,7 +48,8 @@ if [ "${1:-}" = pack ]; then
     for p in $progs; do
       [ -x "$dir/gmmbin-gpu/$p" ] && strip -o "$st/old/$name/$p" "$dir/gmmbin-gpu/$p"
     done
-    git -C "$dir" log -1 --format='%h %ad %s' --date=iso >"$st/old/$name/VERSION" 2>/dev/null || true
+    if [ -f "$dir/VERSION" ]; then cp "$dir/VERSION" "$st/old/$name/VERSION"
+    else git -C "$dir" log -1 --format='%h %ad %s' --date=iso >"$st/old/$name/VERSION" 2>/dev/null; fi
   done
   git log -1 --format='%h %ad %s' --date=iso >"$st/new/VERSION"
   rm -rf .carry && mkdir .carry && tar -C "$st" -cJf .carry/onepass.tar.xz . || exit 1
@@ -111,9 +113,9 @@ n=0
 declare -A first  # kind -> the first output of that kind
 # the splits worth a column: the aligner's and the accumulator's totals
 split_of() {
-  local subs; subs=$(grep -c 'Device sub-batch' "$1")
+  local subs; subs=$(sed -n 's/^device sub-batches: //p' "$1")
   { grep -h -o -E 'budget [0-9.]+ MiB \([a-z ]+\)|reading [0-9.]+ s|alignment [0-9.]+ s|Viterbi [0-9.]+ s|per-batch hook [0-9.]+ s|[0-9]+ batches, [0-9]+ frames|staging [0-9.]+ s|waiting for the device [0-9.]+ s|[0-9.]+ s in the accumulator|total [0-9.]+ s' "$1"
-    [ "$subs" -gt 0 ] && echo "$subs device sub-batches"; } | awk '!seen[$0]++' | tr '\n' ';' | sed 's/;$//; s/;/; /g'
+    [ "${subs:-0}" -gt 0 ] && echo "$subs device sub-batches"; } | awk '!seen[$0]++' | tr '\n' ';' | sed 's/;$//; s/;/; /g'
 }
 same() {  # kind file: sets res (identical to the first output of that kind?)
   if [ ! -s "$2" ]; then res=none
@@ -134,8 +136,12 @@ row() {
   local log=$L/$n.$prog.log svc=()
   if [ "$where" = own ]; then svc=(KALDI_GPU_SERVICE=no); else svc=(KALDI_GPU_SERVICE=yes); fi
   local t0=$EPOCHREALTIME
-  env "${svc[@]}" "${envs[@]}" "$dir/$prog" --verbose=2 "$@" 2>"$log"
+  env "${svc[@]}" "${envs[@]}" "$dir/$prog" --verbose=2 "$@" 2>"$log.all"
   local rc=$? t1=$EPOCHREALTIME
+  # the per-utterance lines (~99,000) stay here: the logs must come back
+  grep -v -E 'gmm-align-compiled.cc:127\)|Device sub-batch' "$log.all" >"$log"
+  grep -c 'Device sub-batch' "$log.all" | sed 's/^/device sub-batches: /' >>"$log"
+  rm -f "$log.all"
   local wall; wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
   local outs="" f
   for f in "$W"/o"$n".*; do
@@ -158,21 +164,23 @@ acc() { local d=$1 w=$2 v=$3; shift 3
     "$W/o$((n + 1)).sacc"; }
 
 # GPU service variants: a fresh service directory per variant, warmed up by
-# a small run (context and model), stopped afterwards by its pid.
+# a small run (context and model), stopped afterwards (by its pid: the
+# processes whose executable is that service binary).
 svc_n=0
 svc_start() {  # VAR=VALUE ...: the service's environment (inherited at start)
   svc_n=$((svc_n + 1))
   export KALDI_GPU_SERVICE_DIR=$W/svc$svc_n KALDI_GPU_SERVICE_IDLE=30 KALDI_GPU_SERVICE_VERBOSE=2
   export KALDI_GPU_SERVICE_BIN=$1; shift
-  before=" $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | tr '\n' ' ') "
   env "$@" KALDI_GPU_SERVICE=yes "$(dirname "$KALDI_GPU_SERVICE_BIN")/gmm-align-compiled" "${opts[@]}" \
     "$mdl" "ark:gunzip -c $fix/graphs/tri2.fsts.gz|" "ark:$fix/feats/lda.ark" ark:/dev/null \
     2>"$L/svc$svc_n.warmup.log"
 }
-svc_stop() {
-  local p
-  for p in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null); do
-    case "$before" in *" $p "*) ;; *) kill "$p" 2>/dev/null ;; esac
+svc_stop() {  # the service(s) of this binary: started by this script
+  local bin e
+  bin=$(readlink -f "$KALDI_GPU_SERVICE_BIN")
+  for e in /proc/[0-9]*/exe; do
+    [ "$(readlink -f "$e" 2>/dev/null)" = "$bin" ] || continue
+    e=${e#/proc/}; kill "${e%/exe}" 2>/dev/null
   done
   sleep 1
   cp "$KALDI_GPU_SERVICE_DIR"/service-*.log "$L/svc$svc_n.service.log" 2>/dev/null
