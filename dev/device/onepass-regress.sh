@@ -268,7 +268,8 @@ fi
 {
   echo
   echo "Outputs: ali = alignments, acc = the one pass's statistics, sacc = gmm-acc-stats-ali's (Kaldi's alignment);"
-  echo "\"= #k\": identical to run k's. Total $(elapsed) s. Logs: logs/N.PROGRAM.log (--verbose=2), logs/svc*.service.log."
+  echo "\"= #k\": identical to run k's (builds before 2026-11-24 summed the statistics with double atomics: theirs differ in the last bits)."
+  echo "Total $(elapsed) s. Logs: logs/N.PROGRAM.log (--verbose=2; per-utterance lines left out), logs/svc*.service.log."
 } >>"$md"
 cat "$md"
 rm -f "$W"/o*.* "$W"/j*.acc
