@@ -13,9 +13,9 @@
 #            warmed-up one per variant), its blocking waits
 #            (KALDI_GPU_DEV_SERVICE_SYNC=spin)
 #   old      other builds' programs (packed as NAME=DIR), same data
-# then, where the host has nsys, the kernels of one default one-pass run.
 # and gmm-acc-stats-ali as 16 jobs of 1/16 of the data at once through the
-# service: what one process should match. Each output is compared with the
+# service: what one process should match; then, where the host has nsys,
+# the kernels of one default one-pass run. Each output is compared with the
 # first run's of its kind (identical bytes expected, except a build whose
 # statistics were summed with atomics). --verbose=2 time splits in the logs.
 #
@@ -28,9 +28,11 @@
 # There: carry [".carry"], command "dev/device/onepass-regress.sh run"
 #        (also runs from dev/device/device-pack.sh's .carry, without old
 #        builds, where that fits).
-# Writes $OUT/onepass-regress.md (the table) and $OUT/logs/.
+# Writes $OUT/onepass-regress.md (the table), $OUT/logs.tgz (the runs'
+# logs) and, with nsys, $OUT/nsys-kernels.csv.
 # Env: HOURS (97.5), STEPS ("fused align acc jobs old"), BIG (35G),
-# LIMIT_S (430: later runs are skipped, and said so, past it), WORK (/tmp/onepass).
+# LIMIT_S (430: later runs are skipped, and said so, past it), RUN_S (120:
+# one run's limit), WORK (/tmp/onepass).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 top=$PWD
@@ -60,8 +62,13 @@ if [ "${1:-}" = pack ]; then
 fi
 [ "${1:-}" = run ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 1; }
 
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 W=${WORK:-/tmp/onepass}; mkdir -p "$W"; chmod 700 "$W"
+# a call brings back at most 8 files: the logs travel as one archive,
+# written also when the call's time limit stops the script
+L=$W/logs; rm -rf "$L"; mkdir -p "$L"
+pack_logs() { tar -C "$W" -czf "$OUT/logs.tgz" logs 2>/dev/null; }
+trap 'pack_logs; exit 143' TERM INT
 T0=$EPOCHREALTIME
 limit=${LIMIT_S:-430}
 elapsed() { awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", b - a }'; }
@@ -136,7 +143,7 @@ row() {
   local log=$L/$n.$prog.log svc=()
   if [ "$where" = own ]; then svc=(KALDI_GPU_SERVICE=no); else svc=(KALDI_GPU_SERVICE=yes); fi
   local t0=$EPOCHREALTIME
-  env "${svc[@]}" "${envs[@]}" "$dir/$prog" --verbose=2 "$@" 2>"$log.all"
+  timeout -k 5 "${RUN_S:-120}" env "${svc[@]}" "${envs[@]}" "$dir/$prog" --verbose=2 "$@" 2>"$log.all"
   local rc=$? t1=$EPOCHREALTIME
   # the per-utterance lines (~99,000) stay here: the logs must come back
   grep -v -E 'gmm-align-compiled.cc:127\)|Device sub-batch' "$log.all" >"$log"
@@ -236,7 +243,7 @@ case $steps in *" jobs "*)
   if [ "$(elapsed)" -lt "$limit" ]; then
     t0=$EPOCHREALTIME pids=()
     for i in $(seq 1 16); do
-      KALDI_GPU_SERVICE=yes "$NEW/gmm-acc-stats-ali" "$mdl" "ark,s,cs:$W/lda16.ark" "ark:$W/ali16.ark" \
+      KALDI_GPU_SERVICE=yes timeout -k 5 "${RUN_S:-120}" "$NEW/gmm-acc-stats-ali" "$mdl" "ark,s,cs:$W/lda16.ark" "ark:$W/ali16.ark" \
         "$W/j$i.acc" 2>"$L/$n.job$i.log" & pids+=($!)
     done
     bad=0; for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
@@ -269,7 +276,8 @@ fi
   echo
   echo "Outputs: ali = alignments, acc = the one pass's statistics, sacc = gmm-acc-stats-ali's (Kaldi's alignment);"
   echo "\"= #k\": identical to run k's (builds before 2026-11-24 summed the statistics with double atomics: theirs differ in the last bits)."
-  echo "Total $(elapsed) s. Logs: logs/N.PROGRAM.log (--verbose=2; per-utterance lines left out), logs/svc*.service.log."
+  echo "Total $(elapsed) s. Logs (logs.tgz): logs/N.PROGRAM.log (--verbose=2; per-utterance lines left out), logs/svc*.service.log."
 } >>"$md"
+pack_logs
 cat "$md"
 rm -f "$W"/o*.* "$W"/j*.acc
