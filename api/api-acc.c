@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "gpu-acc/acc-pipeline.h"
 
-#define PROG_FILE "gmm-acc-stats-ali.cc"
 
 void kga_acc_opts_init(kga_acc_opts *o) {
   if (!o) return;
@@ -123,8 +123,7 @@ int kga_acc_batch(kga_acc *a, int n, const kga_acc_utt *utts, float *likes) {
     const char *key = x->key;
     if (!key) { snprintf(kb, sizeof kb, "utterance %d", i); key = kb; }
     if (x->ali_len != x->rows) {
-      KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 86, "Alignments has wrong size %d vs. %d",
-                 (int)x->ali_len, (int)x->rows);
+      KIO_KALDI(ACC_WRONG_SIZE, (int)x->ali_len, (int)x->rows);
       a->counts.errors++;
       continue;
     }
@@ -148,9 +147,8 @@ int kga_acc_batch(kga_acc *a, int n, const kga_acc_utt *utts, float *likes) {
     if (likes) likes[which[k]] = r[k].like;
     if (a->counts.done % 50 == 0) {
       float avg = r[k].frames > 0 ? r[k].like / (float)r[k].frames : -NAN;
-      KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 105,
-                 "Processed %d utterances; for utterance %s avg. like is %s over %d frames.",
-                 (int)a->counts.done, u[k].key, kio_fmt_g(buf, avg), (int)r[k].frames);
+      KIO_KALDI(ACC_PROCESSED, (long)a->counts.done, u[k].key, kio_fmt_g(buf, avg),
+                (int)r[k].frames);
     }
   }
   st = KGA_OK;
@@ -178,7 +176,7 @@ int kga_stats_write(gacc_acc *acc, const kio_tmodel *tm, const kio_am_gmm *am,
            gacc_stats_write(wxfilename, binary, &s) == KIO_OK;
   gacc_stats_free(&s);
   if (!rc) return KGA_ERROR;
-  KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 123, "Written accs.");
+  KIO_KALDI(ACC_WRITTEN);
   return KGA_OK;
 }
 

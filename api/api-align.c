@@ -9,13 +9,12 @@
 #include <string.h>
 
 #include "base/sys/cpu-share.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "device/cuda-util.h"
 #include "device/svc-link.h"
 #include "gpu-align/align-pipeline.h"
 
-#define PROG_FILE "gmm-align-compiled.cc"
-#define WRAP_FILE "decoder-wrappers.cc"
 
 void kga_aligner_opts_init(kga_aligner_opts *o) {
   if (!o) return;
@@ -444,11 +443,10 @@ static int align_chunk(kga_aligner *al, const kga_utt *utts, int base, int n, un
     out[i].key = u->key;
     out[i].num_frames = u->rows;
     if (u->rows == 0) {
-      KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 112, "Zero-length utterance: %s", key);
+      KIO_KALDI(GAC_ZERO_LENGTH, key);
       out[i].status = KGA_UTT_NO_FRAMES;
     } else if (u->graph->fst.num_states == 0 || u->graph->fst.start < 0) {
-      KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 599,
-                 "Empty decoding graph for %s", key);
+      KIO_KALDI(ALIGN_EMPTY_GRAPH, key);
       out[i].status = KGA_UTT_EMPTY_GRAPH;
     } else {
       idx[m++] = i;
@@ -473,11 +471,9 @@ static int align_chunk(kga_aligner *al, const kga_utt *utts, int base, int n, un
     r->like = res[k].like;
     r->score = res[k].score;
     if (res[k].retried)
-      KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 617,
-                 "Retrying utterance %s with beam %s", key, kio_fmt_g(b1, al->gopts.retry_beam));
+      KIO_KALDI(ALIGN_RETRY, key, kio_fmt_g(b1, al->gopts.retry_beam));
     if (!res[k].ok) {
-      KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 626,
-                 "Did not successfully decode file %s, len = %d", key, (int)utts[i].rows);
+      KIO_KALDI(ALIGN_FAILED, key, (int)utts[i].rows);
       r->status = KGA_UTT_FAILED;
       continue;
     }
@@ -517,9 +513,7 @@ int kga_align_batch(kga_aligner *al, int n, const kga_utt *utts, unsigned flags,
   const galign_opts *g = &al->gopts;
   if ((g->retry_beam != 0 && g->retry_beam <= g->beam) || g->beam <= 0) {
     char b1[32], b2[32];
-    KIO_LOG_AT(KIO_LOG_ERROR, "AlignUtteranceWrapper", WRAP_FILE, 594,
-               "Beams do not make sense: beam %s, retry-beam %s", kio_fmt_g(b1, g->beam),
-               kio_fmt_g(b2, g->retry_beam));
+    KIO_KALDI(ALIGN_BEAMS, kio_fmt_g(b1, g->beam), kio_fmt_g(b2, g->retry_beam));
     return kga_call_end(&c, KGA_ERROR);
   }
   int st = kga_busy_take(&c, &al->busy);

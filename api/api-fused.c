@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "device/cuda-util.h"
 #include "gpu-align/align-pipeline.h"
 
-#define ACC_FILE "gmm-acc-stats-ali.cc"
 
 struct kga_fused {
   kga_aligner al;
@@ -138,9 +138,8 @@ static void after_summary(void *u) {
   double like = f->like - f->like0;
   int64_t frames = f->frames - f->frames0;
   char buf[32];
-  KIO_LOG_AT(KIO_LOG_INFO, "main", ACC_FILE, 115,
-             "Overall avg like per frame (Gaussian only) = %s over %lld frames.",
-             kio_fmt_g(buf, frames > 0 ? like / (double)frames : -NAN), (long long)frames);
+  KIO_KALDI(ACC_OVERALL, kio_fmt_g(buf, frames > 0 ? like / (double)frames : -NAN),
+            (long long)frames);
 }
 
 int kga_fused_archive(kga_fused *f, const char *graphs, const char *feats,

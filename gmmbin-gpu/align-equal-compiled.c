@@ -8,6 +8,7 @@
 
 #include "base/model/fst.h"
 #include "base/io/io.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/matrix/matrix.h"
 #include "base/sys/options.h"
@@ -15,8 +16,6 @@
 #include "gpu-align/gpu-align.h"
 #include "base/program/program.h"
 
-#define SRC "align-equal-compiled.cc"
-#define WARN_AT(line, ...) KIO_LOG_AT(KIO_LOG_WARNING, "main", SRC, (line), __VA_ARGS__)
 
 static const char *const kUsage =
     "Write an equally spaced alignment (for getting training started)"
@@ -56,7 +55,7 @@ int main(int argc, char **argv) {
   for (; !kio_seq_done(graphs); kio_seq_next(graphs)) {
     const char *key = kio_seq_key(graphs);
     if (!kio_ra_has_key(feats, key)) {
-      WARN_AT(69, "No features for utterance %s", key);
+      KIO_KALDI(AEC_NO_FEATS, key);
       no_feat++;
       continue;
     }
@@ -64,12 +63,12 @@ int main(int argc, char **argv) {
     const kio_fst *fst = m ? kio_seq_value(graphs) : NULL;
     if (!m || !fst) goto fatal_exit;  /* the reader logged the ERROR */
     if (m->rows == 0) {
-      WARN_AT(79, "Zero-length utterance: %s", key);
+      KIO_KALDI(AEC_ZERO_LENGTH, key);
       error++;
       continue;
     }
     if (fst->start < 0) {
-      WARN_AT(84, "Empty decoding graph for %s", key);
+      KIO_KALDI(AEC_EMPTY_GRAPH, key);
       error++;
       continue;
     }
@@ -92,16 +91,15 @@ int main(int argc, char **argv) {
       if (kio_writer_write(writer, key, &ali) != KIO_OK) goto fatal_exit;
       done++;
     } else {
-      WARN_AT(100, "AlignEqual: did not align utterence %s", key);  /* sic */
+      KIO_KALDI(AEC_NOT_ALIGNED, key);
       error++;
     }
   }
 
   if (done != 0 && no_feat == 0 && error == 0)
-    KIO_LOG_AT(KIO_LOG_INFO, "main", SRC, 107, "Success: done %ld utterances.", done);
+    KIO_KALDI(AEC_SUCCESS, done);
   else
-    WARN_AT(109, "Computed %ld alignments; %ld lacked features, %ld had other errors.",
-            done, no_feat, error);
+    KIO_KALDI(AEC_COMPUTED, done, no_feat, error);
   ret = done != 0 ? 0 : 1;
 
   /* An error found when closing a table (Kaldi: in a destructor, after the

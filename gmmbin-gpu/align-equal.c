@@ -11,6 +11,7 @@
 
 #include "base/model/fst.h"
 #include "base/io/io.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/matrix/matrix.h"
 #include "base/model/model.h"
@@ -20,8 +21,6 @@
 #include "train-graphs/train-graphs.h"
 #include "base/program/program.h"
 
-#define SRC "align-equal.cc"
-#define WARN_AT(line, ...) KIO_LOG_AT(KIO_LOG_WARNING, "main", SRC, (line), __VA_ARGS__)
 
 static const char *const kUsage =
     "Write equally spaced alignments of utterances (to get training started)\n"
@@ -83,7 +82,7 @@ int main(int argc, char **argv) {
   tgraph_opts_default(&gopts);  /* TrainingGraphCompilerOptions(1.0, true): scales 1, 1 */
   if (kio_ctx_dep_read(kio_opts_arg(po, 1), &tree) != KIO_OK ||
       kio_model_read(kio_opts_arg(po, 2), &tm, NULL) != KIO_OK ||
-      tgraph_read_disambig(disambig_rx, SRC, 84, &disambig, &num_disambig) != KIO_OK ||
+      tgraph_read_disambig(disambig_rx, KIO_KM_AE_DISAMBIG, &disambig, &num_disambig) != KIO_OK ||
       tgraph_create(&gc, &tm, &tree, kio_opts_arg(po, 3), disambig, num_disambig, &gopts) !=
           KIO_OK)
     goto fatal_exit;
@@ -124,12 +123,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
       const char *key = u[i].key;
       if (u[i].kind == U_NO_TRANSCRIPT) {
-        WARN_AT(131, "AlignEqual: no transcript for utterance %s", key);
+        KIO_KALDI(AE_NO_TRANSCRIPT, key);
         no_transcript++;
         continue;
       }
       if (u[i].kind == U_ZERO_LENGTH) {
-        WARN_AT(104, "Zero-length utterance for key %s", key);
+        KIO_KALDI(AE_ZERO_LENGTH, key);
         other_error++;
         continue;
       }
@@ -150,17 +149,16 @@ int main(int argc, char **argv) {
         if (kio_writer_write(writer, key, &ali) != KIO_OK) goto fatal_exit;
         done++;
       } else {
-        WARN_AT(127, "AlignEqual: did not align utterence %s", key);  /* sic */
+        KIO_KALDI(AE_NOT_ALIGNED, key);
         other_error++;
       }
       tgraph_graph_free(g);
     }
   }
   if (done != 0 && no_transcript == 0 && other_error == 0)
-    KIO_LOG_AT(KIO_LOG_INFO, "main", SRC, 136, "Success: done %ld utterances.", done);
+    KIO_KALDI(AE_SUCCESS, done);
   else
-    WARN_AT(138, "Computed %ld alignments; %ld lacked transcripts, %ld had other errors.", done,
-            no_transcript, other_error);
+    KIO_KALDI(AE_COMPUTED, done, no_transcript, other_error);
   int ret = done != 0 ? 0 : 1;
   int closed_ok = kio_ra_close(trans) == KIO_OK;
   closed_ok = kio_seq_close(feats) == KIO_OK && closed_ok;

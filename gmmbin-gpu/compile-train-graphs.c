@@ -10,6 +10,7 @@
 
 #include "base/sys/cpu-share.h"
 #include "base/io/io.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/model/model.h"
 #include "base/sys/options.h"
@@ -17,7 +18,6 @@
 #include "train-graphs/train-graphs.h"
 #include "base/program/program.h"
 
-#define SRC "compile-train-graphs.cc"
 
 static const char *const kUsage =
     "Creates training graphs (without transition-probabilities, by default)\n"
@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
   if (kio_ctx_dep_read(kio_opts_arg(po, 1), &tree) != KIO_OK ||
       kio_model_read(kio_opts_arg(po, 2), &tm, NULL) != KIO_OK)
     goto fatal_exit;
-  if (tgraph_read_disambig(disambig_rx, SRC, 99, &disambig, &num_disambig) != KIO_OK)
+  if (tgraph_read_disambig(disambig_rx, KIO_KM_CTG_DISAMBIG, &disambig, &num_disambig) != KIO_OK)
     goto fatal_exit;
   if (tgraph_create(&gc, &tm, &tree, kio_opts_arg(po, 3), disambig, num_disambig, &gopts) !=
       KIO_OK)
@@ -201,8 +201,7 @@ int main(int argc, char **argv) {
         }
         if (kio_writer_write(writer, cur->keys[i], g) != KIO_OK) goto fatal_exit;
       } else {
-        KIO_LOG_AT(KIO_LOG_WARNING, "main", SRC, 139, "Empty decoding graph for utterance %s",
-                   cur->keys[i]);
+        KIO_KALDI(CTG_EMPTY_GRAPH, cur->keys[i]);
         num_fail++;
       }
       tgraph_graph_free(g);
@@ -211,9 +210,7 @@ int main(int argc, char **argv) {
     cur = nxt;
     nxt = t;
   }
-  KIO_LOG_AT(KIO_LOG_INFO, "main", SRC, 147,
-             "compile-train-graphs: succeeded for %ld graphs, failed for %ld", num_succeed,
-             num_fail);
+  KIO_KALDI(CTG_DONE, num_succeed, num_fail);
   if (kio_seq_close(reader) != KIO_OK) kio_fatal_exit();
   if (kio_writer_close(writer) != KIO_OK) kio_fatal_exit();
   batch_free(&bt[0], batch_size);

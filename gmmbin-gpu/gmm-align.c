@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/io/io.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/model/model.h"
 #include "base/sys/options.h"
@@ -17,7 +18,6 @@
 #include "train-graphs/train-graphs.h"
 #include "base/program/program.h"
 
-#define SRC "gmm-align.cc"
 
 /* The pipeline's compile callback: one graph, CSR form, on the calling thread. */
 static int compile_cb(void *user, const kio_int_vec *words, kio_fst *out) {
@@ -88,7 +88,7 @@ int main(int argc, char *argv[]) {
    * reads the model again for the aligner). */
   if (kio_ctx_dep_read(kio_opts_arg(po, 1), &tree) != KIO_OK ||
       kio_model_read(kio_opts_arg(po, 2), &tm, NULL) != KIO_OK ||
-      tgraph_read_disambig(disambig_rx, SRC, 100, &disambig, &num_disambig) != KIO_OK ||
+      tgraph_read_disambig(disambig_rx, KIO_KM_GA_DISAMBIG, &disambig, &num_disambig) != KIO_OK ||
       tgraph_create(&gc, &tm, &tree, kio_opts_arg(po, 3), disambig, num_disambig, &gopts) !=
           KIO_OK)
     kio_fatal_exit();

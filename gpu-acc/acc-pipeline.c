@@ -10,15 +10,11 @@
 
 #include "base/io/table.h"
 #include "base/matrix/matrix.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/sys/settings.h"
 #include "device/cuda-util.h"
 #include "device/svc-link.h"
-
-#define PROG_FILE "gmm-acc-stats-ali.cc"
-/* Lines of Kaldi's source the messages come from (log lines show them). */
-enum { LINE_NO_ALI = 79, LINE_WRONG_SIZE = 86, LINE_PROCESSED = 105,
-       LINE_DONE = 112, LINE_OVERALL = 115, LINE_WRITTEN = 123 };
 
 /* GPU batches: utterances taken from the readers, accumulated together. */
 enum { MAX_BATCH_UTTS = 512, MAX_BATCH_FRAMES = 200000 };
@@ -122,13 +118,11 @@ static int batch_finish(state *st, batch *b) {
   for (int i = 0; i < b->n; i++) {
     item *it = &b->items[i];
     if (it->kind == ITEM_NO_ALI) {
-      KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, LINE_NO_ALI,
-                 "No alignment for utterance %s", it->key);
+      KIO_KALDI(ACC_NO_ALI, it->key);
       continue;
     }
     if (it->kind == ITEM_WRONG_SIZE) {
-      KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, LINE_WRONG_SIZE,
-                 "Alignments has wrong size %d vs. %d", (int)it->ali_len, (int)it->rows);
+      KIO_KALDI(ACC_WRONG_SIZE, (int)it->ali_len, (int)it->rows);
       continue;
     }
     const gacc_utt_result *r = &b->res[b->utt_item[i]];
@@ -138,9 +132,8 @@ static int batch_finish(state *st, batch *b) {
     if (st->num_done % 50 == 0) {
       /* float / size_t in Kaldi: a float division (0/0 is x86's -nan) */
       float avg = r->frames > 0 ? r->like / (float)r->frames : -NAN;
-      KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, LINE_PROCESSED,
-                 "Processed %d utterances; for utterance %s avg. like is %s over %d frames.",
-                 (int)st->num_done, it->key, kio_fmt_g(buf, avg), (int)r->frames);
+      KIO_KALDI(ACC_PROCESSED, (long)st->num_done, it->key, kio_fmt_g(buf, avg),
+                (int)r->frames);
     }
   }
   b->n = 0;
@@ -376,12 +369,9 @@ int gacc_pipeline_run(gacc_acc **acc, const kio_tmodel *tm, const kio_am_gmm *am
   KIO_VLOG(1, "Time: setup (model, accumulator) %.3f s, %.3f s in the accumulator (waiting "
            "for it, on the GPU), %.3f s in all", st.t_setup, st.t_acc, kio_now_s() - t_start);
   char buf[32];
-  KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, LINE_DONE, "Done %d files, %d with errors.",
-             (int)st.num_done, (int)st.num_err);
+  KIO_KALDI(ACC_DONE, (long)st.num_done, (long)st.num_err);
   double avg = st.tot_t > 0 ? st.tot_like / (double)st.tot_t : -NAN;
-  KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, LINE_OVERALL,
-             "Overall avg like per frame (Gaussian only) = %s over %lld frames.",
-             kio_fmt_g(buf, avg), (long long)st.tot_t);
+  KIO_KALDI(ACC_OVERALL, kio_fmt_g(buf, avg), (long long)st.tot_t);
   /* An error the readers detect when closed (read error, failed pipe) is
    * fatal. Kaldi finds it in the destructors, after writing the stats; here
    * it comes first, so that no stats of failed inputs are written. */

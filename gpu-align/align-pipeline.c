@@ -18,14 +18,13 @@
 #include "base/sys/cpu-share.h"
 #include "device/cuda-util.h"
 #include "base/model/fst.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/sys/options.h"
 #include "device/svc-link.h"
 #include "base/io/table.h"
 
 /* Kaldi's locations of the lines the pipeline prints for its program. */
-#define PROG_FILE "gmm-align-compiled.cc"
-#define WRAP_FILE "decoder-wrappers.cc"
 
 /* ---------------- captured log lines (align-batch.h) ---------------- */
 
@@ -130,11 +129,11 @@ static void read_batch(galign_pipeline *p, batch *b) {
     p->t_feats += kio_now_s() - t2;
     if (!has) {
       p->n.num_err++;
-      KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 103, "No features for utterance %s", key);
+      KIO_KALDI(GAC_NO_FEATS, key);
     } else {
       if (!got || galign_gs_take(p, &s->raw) != KIO_OK) { b->fatal = 1; break; }
       if (s->feats.rows == 0) {
-        KIO_LOG_AT(KIO_LOG_WARNING, "main", PROG_FILE, 112, "Zero-length utterance: %s", key);
+        KIO_KALDI(GAC_ZERO_LENGTH, key);
         p->n.num_err++;
       } else {
         char *k = strdup(key);
@@ -353,18 +352,15 @@ static int emit_batch(galign_pipeline *p, batch *b) {
     slot *s = &b->slots[e->slot];
     galign_ev_replay(&s->prep_lines);
     if (s->prep_rc != KIO_OK) { rc = KIO_ERR; goto done; }  /* AddTransitionProbs failed */
-    if (!p->tr && !p->by_key) KIO_LOG_AT(KIO_LOG_INFO, "main", PROG_FILE, 127, "%s", s->key);
+    if (!p->tr && !p->by_key) KIO_KALDI(GAC_KEY, s->key);
     if (!p->beams_ok) {
-      KIO_LOG_AT(KIO_LOG_ERROR, "AlignUtteranceWrapper", WRAP_FILE, 594,
-                 "Beams do not make sense: beam %s, retry-beam %s",
-                 kio_fmt_g(buf1, o->beam), kio_fmt_g(buf2, o->retry_beam));
+      KIO_KALDI(ALIGN_BEAMS, kio_fmt_g(buf1, o->beam), kio_fmt_g(buf2, o->retry_beam));
       rc = KIO_ERR;
       goto done;
     }
     galign_pipeline_utt u = {s->key, &s->feats, NULL, &s->graph};
     if (s->empty) {
-      KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 599,
-                 "Empty decoding graph for %s", s->key);
+      KIO_KALDI(ALIGN_EMPTY_GRAPH, s->key);
       p->n.num_err++;
       if (p->cfg.each && p->cfg.each(p->cfg.each_user, &u, GALIGN_UTT_EMPTY_GRAPH)) goto halt;
       continue;
@@ -374,13 +370,11 @@ static int emit_batch(galign_pipeline *p, batch *b) {
     if (p->cfg.margin_mode) galign_margin_count(&p->mc, s->band_status, r->band_failed);
     if (r->retried) {
       p->n.num_retry++;
-      KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 617,
-                 "Retrying utterance %s with beam %s", s->key, kio_fmt_g(buf1, o->retry_beam));
+      KIO_KALDI(ALIGN_RETRY, s->key, kio_fmt_g(buf1, o->retry_beam));
     }
     u.res = r;
     if (!r->ok) {
-      KIO_LOG_AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 626,
-                 "Did not successfully decode file %s, len = %d", s->key, (int)s->feats.rows);
+      KIO_KALDI(ALIGN_FAILED, s->key, (int)s->feats.rows);
       p->n.num_err++;
       if (p->cfg.each && p->cfg.each(p->cfg.each_user, &u, GALIGN_UTT_FAILED)) goto halt;
       continue;
@@ -574,16 +568,18 @@ void galign_pipeline_log_summary(const galign_pipeline *p) {
   }
   if (p->cfg.margin_mode) galign_margin_log(p->cfg.margin, &p->mc);
   char buf[32];
-  const char *pf = p->tr ? "gmm-align.cc" : PROG_FILE;
-  int l = p->tr ? 140 : 135;
-  KIO_LOG_AT(KIO_LOG_INFO, "main", pf, l,
-             "Overall log-likelihood per frame is %s over %lld frames.",
-             kio_fmt_g(buf, p->n.tot_like / (double)p->n.frame_count),
-             (long long)p->n.frame_count);
-  KIO_LOG_AT(KIO_LOG_INFO, "main", pf, l + 2, "Retried %d out of %d utterances.",
-             p->n.num_retry, p->n.num_done + p->n.num_err);
-  KIO_LOG_AT(KIO_LOG_INFO, "main", pf, l + 4, "Done %d, errors on %d", p->n.num_done,
-             p->n.num_err);
+  kio_fmt_g(buf, p->n.tot_like / (double)p->n.frame_count);
+  long long frames = p->n.frame_count;
+  long retried = p->n.num_retry, done = p->n.num_done, err = p->n.num_err;
+  if (p->tr) {  /* gmm-align */
+    KIO_KALDI(GA_OVERALL, buf, frames);
+    KIO_KALDI(GA_RETRIED, retried, done + err);
+    KIO_KALDI(GA_DONE, done, err);
+  } else {
+    KIO_KALDI(GAC_OVERALL, buf, frames);
+    KIO_KALDI(GAC_RETRIED, retried, done + err);
+    KIO_KALDI(GAC_DONE, done, err);
+  }
 }
 
 int galign_pipeline_close(galign_pipeline *p) {

@@ -6,20 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/io/table.h"
 #include "align-batch.h"
 #include "align-source.h"
 
-#define GA_FILE "gmm-align.cc"
 
 int galign_source_read(kio_seq_reader *feats, kio_ra_reader *trans, slot *s, int *num_err) {
   const char *key = kio_seq_key(feats);
   int has = kio_ra_has_key(trans, key);
   if (has < 0) return KIO_ERR;
   if (!has) {
-    KIO_LOG_AT(KIO_LOG_WARNING, "main", GA_FILE, 109, "No transcript found for utterance %s",
-               key);
+    KIO_KALDI(GA_NO_TRANSCRIPT, key);
     (*num_err)++;
     return 0;
   }
@@ -28,8 +27,7 @@ int galign_source_read(kio_seq_reader *feats, kio_ra_reader *trans, slot *s, int
   if (s->feats.rows == 0) {
     /* Kaldi compiles the graph first (a word missing from the lexicon is
      * fatal even here); the warning is the same otherwise. */
-    KIO_LOG_AT(KIO_LOG_WARNING, "main", GA_FILE, 125, "Zero-length features for utterance: %s",
-               key);
+    KIO_KALDI(GA_ZERO_LENGTH, key);
     (*num_err)++;
     return 0;
   }

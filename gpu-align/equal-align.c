@@ -9,12 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 
 /* Kaldi's own source location of the EqualAlign messages, so our log lines
  * diff cleanly against Kaldi's (tests/data/edge/align-equal.log). */
-#define EA_FUNC "EqualAlign"
-#define EA_FILE "fstext/fstext-utils-inl.h"
 
 /* A random walk that has not reached a final state after this many steps in
  * one attempt is given up (Kaldi would keep walking; we never hang). */
@@ -145,7 +144,7 @@ int galign_equal_align(const kio_fst *g, int32_t length, uint32_t seed, int32_t 
    * forever. We log an ERROR and report failure instead. */
   if (!check_coaccessible(g)) return 0;
   if (g->start < 0 || g->start >= g->num_states) {
-    KIO_LOG_AT(KIO_LOG_WARNING, EA_FUNC, EA_FILE, 872, "Empty input fst.");
+    KIO_KALDI(EQUAL_EMPTY_FST);
     return 0;
   }
   enum { NUM_RETRIES = 10 };
@@ -184,10 +183,8 @@ int galign_equal_align(const kio_fst *g, int32_t length, uint32_t seed, int32_t 
     for (int i = 0; i < num_tries; i++)
       pos += (size_t)snprintf(list + pos, sizeof list - pos, "%s%d", i ? "," : "",
                               (int)tries[i]);
-    KIO_LOG_AT(KIO_LOG_WARNING, EA_FUNC, EA_FILE, 930,
-               "EqualAlign: the randomly constructed paths lengths: %s", list);
-    KIO_LOG_AT(KIO_LOG_WARNING, EA_FUNC, EA_FILE, 931,
-               "EqualAlign: utterance has too few frames %d to align.", (int)length);
+    KIO_KALDI(EQUAL_PATH_LENGTHS, list);
+    KIO_KALDI(EQUAL_TOO_FEW_FRAMES, (int)length);
     goto out;
   }
 
@@ -197,8 +194,7 @@ int galign_equal_align(const kio_fst *g, int32_t length, uint32_t seed, int32_t 
   for (size_t i = 0; i < path.n; i++)
     if (find_self_loop(g, path.v[i]) >= 0) num_loops++;
   if (num_loops == 0 && nlab < length) {
-    KIO_LOG_AT(KIO_LOG_WARNING, EA_FUNC, EA_FILE, 945,
-               "No self-loops on chosen path; cannot match length.");
+    KIO_KALDI(EQUAL_NO_SELF_LOOPS);
     goto out;
   }
   int64_t extra = (int64_t)length - nlab;

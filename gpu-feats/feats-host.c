@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/matrix/compressed-matrix.h"
+#include "base/feat/feat-check.h"
 #include "base/feat/feat-ops.h"
 #include "base/io/io.h"
 #include "base/sys/log.h"
@@ -335,77 +336,24 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
   return KIO_OK;
 }
 
-#define LOGAS(prog, lvl, func, file, line, ...)                      \
-  do {                                                               \
-    const char *old_ = kio_log_thread_program();                     \
-    kio_log_set_thread_program(prog);                                \
-    kio_logf((lvl), (func), (file), (line), __VA_ARGS__);            \
-    kio_log_set_thread_program(old_);                                \
-  } while (0)
-
-static void floor_warn(void *user, double var) {
-  char a[32];
-  LOGAS((const char *)user, KIO_LOG_WARNING, "ApplyCmvn", "cmvn.cc", 88,
-        "Flooring cepstral variance from %s to 1e-20", kio_fmt_g(a, var));
-}
-
 /* apply-cmvn's checks and parameters for one utterance (feat-chain.c's
  * do_cmvn): GFEAT_ADDED with norm filled, GFEAT_DROPPED, KIO_ERR. */
 static int cmvn_params(gfeat_chain *c, const char *utt, const gfeat_raw *raw, float *norm) {
   const kio_feat_stage *st = c->cmvn;
   const kio_dmatrix *stats = &c->gstats;
   if (st->table_is_rspec) {
-    const char *key = utt;
-    if (c->u2s) {
-      int h = kio_ra_has_key(c->u2s, utt);
-      if (h < 0) return KIO_ERR;
-      if (h == 0) {
-        LOGAS(st->prog, KIO_LOG_ERROR, "HasKey", "util/kaldi-table-inl.h", 2639,
-              "Attempting to read key %s, which is not present in utt2spk map or "
-              "similar map being read from %s", utt, st->utt2spk);
-        return KIO_ERR;
-      }
-      const kio_token *t = kio_ra_value(c->u2s, utt);
-      if (!t) return KIO_ERR;
-      key = t->s;
-    }
-    int h = kio_ra_has_key(c->tab, key);
-    if (h < 0) return KIO_ERR;
-    if (h == 0) {
-      LOGAS(st->prog, KIO_LOG_WARNING, "main", "apply-cmvn.cc", 112,
-            "No normalization statistics available for key %s, producing no "
-            "output for this utterance", utt);
+    const char *key;
+    int r = kio_fchk_table_key(st, c->u2s, c->tab, utt, &key);
+    if (r == KIO_FCHK_DIE) return KIO_ERR;
+    if (r == KIO_FCHK_DROP) {
       if (c->counting) c->cnt[0].num_err++;
       return GFEAT_DROPPED;
     }
     if (!(stats = kio_ra_value(c->tab, key))) return KIO_ERR;
   }
-  int32_t dim = stats->cols - 1;
-  const char *fn = st->reverse ? "ApplyCmvnReverse" : "ApplyCmvn";
-  if (stats->rows > 2 || stats->rows < 1 || raw->cols != dim) {
-    LOGAS(st->prog, KIO_LOG_ERROR, fn, "cmvn.cc", st->reverse ? 125 : 70,
-          "Dim mismatch: cmvn %dx%d, feats %dx%d", stats->rows, stats->cols, raw->rows, raw->cols);
+  if (kio_fchk_cmvn(st, stats, raw->rows, raw->cols) != KIO_FCHK_PASS ||
+      kio_fchk_cmvn_norm(st, stats, norm, norm + stats->cols - 1) != KIO_FCHK_PASS)
     return KIO_ERR;
-  }
-  if (stats->rows == 1 && st->norm_vars) {
-    LOGAS(st->prog, KIO_LOG_ERROR, fn, "cmvn.cc", st->reverse ? 130 : 75,
-          "You requested variance normalization but no variance stats are supplied.");
-    return KIO_ERR;
-  }
-  double count = stats->data[dim];
-  if (count < 1.0) {
-    char a[32];
-    LOGAS(st->prog, KIO_LOG_ERROR, fn, "cmvn.cc", st->reverse ? 136 : 81,
-          "Insufficient stats for cepstral mean and variance normalization: count = %s",
-          kio_fmt_g(a, count));
-    return KIO_ERR;
-  }
-  if (kio_featop_cmvn_norm(stats->data, stats->rows, dim, st->norm_vars, st->reverse, norm,
-                           norm + dim, floor_warn, (void *)st->prog) == KIO_FEATOP_NAN) {
-    LOGAS(st->prog, KIO_LOG_ERROR, fn, "cmvn.cc", 97,
-          "NaN or infinity in cepstral mean/variance computation");
-    return KIO_ERR;
-  }
   if (c->counting) c->cnt[0].num_done++;
   return GFEAT_ADDED;
 }
@@ -449,21 +397,15 @@ static int32_t stage_checks(gfeat_chain *c, gfeat_batch *b, const char *utt, int
     int si = s++;
     gfeat_stage *g = &c->st[si];
     if (g->op == GFEAT_OP_DELTAS) {
-      if (rows == 0) {
-        LOGAS(st->prog, KIO_LOG_WARNING, "main", "add-deltas.cc", 56, "Empty feature matrix for key %s", utt);
-        return -1;
-      }
+      int r = kio_fchk_deltas(st, utt, rows, dim);
+      if (r == KIO_FCHK_DROP) return -1;
+      if (r == KIO_FCHK_DIE) return c->dead = k, -2;
       if (n) n->num_done++;
       dim *= g->order + 1;
       continue;
     }
     if (g->op == GFEAT_OP_SPLICE) {
-      if (rows == 0) {
-        LOGAS(st->prog, KIO_LOG_ERROR, "SpliceFrames", "feature-functions.cc", 211,
-              "SpliceFrames: empty input");
-        c->dead = k;
-        return -2;
-      }
+      if (kio_fchk_splice(st, rows) != KIO_FCHK_PASS) return c->dead = k, -2;
       if (n) n->num_done++;
       dim *= g->left + g->right + 1;
       continue;
@@ -471,38 +413,15 @@ static int32_t stage_checks(gfeat_chain *c, gfeat_batch *b, const char *utt, int
     const kio_matrix *w = &g->w;
     const char *key = utt;
     if (g->table) {  /* RandomAccessTableReaderMapped, as transform-feats */
-      if (g->u2s) {
-        int h = kio_ra_has_key(g->u2s, utt);
-        if (h < 0) return c->dead = k, -2;
-        if (h == 0) {
-          LOGAS(st->prog, KIO_LOG_ERROR, "HasKey", "util/kaldi-table-inl.h", 2639,
-                "Attempting to read key %s, which is not present in utt2spk map or "
-                "similar map being read from standard input", utt);
-          return c->dead = k, -2;
-        }
-        const kio_token *t = kio_ra_value(g->u2s, utt);
-        if (!t) return c->dead = k, -2;
-        key = t->s;
-      }
-      int h = kio_ra_has_key(g->table, key);
-      if (h < 0) return c->dead = k, -2;
-      if (h == 0) {
-        LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 87,
-              "No fMLLR transform available for utterance %s, producing no output for "
-              "this utterance", utt);
+      int r = kio_fchk_table_key(st, g->u2s, g->table, utt, &key);
+      if (r == KIO_FCHK_DIE) return c->dead = k, -2;
+      if (r == KIO_FCHK_DROP) {
         if (n) n->num_err++;
         return -1;
       }
       if (!(w = kio_ra_value(g->table, key))) return c->dead = k, -2;
     }
-    if (w->cols != dim && w->cols != dim + 1) {
-      LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 110,
-            "Transform matrix for utterance %s has bad dimension %dx%d versus feat dim %d",
-            utt, w->rows, w->cols, dim);
-      if (w->cols == dim + 2)
-        LOGAS(st->prog, KIO_LOG_WARNING, "main", "transform-feats.cc", 114,
-              "[perhaps the transform was created by compose-transforms, and you forgot "
-              "the --b-is-affine option?]");
+    if (kio_fchk_transform(st, utt, w, dim) != KIO_FCHK_PASS) {
       if (n) n->num_err++;
       return -1;
     }

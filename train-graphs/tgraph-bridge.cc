@@ -27,6 +27,7 @@
 #include "base/sys/cpu-share.h"
 #include "base/model/fst-bridge.h"
 #include "base/io/io.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "tgraph-det.h"
 #include "tgraph-fst.h"
@@ -40,18 +41,15 @@ using tgraph::StateId;
 using tgraph::VFst;
 using tgraph::Weight;
 
-// Where Kaldi's messages come from (function, file, line), for the log line.
+// A graph that failed: the Kaldi message it prints (kaldi-msg.h) and its
+// text, printed by the caller's thread.
 struct Failure {
-  int level = KIO_LOG_ERROR;
-  const char *func = "CompileGraphFromLG";
-  const char *file = "training-graph-compiler.cc";
-  int line = 0;
+  kio_kaldi_id id = KIO_KM_TGC_FAILED;
   std::string msg;
 };
 
 struct AssertFail {
-  int line;
-  const char *what;
+  kio_kaldi_id id;  // KIO_KM_TGC_ASSERT_*: a format without arguments
 };
 
 class DropInputSymbols {
@@ -125,20 +123,20 @@ struct tgraph_compiler {
     VFst p2w;
     tgraph::TableCompose(lex, word, &p2w);
     if (p2w.Start() == fst::kNoStateId)
-      throw AssertFail{80, "(phone2word_fst.Start() != kNoStateId)"};
+      throw AssertFail{KIO_KM_TGC_ASSERT_P2W};
     tgraph::LabelTable labels;
     tgraph::InvContext inv(subseq, *syms, tree->context_width,
                            tree->central_position, &labels);
     VFst clg;
     tgraph::ComposeContext(p2w, &inv, &clg);
     if (clg.Start() == fst::kNoStateId)
-      throw AssertFail{95, "(ctx2word_fst.Start() != kNoStateId)"};
+      throw AssertFail{KIO_KM_TGC_ASSERT_CTX};
     std::vector<int32_t> dh;
     std::unique_ptr<VFst> H(tgraph::MakeH(labels.info, *tree, *tm, opts.transition_scale, hc, &dh));
     VFst &t = *out;
     tgraph::TableCompose(*H, clg, &t);
     if (t.Start() == fst::kNoStateId)
-      throw AssertFail{110, "(trans2word_fst.Start() != kNoStateId)"};
+      throw AssertFail{KIO_KM_TGC_ASSERT_TRANS};
     DeterminizeStarInLog(&t, opts.max_states);
     if (!dh.empty()) fst::ArcMap(&t, DropInputSymbols(dh));
     MinimizeEncoded(&t);
@@ -224,13 +222,10 @@ bool CompileInto(const tgraph_compiler *c, const kio_int_vec &w, int what,
     if ((what & TGRAPH_CSR) && !ToCsr(g, &out->fst)) throw std::bad_alloc();
     return true;
   } catch (const AssertFail &a) {
-    fail->level = KIO_LOG_ASSERT;
-    fail->line = a.line;
-    fail->msg = std::string("Assertion failed: ") + a.what;
+    fail->id = a.id;
+    fail->msg = kio_kaldi_msgs[a.id].fmt;
   } catch (const tgraph::DetError &e) {
-    fail->func = "ProcessTransition";
-    fail->file = "determinize-star-inl.h";
-    fail->line = 0;
+    fail->id = KIO_KM_DETSTAR_FAILED;
     fail->msg = e.what();
   } catch (const std::bad_alloc &) {
     fail->msg = "out of memory compiling a training graph";
@@ -268,8 +263,7 @@ int tgraph_create(tgraph_compiler **out, const kio_tmodel *tm, const kio_ctx_dep
     int st = kio_fst_read(kio_input_stream(in), &lex);
     int cst = kio_input_close(in);
     if (st != KIO_OK || cst != KIO_OK) {
-      KIO_LOG_AT(KIO_LOG_ERROR, "ReadFstKaldi", "kaldi-fst-io.cc", 60,
-                 "Reading FST: error reading FST header from %s", lex_rx);
+      KIO_KALDI(FST_READ_HEADER, lex_rx);
       kio_fst_free(&lex);
       return KIO_ERR;
     }
@@ -304,8 +298,7 @@ int tgraph_create(tgraph_compiler **out, const kio_tmodel *tm, const kio_ctx_dep
   c->disambig.erase(std::unique(c->disambig.begin(), c->disambig.end()), c->disambig.end());
   for (int32_t d : c->disambig) {
     if (std::binary_search(c->phones.begin(), c->phones.end(), d)) {
-      KIO_LOG_AT(KIO_LOG_ERROR, "TrainingGraphCompiler", "training-graph-compiler.cc", 40,
-                 "Disambiguation symbol %d is also a phone.", d);
+      KIO_KALDI(TGC_DISAMBIG_PHONE, d);
       delete c;
       return KIO_ERR;
     }
@@ -366,8 +359,7 @@ int tgraph_compile(tgraph_compiler *c, int n, const kio_int_vec *words, int what
   }
   for (int i = 0; i < n; i++) {
     if (!ok[i]) {
-      const Failure &f = fails[i];
-      kio_logf(f.level, f.func, f.file, f.line, "%s", f.msg.c_str());
+      kio_kaldi_print(fails[i].id, fails[i].msg.c_str());
       return KIO_ERR;
     }
   }
@@ -399,7 +391,7 @@ int tgraph_compile_one(tgraph_compiler *c, const kio_int_vec *words, int what,
     }
   }
   if (!ok) {
-    kio_logf(f.level, f.func, f.file, f.line, "%s", f.msg.c_str());
+    kio_kaldi_print(f.id, f.msg.c_str());
     return KIO_ERR;
   }
   return KIO_OK;

@@ -4,12 +4,12 @@
 #include <unistd.h>
 
 #include "base/io/io.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "train-graphs.h"
 #include "base/sys/settings.h"
 
-int tgraph_read_disambig(const char *rx, const char *prog_file, int line, int32_t **v,
-                         int32_t *n) {
+int tgraph_read_disambig(const char *rx, kio_kaldi_id msg, int32_t **v, int32_t *n) {
   *v = NULL;
   *n = 0;
   if (!rx || !rx[0]) return KIO_OK;
@@ -35,8 +35,8 @@ int tgraph_read_disambig(const char *rx, const char *prog_file, int line, int32_
     if (kio_input_close(in) != KIO_OK) ok = 0;
   }
   if (!ok) {
-    KIO_LOG_AT(KIO_LOG_ERROR, "main", prog_file, line,
-               "fstcomposecontext: Could not read disambiguation symbols from %s", rx);
+    /* each program's own line, one format (tests/unit/check_kaldi_msg.c) */
+    kio_kaldi_logf(msg, kio_kmf_CTG_DISAMBIG, rx);
     free(*v);
     *v = NULL;
     *n = 0;

@@ -17,6 +17,7 @@
 #include "base/model/fst.h"
 #include "base/model/model.h"
 #include "base/io/table.h"
+#include "base/sys/kaldi-msg.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -75,10 +76,10 @@ int tgraph_compile_one(tgraph_compiler *c, const kio_int_vec *words, int what,
 extern const kio_holder tgraph_graph_holder;
 
 /* Kaldi's --read-disambig-syms file (whitespace-separated integers; "" or
- * NULL: none): *v malloc'ed. On failure logs Kaldi's ERROR line (with the
- * program's file/line) and returns KIO_ERR. */
-int tgraph_read_disambig(const char *rx, const char *prog_file, int line, int32_t **v,
-                         int32_t *n);
+ * NULL: none): *v malloc'ed. On failure logs Kaldi's ERROR line msg (the
+ * program's: KIO_KM_CTG_DISAMBIG, KIO_KM_AE_DISAMBIG, KIO_KM_GA_DISAMBIG)
+ * and returns KIO_ERR. */
+int tgraph_read_disambig(const char *rx, kio_kaldi_id msg, int32_t **v, int32_t *n);
 
 /* Call first thing in main: re-executes the program once with glibc malloc
  * tunables that suit graph compilation (unless GLIBC_TUNABLES or

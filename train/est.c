@@ -11,11 +11,11 @@
 #include "base/matrix/blas-level1.h"
 #include "base/matrix/blas-profile.h"
 #include "base/io/io.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/sys/options.h"
 #include "gpu-align/gpu-align.h"
 
-#define AT(lv, func, file, line, ...) KIO_LOG_AT((lv), (func), (file), (line), __VA_ARGS__)
 
 void trn_est_opts_default(trn_est_opts *o) {
   memset(o, 0, sizeof *o);
@@ -70,8 +70,7 @@ int trn_est_parse_flags(const char *s, unsigned *flags) {
       case 't': f |= TRN_FLAG_TRANS; break;
       case 'a': f |= TRN_FLAG_MEANS | TRN_FLAG_VARS | TRN_FLAG_WEIGHTS | TRN_FLAG_TRANS; break;
       default:
-        AT(KIO_LOG_ERROR, "StringToGmmFlags", "model-common.cc", 38,
-           "Invalid element %c of GmmFlagsType option string %s", *p, s);
+        KIO_KALDI(GMM_FLAGS, *p, s);
         return KIO_ERR;
     }
   }
@@ -187,11 +186,9 @@ int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_l
     double tsc = 0.0;
     for (int32_t j = 0; j < out->num_pdfs; j++)
       tsc += sum_d(out->occ + out->pdf_offset[j], out->pdf_offset[j + 1] - out->pdf_offset[j]);
-    AT(KIO_LOG_INFO, "main", "gmm-sum-accs.cc", 63, "Summed %d stats, total count %s, avg like/frame %s",
-       n, kio_fmt_g(a, tot_count), kio_fmt_g(b, avg));
-    AT(KIO_LOG_INFO, "main", "gmm-sum-accs.cc", 66, "Total count of stats is %s",
-       kio_fmt_g(c, (float)tsc));
-    AT(KIO_LOG_INFO, "main", "gmm-sum-accs.cc", 67, "Written stats to -");
+    KIO_KALDI(SUM_ACCS_SUMMED, n, kio_fmt_g(a, tot_count), kio_fmt_g(b, avg));
+    KIO_KALDI(SUM_ACCS_TOTAL, kio_fmt_g(c, (float)tsc));
+    KIO_KALDI(SUM_ACCS_WRITTEN);
   }
   free(order);
   return KIO_OK;
@@ -235,21 +232,15 @@ static int transition_update(const trn_est_opts *o, const gacc_stats *s, kio_tmo
     for (int32_t i = 0; i < n; i++) {
       float lp = logf(new_probs[i]);
       if (lp - lp != 0.0f) {
-        AT(KIO_LOG_ERROR, "MleUpdate", "transition-model.cc", 679,
-           "Log probs is inf or NaN: error in update or bad stats?");
+        KIO_KALDI(TM_LOGPROB_NAN);
         return KIO_ERR;
       }
       tm->log_probs[t0 + i] = lp;
     }
   }
   char a[32], b[32];
-  AT(KIO_LOG_INFO, "MleUpdate", "transition-model.cc", 528,
-     "TransitionModel::Update, objf change is %s per frame over %s frames. ",
-     kio_fmt_g(a, objf_impr_sum / count_sum), kio_fmt_g(b, count_sum));
-  AT(KIO_LOG_INFO, "MleUpdate", "transition-model.cc", 531,
-     "%d probabilities floored, %d out of %d transition-states skipped due to insuffient data "
-     "(it is normal to have some skipped.)", (int)num_floored, (int)num_skipped,
-     (int)tm->num_tuples);
+  KIO_KALDI(TM_UPDATE_OBJF, kio_fmt_g(a, objf_impr_sum / count_sum), kio_fmt_g(b, count_sum));
+  KIO_KALDI(TM_UPDATE_FLOORED, (int)num_floored, (int)num_skipped, (int)tm->num_tuples);
   *objf_out = objf_impr_sum;
   *count_out = count_sum;
   return kio_tmodel_update_derived(tm);
@@ -343,17 +334,14 @@ static int gmm_update(const trn_est_opts *o, const gacc_stats *s, int32_t pdf, k
         res->gauss_floored++;
       }
     } else if (o->remove_low_count_gaussians && nrem < M - 1) {
-      AT(KIO_LOG_WARNING, "MleDiagGmmUpdate", "mle-diag-gmm.cc", 359,
-         "Too little data - removing Gaussian (weight %.6f, occupation count %.6f, vector size %d)",
-         prob, occ[m], (int)D);
+      KIO_KALDI(MLE_GAUSS_REMOVED, prob, occ[m], (int)D);
       to_remove[nrem++] = m;
     } else {
       char a[32], b[32];
-      AT(KIO_LOG_WARNING, "MleDiagGmmUpdate", "mle-diag-gmm.cc", 365,
-         "Gaussian has too little data but not removing it because%s%d, occ = %s, weight = %s",
-         o->remove_low_count_gaussians ? " it is the last Gaussian: i = "
-                                       : " remove-low-count-gaussians == false: g = ",
-         (int)m, kio_fmt_g(a, occ[m]), kio_fmt_g(b, prob));
+      KIO_KALDI(MLE_GAUSS_KEPT,
+                o->remove_low_count_gaussians ? " it is the last Gaussian: i = "
+                                              : " remove-low-count-gaussians == false: g = ",
+                (int)m, kio_fmt_g(a, occ[m]), kio_fmt_g(b, prob));
       w[m] = prob > (double)o->min_gaussian_weight ? prob : (double)o->min_gaussian_weight;
     }
   }
@@ -384,7 +372,7 @@ static int gmm_update(const trn_est_opts *o, const gacc_stats *s, int32_t pdf, k
   res->gauss_removed = nrem;
   return KIO_OK;
 gconst_fail:
-  AT(KIO_LOG_ERROR, "ComputeGconsts", "diag-gmm.cc", 139, "%s (pdf %d)", kio_last_error(), (int)pdf);
+  KIO_KALDI(GCONSTS, kio_last_error(), (int)pdf);
   return KIO_ERR;
 }
 
@@ -423,13 +411,11 @@ static int gmm_split(kio_diag_gmm *g, int32_t target, float perturb_factor, gali
                      float *rand_vec) {
   int32_t cur = g->num_comp, D = g->dim;
   if (target < cur || cur == 0) {
-    AT(KIO_LOG_ERROR, "Split", "diag-gmm.cc", 157, "Cannot split from %d to %d components",
-       (int)cur, (int)target);
+    KIO_KALDI(GMM_SPLIT_CANNOT, (int)cur, (int)target);
     return KIO_ERR;
   }
   if (target == cur) {
-    AT(KIO_LOG_WARNING, "Split", "diag-gmm.cc", 161,
-       "Already have the target # of Gaussians. Doing nothing.");
+    KIO_KALDI(GMM_SPLIT_ALREADY);
     return KIO_OK;
   }
   if (gmm_grow(g, target) != KIO_OK) return KIO_ERR;
@@ -516,9 +502,7 @@ int trn_est_split_by_count(kio_am_gmm *am, const float *pdf_occs, int32_t target
     count_stats top = h[0];
     if (top.occ == 0) {
       char a[32];
-      AT(KIO_LOG_WARNING, "GetSplitTargets", "model-common.cc", 134,
-         "Could not split up to %d due to min-count = %s (or no counts at all)\n", (int)target,
-         kio_fmt_g(a, min_count));
+      KIO_KALDI(SPLIT_TARGETS, (int)target, kio_fmt_g(a, min_count));
       break;
     }
     heap_pop(h, &len);
@@ -549,10 +533,8 @@ int trn_est_split_by_count(kio_am_gmm *am, const float *pdf_occs, int32_t target
   int32_t after = 0;
   for (int32_t p = 0; p < P; p++) after += am->pdfs[p].num_comp;
   char a[32], b[32], c[32];
-  AT(KIO_LOG_INFO, "SplitByCount", "am-diag-gmm.cc", 116,
-     "Split %d states with target = %d, power = %s, perturb_factor = %s and min_count = %s, "
-     "split #Gauss from %d to %d", (int)P, (int)target, kio_fmt_g(a, power),
-     kio_fmt_g(b, perturb_factor), kio_fmt_g(c, min_count), (int)gauss_at_start, (int)after);
+  KIO_KALDI(SPLIT_BY_COUNT, (int)P, (int)target, kio_fmt_g(a, power), kio_fmt_g(b, perturb_factor),
+            kio_fmt_g(c, min_count), (int)gauss_at_start, (int)after);
   return KIO_OK;
 }
 
@@ -603,9 +585,8 @@ int trn_est_update(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm, k
   if (o->update_flags & TRN_FLAG_TRANS) {
     if (transition_update(o, s, tm, &r->trans_objf_impr, &r->trans_count) != KIO_OK)
       return KIO_ERR;
-    AT(KIO_LOG_INFO, "main", "gmm-est.cc", 102,
-       "Transition model update: Overall %s log-like improvement per frame over %s frames.",
-       kio_fmt_g(a, r->trans_objf_impr / r->trans_count), kio_fmt_g(b, r->trans_count));
+    KIO_KALDI(EST_TRANS, kio_fmt_g(a, r->trans_objf_impr / r->trans_count),
+              kio_fmt_g(b, r->trans_count));
   }
   r->tot_like = (float)s->total_like;
   r->tot_t = (float)s->total_frames;
@@ -634,22 +615,13 @@ int trn_est_update(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm, k
   if (rc == KIO_OK) {
     int32_t ng = 0;
     for (int32_t p = 0; p < am->num_pdfs; p++) ng += am->pdfs[p].num_comp;
-    AT(KIO_LOG_INFO, "MleAmDiagGmmUpdate", "mle-am-diag-gmm.cc", 225,
-       "%d variance elements floored in %d Gaussians, out of %d", (int)elems_floored,
-       (int)gauss_floored, (int)ng);
+    KIO_KALDI(MLE_AM_FLOORED, (int)elems_floored, (int)gauss_floored, (int)ng);
     if (o->remove_low_count_gaussians)
-      AT(KIO_LOG_INFO, "MleAmDiagGmmUpdate", "mle-am-diag-gmm.cc", 229,
-         "Removed %d Gaussians due to counts < --min-gaussian-occupancy=%s and "
-         "--remove-low-count-gaussians=true", (int)gauss_removed,
-         kio_fmt_g(a, o->min_gaussian_occupancy));
+      KIO_KALDI(MLE_AM_REMOVED, (int)gauss_removed, kio_fmt_g(a, o->min_gaussian_occupancy));
     r->gmm_objf_impr = tot_obj;
     r->gmm_count = tot_count;
-    AT(KIO_LOG_INFO, "main", "gmm-est.cc", 113,
-       "GMM update: Overall %s objective function improvement per frame over %s frames",
-       kio_fmt_g(a, tot_obj / tot_count), kio_fmt_g(b, tot_count));
-    AT(KIO_LOG_INFO, "main", "gmm-est.cc", 116,
-       "GMM update: Overall avg like per frame = %s over %s frames.",
-       kio_fmt_g(a, r->tot_like / r->tot_t), kio_fmt_g(b, r->tot_t));
+    KIO_KALDI(EST_GMM_OBJF, kio_fmt_g(a, tot_obj / tot_count), kio_fmt_g(b, tot_count));
+    KIO_KALDI(EST_GMM_LIKE, kio_fmt_g(a, r->tot_like / r->tot_t), kio_fmt_g(b, r->tot_t));
     r->gauss_before_split = r->gauss_after = ng;
   }
   int want_occs = occs_wx && *occs_wx;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/sys/cpu-share.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "device/gpu.h"
 #include "device/cuda-util.h"
@@ -188,8 +189,11 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
   trn_est_report rep;
   if (rc == KIO_OK) rc = trn_est_update(eo, &sum, &t->tm, &t->am, occs, &rep);
   if (rc == KIO_OK) rc = write_model(c->dir, x + 1, &t->tm, &t->am);
-  if (rc == KIO_OK)
-    KIO_LOG_AT(KIO_LOG_INFO, "main", "gmm-est.cc", 146, "Written model to %s/%d.mdl", c->dir, x + 1);
+  if (rc == KIO_OK) {
+    char mdl[4096];  /* a longer path could not have been written */
+    snprintf(mdl, sizeof mdl, "%s/%d.mdl", c->dir, x + 1);
+    KIO_KALDI(EST_WRITTEN, mdl);
+  }
   t->last_like = rep.tot_t > 0 ? rep.tot_like / rep.tot_t : 0.0f;
   gacc_stats_free(&sum);
   trn_log_use(NULL);

@@ -189,8 +189,7 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
   go.transition_scale = 0.0f;  /* compile-train-graphs' defaults */
   go.self_loop_scale = 0.0f;
   if (!tree_path || !lex || !dis || kio_ctx_dep_read(tree_path, &tree) != KIO_OK ||
-      tgraph_read_disambig(dis, "compile-train-graphs.cc", 99, &disambig, &num_disambig) !=
-          KIO_OK ||
+      tgraph_read_disambig(dis, KIO_KM_CTG_DISAMBIG, &disambig, &num_disambig) != KIO_OK ||
       tgraph_create(&gc, tm, &tree, lex, disambig, num_disambig, &go) != KIO_OK)
     goto done;
   d->graph_store = calloc((size_t)(d->n ? d->n : 1), sizeof *d->graph_store);

@@ -8,12 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 
-#define AT(lv, func, file, line, ...) KIO_LOG_AT((lv), (func), (file), (line), __VA_ARGS__)
-#define ALIGN_FILE "gmm-align-compiled.cc"
-#define WRAP_FILE "decoder-wrappers.cc"
-#define ACC_FILE "gmm-acc-stats-ali.cc"
 
 static int picked(const trn_range *r, int32_t i) { return !r->pick || r->pick[i]; }
 
@@ -62,13 +59,10 @@ static void boost_lines(int32_t np, int shared, float boost) {
   const char *old = kio_log_thread_program();
   kio_log_set_thread_program("gmm-boost-silence");
   if (shared)
-    AT(KIO_LOG_WARNING, "main", "gmm-boost-silence.cc", 82,
-       "The pdfs for the silence phones may be shared by other phones (note: this probably "
-       "does not matter.)");
+    KIO_KALDI(BOOST_SHARED);
   char b[32];
-  AT(KIO_LOG_INFO, "main", "gmm-boost-silence.cc", 93, "Boosted weights for %d pdfs, by factor of %s",
-     (int)np, kio_fmt_g(b, boost));
-  AT(KIO_LOG_INFO, "main", "gmm-boost-silence.cc", 103, "Wrote model to -");
+  KIO_KALDI(BOOST_DONE, (int)np, kio_fmt_g(b, boost));
+  KIO_KALDI(BOOST_WROTE);
   kio_log_set_thread_program(old);
 }
 
@@ -123,13 +117,12 @@ int trn_equal_align(trn_data *d, const trn_range *r) {
     u->ali = NULL;
     u->ali_len = 0;
     if (u->feats->rows == 0) {
-      AT(KIO_LOG_WARNING, "main", "align-equal-compiled.cc", 79, "Zero-length utterance: %s", u->key);
+      KIO_KALDI(AEC_ZERO_LENGTH, u->key);
       error++;
       continue;
     }
     if (u->graph->start < 0) {
-      AT(KIO_LOG_WARNING, "main", "align-equal-compiled.cc", 84, "Empty decoding graph for %s",
-         u->key);
+      KIO_KALDI(AEC_EMPTY_GRAPH, u->key);
       error++;
       continue;
     }
@@ -141,16 +134,14 @@ int trn_equal_align(trn_data *d, const trn_range *r) {
     } else {
       free(u->ali);
       u->ali = NULL;
-      AT(KIO_LOG_WARNING, "main", "align-equal-compiled.cc", 100,
-         "AlignEqual: did not align utterence %s", u->key);  /* sic */
+      KIO_KALDI(AEC_NOT_ALIGNED, u->key);  /* sic */
       error++;
     }
   }
   if (done != 0 && error == 0)
-    AT(KIO_LOG_INFO, "main", "align-equal-compiled.cc", 107, "Success: done %ld utterances.", done);
+    KIO_KALDI(AEC_SUCCESS, done);
   else
-    AT(KIO_LOG_WARNING, "main", "align-equal-compiled.cc", 109,
-       "Computed %ld alignments; %ld lacked features, %ld had other errors.", done, 0L, error);
+    KIO_KALDI(AEC_COMPUTED, done, 0L, error);
   kio_log_set_thread_program(old);
   return KIO_OK;
 }
@@ -241,26 +232,23 @@ int trn_align(trn_data *d, const trn_range *r, galign_aligner *a, const kio_tmod
       u->ali = NULL;
       u->ali_len = 0;
       if (u->feats->rows == 0) {
-        AT(KIO_LOG_WARNING, "main", ALIGN_FILE, 112, "Zero-length utterance: %s", u->key);
+        KIO_KALDI(GAC_ZERO_LENGTH, u->key);
         num_err++;
         continue;
       }
-      AT(KIO_LOG_INFO, "main", ALIGN_FILE, 127, "%s", u->key);
+      KIO_KALDI(GAC_KEY, u->key);
       if (u->graph->start < 0) {
-        AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 599, "Empty decoding graph for %s",
-           u->key);
+        KIO_KALDI(ALIGN_EMPTY_GRAPH, u->key);
         num_err++;
         continue;
       }
       galign_result *rs = &res[slot[k - k0]];
       if (rs->retried) {
         num_retry++;
-        AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 617,
-           "Retrying utterance %s with beam %s", u->key, kio_fmt_g(b1, o->retry_beam));
+        KIO_KALDI(ALIGN_RETRY, u->key, kio_fmt_g(b1, o->retry_beam));
       }
       if (!rs->ok) {
-        AT(KIO_LOG_WARNING, "AlignUtteranceWrapper", WRAP_FILE, 626,
-           "Did not successfully decode file %s, len = %d", u->key, (int)u->feats->rows);
+        KIO_KALDI(ALIGN_FAILED, u->key, (int)u->feats->rows);
         num_err++;
         continue;
       }
@@ -274,11 +262,9 @@ int trn_align(trn_data *d, const trn_range *r, galign_aligner *a, const kio_tmod
     }
     for (int32_t s = 0; s < m; s++) galign_result_free(&res[s]);
   }
-  AT(KIO_LOG_INFO, "main", ALIGN_FILE, 135, "Overall log-likelihood per frame is %s over %lld frames.",
-     kio_fmt_g(b1, tot_like / (double)frames), (long long)frames);
-  AT(KIO_LOG_INFO, "main", ALIGN_FILE, 137, "Retried %ld out of %ld utterances.", num_retry,
-     num_done + num_err);
-  AT(KIO_LOG_INFO, "main", ALIGN_FILE, 139, "Done %ld, errors on %ld", num_done, num_err);
+  KIO_KALDI(GAC_OVERALL, kio_fmt_g(b1, tot_like / (double)frames), (long long)frames);
+  KIO_KALDI(GAC_RETRIED, num_retry, num_done + num_err);
+  KIO_KALDI(GAC_DONE, num_done, num_err);
 done:
   for (int32_t k = 0; g && k < n; k++) galign_graph_free(&g[k]);
   free(idx);
@@ -326,14 +312,13 @@ int trn_accumulate(const trn_range *r, gacc_acc *acc, int lines) {
       const trn_utt *u = &d->u[j];
       if (!picked(r, j)) continue;
       if (!u->ali) {
-        if (lines) AT(KIO_LOG_WARNING, "main", ACC_FILE, 79, "No alignment for utterance %s", u->key);
+        if (lines) KIO_KALDI(ACC_NO_ALI, u->key);
         num_err++;
         continue;
       }
       if (u->ali_len != u->feats->rows) {
         if (lines)
-          AT(KIO_LOG_WARNING, "main", ACC_FILE, 86, "Alignments has wrong size %d vs. %d",
-             (int)u->ali_len, (int)u->feats->rows);
+          KIO_KALDI(ACC_WRONG_SIZE, (int)u->ali_len, (int)u->feats->rows);
         num_err++;
         continue;
       }
@@ -343,19 +328,15 @@ int trn_accumulate(const trn_range *r, gacc_acc *acc, int lines) {
       tot_t += rs->frames;
       if (lines && num_done % 50 == 0) {
         float avg = rs->frames > 0 ? rs->like / (float)rs->frames : -NAN;
-        AT(KIO_LOG_INFO, "main", ACC_FILE, 105,
-           "Processed %ld utterances; for utterance %s avg. like is %s over %d frames.", num_done,
-           u->key, kio_fmt_g(b, avg), (int)rs->frames);
+        KIO_KALDI(ACC_PROCESSED, num_done, u->key, kio_fmt_g(b, avg), (int)rs->frames);
       }
     }
   }
   if (rc == KIO_OK && lines) {
-    AT(KIO_LOG_INFO, "main", ACC_FILE, 112, "Done %ld files, %ld with errors.", num_done, num_err);
+    KIO_KALDI(ACC_DONE, num_done, num_err);
     double avg = tot_t > 0 ? tot_like / (double)tot_t : -NAN;
-    AT(KIO_LOG_INFO, "main", ACC_FILE, 115,
-       "Overall avg like per frame (Gaussian only) = %s over %lld frames.", kio_fmt_g(b, avg),
-       (long long)tot_t);
-    AT(KIO_LOG_INFO, "main", ACC_FILE, 123, "Written accs.");
+    KIO_KALDI(ACC_OVERALL, kio_fmt_g(b, avg), (long long)tot_t);
+    KIO_KALDI(ACC_WRITTEN);
   }
   free(utts);
   free(res);

@@ -18,11 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feat-check.h"
 #include "feat-ops.h"
 #include "feat-pool.h"
 #include "feat-ring.h"
 #include "base/io/io-internal.h"
 #include "base/io/io.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/matrix/matrix.h"
 #include "base/sys/options.h"
@@ -63,41 +65,10 @@ struct kio_feat {
   int status;  /* wait status */
 };
 
-#define LOGAT(lvl, prog, func, file, line, ...) \
-  do { kio_log_set_thread_program(prog); kio_logf((lvl), (func), (file), (line), __VA_ARGS__); } while (0)
-
 static void print_command_lines(const kio_feat_plan *p) { kio_feat_print_command_lines(p); }
 
-/* RandomAccessTableReaderMapped::HasKey. 1/0, or -1 after a fatal ERROR. */
-static int mapped_has_key(stage_rt *s, const char *utt, const char **key) {
-  *key = utt;
-  if (s->u2s) {
-    int h = kio_ra_has_key(s->u2s, utt);
-    if (h < 0) return -1;
-    if (h == 0) {
-      /* transform-feats opens its reader with Open(), which leaves the
-       * name Kaldi prints empty: "standard input". */
-      const char *name = s->st->op == KIO_FEAT_TRANSFORM ? "standard input" : s->st->utt2spk;
-      LOGAT(KIO_LOG_ERROR, s->st->prog, "HasKey", "util/kaldi-table-inl.h", 2639,
-            "Attempting to read key %s, which is not present in utt2spk map or "
-            "similar map being read from %s", utt, name);
-      return -1;
-    }
-    kio_token *t = kio_ra_value(s->u2s, utt);
-    if (!t) return -1;
-    *key = t->s;
-  }
-  return kio_ra_has_key(s->tab, *key);
-}
-
-static void floor_warn(void *user, double var) {
-  char a[32];
-  LOGAT(KIO_LOG_WARNING, (const char *)user, "ApplyCmvn", "cmvn.cc", 88,
-        "Flooring cepstral variance from %s to 1e-20", kio_fmt_g(a, var));
-}
-
 /* Stage results: pass the matrix on, drop the utterance, or die. */
-enum { PASS = 0, DROP = 1, DIE = -1 };
+enum { PASS = KIO_FCHK_PASS, DROP = KIO_FCHK_DROP, DIE = KIO_FCHK_DIE };
 
 /* One utterance on its way through the stages: its shape after the stages
  * so far and the job recording their arithmetic. */
@@ -124,46 +95,16 @@ static int do_cmvn(stage_rt *s, const char *utt, utt_state *u) {
   if (!st->norm_means) { s->num_done++; return PASS; }
   if (st->table_is_rspec) {
     const char *key;
-    int h = mapped_has_key(s, utt, &key);
-    if (h < 0) return DIE;
-    if (h == 0) {
-      LOGAT(KIO_LOG_WARNING, st->prog, "main", "apply-cmvn.cc", 112,
-            "No normalization statistics available for key %s, producing no "
-            "output for this utterance", utt);
-      s->num_err++;
-      return DROP;
-    }
+    int r = kio_fchk_table_key(st, s->u2s, s->tab, utt, &key);
+    if (r == DROP) s->num_err++;
+    if (r != PASS) return r;
     if (!(stats = kio_ra_value(s->tab, key))) return DIE;
   }
+  if (kio_fchk_cmvn(st, stats, u->rows, u->cols) != PASS) return DIE;
   int32_t dim = stats->cols - 1;
-  const char *fn = st->reverse ? "ApplyCmvnReverse" : "ApplyCmvn";
-  if (stats->rows > 2 || stats->rows < 1 || u->cols != dim) {
-    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", st->reverse ? 125 : 70,
-          "Dim mismatch: cmvn %dx%d, feats %dx%d", stats->rows, stats->cols, u->rows, u->cols);
-    return DIE;
-  }
-  if (stats->rows == 1 && st->norm_vars) {
-    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", st->reverse ? 130 : 75,
-          "You requested variance normalization but no variance stats are supplied.");
-    return DIE;
-  }
-  double count = stats->data[dim];
-  if (count < 1.0) {
-    char a[32];
-    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", st->reverse ? 136 : 81,
-          "Insufficient stats for cepstral mean and variance normalization: count = %s",
-          kio_fmt_g(a, count));
-    return DIE;
-  }
   size_t off;
   float *norm = kio_fjob_norm(u->j, 2 * (size_t)dim, &off);
-  if (!norm) return DIE;
-  if (kio_featop_cmvn_norm(stats->data, stats->rows, dim, st->norm_vars, st->reverse, norm,
-                           norm + dim, floor_warn, (void *)st->prog) == KIO_FEATOP_NAN) {
-    LOGAT(KIO_LOG_ERROR, st->prog, fn, "cmvn.cc", 97,
-          "NaN or infinity in cepstral mean/variance computation");
-    return DIE;
-  }
+  if (!norm || kio_fchk_cmvn_norm(st, stats, norm, norm + dim) != PASS) return DIE;
   kio_fstep *step = add_step(u, KIO_FEAT_CMVN, u->rows, u->cols, 0);  /* in place */
   if (!step) return DIE;
   step->var_norm = st->norm_vars;
@@ -175,19 +116,9 @@ static int do_cmvn(stage_rt *s, const char *utt, utt_state *u) {
 
 static int do_deltas(stage_rt *s, const char *utt, utt_state *u) {
   kio_feat_stage *st = s->st;
-  if (u->rows == 0) {
-    LOGAT(KIO_LOG_WARNING, st->prog, "main", "add-deltas.cc", 56, "Empty feature matrix for key %s", utt);
-    return DROP;
-  }
-  int32_t dim = u->cols;
-  if (st->truncate) {
-    if (st->truncate > u->cols) {
-      LOGAT(KIO_LOG_ERROR, st->prog, "main", "add-deltas.cc", 61,
-            "Cannot truncate features as dimension %d is smaller than truncation dimension.", u->cols);
-      return DIE;
-    }
-    dim = st->truncate;
-  }
+  int r = kio_fchk_deltas(st, utt, u->rows, u->cols);
+  if (r != PASS) return r;
+  int32_t dim = st->truncate ? st->truncate : u->cols;
   kio_fstep *step = add_step(u, KIO_FEAT_DELTAS, u->rows, dim * (st->delta_order + 1), 1);
   if (!step) return DIE;
   step->dim = dim;
@@ -206,11 +137,7 @@ static int do_deltas(stage_rt *s, const char *utt, utt_state *u) {
 /* fuse: the next stage is a live transform-feats (it comes right after). */
 static int do_splice(stage_rt *s, utt_state *u, int fuse) {
   kio_feat_stage *st = s->st;
-  if (u->rows == 0) {
-    LOGAT(KIO_LOG_ERROR, st->prog, "SpliceFrames", "feature-functions.cc", 211,
-          "SpliceFrames: empty input");
-    return DIE;
-  }
+  if (kio_fchk_splice(st, u->rows) != PASS) return DIE;
   int64_t cols = (int64_t)u->cols * (st->left + 1 + st->right);
   fuse = fuse && cols <= SPLICE_FUSE_MAX;
   /* fused: nothing made, but the shape is the spliced one all the same */
@@ -240,26 +167,13 @@ static int do_transform(stage_rt *s, const char *utt, utt_state *u, const kio_fe
   const kio_matrix *w = &s->gtrans;
   const char *key = "";
   if (st->table_is_rspec) {
-    int r = mapped_has_key(s, utt, &key);
-    if (r < 0) return DIE;
-    if (r == 0) {
-      LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 87,
-            "No fMLLR transform available for utterance %s, producing no output for "
-            "this utterance", utt);
-      s->num_err++;
-      return DROP;
-    }
+    int r = kio_fchk_table_key(st, s->u2s, s->tab, utt, &key);
+    if (r == DROP) s->num_err++;
+    if (r != PASS) return r;
     if (!(w = kio_ra_value(s->tab, key))) return DIE;
   }
   int32_t fdim = u->cols, T = u->rows;
-  if (w->cols != fdim && w->cols != fdim + 1) {
-    LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 110,
-          "Transform matrix for utterance %s has bad dimension %dx%d versus feat dim %d",
-          utt, w->rows, w->cols, fdim);
-    if (w->cols == fdim + 2)
-      LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 114,
-            "[perhaps the transform was created by compose-transforms, and you forgot "
-            "the --b-is-affine option?]");
+  if (kio_fchk_transform(st, utt, w, fdim) != PASS) {
     s->num_err++;
     return DROP;
   }
@@ -309,17 +223,17 @@ static int select_init(stage_rt *s, int32_t dim_in) {
       (void)l;
       b = strtol(dash + 1, NULL, 10);
       if (a < 0 || a > dim_in - 1) {
-        LOGAT(KIO_LOG_ERROR, s->st->prog, "main", "select-feats.cc", 79, "Invalid range start: %ld", a);
+        KIO_KALDI_AS(s->st->prog, SELECT_RANGE_START, a);
         return DIE;
       }
       if (b < 0 || b > dim_in - 1) {
-        LOGAT(KIO_LOG_ERROR, s->st->prog, "main", "select-feats.cc", 82, "Invalid range end: %ld", b);
+        KIO_KALDI_AS(s->st->prog, SELECT_RANGE_END, b);
         return DIE;
       }
     } else {
       a = b = strtol(p, NULL, 10);
       if (a < 0 || a > dim_in - 1) {
-        LOGAT(KIO_LOG_ERROR, s->st->prog, "main", "select-feats.cc", 103, "Invalid selection index: %ld", a);
+        KIO_KALDI_AS(s->st->prog, SELECT_INDEX, a);
         return DIE;
       }
     }
@@ -343,12 +257,7 @@ static int do_select(stage_rt *s, utt_state *u) {
    * narrower one fails Kaldi's SubMatrix assertion (abort: status 134). */
   for (int32_t j = 0; j < s->nsel; j++)
     if (s->sel[j] >= u->cols) {
-      LOGAT(KIO_LOG_ASSERT, s->st->prog, "SubMatrix", "kaldi-matrix.cc", 1644,
-            "Assertion failed: (static_cast<UnsignedMatrixIndexT>(ro) < "
-            "static_cast<UnsignedMatrixIndexT>(M.num_rows_) && "
-            "static_cast<UnsignedMatrixIndexT>(co) < static_cast<UnsignedMatrixIndexT>(M.num_cols_) && "
-            "static_cast<UnsignedMatrixIndexT>(r) <= static_cast<UnsignedMatrixIndexT>(M.num_rows_ - ro) && "
-            "static_cast<UnsignedMatrixIndexT>(c) <= static_cast<UnsignedMatrixIndexT>(M.num_cols_ - co))");
+      KIO_KALDI_AS(s->st->prog, SUBMATRIX_ASSERT);
       s->abort_status = (128 + SIGABRT) << 8;
       return DIE;
     }
@@ -361,6 +270,7 @@ static int do_select(stage_rt *s, utt_state *u) {
 }
 
 static int run_stage(stage_rt *s, const char *utt, utt_state *u, int fuse, const kio_feat *h) {
+  kio_log_set_thread_program(s->st->prog);  /* its tables' messages too */
   switch (s->st->op) {
     case KIO_FEAT_CMVN: return do_cmvn(s, utt, u);
     case KIO_FEAT_DELTAS: return do_deltas(s, utt, u);
@@ -383,8 +293,7 @@ static int stage_open(stage_rt *s) {
         kio_input *in = NULL;
         int binary;
         if (kio_input_reopen_q(&in, st->table, &binary, 1) != KIO_OK) {
-          KIO_LOG_AT(KIO_LOG_ERROR, "Input", "kaldi-io.cc", 756, "Error opening input stream %s",
-                     st->table);
+          KIO_KALDI(KALDI_IO_INPUT_OPEN, st->table);
           return KIO_ERR;
         }
         int r = st->op == KIO_FEAT_CMVN
@@ -518,6 +427,7 @@ static void *chain_thread(kio_ring *ring, void *arg) {
       reader_left(rt, n);
       break;
     }
+    kio_log_set_thread_program(rt[0].st->prog);  /* the input is the first stage's */
     kio_seq_next(rd);
     if (dead_from == 0 || rt[0].killed) break;
   }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "base/sys/options.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 
 void kio_feat_print_command_lines(const kio_feat_plan *p) {
@@ -25,54 +26,41 @@ void kio_feat_print_command_lines(const kio_feat_plan *p) {
   fflush(stderr);
 }
 
-#define LOGAT(lvl, prog, func, file, line, ...) \
-  do { kio_log_set_thread_program(prog); kio_logf((lvl), (func), (file), (line), __VA_ARGS__); } while (0)
-
 int kio_feat_final_log(const kio_feat_stage *st, const kio_feat_counts *c) {
-  const char *p = st->prog, *old = kio_log_thread_program();
+  const char *p = st->prog;
   int code = 0;
   switch (st->op) {
     case KIO_FEAT_CMVN:
-      LOGAT(KIO_LOG_INFO, p, "main", "apply-cmvn.cc", st->norm_vars ? 159 : 162,
-            "Applied cepstral mean %snormalization to "
-            "%ld utterances, errors on %ld", st->norm_vars ? "and variance " : "", c->num_done,
-            c->num_err);
+      if (st->norm_vars) KIO_KALDI_AS(p, APPLY_CMVN_DONE_VARS, c->num_done, c->num_err);
+      else KIO_KALDI_AS(p, APPLY_CMVN_DONE, c->num_done, c->num_err);
       code = c->num_done ? 0 : 1;
       break;
     case KIO_FEAT_TRANSFORM:
       if (c->logdet_type != KIO_FEAT_LD_UNKNOWN && c->logdet_type != KIO_FEAT_LD_DIMINC) {
         char a[32], b[32];
-        LOGAT(KIO_LOG_INFO, p, "main", "transform-feats.cc", 158,
-              "Overall average %slogdet is %s over %s frames.",
-              c->logdet_type == KIO_FEAT_LD_PSEUDO ? "[pseudo-]" : "",
-              kio_fmt_g(a, c->tot_logdet / c->tot_t), kio_fmt_g(b, c->tot_t));
+        KIO_KALDI_AS(p, TRANSFORM_LOGDET, c->logdet_type == KIO_FEAT_LD_PSEUDO ? "[pseudo-]" : "",
+                     kio_fmt_g(a, c->tot_logdet / c->tot_t), kio_fmt_g(b, c->tot_t));
       }
-      LOGAT(KIO_LOG_INFO, p, "main", "transform-feats.cc", 161, "Applied transform to %ld utterances; "
-            "%ld had errors.", c->num_done, c->num_err);
+      KIO_KALDI_AS(p, TRANSFORM_DONE, c->num_done, c->num_err);
       code = c->num_done ? 0 : 1;
       break;
     case KIO_FEAT_COPY:
-      LOGAT(KIO_LOG_INFO, p, "main", "copy-feats.cc", 143, "Copied %ld feature matrices.", c->num_done);
+      KIO_KALDI_AS(p, COPY_FEATS_DONE, c->num_done);
       code = c->num_done ? 0 : 1;
       break;
     case KIO_FEAT_SELECT:
-      if (!c->had_input)
-        LOGAT(KIO_LOG_WARNING, p, "main", "select-feats.cc", 59, "Empty archive provided.");
+      if (!c->had_input) KIO_KALDI_AS(p, SELECT_EMPTY);
       break;
     default:
       break;
   }
-  kio_log_set_thread_program(old);
   return code;
 }
 
 void kio_feat_logdet_add(const kio_feat_stage *st, kio_feat_counts *c, int32_t rows, float ld) {
   if (ld != ld || ld - ld != 0.0f) {
     char a[32];
-    const char *old = kio_log_thread_program();
-    LOGAT(KIO_LOG_WARNING, st->prog, "main", "transform-feats.cc", 147, "Matrix has bad logdet %s",
-          kio_fmt_g(a, ld));
-    kio_log_set_thread_program(old);
+    KIO_KALDI_AS(st->prog, TRANSFORM_BAD_LOGDET, kio_fmt_g(a, ld));
     return;
   }
   c->tot_t += rows;

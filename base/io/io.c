@@ -283,8 +283,8 @@ int kio_input_take(kio_input *in, char **key, size_t *keycap, void *obj) {
 }
 
 void kio_pipe_status_warn(const char *name, int status) {
-  KIO_LOG_AT(KIO_LOG_WARNING, "kio_input_close", __FILE__, __LINE__,
-             "Pipe %s had nonzero return status %d", name, status);
+  kio_logf(KIO_LOG_WARNING, "kio_input_close", __FILE__, __LINE__,
+           "Pipe %s had nonzero return status %d", name, status);
 }
 
 int kio_input_close(kio_input *in) {

@@ -616,9 +616,9 @@ int kio_ra_take(kio_ra_reader *r, const char *key, void *obj) {
 }
 
 void kio_ra_pipe_failed_error(const char *rspecifier) {
-  KIO_LOG_AT(KIO_LOG_ERROR, "kio_ra_close", __FILE__, __LINE__,
-             "Error closing RandomAccessTableReader: rspecifier is %s (input pipe failed)",
-             rspecifier);
+  kio_logf(KIO_LOG_ERROR, "kio_ra_close", __FILE__, __LINE__,
+           "Error closing RandomAccessTableReader: rspecifier is %s (input pipe failed)",
+           rspecifier);
 }
 
 int kio_ra_close(kio_ra_reader *r) {

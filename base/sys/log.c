@@ -102,7 +102,7 @@ static const char *base_name(const char *p) {
 }
 
 /* Kaldi's GetShortFileName: the last two path components, so that
- * "fstext/fstext-utils-inl.h" given to KIO_LOG_AT prints as Kaldi does, and
+ * "fstext/fstext-utils-inl.h" from the Kaldi message table prints as Kaldi does, and
  * our own "base/io/io.c" shows its directory. */
 static const char *short_file_name(const char *p) {
   if (!p) return "";

@@ -74,9 +74,9 @@ void kio_vlogf(int level, const char *func, const char *file, int line,
 #define KIO_ERROR(...) kio_logf(KIO_LOG_ERROR, __func__, __FILE__, __LINE__, __VA_ARGS__)
 #define KIO_VLOG(n, ...) \
   do { if (kio_log_verbose() >= (n)) kio_logf((n), __func__, __FILE__, __LINE__, __VA_ARGS__); } while (0)
-/* Log with an explicit function/file/line, so program lines can carry the
- * same location Kaldi prints (scripts never parse it; humans diff it). */
-#define KIO_LOG_AT(level, func, file, line, ...) kio_logf((level), (func), (file), (line), __VA_ARGS__)
+/* Lines that claim a place in Kaldi's sources come from one table:
+ * base/sys/kaldi-msg.h (KIO_KALDI). kio_logf with an explicit place is for
+ * lines passed on (deferred, from another thread or process). */
 
 /* Deferred log lines (read-ahead threads): while kio_log_defer(&list) is in
  * effect in a thread, its log lines are stored in list (not printed, not

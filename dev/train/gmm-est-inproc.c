@@ -7,6 +7,7 @@
 
 #include "base/io/io.h"
 #include "base/program/program.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/sys/options.h"
 #include "gpu-acc/gpu-acc.h"
@@ -48,7 +49,7 @@ int main(int argc, char **argv) {
   trn_est_report r;
   if (trn_est_update(&eo, &s, &tm, &am, occs, &r) != KIO_OK) kio_fatal_exit();
   if (kio_model_write(out, binary, &tm, &am) != KIO_OK) kio_fatal_exit();
-  KIO_LOG_AT(KIO_LOG_INFO, "main", "gmm-est.cc", 146, "Written model to %s", out);
+  KIO_KALDI(EST_WRITTEN, out);
   gacc_stats_free(&s);
   kio_tmodel_free(&tm);
   kio_am_gmm_free(&am);

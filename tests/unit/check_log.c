@@ -21,9 +21,9 @@ START_TEST(default_format) {
   int line = __LINE__ + 1;
   KIO_LOG("Overall log-likelihood per frame is %g over %d frames.", -96.1235, 123456);
   KIO_WARN("Did not successfully decode file %s, len = %d", "utt7", 412);
-  KIO_LOG_AT(KIO_LOG_INFO, "main", "gmm-align-compiled.cc", 135, "Done %d", 3);
-  KIO_LOG_AT(KIO_LOG_INFO, "EqualAlign", "fstext/fstext-utils-inl.h", 930, "x");
-  KIO_LOG_AT(KIO_LOG_INFO, "f", "/a/b/c/d.cc", 1, "y");
+  kio_logf(KIO_LOG_INFO, "main", "gmm-align-compiled.cc", 135, "Done %d", 3);
+  kio_logf(KIO_LOG_INFO, "EqualAlign", "fstext/fstext-utils-inl.h", 930, "x");
+  kio_logf(KIO_LOG_INFO, "f", "/a/b/c/d.cc", 1, "y");
   char *s = capture_end();
   char want[1024];
   snprintf(want, sizeof want,
