@@ -29,15 +29,7 @@ int main(int argc, char **argv) {
   kio_opts *po = kio_opts_new(kUsage);
   int binary = 1;  /* registered for compatibility; the wspecifier decides */
   kio_opts_bool(po, "binary", &binary, "Write output in binary mode");
-  int st = kio_opts_parse(po, argc, argv);
-  if (st == KIO_OPTS_HELP) { kio_opts_free(po); return 0; }
-  if (st != KIO_OPTS_OK) kio_fatal_exit();
-  if (kio_opts_num_args(po) != 3) {
-    kio_opts_print_usage(po);
-    kio_opts_free(po);
-    return 1;
-  }
-  kio_log_ours();
+  kio_program_args(po, argc, argv, 3, 3);
 
   kio_seq_reader *graphs = NULL;
   kio_ra_reader *feats = NULL;

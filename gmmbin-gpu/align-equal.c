@@ -51,16 +51,7 @@ int main(int argc, char **argv) {
   kio_opts_int(po, "num-threads", &num_threads,
                "Threads compiling graphs (0: this job's share of the online cores, i.e. "
                "the cores divided by the running copies of this program) [not in Kaldi]");
-  int st = kio_opts_parse(po, argc, argv);
-  if (st == KIO_OPTS_HELP) { kio_opts_free(po); free(disambig_rx); return 0; }
-  if (st != KIO_OPTS_OK) kio_fatal_exit();
-  if (kio_opts_num_args(po) != 6) {
-    kio_opts_print_usage(po);
-    kio_opts_free(po);
-    free(disambig_rx);
-    return 1;
-  }
-  kio_log_ours();
+  kio_program_args(po, argc, argv, 6, 6);
 
   kio_ctx_dep tree;
   memset(&tree, 0, sizeof tree);

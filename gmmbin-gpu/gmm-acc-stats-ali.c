@@ -16,9 +16,6 @@
 #include "device/gpu.h"
 #include "include/kaldi-gpu-align.h"
 
-/* Kaldi's fatal error: the ERROR line is out; outputs abandoned, exit 255. */
-static int fatal(void) { kio_fatal_exit(); }
-
 int main(int argc, char *argv[]) {
   kio_program_start(argc, argv);
   const char *usage =
@@ -37,22 +34,15 @@ int main(int argc, char *argv[]) {
   kio_opts_string(po, "gpu-memory", &gpu_memory,
                   "Device memory this job may use: bytes with K/M/G, or a percentage of the "
                   "device (default: KALDI_GPU_MEMORY, else 2G; affects only speed)");
-  int prc = kio_opts_parse(po, argc, argv);
-  if (prc == KIO_OPTS_HELP) exit(0);
-  if (prc != KIO_OPTS_OK) return fatal();
-  if (kio_opts_num_args(po) != 4) {
-    kio_opts_print_usage(po);
-    exit(1);
-  }
-  kio_log_ours();
+  kio_program_args(po, argc, argv, 4, 4);
   kga_acc_opts o;
   kga_acc_opts_init(&o);
   if (kga_parse_use_gpu(use_gpu, &o.use_gpu) != KGA_OK) {
     KIO_ERROR("Invalid value --use-gpu=%s: use yes|no|optional|wait", use_gpu);
-    return fatal();
+    kio_fatal_exit();
   }
   o.log = kga_log_stderr;
-  if (kio_gpu_set_job_memory(gpu_memory) != KIO_OK) return fatal();
+  if (kio_gpu_set_job_memory(gpu_memory) != KIO_OK) kio_fatal_exit();
   const char *model_in = kio_opts_arg(po, 1), *feature_rspecifier = kio_opts_arg(po, 2),
              *ali_rspecifier = kio_opts_arg(po, 3), *accs_wxfilename = kio_opts_arg(po, 4);
 
@@ -64,7 +54,7 @@ int main(int argc, char *argv[]) {
   if (kga_acc_new(&acc, model_in, &o) != KGA_OK ||
       kga_acc_archive(acc, feature_rspecifier, ali_rspecifier, NULL, NULL, &n) != KGA_OK ||
       kga_acc_write(acc, accs_wxfilename, binary) != KGA_OK)
-    return fatal();
+    kio_fatal_exit();
   kga_acc_free(acc);
   kio_opts_free(po);
   free(use_gpu);

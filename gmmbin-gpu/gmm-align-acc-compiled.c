@@ -21,10 +21,6 @@
 #include "gpu-align/align-pipeline.h"
 #include "include/kaldi-gpu-align.h"
 
-/* A fatal error (ERROR logged): the library has abandoned the outputs (and
- * joined its threads); kio_fatal_exit exits 255. */
-static void fatal(void) { kio_fatal_exit(); }
-
 int main(int argc, char *argv[]) {
   kio_program_start(argc, argv);
   const char *usage =
@@ -43,17 +39,10 @@ int main(int argc, char *argv[]) {
   kio_opts *po = kio_opts_new(usage);
   galign_pipeline_cli_register(po, &cli, &cfg);
   kio_opts_bool(po, "binary", &binary, "Write the stats file in binary mode");
-  /* Early returns free what main owns (so leak checkers stay quiet). */
-#define RETURN(rc) do { kio_opts_free(po); galign_pipeline_cli_free(&cli); return (rc); } while (0)
-  int prc = kio_opts_parse(po, argc, argv);
-  if (prc == KIO_OPTS_HELP) RETURN(0);
-  if (prc != KIO_OPTS_OK) fatal();
-  if (kio_opts_num_args(po) != 5) {
-    kio_opts_print_usage(po);
-    RETURN(1);
-  }
-  kio_log_ours();
-  if (galign_pipeline_cli_apply(&cli, &cfg) != KIO_OK) fatal();
+  kio_program_args(po, argc, argv, 5, 5);
+  /* A fatal error (ERROR logged): the library has abandoned the outputs (and
+   * joined its threads); kio_fatal_exit exits 255. */
+  if (galign_pipeline_cli_apply(&cli, &cfg) != KIO_OK) kio_fatal_exit();
   cfg.model_rxfilename = kio_opts_arg(po, 1);
   cfg.graphs_rspecifier = kio_opts_arg(po, 2);
   cfg.feats_rspecifier = kio_opts_arg(po, 3);
@@ -65,15 +54,16 @@ int main(int argc, char *argv[]) {
   kga_archive_opts xo;
   kga_cli_options(&cfg, &ao, &xo);
   kga_fused *f;
-  if (kga_fused_new(&f, cfg.model_rxfilename, &ao) != KGA_OK) fatal();
+  if (kga_fused_new(&f, cfg.model_rxfilename, &ao) != KGA_OK) kio_fatal_exit();
   kga_align_counts n;
   /* The statistics of inputs that turn out to have failed (a read error or
    * a failed pipe seen when closing) are not written: an error there is
    * fatal before this returns. */
   if (kga_fused_archive(f, cfg.graphs_rspecifier, cfg.feats_rspecifier, &xo, &n) != KGA_OK ||
       kga_fused_write(f, accs_wxfilename, binary) != KGA_OK)
-    fatal();
+    kio_fatal_exit();
   kga_fused_free(f);
-  RETURN(n.done != 0 ? 0 : 1);
-#undef RETURN
+  kio_opts_free(po);
+  galign_pipeline_cli_free(&cli);
+  return n.done != 0 ? 0 : 1;
 }

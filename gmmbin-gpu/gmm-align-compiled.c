@@ -33,16 +33,7 @@ int main(int argc, char *argv[]) {
 
   kio_opts *po = kio_opts_new(usage);
   galign_pipeline_cli_register(po, &cli, &cfg);
-  /* Early returns free what main owns (so leak checkers stay quiet). */
-#define RETURN(rc) do { kio_opts_free(po); galign_pipeline_cli_free(&cli); return (rc); } while (0)
-  int prc = kio_opts_parse(po, argc, argv);
-  if (prc == KIO_OPTS_HELP) RETURN(0);
-  if (prc != KIO_OPTS_OK) kio_fatal_exit();
-  if (kio_opts_num_args(po) < 4 || kio_opts_num_args(po) > 5) {
-    kio_opts_print_usage(po);
-    RETURN(1);
-  }
-  kio_log_ours();
+  kio_program_args(po, argc, argv, 4, 5);
   if (galign_pipeline_cli_apply(&cli, &cfg) != KIO_OK) kio_fatal_exit();
   cfg.model_rxfilename = kio_opts_arg(po, 1);
   cfg.graphs_rspecifier = kio_opts_arg(po, 2);
@@ -61,6 +52,7 @@ int main(int argc, char *argv[]) {
   if (kga_align_archive(al, cfg.graphs_rspecifier, cfg.feats_rspecifier, &xo, &n) != KGA_OK)
     kio_fatal_exit();
   kga_aligner_free(al);
-  RETURN(n.done != 0 ? 0 : 1);
-#undef RETURN
+  kio_opts_free(po);
+  galign_pipeline_cli_free(&cli);
+  return n.done != 0 ? 0 : 1;
 }

@@ -63,16 +63,7 @@ int main(int argc, char *argv[]) {
   kio_opts_bool(po, "rm-eps", &gopts.rm_eps,
                 "Remove [most] epsilons before minimization (only applicable if disambig "
                 "symbols present)");
-#define RETURN(rc) \
-  do { kio_opts_free(po); galign_pipeline_cli_free(&cli); free(disambig_rx); return (rc); } while (0)
-  int prc = kio_opts_parse(po, argc, argv);
-  if (prc == KIO_OPTS_HELP) RETURN(0);
-  if (prc != KIO_OPTS_OK) kio_fatal_exit();
-  if (kio_opts_num_args(po) != 6) {
-    kio_opts_print_usage(po);
-    RETURN(1);
-  }
-  kio_log_ours();
+  kio_program_args(po, argc, argv, 6, 6);
   if (galign_pipeline_cli_apply(&cli, &cfg) != KIO_OK) kio_fatal_exit();
   gopts.transition_scale = cfg.opts.transition_scale;
   gopts.self_loop_scale = cfg.opts.self_loop_scale;
@@ -112,6 +103,8 @@ int main(int argc, char *argv[]) {
   free(disambig);
   kio_tmodel_free(&tm);
   kio_ctx_dep_free(&tree);
-  RETURN(n.num_done != 0 ? 0 : 1);
-#undef RETURN
+  kio_opts_free(po);
+  galign_pipeline_cli_free(&cli);
+  free(disambig_rx);
+  return n.num_done != 0 ? 0 : 1;
 }

@@ -96,14 +96,7 @@ int main(int argc, char **argv) {
   kio_opts_string(po, "stochastic-level", &stoch_level, "Stochastic mode: speaker|utterance");
   kio_opts_int(po, "stochastic-seed", &stoch_seed, "Stochastic mode: random seed");
   kio_opts_int(po, "dev-replicate", &replicate, "Developers: each utterance N times");
-  int st = kio_opts_parse(po, argc, argv);
-  if (st == KIO_OPTS_HELP) return 0;
-  if (st != KIO_OPTS_OK) kio_fatal_exit();
-  if (kio_opts_num_args(po) != 1) {
-    kio_opts_print_usage(po);
-    return 1;
-  }
-  kio_log_ours();
+  kio_program_args(po, argc, argv, 1, 1);
   if (galign_parse_use_gpu(use_gpu, &c.use_gpu) != KIO_OK) {
     KIO_ERROR("Invalid value for --use-gpu: %s", use_gpu);
     kio_fatal_exit();

@@ -120,13 +120,7 @@ int main(int argc, char *argv[]) {
   kio_opts_string(po, "rounding", &rounding,
                   "Round as this profile (set by the jobs that start the service: theirs; "
                   "as KALDI_GPU_BLAS_PROFILE)");
-  int prc = kio_opts_parse(po, argc, argv);
-  if (prc == KIO_OPTS_HELP) return 0;
-  if (prc != KIO_OPTS_OK) return 255;
-  if (kio_opts_num_args(po) != 0) {
-    kio_opts_print_usage(po);
-    return 1;
-  }
+  kio_program_parse(po, argc, argv, 0, 0);  /* its first LOG line comes later */
   if (describe_only || print_rounding) {  /* before the overrides below: the jobs' view */
     int rc = 0;
     if (describe_only) {

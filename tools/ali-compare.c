@@ -61,13 +61,7 @@ int main(int argc, char *argv[]) {
   kio_opts *po = kio_opts_new(usage);
   kio_opts_bool(po, "print-diffs", &print_diffs,
                 "Print, for each common utterance that differs, \"diff KEY NDIFF LEN1 LEN2\"");
-  int rc = kio_opts_parse(po, argc, argv);
-  if (rc == KIO_OPTS_HELP) exit(0);  /* exit, not return: leak checkers see main's frame */
-  if (rc != KIO_OPTS_OK) exit(255);
-  if (kio_opts_num_args(po) != 2) {
-    kio_opts_print_usage(po);
-    exit(1);
-  }
+  kio_program_parse(po, argc, argv, 2, 2);
   table a = {0}, b = {0};
   if (read_all(kio_opts_arg(po, 1), &a) != KIO_OK || read_all(kio_opts_arg(po, 2), &b) != KIO_OK) {
     KIO_ERROR("Could not read the alignments");

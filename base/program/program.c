@@ -1,9 +1,29 @@
 #include "program.h"
 
+#include <stdlib.h>
+
 #include "base/feat/feat.h"
+#include "base/io/io.h"
 #include "base/matrix/blas-profile.h"
+#include "base/sys/log.h"
 
 void kio_program_start(int argc, char **argv) {
   kio_blas_query_main(argc, argv);  /* exits when run as the BLAS core query */
   kio_feat_install();
+}
+
+void kio_program_parse(kio_opts *po, int argc, char **argv, int min_args, int max_args) {
+  int rc = kio_opts_parse(po, argc, argv);
+  if (rc == KIO_OPTS_HELP) exit(0);
+  if (rc != KIO_OPTS_OK) kio_fatal_exit();
+  int n = kio_opts_num_args(po);
+  if (n < min_args || n > max_args) {
+    kio_opts_print_usage(po);
+    exit(1);
+  }
+}
+
+void kio_program_args(kio_opts *po, int argc, char **argv, int min_args, int max_args) {
+  kio_program_parse(po, argc, argv, min_args, max_args);
+  kio_log_ours();
 }

@@ -31,13 +31,7 @@ int main(int argc, char *argv[]) {
                   "every copy in order");
   kio_opts_string(po, "type", &type, "Object type: matrix (features), fst (graphs), ali (alignments)");
   kio_opts_int(po, "copies", &copies, "Number of copies");
-  int rc = kio_opts_parse(po, argc, argv);
-  if (rc == KIO_OPTS_HELP) exit(0);  /* exit, not return: leak checkers see main's frame */
-  if (rc != KIO_OPTS_OK) exit(255);
-  if (kio_opts_num_args(po) != 2) {
-    kio_opts_print_usage(po);
-    exit(1);
-  }
+  kio_program_parse(po, argc, argv, 2, 2);
   const kio_holder *h = !strcmp(type, "matrix") ? &kio_matrix_holder
                         : !strcmp(type, "fst")  ? &kio_fst_holder
                         : !strcmp(type, "ali")  ? &kio_int_vec_holder : NULL;

@@ -25,13 +25,7 @@ int main(int argc, char *argv[]) {
   kio_opts *po = kio_opts_new(usage);
   char *keys = strdup("");
   kio_opts_string(po, "keys", &keys, "Read by random access, these keys (first word of each line)");
-  int rc = kio_opts_parse(po, argc, argv);
-  if (rc == KIO_OPTS_HELP) exit(0);
-  if (rc != KIO_OPTS_OK) exit(255);
-  if (kio_opts_num_args(po) != 2) {
-    kio_opts_print_usage(po);
-    exit(1);
-  }
+  kio_program_parse(po, argc, argv, 2, 2);
   kio_writer *w;
   long n = 0;
   if (*keys) {

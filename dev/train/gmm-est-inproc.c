@@ -31,14 +31,7 @@ int main(int argc, char **argv) {
   kio_opts_bool(po, "binary", &binary, "Write output in binary mode");
   kio_opts_string(po, "write-occs", &occs, "File to write pdf occupation counts to.");
   trn_est_opts_register(po, &eo, &flags);
-  int st = kio_opts_parse(po, argc, argv);
-  if (st == KIO_OPTS_HELP) return 0;
-  if (st != KIO_OPTS_OK) kio_fatal_exit();
-  if (kio_opts_num_args(po) != 3) {
-    kio_opts_print_usage(po);
-    return 1;
-  }
-  kio_log_ours();
+  kio_program_args(po, argc, argv, 3, 3);
   if (trn_est_parse_flags(flags, &eo.update_flags) != KIO_OK) kio_fatal_exit();
   kio_tmodel tm = {0};
   kio_am_gmm am = {0};
