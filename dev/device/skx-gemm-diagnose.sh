@@ -14,15 +14,19 @@
 #      1200) and the fixture pipelines: Kaldi's pipes against our in-process
 #      chains (feat-copy), per core, at OpenBLAS's default threads and at 1;
 #   4. tests/cli/rounding.sh for these cores (statistics, alignments,
-#      feature chains against the bundle's programs).
+#      feature chains against the bundle's programs);
+#   5. with a GPU: check_gpu_feats (the device feature chains = the CPU
+#      chains, skx and cpl on utterances of 1-13 frames among them).
 # Needs the tools built (make all; or BUILD=.carry/build and .carry/gmmbin-gpu
 # as dev/device/device-pack.sh stages them) and the bundle: $KALDI_BUNDLE
-# (unpacked or the .tar.xz), else shared/kaldi/ or ../shared/kaldi/kaldi-bin.tar.xz.
+# (unpacked or the .tar.xz), else /tmp/recipe-device/in/kaldi-bin.tar.xz,
+# shared/kaldi/ or ../shared/kaldi/kaldi-bin.tar.xz.
 # Writes $OUT/skx-gemm.log and $OUT/skx-*.diag (default OUT=/tmp/out). Usage:
 #   dev/device/skx-gemm-diagnose.sh [CORE...]   (default: SkylakeX Cooperlake)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 top=$PWD
+export LD_LIBRARY_PATH="$top/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 BUILD=${BUILD:-build}
 tools=$top/$BUILD/tools
@@ -34,7 +38,8 @@ trap 'rm -rf "$tmp"' EXIT
 exec > >(tee "$OUT/skx-gemm.log") 2>&1
 
 kb=${KALDI_BUNDLE:-}
-for t in "$kb" shared/kaldi/kaldi-bin.tar.xz ../shared/kaldi/kaldi-bin.tar.xz; do
+for t in "$kb" /tmp/recipe-device/in/kaldi-bin.tar.xz shared/kaldi/kaldi-bin.tar.xz \
+         ../shared/kaldi/kaldi-bin.tar.xz; do
   [ -n "$t" ] || continue
   if [ -d "$t" ] && [ -x "$t/bin/gmm-est" ]; then kb=$(cd "$t" && pwd); break; fi
   if [ -f "$t" ]; then mkdir -p "$tmp/k" && tar -C "$tmp/k" -xJf "$t" && kb=$tmp/k/kb && break; fi
@@ -53,14 +58,14 @@ done
 fails=0
 for core in $cores; do
   echo "=== 2. $core: blas-order-check"
-  OPENBLAS_CORETYPE=$core timeout 120 "$tools/blas-order-check" "$lib"; rc=$?
+  OPENBLAS_CORETYPE=$core timeout 60 "$tools/blas-order-check" "$lib"; rc=$?
   echo "blas-order-check $core: exit $rc"
   [ $rc = 0 ] || fails=$((fails + 1))
   if [ $rc = 1 ]; then
     echo "--- $core: --diagnose (rows in skx-$core.diag)"
-    OPENBLAS_CORETYPE=$core timeout 120 "$tools/blas-order-check" --diagnose=600 "$lib" >"$OUT/skx-$core.diag" 2>&1
+    OPENBLAS_CORETYPE=$core timeout 60 "$tools/blas-order-check" --diagnose=600 "$lib" >"$OUT/skx-$core.diag" 2>&1
     echo "diagnose $core: exit $?"
-    grep -E '^(core|table|sgemm|diagnose)' "$OUT/skx-$core.diag"
+    grep -E '^(core|profile|table|sgemm|diagnose)' "$OUT/skx-$core.diag"
     sed -n '/^ *th /,$p' "$OUT/skx-$core.diag" | head -40
   fi
 done
@@ -95,10 +100,18 @@ done
 echo "=== 4. tests/cli/rounding.sh for $cores"
 if [ -x "$bin/gmm-acc-stats-ali" ]; then
   env -u KALDI_GPU_BLAS_PROFILE ROUNDING_CORES="$cores" KALDI_BUNDLE="$kb" BIN="$bin" TOP="$top" \
-    TOOLS="$tools" timeout 150 bash tests/cli/rounding.sh; rc=$?
+    TOOLS="$tools" timeout 120 bash tests/cli/rounding.sh; rc=$?
   echo "rounding.sh: exit $rc"; [ $rc = 0 ] || fails=$((fails + 1))
 else
   echo "no programs in $bin: rounding.sh not run"
+fi
+echo "=== 5. the device feature chains (check_gpu_feats)"
+if [ -x "$top/$BUILD/tests/gpu/check_gpu_feats" ] && nvidia-smi -L >/dev/null 2>&1; then
+  (cd "$d" && KALDI_GPU_BLAS_PROFILE=skx KIO_REQUIRE_GPU=1 timeout 120 "$top/$BUILD/tests/gpu/check_gpu_feats" 2>&1 | tail -n 3
+   exit "${PIPESTATUS[0]}"); rc=$?
+  echo "check_gpu_feats: exit $rc"; [ $rc = 0 ] || fails=$((fails + 1))
+else
+  echo "no GPU or no $BUILD/tests/gpu/check_gpu_feats: not run"
 fi
 echo "=== skx-gemm-diagnose: $fails failure(s) ($(date -u '+%T UTC'))"
 [ $fails = 0 ]
