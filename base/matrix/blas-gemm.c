@@ -19,7 +19,11 @@
  *    all rows, frames in min_jj steps;
  *  - the kernel: per call, rows in tiles of UNROLL_M, then the remainders
  *    (4, 2, 1 rows...), frames in panels of UNROLL_N, then 2, 1; each
- *    (row tile, frame panel) kind has its accumulator layout (call_*). */
+ *    (row tile, frame panel) kind has its accumulator layout (call_*).
+ * SkylakeX and Cooperlake (the same kernels): small products go to a kernel
+ * of their own before the driver (skx_small, 16-lane chains); the others
+ * run the 16x4 kernel, one FMA chain per output, in GEMM_Q blocks of K
+ * (SkylakeX 448, Cooperlake 320: the library's runtime table). */
 #include "blas-gemm.h"
 
 #include <sched.h>
@@ -188,20 +192,45 @@ static void all_seq(unsigned char *cls, int32_t M, int32_t m0, int32_t mlen, int
   mark(cls, M, m0, m0 + mlen, n0, n0 + nlen, KIO_GEMM_SEQ);
 }
 
+/* SkylakeX's small-matrix path (interface/gemm.c before any threading:
+ * sgemm_small_matrix_permit_skylakex for transform-feats' transposes, A
+ * transposed and B not): M*N*K <= 1e6, M*N <= 1200 and K >= 32. */
+static int skx_small(int32_t T, int32_t K, int32_t M) {
+  return (double)M * T * K <= 1e6 && (int64_t)M * T <= 1200 && K >= 32;
+}
+
+/* Its kernel (sgemm_small_kernel_b0_tn_skylakex.c): rows in tiles of 4, 2,
+ * 1 and frames in tiles of 4, 2, 1; the 4-row tiles and the 4-frame tiles
+ * reduce their lanes by REDUCE_4, the others by _mm512_reduce_add_ps. */
+static void call_skx_small(unsigned char *cls, int32_t M, int32_t T) {
+  const int32_t m4 = M & ~3, t4 = T & ~3;
+  for (int32_t f = 0; f < T; f++)
+    for (int32_t r = 0; r < M; r++)
+      cls[(size_t)f * M + r] = r < m4 || f < t4 ? KIO_GEMM_L16R : KIO_GEMM_L16G;
+}
+
 int kio_blas_gemm_needs_plan(int prof, int32_t K) {
   const int32_t q = kio_blas_gemm_q(prof);
-  return prof == KIO_BLAS_HSW || prof == KIO_BLAS_SSE || prof == KIO_BLAS_NHM || (q > 0 && K > q);
+  return prof == KIO_BLAS_HSW || prof == KIO_BLAS_SSE || prof == KIO_BLAS_NHM ||
+         (kio_blas_skx(prof) && K >= 32) || K > q;
 }
 
 int kio_blas_gemm_plan(int prof, int32_t T, int32_t K, int32_t M, int threads,
                        unsigned char **out) {
   *out = NULL;
   if (T <= 0 || M <= 0 || K <= 0 || !kio_blas_gemm_needs_plan(prof, K)) return KIO_OK;
+  const int small = kio_blas_skx(prof) && skx_small(T, K, M);
+  if (kio_blas_skx(prof) && !small && K <= kio_blas_gemm_q(prof)) return KIO_OK;
   kernel_call k = prof == KIO_BLAS_HSW ? call_hsw : prof == KIO_BLAS_SSE ? call_sse
                 : prof == KIO_BLAS_NHM ? call_nhm : all_seq;
   const int32_t un = prof == KIO_BLAS_NHM ? 8 : 4;    /* GEMM_UNROLL_N */
   unsigned char *cls = malloc((size_t)T * M);
   if (!cls) return KIO_ERR;
+  if (small) {
+    call_skx_small(cls, M, T);
+    *out = cls;
+    return KIO_OK;
+  }
   double mnk = (double)M * T * K;
   int thr = 0;
   if (mnk <= 262144.0 || threads <= 1) jj_chunks(k, un, cls, M, 0, M, 0, T);

@@ -3,8 +3,8 @@
  * kernel tile holding the output, so on the kernel calls OpenBLAS's level-3
  * driver makes for Kaldi's shapes and thread count (blas-gemm.c models
  * OpenBLAS 0.3.21's drivers and the tiles of the Haswell, Nehalem and
- * Prescott kernels; SkylakeX and Sandybridge give every output the SEQ
- * chain). Host only. */
+ * Prescott kernels and SkylakeX's small-matrix kernel; Sandybridge and
+ * SkylakeX's regular kernel give every output the SEQ chain). Host only. */
 #ifndef KIO_BLAS_GEMM_H
 #define KIO_BLAS_GEMM_H
 
@@ -14,8 +14,9 @@
 extern "C" {
 #endif
 
-/* Is there a plan for K under prof (chains other than SEQ: HSW, NHM, SSE;
- * or K over GEMM_Q, whose blocks depend on the driver)? */
+/* May there be a plan for K under prof (chains other than SEQ: HSW, NHM,
+ * SSE, SKX's small-matrix kernel from K = 32; or K over GEMM_Q, whose
+ * blocks depend on the driver)? */
 int kio_blas_gemm_needs_plan(int prof, int32_t K);
 
 /* The threads Kaldi's OpenBLAS runs (KALDI_GPU_DEV_FEATS_BLAS_THREADS, else

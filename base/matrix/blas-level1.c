@@ -19,7 +19,7 @@ float kio_blas_sdot(int prof, int32_t n, const float *x, const float *y) {
         for (int l = 0; l < 8; l++)
           acc[k][l] = fmaf(x[i + 8 * k + l], y[i + 8 * k + l], acc[k][l]);
     float t[4];
-    if (prof == KIO_BLAS_SKX) {
+    if (kio_blas_skx(prof)) {
       float a[8];
       for (int l = 0; l < 8; l++) a[l] = ((acc[0][l] + acc[1][l]) + acc[2][l]) + acc[3][l];
       for (int j = 0; j < 4; j++) t[j] = a[j] + a[j + 4];
@@ -41,7 +41,7 @@ float kio_blas_sdot(int prof, int32_t n, const float *x, const float *y) {
 /* SkylakeX's kernel fuses every element; Haswell's the micro-kernel's part
  * (its C tail is built without FMA); the others do not fuse. */
 void kio_blas_saxpy(int prof, int32_t n, float a, const float *x, float *y) {
-  int32_t n1 = prof == KIO_BLAS_SKX ? n : prof == KIO_BLAS_HSW ? (n & -32) : 0, i = 0;
+  int32_t n1 = kio_blas_skx(prof) ? n : prof == KIO_BLAS_HSW ? (n & -32) : 0, i = 0;
   for (; i < n1; i++) y[i] = fmaf(a, x[i], y[i]);
   for (; i < n; i++) y[i] = y[i] + a * x[i];
 }

@@ -28,28 +28,32 @@
 /* The profiles: which OpenBLAS kernels Kaldi's library runs. SKX is the
  * reference (the fixtures' hosts). */
 enum {
-  KIO_BLAS_SKX = 0, /* SkylakeX, Cooperlake, SapphireRapids (AVX-512, built -march=skylake-avx512) */
+  KIO_BLAS_SKX = 0, /* SkylakeX, SapphireRapids (AVX-512, built -march=skylake-avx512) */
   KIO_BLAS_HSW = 1, /* Haswell, Zen (AVX2 + FMA kernels, C parts built without FMA) */
   KIO_BLAS_SNB = 2, /* Sandybridge (AVX, no FMA) */
   KIO_BLAS_NHM = 3, /* Nehalem (SSE, no FMA) */
   KIO_BLAS_SSE = 4, /* Prescott: the generic C sgemv_t, SSE3 sgemm, no FMA */
-  KIO_BLAS_NPROF = 5
+  KIO_BLAS_CPL = 5, /* Cooperlake: SkylakeX's kernels, but sgemm's GEMM_Q is 320, not 448 */
+  KIO_BLAS_NPROF = 6
 };
+
+/* Does prof run SkylakeX's kernels (SKX, CPL)? */
+KIO_BLAS_HD int kio_blas_skx(int prof) { return prof == KIO_BLAS_SKX || prof == KIO_BLAS_CPL; }
 
 /* The SkylakeX small-m sgemv_t kernel (rows of <= 8 floats, lda == m). */
 #include "base/matrix/sgemv-skx-small.h"
 
 /* Do the BLAS kernels of prof fuse multiply-adds at all? */
-KIO_BLAS_HD int kio_blas_fused(int prof) { return prof == KIO_BLAS_SKX || prof == KIO_BLAS_HSW; }
+KIO_BLAS_HD int kio_blas_fused(int prof) { return kio_blas_skx(prof) || prof == KIO_BLAS_HSW; }
 
 /* ---- daxpy / saxpy: y[i] += a * x[i] ----
  * The first n_fused elements are fma(a, x, y) (the vector micro-kernel, or
  * a C loop built with FMA), the rest y + a * x. */
 KIO_BLAS_HD int32_t kio_blas_daxpy_fused(int prof, int32_t n) {
-  return prof == KIO_BLAS_SKX ? n : prof == KIO_BLAS_HSW ? (n & -16) : 0;
+  return kio_blas_skx(prof) ? n : prof == KIO_BLAS_HSW ? (n & -16) : 0;
 }
 KIO_BLAS_HD int32_t kio_blas_saxpy_fused(int prof, int32_t n) {
-  return prof == KIO_BLAS_SKX ? n : prof == KIO_BLAS_HSW ? (n & -32) : 0;
+  return kio_blas_skx(prof) ? n : prof == KIO_BLAS_HSW ? (n & -32) : 0;
 }
 
 /* ---- sgemv_t: y + alpha * (a . x) for one row a ----
@@ -163,7 +167,7 @@ KIO_BLAS_HD float kio_blas_gemv_dot(int prof, int kind, const float *a, const fl
 KIO_BLAS_HD float kio_blas_gemv_tail(int prof, float y, const float *a, const float *x, int32_t xs,
                                      int32_t m3, float alpha) {
   if (m3 <= 0) return y;
-  if (prof != KIO_BLAS_SKX) {
+  if (!kio_blas_skx(prof)) {
     float t = a[0] * (x[0] * alpha);
     for (int32_t k = 1; k < m3; k++) {
       float p = a[k] * (x[k * xs] * alpha);
@@ -217,7 +221,7 @@ KIO_BLAS_HD float kio_blas_gemv_row_c(float y, const float *a, const float *x, i
 KIO_BLAS_HD float kio_blas_gemv_row(int prof, float y, const float *a, const float *x, int32_t xs,
                                     int32_t D, int32_t lda, float alpha, int32_t j, int32_t n) {
   if (prof == KIO_BLAS_SSE) return kio_blas_gemv_row_c(y, a, x, xs, D, alpha);
-  if (prof == KIO_BLAS_SKX && kio_sgemv_skx_small(D, lda))
+  if (kio_blas_skx(prof) && kio_sgemv_skx_small(D, lda))
     return kio_sgemv_skx_small_row(y, a, x, xs, D, alpha, j, n);
   const int kind = kio_blas_gemv_kind(j, n);
   const int32_t m3 = D & 3, nb_total = D - m3;
@@ -245,7 +249,7 @@ KIO_BLAS_HD float kio_blas_gauss_loglike(int prof, float gconst, const float *mi
  * order of kio_blas_dot4's HSW lanes (the tiled fast paths of the CPU and
  * device likelihood code)? */
 KIO_BLAS_HD int kio_blas_gemv_hsw_lanes(int prof, int32_t D) {
-  return prof == KIO_BLAS_HSW || (prof == KIO_BLAS_SKX && !kio_sgemv_skx_small(D, kio_kaldi_stride(D)));
+  return prof == KIO_BLAS_HSW || (kio_blas_skx(prof) && !kio_sgemv_skx_small(D, kio_kaldi_stride(D)));
 }
 
 /* ---- sgemm: out(t, r) = sum_k x_k * w_k as the kernel tile holding it ----
@@ -260,8 +264,19 @@ KIO_BLAS_HD int kio_blas_gemv_hsw_lanes(int prof, int32_t D) {
  *  NHM1: Nehalem's one-row tiles, software-pipelined: per 4 dims
  *        A += P, B += p0, A += p1, B += p2, P = p3 (P starts 0); A = A + B;
  *        then for each further k: A += P, P = p_k; finally A + P.
+ *  L16R, L16G: SkylakeX's small-matrix kernel (sgemm_small_kernel_b0_tn):
+ *        16 lanes, lane l takes the k = l mod 16 (fused, from 0; the masked
+ *        last step adds 0 * 0 to the lanes past K), then reduced:
+ *        L16R (its REDUCE_4): per 4-lane block b, (l0 + l1) + (l2 + l3),
+ *          then (b0 + b1) + (b2 + b3);
+ *        L16G (GCC's _mm512_reduce_add_ps): h_i = l_i + l_i+8,
+ *          q_i = h_i + h_i+4, then (q0 + q2) + (q1 + q3).
+ *        Stored as the sum itself (alpha 1, beta 0: no C + ...).
  * Which tile holds which output: base/matrix/blas-gemm.c. */
-enum { KIO_GEMM_SEQ = 0, KIO_GEMM_PAIR = 1, KIO_GEMM_QUAD = 2, KIO_GEMM_OCT = 3, KIO_GEMM_NHM1 = 4 };
+enum {
+  KIO_GEMM_SEQ = 0, KIO_GEMM_PAIR = 1, KIO_GEMM_QUAD = 2, KIO_GEMM_OCT = 3, KIO_GEMM_NHM1 = 4,
+  KIO_GEMM_L16R = 5, KIO_GEMM_L16G = 6
+};
 
 KIO_BLAS_HD float kio_blas_mac(int fused, float acc, float x, float w) {
   if (fused) return fmaf(x, w, acc);
@@ -269,9 +284,35 @@ KIO_BLAS_HD float kio_blas_mac(int fused, float acc, float x, float w) {
   return acc + p;
 }
 
+/* The 16-lane chain of SkylakeX's small-matrix kernel (always fused). */
+KIO_BLAS_HD float kio_blas_gemm_l16(int type, const float *x, int32_t xs, const float *w,
+                                    int32_t ws, int32_t K) {
+  float l[16];
+  for (int i = 0; i < 16; i++) l[i] = 0.0f;
+  for (int32_t k0 = 0; k0 < K; k0 += 16)
+    for (int i = 0; i < 16; i++) {
+      int32_t k = k0 + i;
+      l[i] = k < K ? fmaf(x[k * xs], w[k * ws], l[i]) : fmaf(0.0f, 0.0f, l[i]);
+    }
+  if (type == KIO_GEMM_L16R) {
+    float b[4];
+    for (int i = 0; i < 4; i++) {
+      float u = l[4 * i] + l[4 * i + 1], v = l[4 * i + 2] + l[4 * i + 3];
+      b[i] = u + v;
+    }
+    return kio_blas_hsum4(b);
+  }
+  float h[8], q[4];
+  for (int i = 0; i < 8; i++) h[i] = l[i] + l[i + 8];
+  for (int i = 0; i < 4; i++) q[i] = h[i] + h[i + 4];
+  float u = q[0] + q[2], v = q[1] + q[3];
+  return u + v;
+}
+
 /* One chain over K products x[k * xs] * w[k * ws]. */
 KIO_BLAS_HD float kio_blas_gemm_chain(int type, int fused, const float *x, int32_t xs,
                                       const float *w, int32_t ws, int32_t K) {
+  if (type == KIO_GEMM_L16R || type == KIO_GEMM_L16G) return kio_blas_gemm_l16(type, x, xs, w, ws, K);
   if (type == KIO_GEMM_PAIR) {
     float A = 0.0f, B = 0.0f;
     int32_t k8 = K & ~7, k = 0;
@@ -324,14 +365,14 @@ KIO_BLAS_HD float kio_blas_gemm_chain(int type, int fused, const float *x, int32
   return acc;
 }
 
-/* The driver's K blocks: GEMM_Q of the profile's kernels (0: not modelled,
- * one block) and their GEMM_UNROLL_M. */
+/* The driver's K blocks: GEMM_Q of the profile's kernels and their
+ * GEMM_UNROLL_M (the library's runtime table, gotoblas->sgemm_q). */
 KIO_BLAS_HD int32_t kio_blas_gemm_q(int prof) {
   return prof == KIO_BLAS_SSE ? 128 : prof == KIO_BLAS_NHM ? 512 : prof == KIO_BLAS_SNB ? 384
-       : prof == KIO_BLAS_HSW ? 320 : 0;
+       : prof == KIO_BLAS_HSW || prof == KIO_BLAS_CPL ? 320 : 448;
 }
 KIO_BLAS_HD int32_t kio_blas_gemm_um(int prof) {
-  return prof == KIO_BLAS_NHM ? 4 : prof == KIO_BLAS_SNB ? 16 : 8;
+  return prof == KIO_BLAS_NHM ? 4 : prof == KIO_BLAS_SNB || kio_blas_skx(prof) ? 16 : 8;
 }
 /* The length of the K block that starts `rest` before K's end: GEMM_Q while
  * 2 GEMM_Q remain, then the rest in one block, or in two halves when it is
@@ -349,11 +390,13 @@ KIO_BLAS_HD int32_t kio_blas_gemm_block(int prof, int32_t rest, int threaded) {
 enum { KIO_GEMM_TYPE = 0x7f, KIO_GEMM_THREADED = 0x80 };
 
 /* The output as sgemm (alpha 1, beta 0) leaves it: C = 0, then for each K
- * block C = C + chain (a -0 sum becomes +0). code: a plan byte. */
+ * block C = C + chain (a -0 sum becomes +0); the small-matrix kernel's
+ * chains are stored as they are. code: a plan byte. */
 KIO_BLAS_HD float kio_blas_gemm_out(int prof, int code, const float *x, int32_t xs, const float *w,
                                     int32_t ws, int32_t K) {
   const int fused = kio_blas_fused(prof), type = code & KIO_GEMM_TYPE;
   const int threaded = (code & KIO_GEMM_THREADED) != 0;
+  if (type == KIO_GEMM_L16R || type == KIO_GEMM_L16G) return kio_blas_gemm_l16(type, x, xs, w, ws, K);
   float c = 0.0f;
   for (int32_t ls = 0; ls < K;) {
     int32_t l = kio_blas_gemm_block(prof, K - ls, threaded);

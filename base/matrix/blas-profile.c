@@ -10,18 +10,18 @@
 #include "base/sys/log.h"
 #include "base/sys/settings.h"
 
-static const char *const names[KIO_BLAS_NPROF] = {"skx", "hsw", "snb", "nhm", "sse"};
+static const char *const names[KIO_BLAS_NPROF] = {"skx", "hsw", "snb", "nhm", "sse", "cpl"};
 static const char *const kernels[KIO_BLAS_NPROF] = {
   "OpenBLAS SkylakeX kernels", "OpenBLAS Haswell kernels", "OpenBLAS Sandybridge kernels",
-  "OpenBLAS Nehalem kernels", "OpenBLAS Prescott kernels"};
+  "OpenBLAS Nehalem kernels", "OpenBLAS Prescott kernels", "OpenBLAS Cooperlake kernels"};
 
 /* Accepted names: ours, then OpenBLAS 0.3.21's core names whose kernels are
  * the profile's (openblas_get_corename() spells them this way). "plain"
  * (no FMA anywhere) was this setting's earlier guess at such a build. */
 static const struct { const char *name; int prof; } aliases[] = {
   {"skx", KIO_BLAS_SKX}, {"hsw", KIO_BLAS_HSW}, {"snb", KIO_BLAS_SNB},
-  {"nhm", KIO_BLAS_NHM}, {"sse", KIO_BLAS_SSE}, {"plain", KIO_BLAS_SSE},
-  {"SkylakeX", KIO_BLAS_SKX}, {"Cooperlake", KIO_BLAS_SKX}, {"SapphireRapids", KIO_BLAS_SKX},
+  {"nhm", KIO_BLAS_NHM}, {"sse", KIO_BLAS_SSE}, {"cpl", KIO_BLAS_CPL}, {"plain", KIO_BLAS_SSE},
+  {"SkylakeX", KIO_BLAS_SKX}, {"Cooperlake", KIO_BLAS_CPL}, {"SapphireRapids", KIO_BLAS_SKX},
   {"Haswell", KIO_BLAS_HSW}, {"Zen", KIO_BLAS_HSW}, {"Sandybridge", KIO_BLAS_SNB},
   {"Nehalem", KIO_BLAS_NHM}, {"Prescott", KIO_BLAS_SSE},
 };
@@ -77,7 +77,7 @@ static int kio_blas_resolve(int log) {
   if (g_prof < 0) {
     const char *e = kio_setting_str(KIO_SET_BLAS_PROFILE);
     if (log && e && kio_blas_profile_parse(e) < 0)
-      KIO_WARN("KALDI_GPU_BLAS_PROFILE=%s is not a rounding profile (skx, hsw, snb, nhm, sse or "
+      KIO_WARN("KALDI_GPU_BLAS_PROFILE=%s is not a rounding profile (skx, cpl, hsw, snb, nhm, sse or "
                "an OpenBLAS core name); matching the Kaldi in use instead", e);
     int p = kio_blas_profile_query(g_why, sizeof g_why, &g_how);
     if (log && g_how == KIO_BLAS_UNMATCHED)

@@ -1,6 +1,6 @@
 /* Which OpenBLAS kernels our arithmetic rounds as (the profile of
  * base/matrix/blas-order.h), chosen once per process:
- *  - KALDI_GPU_BLAS_PROFILE when set (skx, hsw, snb, nhm, sse, or an
+ *  - KALDI_GPU_BLAS_PROFILE when set (skx, cpl, hsw, snb, nhm, sse, or an
  *    OpenBLAS core name such as Haswell or Cooperlake);
  *  - else the Kaldi in use: the first Kaldi program (gmm-est, ...) on PATH,
  *    else under KALDI_ROOT; the libopenblas its loader resolves is asked for
@@ -43,7 +43,7 @@ int kio_blas_profile_explain(char *why, size_t why_len, int *how);
 /* The word for a KIO_BLAS_BY_* value: set, matched, reference, unmatched. */
 const char *kio_blas_how_name(int how);
 
-/* The canonical name of a profile (skx, hsw, snb, nhm, sse) and the
+/* The canonical name of a profile (skx, cpl, hsw, snb, nhm, sse) and the
  * OpenBLAS kernels it reproduces, in words ("OpenBLAS Haswell kernels"). */
 const char *kio_blas_profile_name(int prof);
 const char *kio_blas_profile_kernels(int prof);

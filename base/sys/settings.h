@@ -44,7 +44,7 @@ extern "C" {
     "Margin mode for unchanged recipes: frames of band around the alignment the output "   \
     "replaces (default off)")                                                              \
   X(BLAS_PROFILE, "KALDI_GPU_BLAS_PROFILE", "KIO_BLAS_PROFILE", USER,                      \
-    "Round as Kaldi linked with this OpenBLAS kernel family (skx, hsw, snb, nhm, sse, or "  \
+    "Round as Kaldi linked with this OpenBLAS kernel family (skx, cpl, hsw, snb, nhm, sse, or "  \
     "an OpenBLAS core name); default: matched to the Kaldi in use")                        \
   X(FEATS_PIPE, "KALDI_GPU_FEATS_PIPE", "KIO_FEATS_PIPE", USER,                            \
     "0: run the recipes' feature pipelines as real pipes instead of in-process")           \

@@ -1,7 +1,7 @@
 # Sourced by featpipe-compare.sh and feat-bench.sh: sets KALDI_GPU_BLAS_PROFILE
 # (unless set) to the rounding of the Kaldi on PATH. Its OpenBLAS names its
 # kernel set with OPENBLAS_VERBOSE=2 ("Core: SkylakeX"): SkylakeX,
-# Cooperlake, SapphireRapids -> skx; Haswell, Zen -> hsw. Without an answer,
+# SapphireRapids -> skx; Cooperlake -> cpl; Haswell, Zen -> hsw. Without an answer,
 # the CPU flags decide (avx512f -> skx, else hsw): an AVX-512 CPU whose
 # OpenBLAS uses the Haswell kernels (Zen 4 with OpenBLAS 0.3.21) would be
 # misjudged that way. FEAT_BLAS_CORE is left with what OpenBLAS said.
@@ -16,7 +16,8 @@ feat_profile() {
   fi
   FEAT_BLAS_CORE=$core
   case "$core" in
-    SkylakeX|Cooperlake|SapphireRapids) export KALDI_GPU_BLAS_PROFILE=skx ;;
+    SkylakeX|SapphireRapids) export KALDI_GPU_BLAS_PROFILE=skx ;;
+    Cooperlake) export KALDI_GPU_BLAS_PROFILE=cpl ;;
     Haswell|Zen) export KALDI_GPU_BLAS_PROFILE=hsw ;;
     *) if grep -qw avx512f /proc/cpuinfo; then export KALDI_GPU_BLAS_PROFILE=skx; else export KALDI_GPU_BLAS_PROFILE=hsw; fi ;;
   esac

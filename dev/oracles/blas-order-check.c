@@ -11,10 +11,14 @@
  *   sgemm  cblas_sgemm (transform-feats: out = in * W^T, Kaldi's strides)
  *          with base/matrix/blas-gemm.c's plan run by base/feat/feat-gemm.c,
  *          at 1, 2, 3, 4, 8 and 16 OpenBLAS threads (openblas_set_num_threads).
- * Prints "core C", "profile P", one "OP mismatches N of M" line per
- * operation. Exit 0: all equal; 1: some differ; 2: the library cannot be
- * used; 3: its core is none we reproduce (and no --profile).
- * Usage: blas-order-check [--profile=P] [--quick] LIBOPENBLAS
+ * Prints "core C", "profile P", the core's blocking table (GEMM_P/Q/R and
+ * unrolls, read from the library's `gotoblas`), one "OP mismatches N of M"
+ * line per operation. Exit 0: all equal; 1: some differ; 2: the library
+ * cannot be used; 3: its core is none we reproduce (and no --profile).
+ * --diagnose[=N]: sgemm only, N trials (600): per trial with mismatches, one
+ * table row naming, for the mismatched outputs, which candidate chains would
+ * have given OpenBLAS's value (dev/oracles/gemm-diagnose.h).
+ * Usage: blas-order-check [--profile=P] [--quick] [--diagnose[=N]] LIBOPENBLAS
  * (OPENBLAS_CORETYPE picks another core of a DYNAMIC_ARCH library, as for
  * Kaldi; a core this CPU cannot run ends the process with SIGILL). */
 #include <dlfcn.h>
@@ -50,6 +54,9 @@ static float frand(float lo, float hi) { return (float)(lo + (hi - lo) * urand()
 
 static int prof;
 static long bad, total;
+static int diagnose;
+
+#include "dev/oracles/gemm-diagnose.h"
 
 static void check_sgemv(sgemv_fn sgemv, int reps) {
   enum { MAXD = 100, MAXN = 24 };
@@ -111,7 +118,7 @@ static void check_saxpy(saxpy_fn saxpy, int trials) {
   }
 }
 
-static void check_sgemm(sgemm_fn sgemm, void (*set_threads)(int), int trials) {
+static void check_sgemm(sgemm_fn sgemm, void (*set_threads)(int), int trials, const int *tab) {
   static const int threads[] = {1, 2, 3, 4, 8, 16};
   enum { MAXT = 400, MAXK = 1100, MAXM = 64 };
   float *in = malloc(sizeof(float) * MAXT * MAXK), *w = malloc(sizeof(float) * MAXM * MAXK);
@@ -134,6 +141,7 @@ static void check_sgemm(sgemm_fn sgemm, void (*set_threads)(int), int trials) {
     unsigned char *cls = NULL;
     if (kio_blas_gemm_plan(prof, T, K, M, th, &cls) != 0) { fprintf(stderr, "out of memory\n"); exit(2); }
     kio_featop_gemm_frames(prof, cls, in, 0, ks, 0, T, K, w, ks, wt, M, NULL, out);
+    if (diagnose) diag_case(th, T, K, M, in, ks, w, ref, ms, out, tab);
     for (int32_t f = 0; f < T; f++)
       for (int32_t j = 0; j < M; j++, total++) {
         float v = out[(size_t)f * M + j];
@@ -159,14 +167,17 @@ static void report(const char *op) {
 int main(int argc, char **argv) {
   kio_program_start(argc, argv);
   const char *force = NULL;
-  int quick = 0, i = 1;
+  int quick = 0, i = 1, dtrials = 600;
   for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
     if (!strncmp(argv[i], "--profile=", 10)) force = argv[i] + 10;
     else if (!strcmp(argv[i], "--quick")) quick = 1;
+    else if (!strcmp(argv[i], "--diagnose")) diagnose = 1;
+    else if (!strncmp(argv[i], "--diagnose=", 11) && atoi(argv[i] + 11) > 0)
+      diagnose = 1, dtrials = atoi(argv[i] + 11);
     else { fprintf(stderr, "blas-order-check: unknown option %s\n", argv[i]); return 2; }
   }
   if (i + 1 != argc) {
-    fprintf(stderr, "Usage: blas-order-check [--profile=P] [--quick] LIBOPENBLAS\n");
+    fprintf(stderr, "Usage: blas-order-check [--profile=P] [--quick] [--diagnose[=N]] LIBOPENBLAS\n");
     return 2;
   }
   void *h = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
@@ -188,7 +199,19 @@ int main(int argc, char **argv) {
     return 3;
   }
   printf("profile %s (%s)\n", kio_blas_profile_name(prof), kio_blas_profile_kernels(prof));
+  const int *tab = gemm_table(h);
+  if (tab)
+    printf("table sgemm_p %d sgemm_q %d sgemm_r %d unroll_m %d unroll_n %d (ours: q %d, unroll_m %d)\n",
+           tab[0], tab[1], tab[2], tab[3], tab[4], kio_blas_gemm_q(prof), kio_blas_gemm_um(prof));
+  else
+    printf("table unknown (no gotoblas, or not the 0.3.21 layout)\n");
   fflush(stdout);
+  if (diagnose) {
+    check_sgemm(sgemm, set_threads, dtrials, tab);
+    report("sgemm");
+    diag_summary();
+    return bad ? 1 : 0;
+  }
   long all = 0;
   check_sgemv(sgemv, quick ? 6 : 40);
   report("sgemv"), all += bad, bad = total = 0;
@@ -196,7 +219,7 @@ int main(int argc, char **argv) {
   report("daxpy"), all += bad, bad = total = 0;
   check_saxpy(saxpy, quick ? 300 : 3000);
   report("saxpy"), all += bad, bad = total = 0;
-  check_sgemm(sgemm, set_threads, quick ? 60 : 600);
+  check_sgemm(sgemm, set_threads, quick ? 60 : 600, tab);
   report("sgemm"), all += bad;
   return all ? 1 : 0;
 }

@@ -17,7 +17,8 @@
 # operations themselves, per core: tests/cli/blas-order.sh.)
 # Then through the GPU service (its CPU test mode): one service per profile,
 # each rounding as its jobs' Kaldi.
-# Env: BIN, TOP, TOOLS, TEST_BIN. Exit 0 pass, 1 fail, 77 skip.
+# Env: BIN, TOP, TOOLS, TEST_BIN; ROUNDING_CORES (the cores tried; default
+# all above). Exit 0 pass, 1 fail, 77 skip.
 set -u
 : "${BIN:?}" "${TOP:?}"
 TOOLS=${TOOLS:-$TOP/build/tools}
@@ -38,7 +39,7 @@ kpath="$kb/bin:$PATH"
 
 profile_of() {  # OpenBLAS core -> our profile
   case $1 in
-    SkylakeX|Cooperlake|SapphireRapids) echo skx ;; Haswell|Zen) echo hsw ;;
+    SkylakeX|SapphireRapids) echo skx ;; Cooperlake) echo cpl ;; Haswell|Zen) echo hsw ;;
     Sandybridge) echo snb ;; Nehalem) echo nhm ;; Prescott) echo sse ;; *) echo none ;;
   esac
 }
@@ -55,7 +56,7 @@ align_cases=(
 )
 feat_cases=(delta lda2 sat)
 checked=""
-for core in Prescott Nehalem Sandybridge Haswell SkylakeX Cooperlake SapphireRapids; do
+for core in ${ROUNDING_CORES:-Prescott Nehalem Sandybridge Haswell SkylakeX Cooperlake SapphireRapids}; do
   export OPENBLAS_CORETYPE=$core
   # Kaldi first: it says which core it runs (a fallback for a core this CPU
   # lacks) or dies of an illegal instruction.

@@ -99,6 +99,50 @@ START_TEST(delta_scales) {
 }
 END_TEST
 
+/* SkylakeX/Cooperlake (blas-gemm.c): a product with M*T <= 1200, K >= 32
+ * and M*T*K <= 1e6 goes to the small-matrix kernel (REDUCE_4 on the rows of
+ * 4-row tiles and the 4-frame tiles, GCC's reduction elsewhere), whatever
+ * the threads; a larger one is one SEQ chain (no plan) up to GEMM_Q, then
+ * blocked at SkylakeX's 448 or Cooperlake's 320. The plan and its
+ * execution (kio_featop_gemm_frames) must give the chains' own values. */
+START_TEST(gemm_skx_small_and_blocks) {
+  enum { T = 7, K = 40, M = 6 };
+  float in[T * K], w[M * K], wt[K * M], out[T * M];
+  for (int i = 0; i < T * K; i++) in[i] = sinf((float)i) * 3.0f;
+  for (int i = 0; i < M * K; i++) w[i] = cosf((float)i * 0.7f);
+  for (int j = 0; j < M; j++)
+    for (int k = 0; k < K; k++) wt[k * M + j] = w[j * K + k];
+  for (int th = 1; th <= 16; th *= 16) {
+    unsigned char *cls;
+    ck_assert_int_eq(kio_blas_gemm_plan(KIO_BLAS_SKX, T, K, M, th, &cls), KIO_OK);
+    ck_assert_ptr_nonnull(cls);
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < M; j++)
+        ck_assert_int_eq(cls[t * M + j], j < 4 || t < 4 ? KIO_GEMM_L16R : KIO_GEMM_L16G);
+    kio_featop_gemm_frames(KIO_BLAS_SKX, cls, in, 0, K, 0, T, K, w, K, wt, M, NULL, out);
+    free(cls);
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < M; j++) {
+        int type = j < 4 || t < 4 ? KIO_GEMM_L16R : KIO_GEMM_L16G;
+        float want = kio_blas_gemm_chain(type, 1, in + t * K, 1, w + j * K, 1, K);
+        ck_assert_msg(out[t * M + j] == want, "t %d j %d", t, j);
+      }
+  }
+  unsigned char *cls = (unsigned char *)1;
+  ck_assert_int_eq(kio_blas_gemm_plan(KIO_BLAS_SKX, 31, K, 40, 2, &cls), KIO_OK);  /* M*T 1240 */
+  ck_assert_ptr_null(cls);
+  ck_assert_int_eq(kio_blas_gemm_plan(KIO_BLAS_CPL, 3, 31, 4, 2, &cls), KIO_OK);   /* K 31 */
+  ck_assert_ptr_null(cls);
+  ck_assert_int_eq(kio_blas_gemm_q(KIO_BLAS_SKX), 448);
+  ck_assert_int_eq(kio_blas_gemm_q(KIO_BLAS_CPL), 320);
+  ck_assert_int_eq(kio_blas_gemm_plan(KIO_BLAS_CPL, 100, 400, 40, 1, &cls), KIO_OK);
+  ck_assert_ptr_nonnull(cls);  /* K 400 > 320: blocks, so a plan */
+  free(cls);
+  ck_assert_int_eq(kio_blas_gemm_plan(KIO_BLAS_SKX, 100, 400, 40, 1, &cls), KIO_OK);
+  ck_assert_ptr_null(cls);
+}
+END_TEST
+
 /* With fewer than 16 output rows and 8 frames or more per call, every
  * output of the Haswell kernel is one plain FMA chain: the plan and its
  * execution must give exactly that. */
@@ -507,6 +551,7 @@ int main(void) {
   tcase_add_test(tc, parse_left_to_the_pipe);
   tcase_add_test(tc, delta_scales);
   tcase_add_test(tc, gemm_small_rows_is_one_chain);
+  tcase_add_test(tc, gemm_skx_small_and_blocks);
   tcase_add_test(tc, table_reads_chain);
   tcase_add_test(tc, taken_equals_bytes);
   tcase_add_test(tc, random_access_takes);
