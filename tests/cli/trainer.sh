@@ -16,7 +16,7 @@
 # command lines aside). Then the stochastic mode (seeded, reproducible),
 # wrong options (an error before any work), and the rest of a recipe on our
 # directories (align_si --use-graphs true, align_si, train_sat, mkgraph,
-# decode). Needs the Kaldi bundle and
+# decode), and train_deltas on the emulated device (make emu). Needs the Kaldi bundle and
 # the corpus (else SKIP); ours run with the rounding profile of this host's
 # Kaldi (recipe-setup.sh). Env: BIN, TOP. Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -94,6 +94,27 @@ run tri train_deltas.sh --num-iters 6 --realign-iters "2 5" --boost-silence 1.25
 run lda train_lda_mllt.sh --num-iters 6 --realign-iters 4 --mllt-iters "2 3" \
   --splice-opts "--left-context=3 --right-context=3" 250 1000 data/train_300 data/lang exp/tri_k &&
   compare lda final.mat
+# The device path (make emu: CUDA emulated on the host, --use-gpu yes):
+# the same models and alignments as the stock script.
+emu=${EMU_BIN:-$TOP/build/emu/bin}/gmm-train-gpu
+if [ -x "$emu" ]; then
+  mkdir -p "$tmp/emu-bin" && ln -s "$emu" "$tmp/emu-bin/" || exit 1
+  if PATH=$tmp/emu-bin:$PATH KALDI_GPU_SERVICE=no "$gpu/train_deltas.sh" --use-gpu yes --num-iters 6 \
+      --realign-iters "2 5" --boost-silence 1.25 200 800 data/train_300 data/lang exp/mono_k exp/tri_e \
+      >"$tmp/tri.e.out" 2>&1; then
+    grep -q "Training on GPU: host emulation" exp/tri_e/log/train.log || fail "emulated device: not used"
+    cmp -s exp/tri_k/final.mdl exp/tri_e/final.mdl || fail "emulated device: final.mdl differs from the stock script's"
+    for f in exp/tri_k/ali.*.gz; do
+      cmp -s <(gunzip -c "$f") <(gunzip -c "exp/tri_e/${f##*/}") || fail "emulated device: ${f##*/} differs"
+    done
+  else
+    tail -n 20 "$tmp/tri.e.out"; fail "steps-gpu/train_deltas.sh on the emulated device"
+  fi
+  note="; the device path (emulated) too$note"
+else
+  note="; device path not tested ($emu not built: make emu)$note"
+fi
+
 # Stochastic mode: seeded (the same seed, the same model), a full
 # experiment directory; wrong values of its options fail before any work.
 stoch() {  # NAME SEED
@@ -138,4 +159,4 @@ later mkgraph.out utils/mkgraph.sh data/lang_test exp/lda_g exp/lda_g/graph &&
 grep -q "training passes 1 to 5 in one process ($tmp/trainer-bin/gmm-train-gpu)" "$tmp/lda.g.out" ||
   fail "lda: the trainer of $BIN did not run"
 [ $fails -eq 0 ] || exit 1
-echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, log messages; $(( $(date +%s) - t0 )) s)$note"
+echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, graphs, files, log messages), stochastic mode seeded, wrong options refused, align_si/train_sat/mkgraph/decode on our directories ($(( $(date +%s) - t0 )) s)$note"
