@@ -17,8 +17,12 @@
 # `recipe-device.sh prepare` into /tmp/recipe-device/work (skipped when
 # already there). Every step stops before --budget seconds (default 520)
 # from the start have passed, so the call returns its logs within a 9-minute
-# limit. Writes into $OUT: summary.md (the table), progress.log, logs.tgz
-# (every experiment's log/), env.txt.
+# limit; should the steps not fit one call, run `--steps "mono deltas"`, then
+# `--steps big` (it starts from the first call's exp_trn/tri1_g while the
+# machine stays warm). The replicated run may use a quarter of the device's
+# memory (BIG_GPU_MEMORY, as KALDI_GPU_MEMORY). Writes into $OUT:
+# summary.md (the table), progress.log, logs.tgz (every experiment's log/),
+# the steps' outputs (*.out), env.txt.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 base=${RECIPE_DEVICE_BASE:-/tmp/recipe-device}  # (another for a dry run elsewhere)
@@ -130,7 +134,8 @@ if [[ " $steps " == *" big "* ]] && [ -f $e/tri1_g/final.mdl ]; then
   oov=$(cat data/lang/oov.int)
   feats="ark,s,cs:apply-cmvn --utt2spk=ark:$sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- | add-deltas ark:- ark:- |"
   tv=(); [ -x /usr/bin/time ] && tv=(/usr/bin/time -v)
-  timed big "${tv[@]}" gmm-train-gpu --use-gpu=yes --nj="$bnj" --lang=data/lang --sdata="$sdata" \
+  # alone on the device: a quarter of it (the default budget is 2 GiB)
+  timed big env KALDI_GPU_MEMORY="${BIG_GPU_MEMORY:-25%}" "${tv[@]}" gmm-train-gpu --use-gpu=yes --nj="$bnj" --lang=data/lang --sdata="$sdata" \
     --feats="$feats" --text="ark:utils/sym2int.pl --map-oov $oov -f 2- data/lang/words.txt < $sdata/JOB/text |" \
     --start-iter=1 "--ali-in=ark:gunzip -c $b/ali.JOB.gz|" --start-gauss="$ng" --inc-gauss=0 \
     --num-iters=3 --realign-iters=2 --boost-silence=1.0 --silence-phones="$(cat data/lang/phones/optional_silence.csl)" \
