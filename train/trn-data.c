@@ -206,8 +206,8 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
     char *rs = trn_subst(c->text_rspec, j + 1, -1);
     kio_seq_reader *r = NULL;
     if (!rs || kio_seq_open(&r, rs, &kio_int_vec_holder) != KIO_OK) { free(rs); rc = KIO_ERR; break; }
-    /* compile_graphs.JOB.log: compile-train-graphs' lines, as the stock
-     * script's job leaves them */
+    /* with the graphs, compile_graphs.JOB.log: compile-train-graphs' lines,
+     * as the stock script's job leaves them */
     char *wx = NULL, *logp = NULL, *cmd = NULL;
     kio_writer *w = NULL;
     trn_log *lg = NULL;
@@ -216,9 +216,11 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
     if (wx && asprintf(&cmd, "compile-train-graphs --read-disambig-syms=%s %s %s/%d.mdl %s \"%s\" "
                        "\"%s\" (in process: gmm-train-gpu)", dis, tree_path, c->dir,
                        c->equal_align ? 0 : c->start_iter, lex, rs,
-                       c->write_graphs ? wx : "<kept in memory>") < 0)
+                       wx) < 0)
       cmd = NULL;
-    if (!wx || !logp || !cmd || !(lg = trn_log_open(logp, "compile-train-graphs", cmd))) rc = KIO_ERR;
+    if (!wx || !logp || !cmd ||
+        (c->write_graphs && !(lg = trn_log_open(logp, "compile-train-graphs", cmd))))
+      rc = KIO_ERR;
     free(logp);
     free(cmd);
     if (rc == KIO_OK) trn_log_use(lg);
