@@ -341,9 +341,11 @@ static int full_iteration(trn_ctx *t, int x) {
   free(sp);
   if (rc != KIO_OK) return KIO_ERR;
   double t4 = kio_now_s();
-  KIO_LOG("Iteration %d: %s%saccumulation %.2f s, update %.2f s; avg like per frame %g", x,
-          t->realign[x] ? "realigned, " : "", t->mllt[x] ? "MLLT, " : "", t3 - t2, t4 - t3,
-          (double)t->last_like);
+  char re[48] = "", ml[48] = "";
+  if (t->realign[x]) snprintf(re, sizeof re, "realignment %.2f s, ", t1 - t0);
+  if (t->mllt[x]) snprintf(ml, sizeof ml, "MLLT %.2f s, ", t2 - t1);
+  KIO_LOG("Iteration %d: %s%saccumulation %.2f s, update %.2f s (%.2f s in all); avg like per "
+          "frame %g", x, re, ml, t3 - t2, t4 - t3, t4 - t0, (double)t->last_like);
   t->time_align += t1 - t0;
   t->time_acc += t3 - t2;
   t->time_est += t4 - t3;

@@ -140,7 +140,7 @@ if [[ " $steps " == *" big "* ]] && [ -f $e/tri1_g/final.mdl ]; then
     --start-iter=1 "--ali-in=ark:gunzip -c $b/ali.JOB.gz|" --start-gauss="$ng" --inc-gauss=0 \
     --num-iters=3 --realign-iters=2 --boost-silence=1.0 --silence-phones="$(cat data/lang/phones/optional_silence.csl)" \
     --dev-replicate="$replicate" $b
-  big_lines=$(grep -hE "Resident|Iteration [0-9]+:|Trained in" $e/big.out | sed 's/^LOG ([^)]*) //')
+  big_lines=$(grep -hE "Resident|Iteration [0-9]+:|Trained in" $e/big.out | sed -E 's/^LOG \([^ ]*\) //')
   rss=$(awk -F': ' '/Maximum resident/ { printf "%.1f GiB", $2 / 1048576 }' $e/big.out)
 fi
 
