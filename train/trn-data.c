@@ -10,6 +10,7 @@
 
 #include "base/io/io.h"
 #include "base/io/table.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "train-graphs/train-graphs.h"
 #include "train/trn-log.h"
@@ -240,8 +241,7 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
       if (tgraph_compile(gc, n, words, what, c->threads, out) != KIO_OK) { rc = KIO_ERR; break; }
       for (int i = 0; i < n; i++) {
         if (out[i].empty) {
-          KIO_LOG_AT(KIO_LOG_WARNING, "main", "compile-train-graphs.cc", 139,
-                     "Empty decoding graph for utterance %s", keys[i]);
+          KIO_KALDI(CTG_EMPTY_GRAPH, keys[i]);
           num_fail++;
         } else {
           num_succeed++;
@@ -257,9 +257,7 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
       }
     }
     if (rc == KIO_OK)
-      KIO_LOG_AT(KIO_LOG_INFO, "main", "compile-train-graphs.cc", 147,
-                 "compile-train-graphs: succeeded for %ld graphs, failed for %ld", num_succeed,
-                 num_fail);
+      KIO_KALDI(CTG_DONE, num_succeed, num_fail);
     if (r && kio_seq_close(r) != KIO_OK) rc = KIO_ERR;
     if (w) {
       if (rc == KIO_OK) {
