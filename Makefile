@@ -115,11 +115,11 @@ $(BUILD)/tools/gpu-hog: dev/device/gpu-hog.cu
 # tests (tests/cli/alloc-fail.sh: a failure at every point of a job). Needs
 # the CUDA headers only (HAVE_CUDA=1); built by `make test`.
 EMU_DIR := $(BUILD)/emu
-EMU_PROGS := gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled
+EMU_PROGS := gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled gmm-train-gpu
 EMU_C := $(filter-out base/sys/test-hooks.c,$(sort $(wildcard base/*/*.c device/*.c gpu-feats/*.c \
-           gpu-align/*.c gpu-acc/*.c api/*.c))) tests/lib/test-hooks.c
+           gpu-align/*.c gpu-acc/*.c api/*.c train-graphs/*.c train/*.c))) tests/lib/test-hooks.c
 EMU_CU := $(sort $(wildcard gpu-feats/*.cu gpu-align/*.cu gpu-acc/*.cu))
-EMU_CC := $(sort $(wildcard base/*/*.cc))
+EMU_CC := $(sort $(wildcard base/*/*.cc train-graphs/*.cc))
 EMU_OBJS := $(patsubst %,$(EMU_DIR)/%.o,$(EMU_C) $(EMU_CU) $(EMU_CC) tests/emu/cuda-emu.cc)
 EMU_CXXFLAGS = -std=c++17 -I. $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
                -ffp-contract=off -I$(CUDA_DIR)/include -DKIO_HAVE_CUDA=1 $(SAN)

@@ -105,6 +105,18 @@ int main(int argc, char **argv) {
     KIO_ERROR("Invalid value for --stochastic-level: %s (speaker or utterance)", stoch_level);
     kio_fatal_exit();
   }
+  if (stoch_batch < 0.0 || stoch_batch > 1.0 || stoch_passes < 0.0 || stoch_memory <= 0.0) {
+    KIO_ERROR("Invalid stochastic mode: --stochastic-batch=%g (0 < batch <= 1, 0: off), "
+              "--stochastic-passes=%g (>= 0), --stochastic-memory=%g (> 0)", stoch_batch,
+              stoch_passes, stoch_memory);
+    kio_fatal_exit();
+  }
+  if (stoch_batch > 0.0 && start_iter > 1) {
+    KIO_ERROR("The stochastic mode starts from the first iteration: --start-iter=%d "
+              "(the scripts' --stage above 1) is not supported with --stochastic-batch",
+              (int)start_iter);
+    kio_fatal_exit();
+  }
   if (nj < 1 || !*lang || !*sdata || !*feats || !*text) {
     KIO_ERROR("--nj, --lang, --sdata, --feats and --text are required");
     kio_fatal_exit();

@@ -232,7 +232,8 @@ $cmd $dir/log/train.log \
     $scale_opts --beam=$beam --retry-beam=$retry_beam \
     --careful=$careful --boost-silence=$boost_silence \
     --silence-phones=`cat $lang/phones/optional_silence.csl` \
-    $(gpu_trainer_opts) $dir || exit 1;
+    $(gpu_trainer_opts) --write-graphs=$([ -n "$realign_iters" ] && echo true || echo false) \
+    $dir || exit 1;
 
 x=1; while [ $x -lt $num_iters ]; do echo $mllt_iters | grep -w $x >/dev/null && cur_lda_iter=$x; x=$[$x+1]; done
 rm $dir/final.mat 2>/dev/null

@@ -292,13 +292,37 @@ typedef struct {
   int32_t elems_floored, gauss_floored, gauss_removed;
 } gmm_result;
 
+/* The trace of one pdf (trn_est_trace): Gaussian m now holds share[m] of the
+ * statistics of Gaussian orig[m] before the update. */
+static int trace_start(trn_trace_pdf *tp, int32_t M) {
+  if (!tp) return KIO_OK;
+  free(tp->orig);
+  free(tp->share);
+  tp->orig = malloc(sizeof(int32_t) * (size_t)(M ? M : 1));
+  tp->share = malloc(sizeof(float) * (size_t)(M ? M : 1));
+  if (!tp->orig || !tp->share) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  for (int32_t m = 0; m < M; m++) { tp->orig[m] = m; tp->share[m] = 1.0f; }
+  tp->n = M;
+  return KIO_OK;
+}
+static void trace_remove(trn_trace_pdf *tp, int32_t c) {
+  if (!tp) return;
+  for (int32_t m = c + 1; m < tp->n; m++) {
+    tp->orig[m - 1] = tp->orig[m];
+    tp->share[m - 1] = tp->share[m];
+  }
+  tp->n--;
+}
+
 static int gmm_update(const trn_est_opts *o, const gacc_stats *s, int32_t pdf, kio_diag_gmm *g,
-                      double *work, float *ftmp, int32_t *to_remove, gmm_result *res) {
+                      double *work, float *ftmp, int32_t *to_remove, gmm_result *res,
+                      trn_trace_pdf *tp) {
   unsigned flags = o->update_flags;
   int32_t M = g->num_comp, D = g->dim, g0 = s->pdf_offset[pdf];
   const double *occ = s->occ + g0;
   double occ_sum = sum_d(occ, M);
   memset(res, 0, sizeof *res);
+  if (trace_start(tp, M) != KIO_OK) return KIO_ERR;
   if (kio_diag_gmm_compute_gconsts(g) != KIO_OK) goto gconst_fail;
   float obj_old = ml_objective(g, s, g0, ftmp);
 
@@ -366,7 +390,10 @@ static int gmm_update(const trn_est_opts *o, const gacc_stats *s, int32_t pdf, k
   res->obj_change = obj_new - obj_old;
   res->count = (float)occ_sum;
   if (nrem > 0) {
-    for (int32_t i = 0; i < nrem; i++) remove_component(g, to_remove[i] - i);
+    for (int32_t i = 0; i < nrem; i++) {
+      remove_component(g, to_remove[i] - i);
+      trace_remove(tp, to_remove[i] - i);
+    }
     if (kio_diag_gmm_compute_gconsts(g) != KIO_OK) goto gconst_fail;
   }
   res->gauss_removed = nrem;
@@ -408,7 +435,7 @@ static int gmm_grow(kio_diag_gmm *g, int32_t target) {
 }
 
 static int gmm_split(kio_diag_gmm *g, int32_t target, float perturb_factor, galign_rand *r,
-                     float *rand_vec) {
+                     float *rand_vec, trn_trace_pdf *tp) {
   int32_t cur = g->num_comp, D = g->dim;
   if (target < cur || cur == 0) {
     KIO_KALDI(GMM_SPLIT_CANNOT, (int)cur, (int)target);
@@ -419,6 +446,13 @@ static int gmm_split(kio_diag_gmm *g, int32_t target, float perturb_factor, gali
     return KIO_OK;
   }
   if (gmm_grow(g, target) != KIO_OK) return KIO_ERR;
+  if (tp) {
+    int32_t *no = realloc(tp->orig, sizeof(int32_t) * (size_t)target);
+    if (no) tp->orig = no;
+    float *ns = realloc(tp->share, sizeof(float) * (size_t)target);
+    if (ns) tp->share = ns;
+    if (!no || !ns) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  }
   while (cur < target) {
     float max_w = g->weights[0];
     int32_t mx = 0;
@@ -426,6 +460,12 @@ static int gmm_split(kio_diag_gmm *g, int32_t target, float perturb_factor, gali
       if (g->weights[i] > max_w) { max_w = g->weights[i]; mx = i; }
     g->weights[mx] *= 0.5f;
     g->weights[cur] = g->weights[mx];
+    if (tp) {  /* the statistics split as the weight */
+      tp->share[mx] *= 0.5f;
+      tp->share[cur] = tp->share[mx];
+      tp->orig[cur] = tp->orig[mx];
+      tp->n = cur + 1;
+    }
     const float *ivm = g->inv_vars + (size_t)mx * D;
     for (int32_t d = 0; d < D; d++) rand_vec[d] = rand_gauss(r) * sqrtf(ivm[d]);
     memcpy(g->inv_vars + (size_t)cur * D, ivm, sizeof(float) * (size_t)D);
@@ -481,8 +521,16 @@ static void heap_pop(count_stats *h, size_t *len) {
   (*len)--;
 }
 
+static int split_by_count(kio_am_gmm *am, const float *pdf_occs, int32_t target,
+                          float perturb_factor, float power, float min_count,
+                          trn_est_trace *trace);
 int trn_est_split_by_count(kio_am_gmm *am, const float *pdf_occs, int32_t target,
                            float perturb_factor, float power, float min_count) {
+  return split_by_count(am, pdf_occs, target, perturb_factor, power, min_count, NULL);
+}
+static int split_by_count(kio_am_gmm *am, const float *pdf_occs, int32_t target,
+                          float perturb_factor, float power, float min_count,
+                          trn_est_trace *trace) {
   int32_t P = am->num_pdfs, gauss_at_start = 0, max_target = 1;
   for (int32_t p = 0; p < P; p++) gauss_at_start += am->pdfs[p].num_comp;
   count_stats *h = malloc(sizeof *h * (size_t)(P + 1));
@@ -526,7 +574,8 @@ int trn_est_split_by_count(kio_am_gmm *am, const float *pdf_occs, int32_t target
   int rc = KIO_OK;
   for (int32_t p = 0; p < P && rc == KIO_OK; p++)
     if (am->pdfs[p].num_comp < targets[p])
-      rc = gmm_split(&am->pdfs[p], targets[p], perturb_factor, &r, rand_vec);
+      rc = gmm_split(&am->pdfs[p], targets[p], perturb_factor, &r, rand_vec,
+                     trace ? &trace->pdf[p] : NULL);
   free(targets);
   free(rand_vec);
   if (rc != KIO_OK) return KIO_ERR;
@@ -553,8 +602,23 @@ static int write_occs(const char *wx, const float *occs, int32_t n) {
   return rc;
 }
 
+void trn_est_trace_free(trn_est_trace *t) {
+  for (int32_t p = 0; t->pdf && p < t->num_pdfs; p++) {
+    free(t->pdf[p].orig);
+    free(t->pdf[p].share);
+  }
+  free(t->pdf);
+  memset(t, 0, sizeof *t);
+}
+
 int trn_est_update(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm, kio_am_gmm *am,
                    const char *occs_wx, trn_est_report *r) {
+  return trn_est_update_traced(o, s, tm, am, occs_wx, r, NULL);
+}
+
+int trn_est_update_traced(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm,
+                          kio_am_gmm *am, const char *occs_wx, trn_est_report *r,
+                          trn_est_trace *trace) {
   memset(r, 0, sizeof *r);
   if (o->share_for_pdfs || o->mix_down != 0) {
     KIO_ERROR("--%s is not supported by the in-process estimation",
@@ -601,11 +665,18 @@ int trn_est_update(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm, k
     return KIO_ERR;
   }
   int rc = KIO_OK;
+  if (trace) {
+    trn_est_trace_free(trace);
+    trace->pdf = calloc((size_t)(am->num_pdfs ? am->num_pdfs : 1), sizeof *trace->pdf);
+    if (!trace->pdf) { KIO_ERROR("out of memory"); rc = KIO_ERR; }
+    trace->num_pdfs = am->num_pdfs;
+  }
   int32_t elems_floored = 0, gauss_floored = 0, gauss_removed = 0;
   float tot_obj = 0.0f, tot_count = 0.0f;
   for (int32_t p = 0; p < am->num_pdfs && rc == KIO_OK; p++) {
     gmm_result res;
-    rc = gmm_update(o, s, p, &am->pdfs[p], work, ftmp, to_remove, &res);
+    rc = gmm_update(o, s, p, &am->pdfs[p], work, ftmp, to_remove, &res,
+                    trace ? &trace->pdf[p] : NULL);
     tot_obj += res.obj_change;
     tot_count += res.count;
     elems_floored += res.elems_floored;
@@ -630,8 +701,8 @@ int trn_est_update(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm, k
       pdf_occs[p] = (float)sum_d(s->occ + s->pdf_offset[p], s->pdf_offset[p + 1] - s->pdf_offset[p]);
     }
     if (o->mix_up != 0)
-      rc = trn_est_split_by_count(am, pdf_occs, o->mix_up, o->perturb_factor, o->power,
-                                  o->min_count);
+      rc = split_by_count(am, pdf_occs, o->mix_up, o->perturb_factor, o->power, o->min_count,
+                          trace);
     if (rc == KIO_OK && want_occs) rc = write_occs(occs_wx, pdf_occs, am->num_pdfs);
     int32_t ng = 0;
     for (int32_t p = 0; p < am->num_pdfs; p++) ng += am->pdfs[p].num_comp;

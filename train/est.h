@@ -74,6 +74,19 @@ typedef struct {
 int trn_est_update(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm, kio_am_gmm *am,
                 const char *occs_wxfilename, trn_est_report *r);
 
+/* Where the Gaussians of an updated model come from (the stochastic mode
+ * carries earlier statistics over an update with it): per pdf, Gaussian m
+ * after the update inherits share[m] of the statistics of Gaussian orig[m]
+ * before it (1; halved with the weight at each split; removed Gaussians
+ * have no heir). */
+typedef struct { int32_t *orig; float *share; int32_t n; } trn_trace_pdf;
+typedef struct { int32_t num_pdfs; trn_trace_pdf *pdf; } trn_est_trace;
+/* trn_est_update, filling trace (zeroed, or an earlier trace: replaced). */
+int trn_est_update_traced(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm,
+                          kio_am_gmm *am, const char *occs_wxfilename, trn_est_report *r,
+                          trn_est_trace *trace);
+void trn_est_trace_free(trn_est_trace *t);
+
 /* AmDiagGmm::SplitByCount (exposed for tests): pdf_occs per pdf. */
 int trn_est_split_by_count(kio_am_gmm *am, const float *pdf_occs, int32_t target,
                         float perturb_factor, float power, float min_count);

@@ -170,7 +170,7 @@ int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *sta
 /* ---- estimation (update.X.log) ---- */
 
 int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const trn_est_opts *eo,
-                 int write_occs, const char *stats_desc) {
+                 int write_occs, const char *stats_desc, trn_est_trace *trace) {
   const trn_cfg *c = t->c;
   char path[4200], cmd[8600], occs[4200] = "";
   snprintf(path, sizeof path, "%s/log/update.%d.log", c->dir, x);
@@ -187,7 +187,7 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
   int rc = trn_est_sum_jobs((gacc_stats *const *)jobs, nj, &sum, 1);
   kio_log_set_thread_program(NULL);
   trn_est_report rep;
-  if (rc == KIO_OK) rc = trn_est_update(eo, &sum, &t->tm, &t->am, occs, &rep);
+  if (rc == KIO_OK) rc = trn_est_update_traced(eo, &sum, &t->tm, &t->am, occs, &rep, trace);
   if (rc == KIO_OK) rc = write_model(c->dir, x + 1, &t->tm, &t->am);
   if (rc == KIO_OK) {
     char mdl[4096];  /* a longer path could not have been written */
@@ -279,7 +279,7 @@ int trn_equal_pass(trn_ctx *t) {
   eo.min_gaussian_occupancy = 3.0f;
   eo.mix_up = t->numgauss;
   eo.power = c->power;
-  if (rc == KIO_OK) rc = trn_estimate(t, sp, t->d.nj, 0, &eo, 0, "gmm-sum-accs - 0.*.acc |");
+  if (rc == KIO_OK) rc = trn_estimate(t, sp, t->d.nj, 0, &eo, 0, "gmm-sum-accs - 0.*.acc |", NULL);
   for (int j = 0; j < t->d.nj; j++) gacc_stats_free(&stats[j]);
   free(stats);
   free(sp);
@@ -335,15 +335,17 @@ static int full_iteration(trn_ctx *t, int x) {
   eo.power = c->power;
   char desc[64];
   snprintf(desc, sizeof desc, "gmm-sum-accs - %d.*.acc |", x);
-  if (rc == KIO_OK) rc = trn_estimate(t, sp, nj, x, &eo, 1, desc);
+  if (rc == KIO_OK) rc = trn_estimate(t, sp, nj, x, &eo, 1, desc, NULL);
   for (int j = 0; j < nj; j++) gacc_stats_free(&stats[j]);
   free(stats);
   free(sp);
   if (rc != KIO_OK) return KIO_ERR;
   double t4 = kio_now_s();
-  KIO_LOG("Iteration %d: %s%saccumulation %.2f s, update %.2f s; avg like per frame %g", x,
-          t->realign[x] ? "realigned, " : "", t->mllt[x] ? "MLLT, " : "", t3 - t2, t4 - t3,
-          (double)t->last_like);
+  char re[48] = "", ml[48] = "";
+  if (t->realign[x]) snprintf(re, sizeof re, "realignment %.2f s, ", t1 - t0);
+  if (t->mllt[x]) snprintf(ml, sizeof ml, "MLLT %.2f s, ", t2 - t1);
+  KIO_LOG("Iteration %d: %s%saccumulation %.2f s, update %.2f s (%.2f s in all); avg like per "
+          "frame %g", x, re, ml, t3 - t2, t4 - t3, t4 - t0, (double)t->last_like);
   t->time_align += t1 - t0;
   t->time_acc += t3 - t2;
   t->time_est += t4 - t3;

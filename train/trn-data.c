@@ -10,8 +10,10 @@
 
 #include "base/io/io.h"
 #include "base/io/table.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "train-graphs/train-graphs.h"
+#include "train/trn-log.h"
 
 char *trn_subst(const char *tmpl, int job, int iter) {
   size_t cap = strlen(tmpl) * 2 + 64, n = 0;
@@ -205,14 +207,27 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
     char *rs = trn_subst(c->text_rspec, j + 1, -1);
     kio_seq_reader *r = NULL;
     if (!rs || kio_seq_open(&r, rs, &kio_int_vec_holder) != KIO_OK) { free(rs); rc = KIO_ERR; break; }
-    char *wx = NULL;
+    /* with the graphs, compile_graphs.JOB.log: compile-train-graphs' lines,
+     * as the stock script's job leaves them */
+    char *wx = NULL, *logp = NULL, *cmd = NULL;
     kio_writer *w = NULL;
-    if (c->write_graphs) {
-      char rel[64];
-      snprintf(rel, sizeof rel, "ark:|gzip -c >%s/fsts.%d.gz", c->dir, j + 1);
-      wx = strdup(rel);
-      if (!wx || kio_writer_open(&w, wx, &tgraph_graph_holder) != KIO_OK) rc = KIO_ERR;
-    }
+    trn_log *lg = NULL;
+    if (asprintf(&wx, "ark:|gzip -c >%s/fsts.%d.gz", c->dir, j + 1) < 0) wx = NULL;
+    if (asprintf(&logp, "%s/log/compile_graphs.%d.log", c->dir, j + 1) < 0) logp = NULL;
+    if (wx && asprintf(&cmd, "compile-train-graphs --read-disambig-syms=%s %s %s/%d.mdl %s \"%s\" "
+                       "\"%s\" (in process: gmm-train-gpu)", dis, tree_path, c->dir,
+                       c->equal_align ? 0 : c->start_iter, lex, rs,
+                       wx) < 0)
+      cmd = NULL;
+    if (!wx || !logp || !cmd ||
+        (c->write_graphs && !(lg = trn_log_open(logp, "compile-train-graphs", cmd))))
+      rc = KIO_ERR;
+    free(logp);
+    free(cmd);
+    if (rc == KIO_OK) trn_log_use(lg);
+    if (rc == KIO_OK && c->write_graphs && kio_writer_open(&w, wx, &tgraph_graph_holder) != KIO_OK)
+      rc = KIO_ERR;
+    long num_succeed = 0, num_fail = 0;
     while (rc == KIO_OK && !kio_seq_done(r)) {
       int n = 0;
       for (; n < BATCH && !kio_seq_done(r); n++, kio_seq_next(r)) {
@@ -225,7 +240,13 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
       int what = TGRAPH_CSR | (w ? TGRAPH_BYTES : 0);
       if (tgraph_compile(gc, n, words, what, c->threads, out) != KIO_OK) { rc = KIO_ERR; break; }
       for (int i = 0; i < n; i++) {
-        if (w && kio_writer_write(w, keys[i], &out[i]) != KIO_OK) rc = KIO_ERR;
+        if (out[i].empty) {
+          KIO_KALDI(CTG_EMPTY_GRAPH, keys[i]);
+          num_fail++;
+        } else {
+          num_succeed++;
+          if (w && rc == KIO_OK && kio_writer_write(w, keys[i], &out[i]) != KIO_OK) rc = KIO_ERR;
+        }
         int32_t ui = key_find(ki, keys[i]);
         if (ui >= 0 && !d->u[ui].graph) {
           d->graph_store[ui] = out[i].fst;
@@ -235,7 +256,9 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
         tgraph_graph_free(&out[i]);
       }
     }
-    if (kio_seq_close(r) != KIO_OK) rc = KIO_ERR;
+    if (rc == KIO_OK)
+      KIO_KALDI(CTG_DONE, num_succeed, num_fail);
+    if (r && kio_seq_close(r) != KIO_OK) rc = KIO_ERR;
     if (w) {
       if (rc == KIO_OK) {
         if (kio_writer_close(w) != KIO_OK) rc = KIO_ERR;
@@ -243,6 +266,8 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
         kio_writer_discard(w);
       }
     }
+    trn_log_use(NULL);
+    trn_log_close(lg);
     free(wx);
     free(rs);
   }

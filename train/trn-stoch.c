@@ -8,9 +8,11 @@
  * for iteration x(u) = start + floor((u - 1) (num_iters - start) / U), whose
  * Gaussian target, beam and MLLT step it takes. Realignment is lazy: an
  * utterance is realigned (fused with its accumulation) when its batch comes
- * and a realignment iteration lies between its alignment and x(u). A
- * pdf's earlier statistics are merged only while its Gaussians are the
- * same (no mixing up or removal since: a version per pdf). */
+ * and a realignment iteration lies between its alignment and x(u). The
+ * stored statistics follow the model through each update (est.h's trace):
+ * a Gaussian split by mixing up passes half its statistics to each half
+ * (as its weight), a removed one's are dropped; an MLLT step (new
+ * features) drops them all. */
 #include "train/trn-stoch.h"
 
 #include <math.h>
@@ -32,8 +34,7 @@ static uint64_t rng_next(uint64_t *s) {
 static uint32_t rng_below(uint64_t *s, uint32_t n) { return (uint32_t)(rng_next(s) % n); }
 
 typedef struct {
-  gacc_stats s;
-  int32_t *ver;  /* per pdf: the version its Gaussians had */
+  gacc_stats s;  /* shaped as the current model */
 } stored;
 
 typedef struct {
@@ -79,40 +80,67 @@ static int32_t gauss_target(const trn_cfg *c, int start, int x) {
   return g;
 }
 
-/* merged (shaped as the current model) = sum of the stored batches; a
- * pdf's Gaussians only from batches whose version of it is cur_ver's (then
- * they have the same Gaussians); transitions and totals from every batch. */
-static int merge(const stored *st, int n, const int32_t *cur_ver, const kio_tmodel *tm,
-                 const kio_am_gmm *am, gacc_stats *out) {
+/* merged = the sum of the stored batches' statistics (all shaped as the
+ * current model): raw sufficient statistics, so each batch weighs as its
+ * size. */
+static int merge(const stored *st, int n, const kio_tmodel *tm, const kio_am_gmm *am,
+                 gacc_stats *out) {
   if (gacc_stats_init(out, tm, am) != KIO_OK) return KIO_ERR;
-  size_t D = (size_t)out->dim;
+  size_t D = (size_t)out->dim, G = (size_t)out->num_gauss;
   for (int k = 0; k < n; k++) {
     const gacc_stats *s = &st[k].s;
+    if (s->num_gauss != out->num_gauss || s->num_tids != out->num_tids) {
+      KIO_ERROR("stored statistics of another model (%d Gaussians, the model %d)",
+                (int)s->num_gauss, (int)out->num_gauss);
+      gacc_stats_free(out);
+      return KIO_ERR;
+    }
     for (int32_t t = 0; t <= s->num_tids; t++) out->tacc[t] += s->tacc[t];
     out->total_like += s->total_like;
     out->total_frames += s->total_frames;
-    for (int32_t j = 0; j < s->num_pdfs; j++) {
-      int32_t g0 = s->pdf_offset[j], M = s->pdf_offset[j + 1] - g0, o0 = out->pdf_offset[j];
-      if (st[k].ver[j] != cur_ver[j] || M != out->pdf_offset[j + 1] - o0) continue;
-      for (int32_t m = 0; m < M; m++) {
-        out->occ[o0 + m] += s->occ[g0 + m];
-        const double *ma = s->mean_acc + (size_t)(g0 + m) * D, *va = s->var_acc + (size_t)(g0 + m) * D;
-        double *mo = out->mean_acc + (size_t)(o0 + m) * D, *vo = out->var_acc + (size_t)(o0 + m) * D;
-        for (size_t d = 0; d < D; d++) {
-          mo[d] += ma[d];
-          vo[d] += va[d];
-        }
-      }
+    for (size_t g = 0; g < G; g++) out->occ[g] += s->occ[g];
+    for (size_t i = 0; i < G * D; i++) {
+      out->mean_acc[i] += s->mean_acc[i];
+      out->var_acc[i] += s->var_acc[i];
     }
   }
   return KIO_OK;
 }
 
-/* a stored batch's layout must be the current model's to be merged: a pdf
- * whose Gaussians changed got a new version */
-static void bump_versions(const kio_am_gmm *am, const int32_t *ncomp_before, int32_t *ver) {
-  for (int32_t j = 0; j < am->num_pdfs; j++)
-    if (am->pdfs[j].num_comp != ncomp_before[j]) ver[j]++;
+/* Carries stored statistics over an update (tr: where the new model's
+ * Gaussians come from): a Gaussian split in the update passes half its
+ * statistics to each half, as its weight; a removed one's are dropped.
+ * s is reshaped as the model (tm, am). */
+static int carry(gacc_stats *s, const trn_est_trace *tr, const kio_tmodel *tm,
+                 const kio_am_gmm *am) {
+  gacc_stats n;
+  if (gacc_stats_init(&n, tm, am) != KIO_OK) return KIO_ERR;
+  size_t D = (size_t)n.dim;
+  memcpy(n.tacc, s->tacc, sizeof(double) * ((size_t)n.num_tids + 1));
+  n.total_like = s->total_like;
+  n.total_frames = s->total_frames;
+  for (int32_t p = 0; p < n.num_pdfs; p++) {
+    const trn_trace_pdf *tp = &tr->pdf[p];
+    int32_t o0 = s->pdf_offset[p], n0 = n.pdf_offset[p];
+    if (tp->n != n.pdf_offset[p + 1] - n0) {
+      KIO_ERROR("pdf %d: %d Gaussians traced, the model has %d", (int)p, (int)tp->n,
+                (int)(n.pdf_offset[p + 1] - n0));
+      gacc_stats_free(&n);
+      return KIO_ERR;
+    }
+    for (int32_t m = 0; m < tp->n; m++) {
+      size_t src = (size_t)(o0 + tp->orig[m]), dst = (size_t)(n0 + m);
+      double f = tp->share[m];
+      n.occ[dst] = f * s->occ[src];
+      for (size_t d = 0; d < D; d++) {
+        n.mean_acc[dst * D + d] = f * s->mean_acc[src * D + d];
+        n.var_acc[dst * D + d] = f * s->var_acc[src * D + d];
+      }
+    }
+  }
+  gacc_stats_free(s);
+  *s = n;
+  return KIO_OK;
 }
 
 int trn_stoch_run(trn_ctx *t) {
@@ -125,7 +153,9 @@ int trn_stoch_run(trn_ctx *t) {
   if (U < 1) U = 1;
   int keep = (int)floor(c->stoch_memory / b + 0.5);  /* batches merged, the current one included */
   if (keep < 1) keep = 1;
-  int P = t->am.num_pdfs, rc = KIO_OK;
+  int rc = KIO_OK;
+  trn_est_trace trace;
+  memset(&trace, 0, sizeof trace);
   sampler sp;
   memset(&sp, 0, sizeof sp);
   sp.seed = c->stoch_seed;
@@ -134,12 +164,10 @@ int trn_stoch_run(trn_ctx *t) {
   sp.unit_frames = calloc((size_t)(sp.nunits ? sp.nunits : 1), sizeof(int64_t));
   uint8_t *pick_unit = malloc((size_t)(sp.nunits ? sp.nunits : 1));
   uint8_t *batch = calloc((size_t)(d->n ? d->n : 1), 1);
-  int32_t *ver = calloc((size_t)P, sizeof(int32_t)), *ncomp = malloc(sizeof(int32_t) * (size_t)P);
   stored *st = calloc((size_t)keep, sizeof *st);
   gacc_stats *jobs = calloc((size_t)d->nj, sizeof *jobs);
   const gacc_stats **jp = calloc((size_t)d->nj, sizeof *jp);
-  if (!sp.order || !sp.unit_frames || !pick_unit || !batch || !ver || !ncomp || !st || !jobs ||
-      !jp) {
+  if (!sp.order || !sp.unit_frames || !pick_unit || !batch || !st || !jobs || !jp) {
     KIO_ERROR("out of memory");
     rc = KIO_ERR;
     goto done;
@@ -176,8 +204,9 @@ int trn_stoch_run(trn_ctx *t) {
         t->pick = NULL;
         rc = trn_mllt_step(t, m);
         last_mllt = m;
-        /* new features: no earlier statistics of the Gaussians apply */
-        for (int32_t j = 0; j < P; j++) ver[j]++;
+        /* new features: no earlier statistics apply */
+        for (int k = 0; k < keep; k++) gacc_stats_free(&st[k].s);
+        nstored = next = 0;
       }
     if (x > last_mllt) last_mllt = x;
     if (rc != KIO_OK) break;
@@ -191,7 +220,9 @@ int trn_stoch_run(trn_ctx *t) {
       }
       t->pick = re;
       float beam = x == 1 && c->first_beam > 0 ? c->first_beam : c->align.beam;
+      double ta = kio_now_s();
       rc = trn_realign_jobs(t, u, beam, stage);
+      t->time_align += kio_now_s() - ta;
       t->pick = NULL;
       free(re);
       if (rc != KIO_OK) break;
@@ -199,34 +230,38 @@ int trn_stoch_run(trn_ctx *t) {
     /* this batch's statistics, stored in place of the oldest */
     t->pick = batch;
     for (int j = 0; j < d->nj; j++) gacc_stats_free(&jobs[j]);
+    double tc = kio_now_s();
     rc = trn_accumulate_jobs(t, &t->am, u, jobs);
+    t->time_acc += kio_now_s() - tc;
     t->pick = NULL;
     if (rc != KIO_OK) break;
     for (int j = 0; j < d->nj; j++) jp[j] = &jobs[j];
     stored *slot = &st[next];
     gacc_stats_free(&slot->s);
-    free(slot->ver);
-    slot->ver = malloc(sizeof(int32_t) * (size_t)P);
-    if (!slot->ver || trn_est_sum_jobs((gacc_stats *const *)jp, d->nj, &slot->s, 0) != KIO_OK) {
+    if (trn_est_sum_jobs((gacc_stats *const *)jp, d->nj, &slot->s, 0) != KIO_OK) {
       rc = KIO_ERR;
       break;
     }
-    memcpy(slot->ver, ver, sizeof(int32_t) * (size_t)P);
     next = (next + 1) % keep;
     if (nstored < keep) nstored++;
     gacc_stats merged;
-    if (merge(st, nstored, ver, &t->tm, &t->am, &merged) != KIO_OK) { rc = KIO_ERR; break; }
-    for (int32_t j = 0; j < P; j++) ncomp[j] = t->am.pdfs[j].num_comp;
+    if (merge(st, nstored, &t->tm, &t->am, &merged) != KIO_OK) { rc = KIO_ERR; break; }
     trn_est_opts eo = c->est;
     eo.mix_up = gauss_target(c, start, x);
     eo.power = c->power;
     const gacc_stats *mp = &merged;
     char desc[96];
     snprintf(desc, sizeof desc, "statistics of the last %d batches (update %d of %d)", nstored, u, U);
-    rc = trn_estimate(t, &mp, 1, u, &eo, 1, desc);
+    double te = kio_now_s();
+    rc = trn_estimate(t, &mp, 1, u, &eo, 1, desc, &trace);
+    t->time_est += kio_now_s() - te;
     gacc_stats_free(&merged);
     if (rc != KIO_OK) break;
-    bump_versions(&t->am, ncomp, ver);
+    /* the stored statistics follow the model's Gaussians (the slot just
+     * filled included: the ring holds the last nstored batches) */
+    for (int k = 0; k < keep && rc == KIO_OK; k++)
+      if (st[k].s.occ) rc = carry(&st[k].s, &trace, &t->tm, &t->am);
+    if (rc != KIO_OK) break;
     char p1[4200];
     snprintf(p1, sizeof p1, "%s/%d.mdl", c->dir, u);
     unlink(p1);
@@ -251,10 +286,8 @@ int trn_stoch_run(trn_ctx *t) {
             kio_now_s() - t0);
   }
 done:
-  for (int k = 0; st && k < keep; k++) {
-    gacc_stats_free(&st[k].s);
-    free(st[k].ver);
-  }
+  for (int k = 0; st && k < keep; k++) gacc_stats_free(&st[k].s);
+  trn_est_trace_free(&trace);
   for (int j = 0; jobs && j < d->nj; j++) gacc_stats_free(&jobs[j]);
   free(st);
   free(jobs);
@@ -263,7 +296,5 @@ done:
   free(sp.unit_frames);
   free(pick_unit);
   free(batch);
-  free(ver);
-  free(ncomp);
   return rc;
 }

@@ -26,9 +26,10 @@ typedef struct {
  * utterances when t->pick is set. */
 int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats);
 /* gmm-sum-accs + gmm-est on jobs[0..nj) (NULL entries skipped) into t's
- * model, written as x+1.mdl (update.X.log). */
+ * model, written as x+1.mdl (update.X.log); trace (or NULL): where the new
+ * model's Gaussians come from (est.h). */
 int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const trn_est_opts *eo,
-                 int write_occs, const char *stats_desc);
+                 int write_occs, const char *stats_desc, trn_est_trace *trace);
 /* Realigns every job's (picked) utterances with t's model (align.X.JOB.log). */
 int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage);
 

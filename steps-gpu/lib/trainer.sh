@@ -14,10 +14,28 @@ if [ -z "$gpu_trainer" ]; then
 fi
 
 # gpu_trainer_opts: the options of the GPU trainer that the scripts add to
-# Kaldi's (see docs/trainer.md), from their shell variables.
+# Kaldi's (see docs/trainer.md), from their shell variables; the graphs are
+# written as EXP/fsts.JOB.gz as the stock scripts leave them (align_si.sh
+# --use-graphs true reads them).
 gpu_trainer_opts() {
-  echo "--use-gpu=$use_gpu --num-threads=$num_threads" \
+  echo "--write-graphs=true --use-gpu=$use_gpu --num-threads=$num_threads" \
        "--stochastic-batch=$stochastic_batch --stochastic-passes=$stochastic_passes" \
        "--stochastic-memory=$stochastic_memory --stochastic-level=$stochastic_level" \
        "--stochastic-seed=$stochastic_seed"
 }
+
+# The trainer's own options, checked before Kaldi's stages run (the program
+# checks them again): a wrong value fails here with the reason.
+_gpu_fail() { echo "$0: $*" >&2; exit 1; }
+case $use_gpu in yes|no|optional|wait) ;; *) _gpu_fail "--use-gpu $use_gpu: yes, no, optional or wait";; esac
+case $stochastic_level in speaker|utterance) ;; *) _gpu_fail "--stochastic-level $stochastic_level: speaker or utterance";; esac
+_gpu_num() { awk -v v="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(v ~ /^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$/ && v + 0 >= lo && (hi == "" || v + 0 <= hi)) }'; }
+_gpu_num "$stochastic_batch" 0 1 || _gpu_fail "--stochastic-batch $stochastic_batch: a fraction of the data in (0, 1], or 0 (off)"
+_gpu_num "$stochastic_passes" 0 "" || _gpu_fail "--stochastic-passes $stochastic_passes: a number of data passes >= 0"
+_gpu_num "$stochastic_memory" 0 "" && _gpu_num "$stochastic_memory" 1e-9 "" || _gpu_fail "--stochastic-memory $stochastic_memory: a fraction of the data > 0"
+[[ $num_threads =~ ^[0-9]+$ ]] || _gpu_fail "--num-threads $num_threads: a count >= 0 (0: this process's share of the cores)"
+[[ $stochastic_seed =~ ^[0-9]+$ ]] || _gpu_fail "--stochastic-seed $stochastic_seed: an integer >= 0"
+if [ "$stochastic_batch" != 0 ] && _gpu_num "$stochastic_batch" 1e-12 1 && [ "$stage" -gt 1 ]; then
+  _gpu_fail "--stage $stage: the stochastic mode (--stochastic-batch) runs from the first iteration; restarting it at a later one is not supported"
+fi
+unset -f _gpu_num

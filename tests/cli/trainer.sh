@@ -8,10 +8,15 @@
 #     eleven jobs: the statistics summed in the glob's order 1, 10, 11, 2, ...)
 #   train_deltas --num-iters 6 --realign-iters "2 5" --boost-silence 1.25 200 800
 #   train_lda_mllt --num-iters 6 --realign-iters 4 --mllt-iters "2 3" 250 1000
-# must leave identical final.mdl, final.occs, final.mat and alignments
-# (ali.*.gz gunzipped, text for mono as the stock script writes), and
-# update.X.log / acc.X.JOB.log / align.X.JOB.log with the same messages
-# (the framing and echoed command lines aside). Needs the Kaldi bundle and
+# must leave identical final.mdl, final.occs, final.mat, alignments and
+# training graphs (ali.*.gz and fsts.*.gz gunzipped, alignments in text for
+# mono as the stock script writes), the same files (but log/train.log and
+# the MLLT hook), and update.X.log / acc.X.JOB.log / align.X.JOB.log /
+# compile_graphs.JOB.log with the same messages (the framing and echoed
+# command lines aside). Then the stochastic mode (seeded, reproducible),
+# wrong options (an error before any work), and the rest of a recipe on our
+# directories (align_si --use-graphs true, align_si, train_sat, mkgraph,
+# decode), and train_deltas on the emulated device (make emu). Needs the Kaldi bundle and
 # the corpus (else SKIP); ours run with the rounding profile of this host's
 # Kaldi (recipe-setup.sh). Env: BIN, TOP. Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -28,9 +33,12 @@ recipe_rounding "$tmp"
 recipe_corpus "$tmp"
 cd "$tmp/synth-s5" || exit 1
 export KALDI_BUNDLE=$kb GPU_BIN=""
-# Kaldi's programs first (path.sh), ours only through steps-gpu (which finds
-# gmm-train-gpu beside itself in the tree)
+# Kaldi's programs first (path.sh), ours only through steps-gpu, which finds
+# gmm-train-gpu on PATH: the one of BIN (the sanitizer build's under
+# make test-asan), alone in a directory of its own.
 . ./path.sh
+mkdir -p "$tmp/trainer-bin" && ln -s "$BIN/gmm-train-gpu" "$tmp/trainer-bin/" || exit 1
+export PATH=$tmp/trainer-bin:$PATH
 gpu=$TOP/steps-gpu
 
 # Messages of a log (LEVEL message), experiment directories named alike.
@@ -58,6 +66,17 @@ compare() {
     diff <(msgs "$f" | grep -vE '^LOG (Applied cepstral|Spliced|Applied transform|Overall average \[pseudo-\]logdet)') \
       <(msgs "$g/log/${f##*/}") >"$tmp/d" || { fail "$1: log/${f##*/} messages differ:"; head -n 6 "$tmp/d"; }
   done
+  for f in $k/fsts.*.gz; do
+    [ -f "$g/${f##*/}" ] || { fail "$1: no ${f##*/}"; continue; }
+    cmp -s <(gunzip -c "$f") <(gunzip -c "$g/${f##*/}") || fail "$1: ${f##*/} differs (gunzipped)"
+  done
+  for f in $k/log/compile_graphs.*.log; do
+    diff <(msgs "$f") <(msgs "$g/log/${f##*/}") >"$tmp/d" ||
+      { fail "$1: log/${f##*/} messages differ:"; head -n 6 "$tmp/d"; }
+  done
+  # the same files, but for the trainer's log and the MLLT hook
+  diff <(cd $k && find . | sort) <(cd $g && find . | grep -vxE './(log/train.log|mllt_step.sh)' | sort) \
+    >"$tmp/d" || { fail "$1: not the stock script's files:"; head -n 6 "$tmp/d"; }
   grep -q "kaldi-gpu-align" $g/log/train.log || fail "$1: log/train.log is not gmm-train-gpu's"
 }
 
@@ -75,7 +94,69 @@ run tri train_deltas.sh --num-iters 6 --realign-iters "2 5" --boost-silence 1.25
 run lda train_lda_mllt.sh --num-iters 6 --realign-iters 4 --mllt-iters "2 3" \
   --splice-opts "--left-context=3 --right-context=3" 250 1000 data/train_300 data/lang exp/tri_k &&
   compare lda final.mat
+# The device path (make emu: CUDA emulated on the host, --use-gpu yes):
+# the same models and alignments as the stock script.
+emu=${EMU_BIN:-$TOP/build/emu/bin}/gmm-train-gpu
+if [ -x "$emu" ]; then
+  mkdir -p "$tmp/emu-bin" && ln -s "$emu" "$tmp/emu-bin/" || exit 1
+  if PATH=$tmp/emu-bin:$PATH KALDI_GPU_SERVICE=no "$gpu/train_deltas.sh" --use-gpu yes --num-iters 6 \
+      --realign-iters "2 5" --boost-silence 1.25 200 800 data/train_300 data/lang exp/mono_k exp/tri_e \
+      >"$tmp/tri.e.out" 2>&1; then
+    grep -q "Training on GPU: host emulation" exp/tri_e/log/train.log || fail "emulated device: not used"
+    cmp -s exp/tri_k/final.mdl exp/tri_e/final.mdl || fail "emulated device: final.mdl differs from the stock script's"
+    for f in exp/tri_k/ali.*.gz; do
+      cmp -s <(gunzip -c "$f") <(gunzip -c "exp/tri_e/${f##*/}") || fail "emulated device: ${f##*/} differs"
+    done
+  else
+    tail -n 20 "$tmp/tri.e.out"; fail "steps-gpu/train_deltas.sh on the emulated device"
+  fi
+  note="; the device path (emulated) too$note"
+else
+  note="; device path not tested ($emu not built: make emu)$note"
+fi
+
+# Stochastic mode: seeded (the same seed, the same model), a full
+# experiment directory; wrong values of its options fail before any work.
+stoch() {  # NAME SEED
+  "$gpu/train_deltas.sh" --use-gpu no --stochastic-batch 0.25 --stochastic-passes 2 \
+    --stochastic-seed "$2" --num-iters 6 --realign-iters "2 5" 200 800 data/train_300 data/lang \
+    exp/mono_k exp/$1 >"$tmp/$1.out" 2>&1 || { tail -n 20 "$tmp/$1.out"; fail "stochastic $1"; return 1; }
+}
+if stoch st_a 5 && stoch st_b 5 && stoch st_c 6; then
+  cmp -s exp/st_a/final.mdl exp/st_b/final.mdl || fail "stochastic: the same seed gave another model"
+  cmp -s exp/st_a/final.mdl exp/st_c/final.mdl && fail "stochastic: another seed gave the same model"
+  grep -q "Stochastic training: 8 updates of 0.25 of the data" exp/st_a/log/train.log ||
+    fail "stochastic: not 8 updates of 0.25 in log/train.log"
+  for f in final.mdl final.occs tree ali.11.gz fsts.11.gz; do
+    [ -s exp/st_a/$f ] || fail "stochastic: no $f"
+  done
+fi
+for bad in "--stochastic-batch 1.5" "--stochastic-level word --stochastic-batch 0.5" \
+           "--stochastic-batch 0.5 --stage 3" "--use-gpu maybe"; do
+  # shellcheck disable=SC2086
+  "$gpu/train_deltas.sh" $bad 200 800 data/train_300 data/lang exp/mono_k exp/bad >"$tmp/bad.out" 2>&1 &&
+    fail "train_deltas.sh $bad: exit 0"
+  grep -q "^$gpu/train_deltas.sh: --" "$tmp/bad.out" || fail "train_deltas.sh $bad: no error line"
+  [ ! -e exp/bad ] || fail "train_deltas.sh $bad: work done before the error"
+done
+
+# The rest of a recipe on our directories: the mono graphs reused by
+# align_si.sh --use-graphs true, SAT on the LDA+MLLT system's alignments, a
+# decoding graph and a decode (a few test utterances).
+later() {  # LOG COMMAND...
+  local log=$1; shift
+  "$@" >"$tmp/$log" 2>&1 || { tail -n 20 "$tmp/$log"; fail "$*"; return 1; }
+}
+later ali_mono.out steps/align_si.sh --nj 11 --use-graphs true data/train_300 data/lang exp/mono_g exp/mono_g_ali
+later ali_lda.out steps/align_si.sh --nj 11 data/train_300 data/lang exp/lda_g exp/lda_g_ali &&
+  later sat.out steps/train_sat.sh --num-iters 3 --realign-iters 2 --fmllr-iters 2 250 1000 \
+    data/train_300 data/lang exp/lda_g_ali exp/sat_g
+utils/subset_data_dir.sh data/test 20 data/test_20 >/dev/null 2>&1
+later mkgraph.out utils/mkgraph.sh data/lang_test exp/lda_g exp/lda_g/graph &&
+  later decode.out steps/decode.sh --nj 2 exp/lda_g/graph data/test_20 exp/lda_g/decode &&
+  { grep -qs WER exp/lda_g/decode/wer_* || fail "decode of exp/lda_g: no WER"; }
 [ -L exp/lda_g/final.mat ] && [ "$(readlink exp/lda_g/final.mat)" = 3.mat ] || fail "lda: final.mat is not a link to 3.mat"
-grep -q "^Training pass\|training passes 1 to 5" "$tmp/lda.g.out" || fail "lda: the trainer did not run"
+grep -q "training passes 1 to 5 in one process ($tmp/trainer-bin/gmm-train-gpu)" "$tmp/lda.g.out" ||
+  fail "lda: the trainer of $BIN did not run"
 [ $fails -eq 0 ] || exit 1
-echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, log messages; $(( $(date +%s) - t0 )) s)$note"
+echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, graphs, files, log messages), stochastic mode seeded, wrong options refused, align_si/train_sat/mkgraph/decode on our directories ($(( $(date +%s) - t0 )) s)$note"

@@ -1,0 +1,169 @@
+#!/bin/bash
+# The one-process trainer on a GPU host, in one device call: stock Kaldi's
+# steps/train_mono.sh and train_deltas.sh against steps-gpu/'s (same
+# machine hold, same inputs: --nj 16, data/train_x4, train_mono on its 1500
+# shortest utterances as egs/synth/s5/run.sh does, train_deltas 1500 15000
+# from Kaldi's own mono_ali), wall times, ratios and whether the models and
+# alignments are the same bytes; then one training iteration over ~1000 h of
+# replicated data once resident (gmm-train-gpu --dev-replicate, an
+# accumulation-and-update iteration, then a realigning one as far as the time
+# left allows).
+#
+#   dev/device/trainer-device.sh [--nj N] [--train DIR] [--replicate R]
+#                                [--budget SECONDS] [--steps "mono deltas big"]
+#
+# Inputs: the parts that dev/device/recipe-device.sh packs here and stashes
+# there (the Kaldi bundle, the corpus, our stripped programs), unpacked by
+# `recipe-device.sh prepare` into /tmp/recipe-device/work (skipped when
+# already there). Every step stops before --budget seconds (default 520)
+# from the start have passed, so the call returns its logs within a 9-minute
+# limit; should the steps not fit one call, run `--steps "mono deltas"`, then
+# `--steps big` (it starts from the first call's exp_trn/tri1_g while the
+# machine stays warm). The replicated run may use a quarter of the device's
+# memory (BIG_GPU_MEMORY, as KALDI_GPU_MEMORY). Writes into $OUT:
+# summary.md (the table), progress.log, logs.tgz (every experiment's log/),
+# the steps' outputs (*.out), env.txt.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+base=${RECIPE_DEVICE_BASE:-/tmp/recipe-device}  # (another for a dry run elsewhere)
+nj=16 train=data/train_x4 replicate=40 budget=520 steps="mono deltas big"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --nj) nj=$2 ;; --train) train=$2 ;; --replicate) replicate=$2 ;; --budget) budget=$2 ;;
+    --steps) steps=$2 ;;
+    *) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 1 ;;
+  esac
+  shift 2
+done
+OUT=${OUT:-/tmp/trainer-device-out}; mkdir -p "$OUT"
+out=$(cd "$OUT" && pwd)
+start=$SECONDS
+p=$out/progress.log
+say() { echo "$(date -u +%T) +$((SECONDS - start))s $*" | tee -a "$p"; }
+left() { echo $((budget - (SECONDS - start))); }
+{ date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  nproc; free -g | head -2; } >"$out/env.txt" 2>&1
+
+w=$base/work
+if [ ! -f "$w/synth-s5/.unpacked" ] || [ ! -x "$w/kaldi/kb/bin/gmm-est" ] || [ ! -x "$base/in/gmmbin-gpu/gmm-train-gpu" ]; then
+  say "unpacking the stashed parts (recipe-device.sh prepare)"
+  "$top/dev/device/recipe-device.sh" prepare >>"$p" 2>&1 || { say "prepare failed"; exit 1; }
+fi
+gpu_bin=$base/in/gmmbin-gpu
+[ -x "$gpu_bin/gmm-train-gpu" ] || { say "no $gpu_bin/gmm-train-gpu (pack after make all)"; exit 1; }
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export KALDI_BUNDLE=$w/kaldi/kb
+cd "$w/synth-s5" || exit 1
+. ./path.sh
+# Kaldi's programs for the stock scripts; ours only through steps-gpu (the
+# trainer alone on PATH, after Kaldi's).
+mkdir -p "$base/trainer-bin" && ln -sf "$gpu_bin/gmm-train-gpu" "$base/trainer-bin/gmm-train-gpu"
+export PATH=$base/trainer-bin:$PATH
+gpu=$top/steps-gpu
+e=exp_trn
+mkdir -p $e
+say "trainer-device: --nj $nj --train $train --replicate $replicate --budget $budget; $(nvidia-smi -L 2>/dev/null | head -1)"
+say "rounding: $("$gpu_bin/kaldi-gpu-service" --print-rounding 2>/dev/null | cut -f1,3)"
+
+# timed NAME COMMAND...: wall seconds into $e/NAME.time, output in $e/NAME.out
+declare -A secs
+timed() {
+  local name=$1; shift
+  local l; l=$(left)
+  if [ "$l" -le 10 ]; then say "$name: not run (budget spent)"; return 1; fi
+  say "$name: start ($l s left)"
+  local t0 t1 r
+  t0=$(date +%s.%N)
+  timeout "$l" "$@" >"$e/$name.out" 2>&1
+  r=$?
+  t1=$(date +%s.%N)
+  secs[$name]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  say "$name: exit $r in ${secs[$name]} s"
+  # a failed or stopped side has no time (the table says why)
+  [ $r -eq 0 ] || { secs[$name]="exit $r after ${secs[$name]} s"; tail -n 5 "$e/$name.out" >>"$p"; return 1; }
+}
+same() {  # DIR_K DIR_G: the same final.mdl and alignments?
+  local f s="final.mdl identical"
+  [ -f "$1/final.mdl" ] && [ -f "$2/final.mdl" ] || { echo "not both finished"; return; }
+  cmp -s "$1/final.mdl" "$2/final.mdl" || s="final.mdl DIFFERS"
+  for f in "$1"/ali.*.gz; do
+    cmp -s <(gunzip -c "$f") <(gunzip -c "$2/${f##*/}") || { s="$s, ${f##*/} differs"; break; }
+  done
+  echo "$s"
+}
+ratio() { awk -v k="${secs[$1]:-}" -v g="${secs[$2]:-}" 'BEGIN { if (k ~ /^[0-9.]+$/ && g ~ /^[0-9.]+$/ && g > 0) printf "%.1f×", k / g; else print "-" }'; }
+rows=()
+
+nmono=$(wc -l <"$train/utt2spk"); [ "$nmono" -gt 1500 ] && nmono=1500
+mono_data=${train}_${nmono}short
+if [[ " $steps " == *" mono "* ]] || [[ " $steps " == *" deltas "* ]]; then
+  if [ ! -f "$mono_data/feats.scp" ]; then
+    rm -rf "$mono_data"
+    utils/subset_data_dir.sh --shortest "$train" "$nmono" "$mono_data" >>"$p" 2>&1 ||
+      { say "subset_data_dir.sh failed"; exit 1; }
+  fi
+fi
+if [[ " $steps " == *" mono "* ]]; then
+  rm -rf $e/mono_g $e/mono_k
+  timed mono_g "$gpu/train_mono.sh" --use-gpu yes --nj "$nj" "$mono_data" data/lang $e/mono_g
+  timed mono_k steps/train_mono.sh --nj "$nj" "$mono_data" data/lang $e/mono_k
+  rows+=("| train_mono ($mono_data) | ${secs[mono_k]:--} | ${secs[mono_g]:--} | $(ratio mono_k mono_g) | $(same $e/mono_k $e/mono_g) |")
+fi
+if [[ " $steps " == *" deltas "* ]]; then
+  if [ ! -f $e/mono_ali/ali.1.gz ]; then
+    [ -f $e/mono_k/final.mdl ] || timed mono_k steps/train_mono.sh --nj "$nj" "$mono_data" data/lang $e/mono_k
+    timed mono_ali steps/align_si.sh --nj "$nj" "$train" data/lang $e/mono_k $e/mono_ali
+  fi
+  rm -rf $e/tri1_g $e/tri1_k
+  timed tri1_g "$gpu/train_deltas.sh" --use-gpu yes 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_g
+  timed tri1_k steps/train_deltas.sh 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_k
+  rows+=("| train_deltas ($train) | ${secs[tri1_k]:--} | ${secs[tri1_g]:--} | $(ratio tri1_k tri1_g) | $(same $e/tri1_k $e/tri1_g) |")
+fi
+
+# One iteration over replicated data: tri1_g's tree, final model and
+# alignments, every utterance of $train $replicate times (the features and
+# graphs stored once); the trainer logs each iteration's time.
+big_lines=""
+if [[ " $steps " == *" big "* ]] && [ -f $e/tri1_g/final.mdl ]; then
+  b=$e/big
+  rm -rf $b; mkdir -p $b/log
+  cp $e/tri1_g/tree $e/tri1_g/phones.txt $e/tri1_g/num_jobs $b/ && cp -L $e/tri1_g/final.mdl $b/1.mdl &&
+    cp $e/tri1_g/ali.*.gz $b/
+  bnj=$(cat $b/num_jobs); sdata=$train/split$bnj
+  ng=$(gmm-info --print-args=false $b/1.mdl | awk '/gaussians/ { print $NF }')
+  oov=$(cat data/lang/oov.int)
+  feats="ark,s,cs:apply-cmvn --utt2spk=ark:$sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- | add-deltas ark:- ark:- |"
+  tv=(); [ -x /usr/bin/time ] && tv=(/usr/bin/time -v)
+  # alone on the device: a quarter of it (the default budget is 2 GiB)
+  timed big env KALDI_GPU_MEMORY="${BIG_GPU_MEMORY:-25%}" "${tv[@]}" gmm-train-gpu --use-gpu=yes --nj="$bnj" --lang=data/lang --sdata="$sdata" \
+    --feats="$feats" --text="ark:utils/sym2int.pl --map-oov $oov -f 2- data/lang/words.txt < $sdata/JOB/text |" \
+    --start-iter=1 "--ali-in=ark:gunzip -c $b/ali.JOB.gz|" --start-gauss="$ng" --inc-gauss=0 \
+    --num-iters=3 --realign-iters=2 --boost-silence=1.0 --silence-phones="$(cat data/lang/phones/optional_silence.csl)" \
+    --dev-replicate="$replicate" $b
+  big_lines=$(grep -hE "Resident|Iteration [0-9]+:|Trained in" $e/big.out | sed -E 's/^LOG \([^ ]*\) //')
+  rss=$(awk -F': ' '/Maximum resident/ { printf "%.1f GiB", $2 / 1048576 }' $e/big.out)
+fi
+
+{
+  echo "# steps-gpu trainer vs stock Kaldi ($(date -u +%F), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(nproc) cores)"
+  echo
+  echo "--nj $nj; rounding: $("$gpu_bin/kaldi-gpu-service" --print-rounding 2>/dev/null | cut -f3)"
+  echo
+  echo "| stage | stock Kaldi s | steps-gpu s | ratio | same bytes |"
+  echo "|---|---:|---:|---:|---|"
+  for r in "${rows[@]}"; do echo "$r"; done
+  [ -n "${secs[mono_ali]:-}" ] && echo && echo "(Kaldi's align_si of mono, the input of both train_deltas: ${secs[mono_ali]} s)"
+  if [ -n "$big_lines" ]; then
+    echo
+    echo "One process over $train × $replicate (gmm-train-gpu --dev-replicate=$replicate, GPU), ${secs[big]:-?} s in all, peak host memory ${rss:-?}:"
+    echo
+    echo '```'
+    echo "$big_lines"
+    echo '```'
+  fi
+} >"$out/summary.md"
+# every log but the replicated run's per-job ones (a line per utterance: ~100 MB)
+( { find $e -type d -name log ! -path "$e/big/log" -print0; find $e/big/log -name 'update.*' -print0; } |
+    tar --null -czf "$out/logs.tgz" -T -; cp $e/*.out "$out/" ) 2>/dev/null
+say "done"
+cat "$out/summary.md"
