@@ -21,20 +21,9 @@ import time
 import unittest
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-DATA = HERE.parent.parent / "tests" / "data"
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-try:
-    import numpy as np
-except ImportError:
-    print(f"SKIP: numpy is not installed for {sys.executable}")
-    sys.exit(77)
-try:
-    import kaldi_gpu_align as kga
-except ImportError as e:
-    print(f"SKIP: kaldi_gpu_align not importable: {e}")
-    sys.exit(77)
+from testenv import DATA, require
+
+np, kga = require()
 import kaldi_ark  # noqa: E402
 
 GPU = "--gpu" in sys.argv
