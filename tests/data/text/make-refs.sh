@@ -1,9 +1,9 @@
 #!/bin/bash
 # Makes Kaldi's reference outputs of tests/cli/graphs.sh with the stock Kaldi
-# bundle (KALDI_BUNDLE, default /work/kb/kb). Run from this directory; the
+# bundle (KALDI_BUNDLE: the unpacked bundle's directory). Run from this directory; the
 # command line is the first line of each log, the exit status appended.
 set -u
-. "${KALDI_BUNDLE:-/work/kb/kb}/env.sh"
+. "${KALDI_BUNDLE:?set KALDI_BUNDLE to the unpacked Kaldi bundle}/env.sh"
 cd ..
 D=models
 run() {  # log, command...
