@@ -94,7 +94,10 @@ $(BUILD)/gmmbin-gpu/%: $(BUILD)/gmmbin-gpu/%.c.o $(LIBS)
 # kio_test_hook replaces the shipped one, which always says "off").
 TEST_HOOKS := $(BUILD)/tests/lib/test-hooks.c.o
 $(BUILD)/tests/%: $(BUILD)/tests/%.c.o $(BUILD)/tests/lib/test-util.c.o $(TEST_HOOKS) $(LIBS)
-	$(CXX) $(SAN) -o $@ $< $(BUILD)/tests/lib/test-util.c.o $(TEST_HOOKS) $(LIBS) $(LDLIBS) $(CHECK_LIBS)
+	$(CXX) $(SAN) -o $@ $< $(TEST_EXTRA) $(BUILD)/tests/lib/test-util.c.o $(TEST_HOOKS) $(LIBS) $(LDLIBS) $(CHECK_LIBS)
+# The aligner's device tests share their fixtures (tests/lib/align-fixture.c).
+$(BUILD)/tests/gpu/check_gpu_align: $(BUILD)/tests/lib/align-fixture.c.o
+$(BUILD)/tests/gpu/check_gpu_align: TEST_EXTRA = $(BUILD)/tests/lib/align-fixture.c.o
 # The programs again with the test hooks on, for the command-line tests.
 $(BUILD)/test-bin/%: $(BUILD)/gmmbin-gpu/%.c.o $(TEST_HOOKS) $(LIBS)
 	@mkdir -p $(dir $@)

@@ -42,10 +42,11 @@ done
 EMU_LIBS="-lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl"
 ;; esac
 case " $suites " in *" align "*)
-for f in tests/lib/test-util.c tests/gpu/check_gpu_align.c; do
+for f in tests/lib/test-util.c tests/lib/align-fixture.c tests/gpu/check_gpu_align.c; do
   gcc $CF -c "$f" -o "$B/$(echo "$f" | tr / _).o"
 done
-g++ -o "$B/check_gpu_align" $objs "$B/tests_lib_test-util.c.o" "$B/tests_gpu_check_gpu_align.c.o" \
+g++ -o "$B/check_gpu_align" $objs "$B/tests_lib_test-util.c.o" "$B/tests_lib_align-fixture.c.o" \
+  "$B/tests_gpu_check_gpu_align.c.o" \
   "$B/cuda-emu.o" $EMU_LIBS
 (cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_align")
 ;; esac
