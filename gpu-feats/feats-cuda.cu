@@ -228,7 +228,7 @@ __global__ void gfeat_k_transform(const float *__restrict__ in, int64_t frames, 
       affine = w.affine;
     }
     int64_t o = (f0 + tt) * M + r;
-    float v = kio_blas_gemm_out(prof, cls ? cls[o] : KIO_GEMM_SEQ, x, 1, wt + r, M, K);
+    float v = kio_blas_gemm_out(prof, cls ? (int)cls[o] : (int)KIO_GEMM_SEQ, x, 1, wt + r, M, K);
     if (affine) v = gf_add(v, wt[(int64_t)K * M + r]);
     out[o] = v;
   }
