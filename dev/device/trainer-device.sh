@@ -11,6 +11,12 @@
 #
 #   dev/device/trainer-device.sh [--nj N] [--train DIR] [--replicate R]
 #                                [--budget SECONDS] [--steps "mono deltas big"]
+#                                [--kaldi-exp EXP]
+#
+# --kaldi-exp EXP (e.g. exp_kaldi, after `recipe-device.sh start --stages 1-3`
+# in the same machine hold): stock Kaldi's side is not run again; its mono,
+# mono_ali and tri1 and their wall times (EXP/stage_times) are taken from
+# the recipe's Kaldi run in the same work directory.
 #
 # Inputs: the parts that dev/device/recipe-device.sh packs here and stashes
 # there (the Kaldi bundle, the corpus, our stripped programs), unpacked by
@@ -26,11 +32,11 @@
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 base=${RECIPE_DEVICE_BASE:-/tmp/recipe-device}  # (another for a dry run elsewhere)
-nj=16 train=data/train_x4 replicate=40 budget=520 steps="mono deltas big"
+nj=16 train=data/train_x4 replicate=40 budget=520 steps="mono deltas big" kaldi_exp=""
 while [ $# -gt 0 ]; do
   case $1 in
     --nj) nj=$2 ;; --train) train=$2 ;; --replicate) replicate=$2 ;; --budget) budget=$2 ;;
-    --steps) steps=$2 ;;
+    --steps) steps=$2 ;; --kaldi-exp) kaldi_exp=$2 ;;
     *) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 1 ;;
   esac
   shift 2
@@ -103,10 +109,22 @@ if [[ " $steps " == *" mono "* ]] || [[ " $steps " == *" deltas "* ]]; then
       { say "subset_data_dir.sh failed"; exit 1; }
   fi
 fi
+# Kaldi's side from the recipe's run: links and its stage times.
+if [ -n "$kaldi_exp" ]; then
+  [ -f "$kaldi_exp/mono/final.mdl" ] && [ -f "$kaldi_exp/mono_ali/ali.1.gz" ] && [ -f "$kaldi_exp/tri1/final.mdl" ] ||
+    { say "--kaldi-exp $kaldi_exp: no mono, mono_ali and tri1 there"; exit 1; }
+  rm -rf $e/mono_k $e/mono_ali $e/tri1_k
+  ln -s "$PWD/$kaldi_exp/mono" $e/mono_k; ln -s "$PWD/$kaldi_exp/mono_ali" $e/mono_ali; ln -s "$PWD/$kaldi_exp/tri1" $e/tri1_k
+  for pair in mono:mono_k mono_ali:mono_ali tri1:tri1_k; do
+    secs[${pair#*:}]=$(awk -v n="${pair%:*}" '$1 == n { printf "%.1f", $2 }' "$kaldi_exp/stage_times")
+  done
+  say "Kaldi's side from $kaldi_exp: mono ${secs[mono_k]} s, mono_ali ${secs[mono_ali]} s, tri1 ${secs[tri1_k]} s"
+fi
 if [[ " $steps " == *" mono "* ]]; then
-  rm -rf $e/mono_g $e/mono_k
+  rm -rf $e/mono_g
+  [ -n "$kaldi_exp" ] || rm -rf $e/mono_k
   timed mono_g "$gpu/train_mono.sh" --use-gpu yes --nj "$nj" "$mono_data" data/lang $e/mono_g
-  timed mono_k steps/train_mono.sh --nj "$nj" "$mono_data" data/lang $e/mono_k
+  [ -n "$kaldi_exp" ] || timed mono_k steps/train_mono.sh --nj "$nj" "$mono_data" data/lang $e/mono_k
   rows+=("| train_mono ($mono_data) | ${secs[mono_k]:--} | ${secs[mono_g]:--} | $(ratio mono_k mono_g) | $(same $e/mono_k $e/mono_g) |")
 fi
 if [[ " $steps " == *" deltas "* ]]; then
@@ -114,9 +132,10 @@ if [[ " $steps " == *" deltas "* ]]; then
     [ -f $e/mono_k/final.mdl ] || timed mono_k steps/train_mono.sh --nj "$nj" "$mono_data" data/lang $e/mono_k
     timed mono_ali steps/align_si.sh --nj "$nj" "$train" data/lang $e/mono_k $e/mono_ali
   fi
-  rm -rf $e/tri1_g $e/tri1_k
+  rm -rf $e/tri1_g
+  [ -n "$kaldi_exp" ] || rm -rf $e/tri1_k
   timed tri1_g "$gpu/train_deltas.sh" --use-gpu yes 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_g
-  timed tri1_k steps/train_deltas.sh 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_k
+  [ -n "$kaldi_exp" ] || timed tri1_k steps/train_deltas.sh 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_k
   rows+=("| train_deltas ($train) | ${secs[tri1_k]:--} | ${secs[tri1_g]:--} | $(ratio tri1_k tri1_g) | $(same $e/tri1_k $e/tri1_g) |")
 fi
 
