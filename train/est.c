@@ -3,6 +3,7 @@
  * gmm-sum-accs' sum. Types and statement order follow Kaldi's source so the
  * float/double rounding is the same (see est.h). */
 #include "train/est.h"
+#include "train/sum-accs.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -173,23 +174,10 @@ int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_l
     out->total_like += s->total_like;
     out->total_frames += s->total_frames;
   }
-  /* The sum is written (float) and read back by gmm-est. */
-  for (size_t g = 0; g < G; g++) out->occ[g] = (double)(float)out->occ[g];
-  for (size_t i = 0; i < G * D; i++) {
-    out->mean_acc[i] = (double)(float)out->mean_acc[i];
-    out->var_acc[i] = (double)(float)out->var_acc[i];
-  }
-  if (log_lines) {
-    char a[32], b[32], c[32];
-    /* TotCount() and TotLogLike() return float: a float division */
-    float tot_count = (float)out->total_frames, avg = (float)out->total_like / tot_count;
-    double tsc = 0.0;
-    for (int32_t j = 0; j < out->num_pdfs; j++)
-      tsc += sum_d(out->occ + out->pdf_offset[j], out->pdf_offset[j + 1] - out->pdf_offset[j]);
-    KIO_KALDI(SUM_ACCS_SUMMED, n, kio_fmt_g(a, tot_count), kio_fmt_g(b, avg));
-    KIO_KALDI(SUM_ACCS_TOTAL, kio_fmt_g(c, (float)tsc));
-    KIO_KALDI(SUM_ACCS_WRITTEN);
-  }
+  /* gmm-sum-accs' lines come from the double sums; the sum is written
+   * (float) and read back by gmm-est. */
+  if (log_lines) trn_sum_accs_log(kio_log_thread_program(), n, out, "-");
+  trn_sum_accs_round(out);
   free(order);
   return KIO_OK;
 }
