@@ -1,6 +1,6 @@
 #!/bin/bash
-# The in-process gmm-est (train/est.c, through dev/train/gmm-est-inproc, which
-# takes gmm-est's command line) against Kaldi's gmm-est:
+# Our gmm-est (gmmbin-gpu/gmm-est: train/est.c) against Kaldi's gmm-est, on
+# statistics files (the gmm-sum-accs pipe of the steps scripts: sum-accs.sh):
 #  - the fixtures (reference hosts' Kaldi, rounding profile skx): kaldi/mono/est.mdl
 #    byte for byte, the closing lines of kaldi/{mono,tri2}/est.log;
 #  - usage and fatal errors: exit 1 with the usage, 255 with an ERROR line;
@@ -9,10 +9,10 @@
 #    --perturb-factor, --write-occs, --min-gaussian-occupancy, --update-flags,
 #    --transition-floor), models, occupancies and every log message identical
 #    to the host's gmm-est, in the profile that reproduces this host's Kaldi.
-# Env: TOP, TOOLS, BIN. Exit 0 pass, 1 fail, 77 skip.
+# Env: TOP, BIN. Exit 0 pass, 1 fail, 77 skip.
 set -u
-: "${TOP:?}" "${TOOLS:?}" "${BIN:?}"
-prog=$TOOLS/gmm-est-inproc
+: "${TOP:?}" "${BIN:?}"
+prog=$BIN/gmm-est
 [ -x "$prog" ] || { echo "SKIP: $prog not built"; exit 77; }
 tmp=$(mktemp -d /tmp/est-cli.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT

@@ -105,7 +105,7 @@ if [ $kaldi_only = false ]; then
   GPU_BIN=$(cd "$gpu_bin" && pwd); export GPU_BIN
 fi
 . "$here/path.sh"
-ours="gmm-acc-stats-ali gmm-align-compiled align-equal-compiled"
+ours="gmm-acc-stats-ali gmm-align-compiled align-equal-compiled gmm-est gmm-sum-accs"
 for p in $ours; do
   w=$(command -v "$p") || die "$p not on PATH"
   if [ $kaldi_only = true ]; then
@@ -128,7 +128,7 @@ done
   # OpenBLAS core; KALDI_GPU_BLAS_PROFILE overrides)
   [ $kaldi_only = true ] || echo "rounding: $("$GPU_BIN/kaldi-gpu-service" --print-rounding 2>/dev/null | tr '\t' ' ')"
   echo "options: --nj $nj --train $train --mono-utts $mono_utts --mono-opts '$mono_opts' --stage $stage --stop-stage $stop_stage --cmd '$cmd'"
-  for p in $ours gmm-align-acc-compiled gmm-est gmm-init-mono compile-train-graphs acc-tree-stats \
+  for p in $ours gmm-align-acc-compiled gmm-init-mono compile-train-graphs acc-tree-stats \
            gmm-latgen-faster gmm-est-fmllr fstcomposecontext; do
     echo "which $p: $(command -v "$p" || echo '-')"
   done
