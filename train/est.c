@@ -3,15 +3,16 @@
  * gmm-sum-accs' sum. Types and statement order follow Kaldi's source so the
  * float/double rounding is the same (see est.h). */
 #include "train/est.h"
-#include "train/sum-accs.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/matrix/blas-level1.h"
 #include "base/matrix/blas-profile.h"
 #include "base/io/io.h"
+#include "base/sys/cpu-share.h"
 #include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/sys/options.h"
@@ -107,79 +108,11 @@ static double sum_d(const double *x, int32_t n) {
   return t1 + t2;
 }
 
+double trn_est_dsum(const double *x, int32_t n) { return sum_d(x, n); }
+
 /* cblas_saxpy: y += a * x. */
 static void saxpy(float *y, float a, const float *x, int32_t n) {
   kio_blas_saxpy(kio_blas_profile(), n, a, x, y);
-}
-
-/* ---- gmm-sum-accs ---- */
-
-/* "1.acc" < "10.acc" < "2.acc": the C locale's order of the file names. */
-static int glob_cmp(const void *a, const void *b) {
-  char x[24], y[24];
-  snprintf(x, sizeof x, "%d.acc", *(const int *)a);
-  snprintf(y, sizeof y, "%d.acc", *(const int *)b);
-  return strcmp(x, y);
-}
-
-int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_lines) {
-  int *order = malloc(sizeof(int) * (size_t)(nj > 0 ? nj : 1));
-  if (!order) { KIO_ERROR("out of memory"); return KIO_ERR; }
-  int n = 0;
-  for (int j = 0; j < nj; j++)
-    if (jobs[j]) order[n++] = j + 1;
-  qsort(order, (size_t)n, sizeof *order, glob_cmp);
-  memset(out, 0, sizeof *out);
-  if (n == 0) {
-    free(order);
-    KIO_ERROR("no statistics to sum");
-    return KIO_ERR;
-  }
-  const gacc_stats *f = jobs[order[0] - 1];
-  size_t G = (size_t)f->num_gauss, D = (size_t)f->dim;
-  out->num_tids = f->num_tids;
-  out->num_pdfs = f->num_pdfs;
-  out->dim = f->dim;
-  out->num_gauss = f->num_gauss;
-  out->pdf_offset = malloc(sizeof(int32_t) * ((size_t)f->num_pdfs + 1));
-  out->tacc = calloc((size_t)f->num_tids + 1, sizeof(double));
-  out->occ = calloc(G ? G : 1, sizeof(double));
-  size_t GD = G * D > 0 ? G * D : 1;
-  out->mean_acc = calloc(GD, sizeof(double));
-  out->var_acc = calloc(GD, sizeof(double));
-  if (!out->pdf_offset || !out->tacc || !out->occ || !out->mean_acc || !out->var_acc) {
-    free(order);
-    gacc_stats_free(out);
-    KIO_ERROR("out of memory");
-    return KIO_ERR;
-  }
-  memcpy(out->pdf_offset, f->pdf_offset, sizeof(int32_t) * ((size_t)f->num_pdfs + 1));
-  for (int k = 0; k < n; k++) {
-    const gacc_stats *s = jobs[order[k] - 1];
-    if (s->num_tids != f->num_tids || s->num_gauss != f->num_gauss || s->dim != f->dim ||
-        s->num_pdfs != f->num_pdfs) {
-      free(order);
-      gacc_stats_free(out);
-      KIO_ERROR("Adding accumulators but num-pdfs do not match: %d vs. %d",
-                (int)f->num_pdfs, (int)s->num_pdfs);
-      return KIO_ERR;
-    }
-    for (int32_t t = 0; t <= s->num_tids; t++) out->tacc[t] += s->tacc[t];
-    /* Each job's file holds floats; the sum starts from 0.0 as Kaldi's. */
-    for (size_t g = 0; g < G; g++) out->occ[g] += (double)(float)s->occ[g];
-    for (size_t i = 0; i < G * D; i++) {
-      out->mean_acc[i] += (double)(float)s->mean_acc[i];
-      out->var_acc[i] += (double)(float)s->var_acc[i];
-    }
-    out->total_like += s->total_like;
-    out->total_frames += s->total_frames;
-  }
-  /* gmm-sum-accs' lines come from the double sums; the sum is written
-   * (float) and read back by gmm-est. */
-  if (log_lines) trn_sum_accs_log(kio_log_thread_program(), n, out, "-");
-  trn_sum_accs_round(out);
-  free(order);
-  return KIO_OK;
 }
 
 /* ---- the transition model (TransitionModel::MleUpdate) ---- */
@@ -599,6 +532,98 @@ void trn_est_trace_free(trn_est_trace *t) {
   memset(t, 0, sizeof *t);
 }
 
+/* ---- MleAmDiagGmmUpdate's pdfs on several threads ----
+ * Each pdf's update reads only its own statistics and GMM, so pdfs run on
+ * this process's CPU share of threads with the serial bits; each pdf's
+ * lines are kept and printed in pdf order, up to the first failing pdf, as
+ * Kaldi's loop would print them. */
+typedef struct {
+  const trn_est_opts *o;
+  const gacc_stats *s;
+  kio_am_gmm *am;
+  trn_est_trace *trace;
+  gmm_result *res;
+  kio_log_deferred **logs;  /* per pdf; NULL: one thread, lines printed */
+  int32_t maxM;
+  pthread_mutex_t mu;
+  int32_t next, fail_at;    /* next pdf to take; first failed pdf (num_pdfs: none) */
+} pdf_job;
+
+enum { PDF_CHUNK = 16 };
+
+static void *pdf_worker(void *arg) {
+  pdf_job *j = arg;
+  int32_t P = j->am->num_pdfs, D = j->am->dim, M = j->maxM;
+  double *work = malloc(sizeof(double) * ((size_t)M * (1 + 2 * (size_t)D) + (size_t)D));
+  float *ftmp = malloc(sizeof(float) * (size_t)(M > D ? M : D));
+  int32_t *to_remove = malloc(sizeof(int32_t) * (size_t)M);
+  for (;;) {
+    pthread_mutex_lock(&j->mu);
+    int32_t p0 = j->next < j->fail_at ? j->next : P;
+    j->next = p0 + PDF_CHUNK;
+    pthread_mutex_unlock(&j->mu);
+    if (p0 >= P) break;
+    for (int32_t p = p0; p < p0 + PDF_CHUNK && p < P; p++) {
+      if (j->logs) kio_log_defer(&j->logs[p]);
+      int rc = KIO_ERR;
+      if (!work || !ftmp || !to_remove) KIO_ERROR("out of memory");
+      else rc = gmm_update(j->o, j->s, p, &j->am->pdfs[p], work, ftmp, to_remove, &j->res[p],
+                           j->trace ? &j->trace->pdf[p] : NULL);
+      if (j->logs) kio_log_defer(NULL);
+      if (rc != KIO_OK) {
+        pthread_mutex_lock(&j->mu);
+        if (p < j->fail_at) j->fail_at = p;
+        pthread_mutex_unlock(&j->mu);
+        break;
+      }
+    }
+  }
+  free(work);
+  free(ftmp);
+  free(to_remove);
+  return NULL;
+}
+
+static int update_pdfs(const trn_est_opts *o, const gacc_stats *s, kio_am_gmm *am,
+                       trn_est_trace *trace, int32_t maxM, gmm_result *res) {
+  int32_t P = am->num_pdfs;
+  /* a thread per ~2000 Gaussians at most: small models stay on this one */
+  int threads = kio_cpu_share((s->num_gauss / 2000) + 1);
+  if (threads > (P + PDF_CHUNK - 1) / PDF_CHUNK) threads = (P + PDF_CHUNK - 1) / PDF_CHUNK;
+  if (threads < 1) threads = 1;
+  pdf_job j = { .o = o, .s = s, .am = am, .trace = trace, .res = res, .maxM = maxM,
+                .next = 0, .fail_at = P };
+  pthread_t *th = NULL;
+  if (threads > 1) {
+    j.logs = calloc((size_t)P, sizeof *j.logs);
+    th = malloc(sizeof *th * (size_t)threads);
+    if (!j.logs || !th) {
+      free(j.logs);
+      free(th);
+      j.logs = NULL;
+      th = NULL;
+      threads = 1;
+    }
+  }
+  (void)kio_blas_profile();  /* chosen (and its line logged) here, not in a worker */
+  pthread_mutex_init(&j.mu, NULL);
+  int started = 0;
+  for (int t = 1; t < threads; t++)
+    if (pthread_create(&th[started], NULL, pdf_worker, &j) == 0) started++;
+  pdf_worker(&j);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+  pthread_mutex_destroy(&j.mu);
+  if (j.logs) {
+    for (int32_t p = 0; p < P; p++) {
+      if (p <= j.fail_at) kio_log_replay(&j.logs[p]);
+      else kio_log_discard(&j.logs[p]);
+    }
+  }
+  free(j.logs);
+  free(th);
+  return j.fail_at < P ? KIO_ERR : KIO_OK;
+}
+
 int trn_est_update(const trn_est_opts *o, const gacc_stats *s, kio_tmodel *tm, kio_am_gmm *am,
                    const char *occs_wx, trn_est_report *r) {
   return trn_est_update_traced(o, s, tm, am, occs_wx, r, NULL);
@@ -623,7 +648,7 @@ int trn_est_update_traced(const trn_est_opts *o, const gacc_stats *s, kio_tmodel
               (int)s->num_pdfs, (int)s->dim, (int)am->num_pdfs, (int)am->dim);
     return KIO_ERR;
   }
-  int32_t maxM = 1, D = am->dim;
+  int32_t maxM = 1;
   for (int32_t p = 0; p < am->num_pdfs; p++) {
     int32_t M = am->pdfs[p].num_comp;
     if (s->pdf_offset[p + 1] - s->pdf_offset[p] != M) {
@@ -642,13 +667,10 @@ int trn_est_update_traced(const trn_est_opts *o, const gacc_stats *s, kio_tmodel
   }
   r->tot_like = (float)s->total_like;
   r->tot_t = (float)s->total_frames;
-  size_t wsz = (size_t)maxM * (1 + 2 * (size_t)D) + (size_t)D;
-  double *work = malloc(sizeof(double) * wsz);
-  float *ftmp = malloc(sizeof(float) * (size_t)(maxM > D ? maxM : D));
-  int32_t *to_remove = malloc(sizeof(int32_t) * (size_t)maxM);
   float *pdf_occs = malloc(sizeof(float) * (size_t)am->num_pdfs);
-  if (!work || !ftmp || !to_remove || !pdf_occs) {
-    free(work); free(ftmp); free(to_remove); free(pdf_occs);
+  gmm_result *res = malloc(sizeof(gmm_result) * (size_t)(am->num_pdfs ? am->num_pdfs : 1));
+  if (!pdf_occs || !res) {
+    free(pdf_occs); free(res);
     KIO_ERROR("out of memory");
     return KIO_ERR;
   }
@@ -661,15 +683,13 @@ int trn_est_update_traced(const trn_est_opts *o, const gacc_stats *s, kio_tmodel
   }
   int32_t elems_floored = 0, gauss_floored = 0, gauss_removed = 0;
   float tot_obj = 0.0f, tot_count = 0.0f;
-  for (int32_t p = 0; p < am->num_pdfs && rc == KIO_OK; p++) {
-    gmm_result res;
-    rc = gmm_update(o, s, p, &am->pdfs[p], work, ftmp, to_remove, &res,
-                    trace ? &trace->pdf[p] : NULL);
-    tot_obj += res.obj_change;
-    tot_count += res.count;
-    elems_floored += res.elems_floored;
-    gauss_floored += res.gauss_floored;
-    gauss_removed += res.gauss_removed;
+  if (rc == KIO_OK) rc = update_pdfs(o, s, am, trace, maxM, res);
+  for (int32_t p = 0; p < am->num_pdfs && rc == KIO_OK; p++) {  /* Kaldi's order */
+    tot_obj += res[p].obj_change;
+    tot_count += res[p].count;
+    elems_floored += res[p].elems_floored;
+    gauss_floored += res[p].gauss_floored;
+    gauss_removed += res[p].gauss_removed;
   }
   if (rc == KIO_OK) {
     int32_t ng = 0;
@@ -696,9 +716,7 @@ int trn_est_update_traced(const trn_est_opts *o, const gacc_stats *s, kio_tmodel
     for (int32_t p = 0; p < am->num_pdfs; p++) ng += am->pdfs[p].num_comp;
     r->gauss_after = ng;
   }
-  free(work);
-  free(ftmp);
-  free(to_remove);
+  free(res);
   free(pdf_occs);
   return rc;
 }

@@ -18,6 +18,7 @@
 
 #include "base/model/model.h"
 #include "gpu-acc/gpu-acc.h"
+#include "train/sum-accs.h"  /* trn_est_sum_jobs */
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,13 +51,8 @@ void trn_est_opts_register(struct kio_opts *po, trn_est_opts *o, char **update_f
 /* "mvwt" subsets; KIO_ERR (logged as Kaldi) on another letter. */
 int trn_est_parse_flags(const char *s, unsigned *flags);
 
-/* Sums per-job statistics as `gmm-sum-accs - X.*.acc` does: job j's
- * statistics rounded to float as written, added in double in the order
- * the glob lists "X.J.acc" (1, 10, 11, ..., 2, ...), the sum rounded to
- * float as written and read back. jobs[j] holds job j+1's statistics
- * (NULL: none); out is initialised here. Logs gmm-sum-accs' lines when
- * log_lines is nonzero. */
-int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_lines);
+/* VectorBase<double>::Sum in OpenBLAS's order (two running sums of pairs). */
+double trn_est_dsum(const double *x, int32_t n);
 
 /* What one update reported (gmm-est's lines). */
 typedef struct {

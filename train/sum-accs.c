@@ -16,6 +16,7 @@
 #include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "base/sys/options.h"
+#include "train/est.h"
 
 /* ---- one file ---- */
 
@@ -369,19 +370,6 @@ int trn_sum_accs(const char *const *rx, int n, int threads, const char *prog, ga
   return rc;
 }
 
-/* VectorBase<double>::Sum in OpenBLAS's order (two running sums of pairs),
- * as train/est.c's sum_d. */
-static double sum_d(const double *x, int32_t n) {
-  double t1 = 0.0, t2 = 0.0;
-  int32_t i = 0, n1 = n & -4;
-  for (; i < n1; i += 4) {
-    t1 += x[i] + x[i + 2];
-    t2 += x[i + 1] + x[i + 3];
-  }
-  for (; i < n; i++) t1 += x[i];
-  return t1 + t2;
-}
-
 void trn_sum_accs_log(const char *prog, int n, const gacc_stats *sum, const char *out_name) {
   char a[32], b[32], c[32];
   /* TotCount() and TotLogLike() return float: a float division */
@@ -389,7 +377,7 @@ void trn_sum_accs_log(const char *prog, int n, const gacc_stats *sum, const char
   /* TotStatsCount(): the double sums before they are written as float */
   double tsc = 0.0;
   for (int32_t j = 0; j < sum->num_pdfs; j++)
-    tsc += sum_d(sum->occ + sum->pdf_offset[j], sum->pdf_offset[j + 1] - sum->pdf_offset[j]);
+    tsc += trn_est_dsum(sum->occ + sum->pdf_offset[j], sum->pdf_offset[j + 1] - sum->pdf_offset[j]);
   KIO_KALDI_AS(prog, SUM_ACCS_SUMMED, n, kio_fmt_g(a, tot_count), kio_fmt_g(b, avg));
   KIO_KALDI_AS(prog, SUM_ACCS_TOTAL, kio_fmt_g(c, (float)tsc));
   KIO_KALDI_AS(prog, SUM_ACCS_WRITTEN, out_name);
@@ -402,6 +390,76 @@ void trn_sum_accs_round(gacc_stats *s) {
     s->mean_acc[i] = (double)(float)s->mean_acc[i];
     s->var_acc[i] = (double)(float)s->var_acc[i];
   }
+}
+
+/* ---- the trainer's jobs, in memory ---- */
+
+/* "1.acc" < "10.acc" < "2.acc": the C locale's order of the file names. */
+static int glob_cmp(const void *a, const void *b) {
+  char x[24], y[24];
+  snprintf(x, sizeof x, "%d.acc", *(const int *)a);
+  snprintf(y, sizeof y, "%d.acc", *(const int *)b);
+  return strcmp(x, y);
+}
+
+int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_lines) {
+  int *order = malloc(sizeof(int) * (size_t)(nj > 0 ? nj : 1));
+  if (!order) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  int n = 0;
+  for (int j = 0; j < nj; j++)
+    if (jobs[j]) order[n++] = j + 1;
+  qsort(order, (size_t)n, sizeof *order, glob_cmp);
+  memset(out, 0, sizeof *out);
+  if (n == 0) {
+    free(order);
+    KIO_ERROR("no statistics to sum");
+    return KIO_ERR;
+  }
+  const gacc_stats *f = jobs[order[0] - 1];
+  size_t G = (size_t)f->num_gauss, D = (size_t)f->dim;
+  out->num_tids = f->num_tids;
+  out->num_pdfs = f->num_pdfs;
+  out->dim = f->dim;
+  out->num_gauss = f->num_gauss;
+  out->pdf_offset = malloc(sizeof(int32_t) * ((size_t)f->num_pdfs + 1));
+  out->tacc = calloc((size_t)f->num_tids + 1, sizeof(double));
+  out->occ = calloc(G ? G : 1, sizeof(double));
+  size_t GD = G * D > 0 ? G * D : 1;
+  out->mean_acc = calloc(GD, sizeof(double));
+  out->var_acc = calloc(GD, sizeof(double));
+  if (!out->pdf_offset || !out->tacc || !out->occ || !out->mean_acc || !out->var_acc) {
+    free(order);
+    gacc_stats_free(out);
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  memcpy(out->pdf_offset, f->pdf_offset, sizeof(int32_t) * ((size_t)f->num_pdfs + 1));
+  for (int k = 0; k < n; k++) {
+    const gacc_stats *s = jobs[order[k] - 1];
+    if (s->num_tids != f->num_tids || s->num_gauss != f->num_gauss || s->dim != f->dim ||
+        s->num_pdfs != f->num_pdfs) {
+      free(order);
+      gacc_stats_free(out);
+      KIO_ERROR("Adding accumulators but num-pdfs do not match: %d vs. %d",
+                (int)f->num_pdfs, (int)s->num_pdfs);
+      return KIO_ERR;
+    }
+    for (int32_t t = 0; t <= s->num_tids; t++) out->tacc[t] += s->tacc[t];
+    /* Each job's file holds floats; the sum starts from 0.0 as Kaldi's. */
+    for (size_t g = 0; g < G; g++) out->occ[g] += (double)(float)s->occ[g];
+    for (size_t i = 0; i < G * D; i++) {
+      out->mean_acc[i] += (double)(float)s->mean_acc[i];
+      out->var_acc[i] += (double)(float)s->var_acc[i];
+    }
+    out->total_like += s->total_like;
+    out->total_frames += s->total_frames;
+  }
+  /* gmm-sum-accs' lines come from the double sums; the sum is written
+   * (float) and read back by gmm-est. */
+  if (log_lines) trn_sum_accs_log(kio_log_thread_program(), n, out, "-");
+  trn_sum_accs_round(out);
+  free(order);
+  return KIO_OK;
 }
 
 /* ---- the steps scripts' pipe ---- */

@@ -37,6 +37,14 @@ void trn_sum_accs_log(const char *prog, int n, const gacc_stats *sum, const char
  * are written as double). */
 void trn_sum_accs_round(gacc_stats *sum);
 
+/* Sums per-job statistics as `gmm-sum-accs - X.*.acc` does: job j's
+ * statistics rounded to float as written, added in double in the order
+ * the glob lists "X.J.acc" (1, 10, 11, ..., 2, ...), the sum rounded to
+ * float as written and read back. jobs[j] holds job j+1's statistics
+ * (NULL: none); out is initialised here. Logs gmm-sum-accs' lines when
+ * log_lines is nonzero. */
+int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_lines);
+
 /* Recognises a statistics rxfilename that is exactly gmm-sum-accs writing
  * to standard output, as the steps scripts write it:
  * "gmm-sum-accs - WORD... |", words of plain characters (no quoting,

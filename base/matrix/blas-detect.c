@@ -2,7 +2,8 @@
  *
  * The Kaldi program: the first of gmm-est, gmm-sum-accs, copy-feats found on
  * PATH (dynamically linked ELF programs only: a wrapper script is passed
- * over), else under $KALDI_ROOT/src. Its BLAS: the library the dynamic
+ * over, and so are our own drop-ins of those names, which hold our
+ * identification string), else under $KALDI_ROOT/src. Its BLAS: the library the dynamic
  * loader resolves for it, as ldd shows it (the program run with
  * LD_TRACE_LOADED_OBJECTS=1: the loader lists the libraries and exits, so
  * RUNPATH, LD_LIBRARY_PATH and ld.so.cache count as for Kaldi). Its core:
@@ -24,11 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/sys/settings.h"
+#include "base/sys/version.h"
 
 extern char **environ;
 
@@ -69,6 +72,29 @@ static int elf_dynamic(const char *path) {
   return r;
 }
 
+/* 1: one of our programs ("kaldi-gpu-align " and a version digit in it,
+ * as tools/check-recipe.sh tells them), 0: not, or unreadable. */
+static int ours(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st;
+  int r = 0;
+  if (fstat(fd, &st) == 0 && st.st_size > 0) {
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m != MAP_FAILED) {
+      static const char id[] = KIO_PLUGIN_NAME " ";
+      const char *p = m, *end = p + st.st_size;
+      while (!r && (p = memmem(p, (size_t)(end - p), id, sizeof id - 1)) != NULL) {
+        p += sizeof id - 1;
+        r = p < end && *p >= '0' && *p <= '9';
+      }
+      munmap(m, (size_t)st.st_size);
+    }
+  }
+  close(fd);
+  return r;
+}
+
 static const char *const kaldi_progs[] = {"gmm-est", "gmm-sum-accs", "copy-feats"};
 
 /* The Kaldi program to ask (prog), or 0 with why. */
@@ -84,7 +110,10 @@ static int find_kaldi(char *prog, size_t n, char *why, size_t why_len) {
     for (size_t k = 0; k < sizeof kaldi_progs / sizeof kaldi_progs[0]; k++) {
       if (snprintf(prog, n, "%s/%s", dir, kaldi_progs[k]) >= (int)n) continue;
       if (access(prog, X_OK) != 0) continue;
-      if (elf_dynamic(prog) == 1) return 1;
+      if (elf_dynamic(prog) == 1) {
+        if (!ours(prog)) return 1;
+        continue;
+      }
       if (!skipped[0]) snprintf(skipped, sizeof skipped, "%s", prog);
     }
     path = end ? end + 1 : NULL;

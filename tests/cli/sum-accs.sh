@@ -17,8 +17,10 @@
 #  - with the Kaldi bundle (else SKIP of that part): 16 accs of tri1 (15053
 #    Gaussians) and 16 of mono made by Kaldi's gmm-acc-stats-ali from the
 #    fixtures: gmm-sum-accs' output (binary and text) and messages, and
-#    gmm-est with the pipe under several option sets (model, occs, messages)
-#    identical to this host's Kaldi; missing file: both exit 255.
+#    gmm-est with the pipe under several option sets (model, occs, messages;
+#    our programs first on PATH, so the rounding must come from Kaldi's
+#    gmm-est further on) identical to this host's Kaldi; missing file: both
+#    exit 255.
 # Env: TOP, BIN. Exit 0 pass, 1 fail, 77 skip.
 set -u
 : "${TOP:?}" "${BIN:?}"
@@ -146,8 +148,9 @@ if [ -n "$kaldi_part" ]; then
       o=${opts//OCC/$tmp/o.occs}; k=${opts//OCC/$tmp/k.occs}
       # shellcheck disable=SC2086
       PATH=$kpath gmm-est $k models/$m/final.mdl "gmm-sum-accs - $tmp/$m/1.*.acc |" "$tmp/k.mdl" 2>"$tmp/k.log"
+      # ours first on PATH, as in a recipe: the rounding still follows Kaldi's
       # shellcheck disable=SC2086
-      "$bin/gmm-est" $o models/$m/final.mdl "gmm-sum-accs - $tmp/$m/1.*.acc |" "$tmp/o.mdl" 2>"$tmp/o.log" ||
+      PATH=$bin:$kpath "$bin/gmm-est" $o models/$m/final.mdl "gmm-sum-accs - $tmp/$m/1.*.acc |" "$tmp/o.mdl" 2>"$tmp/o.log" ||
         fail "$m [$opts]: exit $?"
       cmp -s "$tmp/o.mdl" "$tmp/k.mdl" || fail "$m [$opts]: model differs from Kaldi's"
       diff <(msgs "$tmp/k.log") <(msgs "$tmp/o.log") >"$tmp/d" ||
