@@ -163,7 +163,8 @@ test-asan:
 	  tests/run-tests.sh --san build-san
 
 bench: all
-	@dev/bench/bench.sh; a=$$?; echo; dev/bench/bench-graphs.sh; b=$$?; exit $$((a | b))
+	@dev/bench/bench.sh; a=$$?; echo; dev/bench/bench-graphs.sh; b=$$?; echo; \
+	  dev/bench/est-bench.sh; c=$$?; exit $$((a | b | c))
 
 # CPU gmm-acc-stats-ali vs Kaldi's (KALDI_BUNDLE or KALDI_ROOT), 1 and 2 jobs at once.
 bench-acc: all
