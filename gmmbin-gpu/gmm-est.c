@@ -7,11 +7,16 @@
  * that pipe is summed in process instead (train/sum-accs.h: the files read
  * by several threads, added in the shell's glob order), with the lines
  * gmm-sum-accs would have printed and the float rounding of its output.
- * Any other statistics rxfilename is read as Kaldi reads it. */
+ * Any other statistics rxfilename is read as Kaldi reads it. The rounding
+ * profile (two short child processes when it follows the Kaldi on PATH) is
+ * chosen in a thread while the model and statistics are read; its line is
+ * printed after them. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "base/io/io.h"
+#include "base/matrix/blas-profile.h"
 #include "base/program/program.h"
 #include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
@@ -56,6 +61,15 @@ static int read_stats(const char *rx, gacc_stats *s) {
   return rc;
 }
 
+static kio_log_deferred *g_probe_lines;
+static void *probe(void *arg) {
+  (void)arg;
+  kio_log_defer(&g_probe_lines);
+  (void)kio_blas_profile();
+  kio_log_defer(NULL);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   kio_program_start(argc, argv);
   kio_opts *po = kio_opts_new(kUsage);
@@ -75,8 +89,14 @@ int main(int argc, char **argv) {
   kio_am_gmm am = {0};
   gacc_stats s;
   const char *out = kio_opts_arg(po, 3);
+  pthread_t pt;
+  int probing = pthread_create(&pt, NULL, probe, NULL) == 0;
   if (kio_model_read(kio_opts_arg(po, 1), &tm, &am) != KIO_OK) kio_fatal_exit();
   if (read_stats(kio_opts_arg(po, 2), &s) != KIO_OK) kio_fatal_exit();
+  if (probing) {
+    pthread_join(pt, NULL);
+    kio_log_replay(&g_probe_lines);
+  }
   trn_est_report r;
   if (trn_est_update(&eo, &s, &tm, &am, occs, &r) != KIO_OK) kio_fatal_exit();
   if (kio_model_write(out, binary, &tm, &am) != KIO_OK) kio_fatal_exit();
