@@ -13,7 +13,8 @@
 #    the order: the order is checked on the command line echoed);
 #  - errors: usage (exit 1), missing file, truncated acc, accs of another
 #    model, through gmm-est's pipe too: exit 255, an ERROR naming the file,
-#    no output left;
+#    no output left; 40 damaged accs: an ERROR naming the file or a sum,
+#    never a crash;
 #  - with the Kaldi bundle (else SKIP of that part): 16 accs of tri1 (15053
 #    Gaussians) and 16 of mono made by Kaldi's gmm-acc-stats-ali from the
 #    fixtures: gmm-sum-accs' output (binary and text) and messages, and
@@ -110,6 +111,28 @@ check_err "gmm-est, missing file in the pipe" no-such.acc "$bin/gmm-est" models/
 grep -q "^ERROR (gmm-sum-accs\[" "$tmp/err.log" || fail "gmm-est pipe: the file's ERROR is not gmm-sum-accs'"
 check_err "gmm-est, truncated acc in the pipe" cut.acc "$bin/gmm-est" models/mono/final.mdl \
   "gmm-sum-accs - $tmp/cut.acc |" "$tmp/x.out"
+
+# damaged accs (a byte set to 0xff or 0x00 at 40 places in and after the
+# headers of the first GMM accumulators and the totals): an ERROR and 255,
+# or a sum (the byte was in a value); never a crash
+marks=($(grep -abo -e '<NUMPDFS>' -e '<GMMACCS>' -e '<total_like>' kaldi/mono/final.acc |
+         head -n 4 | cut -d: -f1))
+errs=0
+for i in $(seq 1 40); do
+  off=$(( ${marks[i % ${#marks[@]}]} + (i * 7) % 60 ))
+  cp kaldi/mono/final.acc "$tmp/dmg.acc"
+  if [ $((i % 2)) -eq 0 ]; then b='\377'; else b='\000'; fi
+  printf "$b" | dd of="$tmp/dmg.acc" bs=1 seek=$off conv=notrunc 2>/dev/null
+  "$bin/gmm-sum-accs" "$tmp/dmg.out" kaldi/mono/final.acc "$tmp/dmg.acc" >/dev/null 2>"$tmp/dmg.log"; rc=$?
+  case $rc in
+    0) ;;
+    255) errs=$((errs + 1))
+         grep -q "^ERROR .*dmg.acc" "$tmp/dmg.log" || fail "damaged acc at $off: exit 255 without an ERROR naming it" ;;
+    *) fail "damaged acc at $off: exit $rc" ;;
+  esac
+  rm -f "$tmp/dmg.out"
+done
+[ $errs -ge 10 ] || fail "damaged accs: only $errs of 40 refused (the damage missed the headers?)"
 
 # ---- against this host's Kaldi ----
 . "$TOP/tests/cli/lib/recipe-setup.sh"
