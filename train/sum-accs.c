@@ -299,6 +299,7 @@ static void *sum_worker(void *arg) {
   sum_job *j = arg;
   acc_file a;
   memset(&a, 0, sizeof a);
+  const char *saved = kio_log_thread_program();  /* the caller's, on the calling thread */
   if (j->prog) kio_log_set_thread_program(j->prog);
   for (;;) {
     pthread_mutex_lock(&j->mu);
@@ -324,7 +325,7 @@ static void *sum_worker(void *arg) {
   }
   gacc_stats_free(&a.s);
   free(a.stage);
-  kio_log_set_thread_program(NULL);
+  kio_log_set_thread_program(saved);
   return NULL;
 }
 
