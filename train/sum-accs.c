@@ -234,9 +234,10 @@ static int read_file(const char *rx, acc_file *a) {
 
 /* ---- the ordered sum ---- */
 
-/* Adds file a (the k-th, name rx) into sum as AccumAmDiagGmm::Read(add)
- * does; the first file gives the layout. */
-static int add_file(gacc_stats *sum, const acc_file *a, int k, const char *rx) {
+/* Before file a (the k-th, name rx) is added into sum as
+ * AccumAmDiagGmm::Read(add) adds it: the first file gives the layout, the
+ * others must match it; the totals. */
+static int check_file(gacc_stats *sum, const acc_file *a, int k, const char *rx) {
   const gacc_stats *s = &a->s;
   size_t G = (size_t)s->num_gauss, D = (size_t)s->dim;
   if (k == 0) {
@@ -269,17 +270,29 @@ static int add_file(gacc_stats *sum, const acc_file *a, int k, const char *rx) {
               "differ from the files before it (statistics of another model?)", rx);
     return KIO_ERR;
   }
-  for (int32_t t = 0; t <= s->num_tids; t++) sum->tacc[t] += s->tacc[t];
-  for (size_t i = 0; i < G; i++) sum->occ[i] += s->occ[i];
-  double *m = sum->mean_acc, *v = sum->var_acc;
-  const double *am = s->mean_acc, *av = s->var_acc;
-  for (size_t i = 0; i < G * D; i++) m[i] += am[i];
-  for (size_t i = 0; i < G * D; i++) v[i] += av[i];
   if (a->has_totals) {
     sum->total_like += s->total_like;
     sum->total_frames += s->total_frames;
   }
   return KIO_OK;
+}
+
+/* The statistics are added in ADD_SLICES parts (element ranges) that the
+ * threads waiting for their own turn take too: every element still gets
+ * the files in order. */
+enum { ADD_SLICES = 8 };
+
+static void add_range(double *dst, const double *src, size_t len, int sl) {
+  size_t b = len * (size_t)sl / ADD_SLICES, e = len * (size_t)(sl + 1) / ADD_SLICES;
+  for (size_t i = b; i < e; i++) dst[i] += src[i];
+}
+
+static void add_slice(gacc_stats *sum, const gacc_stats *s, int sl) {
+  size_t G = (size_t)s->num_gauss, GD = G * (size_t)s->dim;
+  add_range(sum->tacc, s->tacc, (size_t)s->num_tids + 1, sl);
+  add_range(sum->occ, s->occ, G, sl);
+  add_range(sum->mean_acc, s->mean_acc, GD, sl);
+  add_range(sum->var_acc, s->var_acc, GD, sl);
 }
 
 typedef struct {
@@ -293,7 +306,21 @@ typedef struct {
   int next_add;    /* next file to add into sum */
   int failed;      /* a file failed: no more reading */
   kio_log_deferred **logs;  /* per file */
+  const gacc_stats *adding;  /* the file being added (NULL: none) */
+  int slice_next, slices_done;
 } sum_job;
+
+/* Under j->mu: takes one slice of the file being added, if any is left. */
+static int help_add(sum_job *j) {
+  if (!j->adding || j->slice_next >= ADD_SLICES) return 0;
+  int sl = j->slice_next++;
+  const gacc_stats *f = j->adding;
+  pthread_mutex_unlock(&j->mu);
+  add_slice(j->sum, f, sl);
+  pthread_mutex_lock(&j->mu);
+  if (++j->slices_done == ADD_SLICES) pthread_cond_broadcast(&j->turn);
+  return 1;
+}
 
 static void *sum_worker(void *arg) {
   sum_job *j = arg;
@@ -309,13 +336,22 @@ static void *sum_worker(void *arg) {
     kio_log_defer(&j->logs[k]);
     int rc = read_file(j->rx[k], &a);
     pthread_mutex_lock(&j->mu);
-    while (j->next_add != k && !j->failed) pthread_cond_wait(&j->turn, &j->mu);
+    while (j->next_add != k && !j->failed)
+      if (!help_add(j)) pthread_cond_wait(&j->turn, &j->mu);
     int go = !j->failed;
     pthread_mutex_unlock(&j->mu);
-    /* our turn: the files before k are in the sum; no other thread adds now */
-    if (go && rc == KIO_OK) rc = add_file(j->sum, &a, k, j->rx[k]);
+    /* our turn: the files before k are in the sum */
+    if (go && rc == KIO_OK) rc = check_file(j->sum, &a, k, j->rx[k]);
     kio_log_defer(NULL);
     pthread_mutex_lock(&j->mu);
+    if (go && rc == KIO_OK) {
+      j->adding = &a.s;
+      j->slice_next = j->slices_done = 0;
+      pthread_cond_broadcast(&j->turn);
+      while (j->slices_done < ADD_SLICES)
+        if (!help_add(j)) pthread_cond_wait(&j->turn, &j->mu);
+      j->adding = NULL;
+    }
     if (go) {
       if (rc != KIO_OK) j->failed = 1;
       else j->next_add = k + 1;
