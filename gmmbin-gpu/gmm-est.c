@@ -35,7 +35,9 @@ static const char *const kUsage =
 static int read_stats(const char *rx, gacc_stats *s) {
   char **files;
   int n;
-  if (!trn_sum_accs_pipe(rx, &files, &n)) return gacc_stats_read(rx, s, NULL);
+  /* a file (or another pipe): read as Kaldi's Read(add) reads it, text as
+   * double (the sum of one file) */
+  if (!trn_sum_accs_pipe(rx, &files, &n)) return trn_sum_accs(&rx, 1, 1, NULL, s);
   static const char kProg[] = "gmm-sum-accs";
   /* its command line as the shell started it: the output "-", the inputs */
   char **args = malloc(sizeof(char *) * ((size_t)n + 1));

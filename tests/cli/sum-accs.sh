@@ -20,8 +20,8 @@
 #    fixtures: gmm-sum-accs' output (binary and text) and messages, and
 #    gmm-est with the pipe under several option sets (model, occs, messages;
 #    our programs first on PATH, so the rounding must come from Kaldi's
-#    gmm-est further on) identical to this host's Kaldi; missing file: both
-#    exit 255.
+#    gmm-est further on) and on a text acc identical to this host's Kaldi;
+#    missing file: both exit 255.
 # Env: TOP, BIN. Exit 0 pass, 1 fail, 77 skip.
 set -u
 : "${TOP:?}" "${BIN:?}"
@@ -187,6 +187,10 @@ if [ -n "$kaldi_part" ]; then
 --update-flags=mv --binary=false
 OPTS
   done
+  # a text statistics file given to gmm-est directly (parsed as double)
+  PATH=$kpath gmm-est models/mono/final.mdl kaldi/mono/final.txt.acc "$tmp/k.mdl" 2>/dev/null
+  PATH=$bin:$kpath "$bin/gmm-est" models/mono/final.mdl kaldi/mono/final.txt.acc "$tmp/o.mdl" 2>/dev/null
+  cmp -s "$tmp/o.mdl" "$tmp/k.mdl" || fail "gmm-est on a text acc: model differs from Kaldi's"
   PATH=$kpath gmm-sum-accs "$tmp/k.acc" kaldi/mono/final.acc kaldi/mono/no-such.acc >/dev/null 2>&1; rk=$?
   "$bin/gmm-sum-accs" "$tmp/o.acc" kaldi/mono/final.acc kaldi/mono/no-such.acc >/dev/null 2>&1; ro=$?
   [ $rk -eq $ro ] || fail "missing file: exit $ro, Kaldi's $rk"
