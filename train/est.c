@@ -1,7 +1,7 @@
-/* gmm-est in process: the transition update, MleDiagGmmUpdate per pdf,
- * SplitByCount (mixing up), the occupancies and gmm-est's lines; and
- * gmm-sum-accs' sum. Types and statement order follow Kaldi's source so the
- * float/double rounding is the same (see est.h). */
+/* gmm-est in process: the transition update, MleDiagGmmUpdate per pdf (on
+ * several threads), SplitByCount (mixing up), the occupancies and gmm-est's
+ * lines (gmm-sum-accs' sum: sum-accs.c). Types and statement order follow
+ * Kaldi's source so the float/double rounding is the same (see est.h). */
 #include "train/est.h"
 
 #include <math.h>

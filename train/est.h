@@ -6,7 +6,7 @@
  *
  * Statistics are gacc_stats (double). Kaldi writes the GMM statistics of
  * each job as float, sums the jobs in double in the order of the shell's
- * glob and writes the sum as float again: trn_est_sum_jobs reproduces that, so
+ * glob and writes the sum as float again: trn_est_sum_jobs (sum-accs.h) reproduces that, so
  * that estimation from in-process statistics gives the model the scripts'
  * files give. Arithmetic follows Kaldi's types (float/double) and its
  * OpenBLAS calls: saxpy in mixing up and sdot in the objective lines round
