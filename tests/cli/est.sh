@@ -52,21 +52,8 @@ done
 
 # Against this host's Kaldi (KALDI_BUNDLE, or the shared bundle's tarball).
 . "$TOP/tests/cli/lib/recipe-setup.sh"
-. "$TOP/dev/device/recipe-env.sh"
-unset KALDI_GPU_BLAS_PROFILE
-kb=""
-if [ -n "${KALDI_BUNDLE:-}" ] && [ -x "$KALDI_BUNDLE/bin/gmm-est" ]; then kb=$KALDI_BUNDLE
-elif [ -n "$KALDI_BUNDLE_TAR" ]; then kb=$KALDI_BUNDLE_TAR; fi
-kaldi_part=""
-if [ -n "$kb" ]; then
-  recipe_kaldi "$tmp"
-  # the profile that reproduces this host's Kaldi (none: that part SKIPs)
-  # (nothing set: ours round as the Kaldi on PATH, or the part SKIPs)
-  ( recipe_rounding "$tmp" ) >"$tmp/skip" 2>&1 && kaldi_part=1
-fi
-if [ -n "$kaldi_part" ]; then
-  export LD_LIBRARY_PATH=$kb/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export PATH=$kb/bin:$PATH
+recipe_host_kaldi "$tmp"
+if [ -n "$host_kaldi" ]; then
   note=" (rounding: $("$BIN/kaldi-gpu-service" --print-rounding 2>/dev/null | cut -f1))"
   n=0
   for m in mono tri2 mono4 mono8; do
@@ -96,7 +83,7 @@ OPTS
   done
   note="; $n option sets identical to this host's gmm-est$note"
 else
-  note="; not compared with this host's gmm-est: ${kb:+$(grep -o 'SKIP.*' "$tmp/skip")}${kb:-no Kaldi bundle}"
+  note="; not compared with this host's gmm-est: $host_kaldi_why"
 fi
 [ $fails -eq 0 ] || exit 1
 echo "est: fixtures identical (model, messages), errors as Kaldi's$note"

@@ -136,20 +136,9 @@ done
 
 # ---- against this host's Kaldi ----
 . "$TOP/tests/cli/lib/recipe-setup.sh"
-. "$TOP/dev/device/recipe-env.sh"
-unset KALDI_GPU_BLAS_PROFILE
-kb=""
-if [ -n "${KALDI_BUNDLE:-}" ] && [ -x "$KALDI_BUNDLE/bin/gmm-est" ]; then kb=$KALDI_BUNDLE
-elif [ -n "$KALDI_BUNDLE_TAR" ]; then kb=$KALDI_BUNDLE_TAR; fi
-kaldi_part=""
-if [ -n "$kb" ]; then
-  recipe_kaldi "$tmp"
-  ( recipe_rounding "$tmp" ) >"$tmp/skip" 2>&1 && kaldi_part=1
-fi
-if [ -n "$kaldi_part" ]; then
-  export LD_LIBRARY_PATH=$kb/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+recipe_host_kaldi "$tmp"
+if [ -n "$host_kaldi" ]; then
   # ours round as the Kaldi on PATH
-  export PATH=$kb/bin:$PATH
   kpath=$PATH
   n=0
   for m in tri1 mono; do
@@ -196,7 +185,7 @@ OPTS
   [ $rk -eq $ro ] || fail "missing file: exit $ro, Kaldi's $rk"
   note="; sums (binary, text) and $n gmm-est option sets on 16 accs identical to this host's Kaldi"
 else
-  note="; not compared with this host's Kaldi: ${kb:+$(grep -o 'SKIP.*' "$tmp/skip")}${kb:-no Kaldi bundle}"
+  note="; not compared with this host's Kaldi: $host_kaldi_why"
 fi
 [ $fails -eq 0 ] || exit 1
 echo "sum-accs: fixtures identical (sum, gmm-est on the pipe), glob in the shell's order, errors as Kaldi's$note"

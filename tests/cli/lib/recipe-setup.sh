@@ -42,6 +42,29 @@ recipe_rounding() {
   esac
 }
 
+# recipe_host_kaldi TMP: for the optional part of a test that compares with
+# this host's Kaldi (the bundle: KALDI_BUNDLE, or the shared tarball). Sets kb
+# (the unpacked bundle, or empty) and host_kaldi: 1 when our programs can
+# match that Kaldi's rounding, its bin/ and lib/ then first on PATH and
+# LD_LIBRARY_PATH; empty otherwise, with host_kaldi_why saying why.
+recipe_host_kaldi() {
+  local tmp=$1
+  . "$TOP/dev/device/recipe-env.sh"
+  unset KALDI_GPU_BLAS_PROFILE
+  kb="" host_kaldi="" host_kaldi_why="no Kaldi bundle"
+  if [ -n "${KALDI_BUNDLE:-}" ] && [ -x "$KALDI_BUNDLE/bin/gmm-est" ]; then kb=$KALDI_BUNDLE
+  elif [ -n "$KALDI_BUNDLE_TAR" ]; then kb=$KALDI_BUNDLE_TAR; fi
+  [ -n "$kb" ] || return 0
+  recipe_kaldi "$tmp"
+  if ( recipe_rounding "$tmp" ) >"$tmp/host-kaldi.skip" 2>&1; then
+    host_kaldi=1
+    export LD_LIBRARY_PATH=$kb/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export PATH=$kb/bin:$PATH
+  else
+    host_kaldi_why=$(grep -o 'SKIP.*' "$tmp/host-kaldi.skip")
+  fi
+}
+
 # recipe_corpus TMP: the corpus in TMP/synth-s5, with data/train_300 (the
 # 300 shortest utterances of data/train).
 recipe_corpus() {
