@@ -45,3 +45,40 @@ void kio_blas_saxpy(int prof, int32_t n, float a, const float *x, float *y) {
   for (; i < n1; i++) y[i] = fmaf(a, x[i], y[i]);
   for (; i < n; i++) y[i] = y[i] + a * x[i];
 }
+
+/* The strided loops (x * 1.0 is exact, so fusing does not matter). The C
+ * loop of the Nehalem to SkylakeX builds: float pairs added into a double;
+ * doubles in two running sums of pairs. Prescott's assembly (Core2's and
+ * Penryn's too): floats one after the other in float; doubles in four
+ * running sums, the tail into the first, then (s0 + s1) + (s2 + s3).
+ * dev/oracles/blas-order-check compares both (ssum, dsum) with a library. */
+float kio_blas_ssum(int prof, int32_t n, const float *x) {
+  int32_t i = 0;
+  if (prof == KIO_BLAS_SSE) {
+    float s = 0.0f;
+    for (; i < n; i++) s += x[i];
+    return s;
+  }
+  double dot = 0.0;
+  for (int32_t n1 = n & -2; i < n1; i += 2) dot += x[i] + x[i + 1];
+  for (; i < n; i++) dot += x[i];
+  return (float)dot;
+}
+
+double kio_blas_dsum(int prof, int32_t n, const double *x) {
+  int32_t i = 0, n1 = n & -4;
+  if (prof == KIO_BLAS_SSE) {
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    for (; i < n1; i += 4)
+      for (int k = 0; k < 4; k++) s[k] += x[i + k];
+    for (; i < n; i++) s[0] += x[i];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+  }
+  double t1 = 0.0, t2 = 0.0;
+  for (; i < n1; i += 4) {
+    t1 += x[i] + x[i + 2];
+    t2 += x[i + 1] + x[i + 3];
+  }
+  for (; i < n; i++) t1 += x[i];
+  return t1 + t2;
+}

@@ -20,6 +20,13 @@ float kio_blas_sdot(int prof, int32_t n, const float *x, const float *y);
 /* cblas_saxpy(n, a, x, 1, y, 1): y += a * x under profile prof. */
 void kio_blas_saxpy(int prof, int32_t n, float a, const float *x, float *y);
 
+/* VectorBase<float>::Sum() and VectorBase<double>::Sum(): Kaldi's
+ * cblas_sdot / cblas_ddot with a stride-0 one, i.e. the kernels' strided
+ * loops, whose order differs between cores (the Prescott/Core2 assembly
+ * against the C loop of the Nehalem to SkylakeX builds). */
+float kio_blas_ssum(int prof, int32_t n, const float *x);
+double kio_blas_dsum(int prof, int32_t n, const double *x);
+
 #ifdef __cplusplus
 }
 #endif
