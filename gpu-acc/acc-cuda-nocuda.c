@@ -1,6 +1,7 @@
 /* Stand-ins for the CUDA accumulator in builds without CUDA. */
 #if !KIO_HAVE_CUDA
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/sys/log.h"
 #include "acc-internal.h"
@@ -36,6 +37,10 @@ size_t gacc_cuda_frame_bytes(const gacc_cuda *c) { (void)c; return 1; }
 size_t gacc_cuda_persistent(const gacc_cuda *c) { (void)c; return 0; }
 kio_gpu_acct *gacc_cuda_acct(const gacc_cuda *c) { (void)c; return NULL; }
 void gacc_cuda_trim(gacc_cuda *c) { (void)c; }
+void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t) {
+  (void)c;
+  memset(t, 0, sizeof *t);
+}
 int gacc_cuda_bind_thread(gacc_cuda *c) {
   (void)c;
   return KIO_ERR;

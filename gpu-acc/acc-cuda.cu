@@ -775,6 +775,16 @@ extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   return KIO_OK;
 }
 
+extern "C" void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t) {
+  t->batches = c->n_batches;
+  t->frames = c->n_frames;
+  t->setup = c->t_new;
+  t->sort = c->t_sort;
+  t->stage = c->t_stage;
+  t->wait = c->t_wait;
+  t->fetch = c->t_fetch;
+}
+
 extern "C" int gacc_cuda_bind_thread(gacc_cuda *c) { return kio_gpu_bind(c->gpu); }
 
 extern "C" int gacc_cuda_host_alloc(void **p, size_t bytes) {

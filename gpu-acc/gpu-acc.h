@@ -154,6 +154,23 @@ int gacc_get_totals(gacc_acc *a, double *like, int64_t *frames);
  * flight failed). */
 int gacc_get_stats(gacc_acc *a, gacc_stats *out);
 
+/* Zeroes the statistics and the totals (waits first), so that one
+ * accumulator serves several jobs of the same model in turn: after it the
+ * accumulator is as gacc_new left it, the device buffers and the worker
+ * kept. Not on the GPU service (KIO_ERR, logged). */
+int gacc_reset_stats(gacc_acc *a);
+
+/* Where the device backend's time went so far (all zero on the CPU and the
+ * service): batches and frames, set-up (model upload), the host's counting
+ * sort by pdf, staging (features through the page-locked ring and the
+ * launches), waiting for the device, the per-frame likelihoods on the host,
+ * fetching the statistics. */
+typedef struct {
+  long batches, frames;
+  double setup, sort, stage, wait, like, fetch;
+} gacc_timing;
+void gacc_get_timing(const gacc_acc *a, gacc_timing *t);
+
 /* Reads a stats file written by gacc_stats_write or Kaldi (binary or text)
  * into s (GMM values as stored, i.e. float precision). *flags_ok (may be
  * NULL) is 1 when every pdf has FLAGS 15. Logs ERROR naming the file. */

@@ -109,7 +109,11 @@ typedef struct {
   int x, rc;
 } acc_job;
 
-static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_stats *out) {
+/* Job job's statistics into out (acc.X.JOB.log), with shared (the GPU
+ * accumulator of the iteration: its statistics are reset after) or an
+ * accumulator of the job's own (NULL). */
+static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_acc *shared,
+                   gacc_stats *out) {
   const trn_cfg *c = t->c;
   char *logp = fmt("%s/log/acc.%d", c->dir, x), path[4200], cmd[8600];
   if (!logp) return KIO_ERR;
@@ -121,12 +125,16 @@ static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_stats 
   trn_log *lg = trn_log_open(path, "gmm-acc-stats-ali", cmd);
   if (!lg) return KIO_ERR;
   trn_log_use(lg);
-  gacc_acc *acc = NULL;
-  int rc = gacc_new(&acc, t->gpu ? "gpu" : "cpu", &t->tm, am);
+  gacc_acc *acc = shared;
+  int rc = shared ? KIO_OK : gacc_new(&acc, t->gpu ? "gpu" : "cpu", &t->tm, am);
   trn_range r = { &t->d, t->d.job_start[job], t->d.job_start[job + 1], t->pick };
   if (rc == KIO_OK) rc = trn_accumulate(&r, acc, 1);
   if (rc == KIO_OK) rc = gacc_get_stats(acc, out);
-  gacc_free(acc);
+  if (shared) {
+    if (rc == KIO_OK) rc = gacc_reset_stats(acc);
+  } else {
+    gacc_free(acc);
+  }
   trn_log_use(NULL);
   trn_log_close(lg);
   return rc;
@@ -134,15 +142,38 @@ static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_stats 
 
 static void *acc_thread(void *arg) {
   acc_job *j = arg;
-  j->rc = acc_one(j->t, j->job, j->am, j->x, j->out);
+  j->rc = acc_one(j->t, j->job, j->am, j->x, NULL, j->out);
   return NULL;
 }
 
+/* The GPU's time in an iteration's accumulation (--verbose). */
+static void log_acc_timing(const gacc_acc *acc, double total) {
+  gacc_timing tm;
+  gacc_get_timing(acc, &tm);
+  KIO_VLOG(1, "GPU accumulation: %.3f s for %ld batches, %ld frames: set-up %.3f s, host sort "
+           "%.3f s, staging/upload %.3f s, waiting for the device %.3f s, likelihoods on the host "
+           "%.3f s, fetching and resetting statistics %.3f s, the rest (host batches, lines) "
+           "%.3f s", total, tm.batches, tm.frames, tm.setup, tm.sort, tm.stage, tm.wait,
+           tm.like, tm.fetch,
+           total - (tm.setup + tm.sort + tm.stage + tm.wait + tm.like + tm.fetch));
+}
+
 /* Statistics of every job (stats[j], shaped here). CPU: jobs side by side
- * on the process's threads; GPU: one after the other. */
+ * on the process's threads, an accumulator each; GPU: one after the other
+ * on one accumulator (the model uploaded and the staging buffers made once
+ * per iteration), its statistics fetched and reset between jobs. */
 int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats) {
-  int nj = t->d.nj, par = t->gpu ? 1 : t->threads;
-  if (par < 1) par = 1;
+  int nj = t->d.nj;
+  if (t->gpu) {
+    double t0 = kio_now_s();
+    gacc_acc *acc = NULL;
+    int rc = gacc_new(&acc, "gpu", &t->tm, am);
+    for (int j = 0; j < nj && rc == KIO_OK; j++) rc = acc_one(t, j, am, x, acc, &stats[j]);
+    if (rc == KIO_OK) log_acc_timing(acc, kio_now_s() - t0);
+    gacc_free(acc);
+    return rc;
+  }
+  int par = t->threads < 1 ? 1 : t->threads;
   acc_job *jobs = calloc((size_t)nj, sizeof *jobs);
   pthread_t *th = calloc((size_t)nj, sizeof *th);
   if (!jobs || !th) { free(jobs); free(th); KIO_ERROR("out of memory"); return KIO_ERR; }
