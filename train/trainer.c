@@ -234,6 +234,9 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
 
 /* ---- realignment of every job (align.X.JOB.log) ---- */
 
+/* All jobs are aligned in one pass (batches across jobs), with job 1's log
+ * in use (the model's lines and any of the aligner's); then each job's log
+ * gets its lines. */
 int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
   const trn_cfg *c = t->c;
   galign_opts o = c->align;
@@ -241,6 +244,8 @@ int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
   kio_am_gmm boosted;
   memset(&boosted, 0, sizeof boosted);
   galign_aligner *a = NULL;
+  trn_ali_note *note = calloc((size_t)(t->d.n ? t->d.n : 1), sizeof *note);
+  if (!note) { KIO_ERROR("out of memory"); return KIO_ERR; }
   int rc = KIO_OK;
   for (int j = 0; j < t->d.nj && rc == KIO_OK; j++) {
     char path[4200], cmd[8600];
@@ -253,26 +258,39 @@ int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
              (double)o.beam, (double)o.retry_beam, o.careful ? "true" : "false",
              (double)c->boost_silence, c->silence_csl, c->dir, x, j + 1, j + 1, c->dir, j + 1);
     trn_log *lg = trn_log_open(path, "gmm-align-compiled", cmd);
-    if (!lg) return KIO_ERR;
+    if (!lg) { rc = KIO_ERR; break; }
     trn_log_use(lg);
     trn_log_set_default(lg);
     if (j == 0) {
-      /* one model and aligner for all jobs */
+      /* one model and aligner for all jobs, one pass over them all */
+      double t0 = kio_now_s();
       rc = trn_boost_silence(&t->tm, &t->am, t->sil, t->nsil, c->boost_silence, &boosted);
       const kio_am_gmm *am = c->boost_silence != 1.0f ? &boosted : &t->am;
       if (rc == KIO_OK)
         rc = galign_aligner_new(&a, t->gpu ? GALIGN_GPU_YES : GALIGN_GPU_NO, &t->tm, am, &o);
+      double t1 = kio_now_s();
+      trn_range all = { &t->d, 0, t->d.n, t->pick };
+      if (rc == KIO_OK) rc = trn_align(&t->d, &all, a, &t->tm, &o, t->threads, stage, note);
+      if (rc == KIO_OK) {
+        galign_aligner_stats st;
+        galign_aligner_get_stats(a, &st);
+        KIO_VLOG(1, "Realignment: %.3f s (model and aligner %.3f s; aligner's phases: "
+                 "likelihoods %.3f s, Viterbi %.3f s, backtrace %.3f s, host copies %.3f s)",
+                 kio_now_s() - t0, t1 - t0, st.loglike_s, st.viterbi_s, st.backtrace_s,
+                 st.copy_s);
+      }
     } else {
       trn_boost_lines(&t->tm, t->sil, t->nsil, c->boost_silence);
     }
     trn_range r = { &t->d, t->d.job_start[j], t->d.job_start[j + 1], t->pick };
-    if (rc == KIO_OK) rc = trn_align(&t->d, &r, a, &t->tm, &o, t->threads, stage);
+    if (rc == KIO_OK) trn_align_lines(&t->d, &r, note, &o);
     trn_log_set_default(NULL);
     trn_log_use(NULL);
     trn_log_close(lg);
   }
   galign_aligner_free(a);
   kio_am_gmm_free(&boosted);
+  free(note);
   return rc;
 }
 
