@@ -373,8 +373,11 @@ static int load_ali(trn_data *d, const char *tmpl, const key_index *ki) {
     if (!rs || kio_seq_open(&r, rs, &kio_int_vec_holder) != KIO_OK) { free(rs); return KIO_ERR; }
     int rc = KIO_OK;
     for (; !kio_seq_done(r); kio_seq_next(r)) {
+      /* job j's alignments serve job j's utterances only, as each job of
+       * the scripts reads its own ali.JOB.gz (alignments made on another
+       * split of the data leave the others without one) */
       int32_t ui = key_find(ki, kio_seq_key(r));
-      if (ui < 0) continue;
+      if (ui < 0 || d->u[ui].job != j) continue;
       kio_int_vec v = {0, NULL};
       if (kio_seq_take(r, &v) != KIO_OK) { rc = KIO_ERR; break; }
       free(d->u[ui].ali);
