@@ -290,3 +290,9 @@ void gacc_get_timing(const gacc_acc *a, gacc_timing *t) {
   gacc_cuda_timing(a->cuda, t);
   t->like = a->t_like;
 }
+
+void gacc_use_dev_feats(gacc_acc *a, const gacc_dev_feats *f) {
+  if (!a || !a->cuda || a->remote) return;
+  if (f && gacc_dev_feats_device(f) != gacc_cuda_device_of(a->cuda)) f = NULL;
+  gacc_cuda_use_dev_feats(a->cuda, f);
+}

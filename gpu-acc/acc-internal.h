@@ -52,6 +52,16 @@ int gacc_cuda_accumulate_mats(gacc_cuda *c, int32_t n_frames, const kio_matrix *
                               int n_mats, const int32_t *tid, const int32_t *pdf,
                               float *mx, float *sum);
 
+/* Batches of c take their features from f when they lie there (NULL: none). */
+void gacc_cuda_use_dev_feats(gacc_cuda *c, const gacc_dev_feats *f);
+int gacc_cuda_device_of(const gacc_cuda *c);
+/* acc-devfeats.cu: mats' rows copied device to device into dst, in order,
+ * on stream: 1 done; 0 some matrix is not in f (nothing done); -1 a CUDA
+ * error (logged). */
+int gacc_dev_feats_copy(const gacc_dev_feats *f, const kio_matrix *mats, int n, float *dst,
+                        void *stream);
+int gacc_dev_feats_device(const gacc_dev_feats *f);
+
 /* Its time so far (gacc_timing's fields but like). */
 void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t);
 

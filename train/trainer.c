@@ -99,6 +99,22 @@ static int pick_backend(galign_use_gpu mode, int *gpu) {
   return KIO_OK;
 }
 
+/* The features on the device once (GPU path), for every iteration's
+ * accumulation and realignment; again after an MLLT step changed them.
+ * Without room the batches upload them as before (one LOG line). */
+static void make_dev_feats(trn_ctx *t) {
+  gacc_dev_feats_free(t->dfeats);
+  t->dfeats = NULL;
+  if (!t->gpu) return;
+  char why[256];
+  double t0 = kio_now_s();
+  if (gacc_dev_feats_new(&t->dfeats, t->d.n_store, t->d.feat_store, why, sizeof why) != KIO_OK)
+    KIO_LOG("Features not resident on the GPU (each batch uploads its own): %s", why);
+  else
+    KIO_LOG("Features resident on the GPU: %d utterances, %.2f GiB (%.2f s)", (int)t->d.n_store,
+            (double)gacc_dev_feats_bytes(t->dfeats) / 1073741824.0, kio_now_s() - t0);
+}
+
 /* ---- accumulation of every job ---- */
 
 typedef struct {
@@ -150,11 +166,11 @@ static void *acc_thread(void *arg) {
 static void log_acc_timing(const gacc_acc *acc, double total) {
   gacc_timing tm;
   gacc_get_timing(acc, &tm);
-  KIO_VLOG(1, "GPU accumulation: %.3f s for %ld batches, %ld frames: set-up %.3f s, host sort "
-           "%.3f s, staging/upload %.3f s, waiting for the device %.3f s, likelihoods on the host "
-           "%.3f s, fetching and resetting statistics %.3f s, the rest (host batches, lines) "
-           "%.3f s", total, tm.batches, tm.frames, tm.setup, tm.sort, tm.stage, tm.wait,
-           tm.like, tm.fetch,
+  KIO_VLOG(1, "GPU accumulation: %.3f s for %ld batches (%ld from resident features), %ld "
+           "frames: set-up %.3f s, host sort %.3f s, staging/upload %.3f s, waiting for the "
+           "device %.3f s, likelihoods on the host %.3f s, fetching and resetting statistics "
+           "%.3f s, the rest (host batches, lines) %.3f s", total, tm.batches, tm.resident,
+           tm.frames, tm.setup, tm.sort, tm.stage, tm.wait, tm.like, tm.fetch,
            total - (tm.setup + tm.sort + tm.stage + tm.wait + tm.like + tm.fetch));
 }
 
@@ -168,6 +184,7 @@ int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *sta
     double t0 = kio_now_s();
     gacc_acc *acc = NULL;
     int rc = gacc_new(&acc, "gpu", &t->tm, am);
+    if (rc == KIO_OK) gacc_use_dev_feats(acc, t->dfeats);
     for (int j = 0; j < nj && rc == KIO_OK; j++) rc = acc_one(t, j, am, x, acc, &stats[j]);
     if (rc == KIO_OK) log_acc_timing(acc, kio_now_s() - t0);
     gacc_free(acc);
@@ -234,6 +251,20 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
 
 /* ---- realignment of every job (align.X.JOB.log) ---- */
 
+/* The aligner reads the resident features on the device too. */
+static int register_dev_feats(trn_ctx *t, galign_aligner *a) {
+  int32_t n = t->d.n_store;
+  const kio_matrix **fp = malloc(sizeof *fp * (size_t)(n ? n : 1));
+  if (!fp) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  for (int32_t i = 0; i < n; i++) fp[i] = &t->d.feat_store[i];
+  const float *base;
+  const int64_t *row_off;
+  gacc_dev_feats_rows(t->dfeats, &base, &row_off);
+  int rc = galign_aligner_set_dev_feats(a, n, fp, base, row_off);
+  free(fp);
+  return rc;
+}
+
 /* All jobs are aligned in one pass (batches across jobs), with job 1's log
  * in use (the model's lines and any of the aligner's); then each job's log
  * gets its lines. */
@@ -244,6 +275,7 @@ int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
   kio_am_gmm boosted;
   memset(&boosted, 0, sizeof boosted);
   galign_aligner *a = NULL;
+  double t_align = 0.0, t_setup = 0.0;
   trn_ali_note *note = calloc((size_t)(t->d.n ? t->d.n : 1), sizeof *note);
   if (!note) { KIO_ERROR("out of memory"); return KIO_ERR; }
   int rc = KIO_OK;
@@ -268,17 +300,12 @@ int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
       const kio_am_gmm *am = c->boost_silence != 1.0f ? &boosted : &t->am;
       if (rc == KIO_OK)
         rc = galign_aligner_new(&a, t->gpu ? GALIGN_GPU_YES : GALIGN_GPU_NO, &t->tm, am, &o);
+      if (rc == KIO_OK && t->dfeats) rc = register_dev_feats(t, a);
       double t1 = kio_now_s();
       trn_range all = { &t->d, 0, t->d.n, t->pick };
       if (rc == KIO_OK) rc = trn_align(&t->d, &all, a, &t->tm, &o, t->threads, stage, note);
-      if (rc == KIO_OK) {
-        galign_aligner_stats st;
-        galign_aligner_get_stats(a, &st);
-        KIO_VLOG(1, "Realignment: %.3f s (model and aligner %.3f s; aligner's phases: "
-                 "likelihoods %.3f s, Viterbi %.3f s, backtrace %.3f s, host copies %.3f s)",
-                 kio_now_s() - t0, t1 - t0, st.loglike_s, st.viterbi_s, st.backtrace_s,
-                 st.copy_s);
-      }
+      t_align = kio_now_s() - t0;
+      t_setup = t1 - t0;
     } else {
       trn_boost_lines(&t->tm, t->sil, t->nsil, c->boost_silence);
     }
@@ -287,6 +314,14 @@ int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
     trn_log_set_default(NULL);
     trn_log_use(NULL);
     trn_log_close(lg);
+  }
+  if (rc == KIO_OK) {  /* in the trainer's log, not a job's */
+    galign_aligner_stats st;
+    galign_aligner_get_stats(a, &st);
+    KIO_VLOG(1, "Realignment: %.3f s (model and aligner %.3f s; aligner's phases: likelihoods "
+             "%.3f s, Viterbi %.3f s, backtrace %.3f s, host copies %.3f s; %lld utterances from "
+             "resident features)", t_align, t_setup, st.loglike_s, st.viterbi_s,
+             st.backtrace_s, st.copy_s, (long long)galign_aligner_dev_feat_utts(a));
   }
   galign_aligner_free(a);
   kio_am_gmm_free(&boosted);
@@ -316,6 +351,7 @@ int trn_equal_pass(trn_ctx *t) {
     gacc_acc *acc = NULL;
     kio_log_set_thread_program("gmm-acc-stats-ali");
     if (rc == KIO_OK) rc = gacc_new(&acc, t->gpu ? "gpu" : "cpu", &t->tm, &t->am);
+    if (rc == KIO_OK) gacc_use_dev_feats(acc, t->dfeats);
     if (rc == KIO_OK) rc = trn_accumulate(&r, acc, 1);
     if (rc == KIO_OK) rc = gacc_get_stats(acc, &stats[j]);
     kio_log_set_thread_program(NULL);
@@ -359,6 +395,7 @@ int trn_mllt_step(trn_ctx *t, int x) {
   int rc = mdl ? kio_model_read(mdl, &t->tm, &t->am) : KIO_ERR;
   free(mdl);
   if (rc == KIO_OK) rc = trn_data_reload_feats(&t->d, c->mllt_feats, x);
+  if (rc == KIO_OK) make_dev_feats(t);
   return rc;
 }
 
@@ -457,6 +494,7 @@ int trn_run(const trn_cfg *c) {
   free(mdl);
   if (pick_backend(c->use_gpu, &t.gpu) != KIO_OK) goto done;
   if (trn_data_load(&t.d, c, &t.tm) != KIO_OK) goto done;
+  make_dev_feats(&t);
   t.numgauss = c->start_gauss;
   double t0 = kio_now_s();
   if (c->stoch_batch > 0.0) {
@@ -478,6 +516,7 @@ int trn_run(const trn_cfg *c) {
     KIO_LOG("Trained in %.1f s (realignment %.1f s, accumulation %.1f s, estimation %.1f s)",
             kio_now_s() - t0, t.time_align, t.time_acc, t.time_est);
 done:
+  gacc_dev_feats_free(t.dfeats);
   trn_data_free(&t.d);
   kio_tmodel_free(&t.tm);
   kio_am_gmm_free(&t.am);

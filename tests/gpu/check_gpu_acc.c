@@ -455,6 +455,57 @@ START_TEST(gpu_reset_serves_another_job) {
 }
 END_TEST
 
+/* Resident features (gacc_dev_feats): batches read from the device copy
+ * give the uploaded batches' statistics bit for bit; a batch with one
+ * matrix outside the copy is uploaded as before. */
+START_TEST(gpu_dev_feats_equal_upload) {
+  select_gpu();
+  mono_utts d;
+  mono_load(&d);
+  gacc_utt_result res[MAXU];
+  int half = d.n / 2;
+  gacc_dev_feats *f = NULL;
+  char why[256];
+  /* the first half resident, in reverse order (the device rows need not
+   * follow the batches' order) */
+  kio_matrix rev[MAXU];
+  for (int i = 0; i < half; i++) rev[i] = d.m[half - 1 - i];
+  ck_assert_msg(gacc_dev_feats_new(&f, half, rev, why, sizeof why) == KIO_OK, "%s", why);
+  const float *base;
+  const int64_t *row_off;
+  gacc_dev_feats_rows(f, &base, &row_off);
+  ck_assert(base != NULL && row_off[0] == 0 && row_off[1] == rev[0].rows);
+  gacc_acc *up, *dev;
+  ck_assert_int_eq(gacc_new(&up, "gpu", &d.tm, &d.am), KIO_OK);
+  ck_assert_int_eq(gacc_new(&dev, "gpu", &d.tm, &d.am), KIO_OK);
+  gacc_use_dev_feats(dev, f);
+  /* all resident, then a batch that reaches past them */
+  ck_assert_int_eq(gacc_accumulate_batch(up, half, d.u, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(dev, half, d.u, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(up, d.n - half + 1, d.u + half - 1, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(dev, d.n - half + 1, d.u + half - 1, res), KIO_OK);
+  gacc_stats su, sd;
+  memset(&su, 0, sizeof su);
+  memset(&sd, 0, sizeof sd);
+  ck_assert_int_eq(gacc_get_stats(up, &su), KIO_OK);
+  ck_assert_int_eq(gacc_get_stats(dev, &sd), KIO_OK);
+  ck_assert(su.total_like == sd.total_like && su.total_frames == sd.total_frames);
+  ck_assert_msg(stats_identical(&su, &sd), "statistics from resident features differ");
+  gacc_timing tu, td;
+  gacc_get_timing(up, &tu);
+  gacc_get_timing(dev, &td);
+  ck_assert_int_eq(tu.resident, 0);
+  ck_assert_int_eq(td.resident, 1);  /* the first batch; the second was uploaded */
+  ck_assert_int_eq(td.batches, 2);
+  gacc_stats_free(&su);
+  gacc_stats_free(&sd);
+  gacc_free(up);
+  gacc_free(dev);
+  gacc_dev_feats_free(f);
+  mono_free(&d);
+}
+END_TEST
+
 Suite *gpu_acc_suite(void) {
   Suite *s = suite_create("gpu_acc");
   TCase *t = tcase_create("gpu");
@@ -472,6 +523,7 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, gpu_async_bad_like_logged_at_wait);
   tcase_add_test(t, gpu_continues_from_loaded_stats);
   tcase_add_test(t, gpu_reset_serves_another_job);
+  tcase_add_test(t, gpu_dev_feats_equal_upload);
   suite_add_tcase(s, t);
   return s;
 }
