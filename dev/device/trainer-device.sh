@@ -116,7 +116,7 @@ ratio() { awk -v k="${secs[$1]:-}" -v g="${secs[$2]:-}" 'BEGIN { if (k ~ /^[0-9.
 rows=()
 # The trainer's own account of its time (its log at --verbose=1).
 timing_lines() {
-  grep -hE "Resident|Graphs:|Iteration [0-9]+:|Realignment:|GPU accumulation:|Trained in" "$1" |
+  grep -hE "Resident|resident on the GPU|Graphs:|Iteration [0-9]+:|Realignment:|GPU accumulation:|Trained in" "$1" |
     sed -E 's/^(LOG|VLOG\[[0-9]\]) \([^ ]*\) //'
 }
 
