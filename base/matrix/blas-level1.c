@@ -9,7 +9,26 @@
  * 8-lane FMA accumulators), the rest added to a double. The kernels reduce
  * the lanes in different orders: Haswell (the Zen and Haswell builds) folds
  * each accumulator's halves first, SkylakeX sums the accumulators first. */
+/* Prescott's SSE kernel: four 4-lane accumulators over 16 elements,
+ * summed (a0 + a1) + (a2 + a3), then the remaining groups of 4 added to
+ * that lane-wise, the lanes summed (l0 + l1) + (l2 + l3), then the last
+ * elements one by one; no fusing (any alignment). */
+static float sdot_sse(int32_t n, const float *x, const float *y) {
+  float a[4][4] = {{0}}, v[4];
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 4; k++)
+      for (int l = 0; l < 4; l++) a[k][l] += x[i + 4 * k + l] * y[i + 4 * k + l];
+  for (int l = 0; l < 4; l++) v[l] = (a[0][l] + a[1][l]) + (a[2][l] + a[3][l]);
+  for (; i + 4 <= n; i += 4)
+    for (int l = 0; l < 4; l++) v[l] += x[i + l] * y[i + l];
+  float s = (v[0] + v[1]) + (v[2] + v[3]);
+  for (; i < n; i++) s += x[i] * y[i];
+  return s;
+}
+
 float kio_blas_sdot(int prof, int32_t n, const float *x, const float *y) {
+  if (prof == KIO_BLAS_SSE) return sdot_sse(n, x, y);
   int32_t n1 = n & -32;
   float micro = 0.0f;
   if (n1) {

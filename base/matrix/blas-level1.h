@@ -2,9 +2,10 @@
  * cblas_saxpy), in the order and fusing of the profile's kernels
  * (blas-order.h's KIO_BLAS_SKX, ...). Host only.
  *
- * sdot is reproduced for the SkylakeX and Haswell/Zen kernels; the other
- * profiles take the Haswell order (their kernels do not fuse, so a last bit
- * may differ there). gmm-est uses sdot for its objective log lines only. */
+ * sdot is reproduced for the SkylakeX, Haswell/Zen and Prescott kernels;
+ * Sandybridge and Nehalem take the Haswell order (their kernels do not
+ * fuse, so a last bit may differ there). gmm-est uses sdot for its
+ * objective log lines only. */
 #ifndef KIO_BLAS_LEVEL1_H
 #define KIO_BLAS_LEVEL1_H
 

@@ -1,7 +1,7 @@
-/* VectorBase::Sum's orders (base/matrix/blas-level1.h): inputs whose sum
- * rounds differently under Prescott's strided loops and the C loop of the
- * other cores, with the values worked out by hand (dev/oracles/
- * blas-order-check compares them with a real OpenBLAS). */
+/* VectorBase::Sum's and cblas_sdot's orders (base/matrix/blas-level1.h):
+ * inputs that round differently under Prescott's kernels and the others',
+ * with the values worked out by hand (dev/oracles/blas-order-check
+ * compares them with a real OpenBLAS). */
 #include <math.h>
 
 #include "base/matrix/blas-level1.h"
@@ -43,11 +43,29 @@ START_TEST(double_sum_orders) {
 }
 END_TEST
 
+/* cblas_sdot, Prescott against Haswell: two half-ulps of 1 in the groups
+ * after the 16-element loop are added to 1's lane one at a time in float
+ * (lost); Haswell's tail adds in double (kept). */
+START_TEST(sdot_orders) {
+  const float e = ldexpf(1.0f, -24);
+  float x[24] = {0}, y[24];
+  for (int i = 0; i < 24; i++) y[i] = 1.0f;
+  x[0] = 1.0f;
+  x[16] = x[20] = e;
+  ck_assert_float_eq(kio_blas_sdot(KIO_BLAS_SSE, 24, x, y), 1.0f);
+  ck_assert_float_eq(kio_blas_sdot(KIO_BLAS_HSW, 24, x, y), 1.0f + ldexpf(1.0f, -23));
+  /* lanes 2 and 3 meet before lane 0: their half-ulps survive */
+  float z[4] = {1.0f, 0.0f, e, e};
+  ck_assert_float_eq(kio_blas_sdot(KIO_BLAS_SSE, 4, z, y), 1.0f + ldexpf(1.0f, -23));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("blas_sum");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, float_sum_orders);
   tcase_add_test(tc, double_sum_orders);
+  tcase_add_test(tc, sdot_orders);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }
