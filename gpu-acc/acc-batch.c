@@ -304,6 +304,7 @@ static int run_job(gacc_acc *a, gacc_job *j) {
       /* Per-frame log-likelihoods in frame order, with the host's logf,
        * so that the float/double sums are those of the CPU path bit for
        * bit. */
+      double tl = kio_now_s();
       for (size_t k = 0; k < len; k++) {
         while (ut == j->rows[ui]) first += (size_t)j->rows[ui++], ut = 0;
         float l = a->mx[k] + logf(a->sum[k]);
@@ -313,6 +314,7 @@ static int run_job(gacc_acc *a, gacc_job *j) {
         j->like[ui] += l;
         ut++;
       }
+      a->t_like += kio_now_s() - tl;
       off += len;
       trimmed = 0;
       waited = 0;

@@ -264,3 +264,35 @@ int gacc_get_stats(gacc_acc *a, gacc_stats *out) {
   out->total_frames = s->total_frames;
   return KIO_OK;
 }
+
+int gacc_reset_stats(gacc_acc *a) {
+  if (gacc_wait(a) != KIO_OK) return KIO_ERR;
+  if (a->remote) {
+    KIO_ERROR("The statistics of an accumulator on the GPU service cannot be reset");
+    return KIO_ERR;
+  }
+  gacc_stats *s = &a->st;
+  size_t gd = (size_t)s->num_gauss * (size_t)s->dim;
+  memset(s->tacc, 0, sizeof(double) * ((size_t)s->num_tids + 1));
+  memset(s->occ, 0, sizeof(double) * (size_t)s->num_gauss);
+  memset(s->mean_acc, 0, sizeof(double) * gd);
+  memset(s->var_acc, 0, sizeof(double) * gd);
+  s->total_like = s->total_frames = 0.0;
+  a->like_sum = 0.0;
+  a->frames_sum = 0;
+  if (a->is_gpu && gacc_cuda_load(a->cuda, s) != KIO_OK) return KIO_ERR;
+  return KIO_OK;
+}
+
+void gacc_get_timing(const gacc_acc *a, gacc_timing *t) {
+  memset(t, 0, sizeof *t);
+  if (!a || !a->cuda || a->remote) return;
+  gacc_cuda_timing(a->cuda, t);
+  t->like = a->t_like;
+}
+
+void gacc_use_dev_feats(gacc_acc *a, const gacc_dev_feats *f) {
+  if (!a || !a->cuda || a->remote) return;
+  if (f && gacc_dev_feats_device(f) != gacc_cuda_device_of(a->cuda)) f = NULL;
+  gacc_cuda_use_dev_feats(a->cuda, f);
+}

@@ -1,6 +1,8 @@
 /* Stand-ins for the CUDA accumulator in builds without CUDA. */
 #if !KIO_HAVE_CUDA
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/sys/log.h"
 #include "acc-internal.h"
@@ -36,6 +38,32 @@ size_t gacc_cuda_frame_bytes(const gacc_cuda *c) { (void)c; return 1; }
 size_t gacc_cuda_persistent(const gacc_cuda *c) { (void)c; return 0; }
 kio_gpu_acct *gacc_cuda_acct(const gacc_cuda *c) { (void)c; return NULL; }
 void gacc_cuda_trim(gacc_cuda *c) { (void)c; }
+void gacc_cuda_use_dev_feats(gacc_cuda *c, const gacc_dev_feats *f) { (void)c; (void)f; }
+int gacc_cuda_device_of(const gacc_cuda *c) { (void)c; return -1; }
+int gacc_dev_feats_new(gacc_dev_feats **f, int n, const kio_matrix *mats, char *why,
+                       size_t why_len) {
+  (void)n; (void)mats;
+  *f = NULL;
+  snprintf(why, why_len, "built without CUDA");
+  return KIO_ERR;
+}
+void gacc_dev_feats_free(gacc_dev_feats *f) { (void)f; }
+size_t gacc_dev_feats_bytes(const gacc_dev_feats *f) { (void)f; return 0; }
+void gacc_dev_feats_rows(const gacc_dev_feats *f, const float **d_base, const int64_t **row_off) {
+  (void)f;
+  *d_base = NULL;
+  *row_off = NULL;
+}
+int gacc_dev_feats_copy(const gacc_dev_feats *f, const kio_matrix *mats, int n, float *dst,
+                        void *stream) {
+  (void)f; (void)mats; (void)n; (void)dst; (void)stream;
+  return 0;
+}
+int gacc_dev_feats_device(const gacc_dev_feats *f) { (void)f; return -1; }
+void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t) {
+  (void)c;
+  memset(t, 0, sizeof *t);
+}
 int gacc_cuda_bind_thread(gacc_cuda *c) {
   (void)c;
   return KIO_ERR;

@@ -116,10 +116,11 @@ struct gacc_cuda {
   cudaEvent_t ring_ev[GACC_RING_N];
   int ring_used[GACC_RING_N];
   unsigned ring_next;
+  const gacc_dev_feats *df;  /* resident features (acc-devfeats.cu), or NULL */
   /* time split, logged at VLOG[2] when freed (the service's
    * KALDI_GPU_SERVICE_VERBOSE=2) */
   double t_new, t_sort, t_stage, t_wait, t_fetch;
-  long n_batches, n_frames;
+  long n_batches, n_frames, n_resident;
 };
 
 __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
@@ -607,6 +608,9 @@ static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
  * the page-locked ring: the copy of one group runs while the next is
  * staged. */
 static int upload_mats(gacc_cuda *c, const kio_matrix *mats, int n) {
+  const int dev = gacc_dev_feats_copy(c->df, mats, n, c->d_feats, c->stream);
+  c->n_resident += dev > 0;
+  if (dev) return dev > 0 ? KIO_OK : KIO_ERR;
   const size_t row = sizeof(float) * (size_t)c->dim;
   size_t off = 0;
   for (int i0 = 0, i1; i0 < n; i0 = i1) {
@@ -773,6 +777,20 @@ extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   KIO_CUDA_TRY(cudaStreamSynchronize(st));
   c->t_fetch += kio_now_s() - t0;
   return KIO_OK;
+}
+
+extern "C" void gacc_cuda_use_dev_feats(gacc_cuda *c, const gacc_dev_feats *f) { c->df = f; }
+extern "C" int gacc_cuda_device_of(const gacc_cuda *c) { return c->device; }
+
+extern "C" void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t) {
+  t->batches = c->n_batches;
+  t->frames = c->n_frames;
+  t->resident = c->n_resident;
+  t->setup = c->t_new;
+  t->sort = c->t_sort;
+  t->stage = c->t_stage;
+  t->wait = c->t_wait;
+  t->fetch = c->t_fetch;
 }
 
 extern "C" int gacc_cuda_bind_thread(gacc_cuda *c) { return kio_gpu_bind(c->gpu); }

@@ -52,6 +52,19 @@ int gacc_cuda_accumulate_mats(gacc_cuda *c, int32_t n_frames, const kio_matrix *
                               int n_mats, const int32_t *tid, const int32_t *pdf,
                               float *mx, float *sum);
 
+/* Batches of c take their features from f when they lie there (NULL: none). */
+void gacc_cuda_use_dev_feats(gacc_cuda *c, const gacc_dev_feats *f);
+int gacc_cuda_device_of(const gacc_cuda *c);
+/* acc-devfeats.cu: mats' rows copied device to device into dst, in order,
+ * on stream: 1 done; 0 some matrix is not in f (nothing done); -1 a CUDA
+ * error (logged). */
+int gacc_dev_feats_copy(const gacc_dev_feats *f, const kio_matrix *mats, int n, float *dst,
+                        void *stream);
+int gacc_dev_feats_device(const gacc_dev_feats *f);
+
+/* Its time so far (gacc_timing's fields but like). */
+void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t);
+
 /* Copies tacc, occ, mean_acc, var_acc into out (already shaped). */
 int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out);
 /* The reverse: the device statistics become in's (a job that lost the GPU
@@ -114,6 +127,7 @@ struct gacc_acc {
   kio_matrix *views;   /* a device piece's rows, as matrices (cap_views) */
   int cap_views;
   size_t piece_cap;    /* frames of a piece since memory ran short (0: the budget's) */
+  double t_like;       /* seconds in the per-frame likelihoods of GPU batches */
   /* worker thread, started by the first asynchronous batch */
   int thread_on, bound, stop, started, finished;
   pthread_t thread;

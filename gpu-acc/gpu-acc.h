@@ -154,6 +154,44 @@ int gacc_get_totals(gacc_acc *a, double *like, int64_t *frames);
  * flight failed). */
 int gacc_get_stats(gacc_acc *a, gacc_stats *out);
 
+/* Resident features: one device copy of a set of host feature matrices
+ * (mats[0..n), rows of one dimension), on the job's device, made once for
+ * many accumulators (a trainer's iterations). At most half the device's free
+ * memory; KIO_ERR without logging, the reason in why, when it cannot be
+ * made (the caller goes on without). The host matrices must stay as they
+ * are while it is used. */
+typedef struct gacc_dev_feats gacc_dev_feats;
+int gacc_dev_feats_new(gacc_dev_feats **f, int n, const kio_matrix *mats, char *why,
+                       size_t why_len);
+void gacc_dev_feats_free(gacc_dev_feats *f);
+size_t gacc_dev_feats_bytes(const gacc_dev_feats *f);
+/* The rows of mats[i] start at d_base + row_off[i] * dim (device memory;
+ * galign_aligner_set_dev_feats takes the same). */
+void gacc_dev_feats_rows(const gacc_dev_feats *f, const float **d_base, const int64_t **row_off);
+/* A's batches whose features all lie in f (views into its matrices
+ * included) are copied on the device instead of uploaded (the same bits);
+ * NULL: none. A no-op but on a's own device backend on f's device. f must
+ * outlive a's batches. */
+void gacc_use_dev_feats(gacc_acc *a, const gacc_dev_feats *f);
+
+/* Zeroes the statistics and the totals (waits first), so that one
+ * accumulator serves several jobs of the same model in turn: after it the
+ * accumulator is as gacc_new left it, the device buffers and the worker
+ * kept. Not on the GPU service (KIO_ERR, logged). */
+int gacc_reset_stats(gacc_acc *a);
+
+/* Where the device backend's time went so far (all zero on the CPU and the
+ * service): batches and frames, set-up (model upload), the host's counting
+ * sort by pdf, staging (features through the page-locked ring and the
+ * launches), waiting for the device, the per-frame likelihoods on the host,
+ * fetching the statistics. */
+typedef struct {
+  long batches, frames;
+  long resident;  /* batches whose features came from resident ones */
+  double setup, sort, stage, wait, like, fetch;
+} gacc_timing;
+void gacc_get_timing(const gacc_acc *a, gacc_timing *t);
+
 /* Reads a stats file written by gacc_stats_write or Kaldi (binary or text)
  * into s (GMM values as stored, i.e. float precision). *flags_ok (may be
  * NULL) is 1 when every pdf has FLAGS 15. Logs ERROR naming the file. */

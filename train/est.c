@@ -86,27 +86,10 @@ float trn_est_sdot(int n, const float *x, const float *y) {
   return kio_blas_sdot(kio_blas_profile(), n, x, y);
 }
 
-/* VectorBase::Sum: Kaldi takes a dot product with a stride-0 one
- * (cblas_Xdot(n, x, 1, &one, 0)), i.e. OpenBLAS's strided loops:
- * float: pairs added in float, into a double; double: two running sums of
- * pairs (x0 + x2, x1 + x3). */
-static float sum_f(const float *x, int32_t n) {
-  double dot = 0.0;
-  int32_t i = 0, n1 = n & -2;
-  for (; i < n1; i += 2) dot += x[i] + x[i + 1];
-  for (; i < n; i++) dot += x[i];
-  return (float)dot;
-}
-static double sum_d(const double *x, int32_t n) {
-  double t1 = 0.0, t2 = 0.0;
-  int32_t i = 0, n1 = n & -4;
-  for (; i < n1; i += 4) {
-    t1 += x[i] + x[i + 2];
-    t2 += x[i + 1] + x[i + 3];
-  }
-  for (; i < n; i++) t1 += x[i];
-  return t1 + t2;
-}
+/* VectorBase::Sum: a dot product with a stride-0 one, in the order of the
+ * profile's strided loop (blas-level1.h). */
+static float sum_f(const float *x, int32_t n) { return kio_blas_ssum(kio_blas_profile(), n, x); }
+static double sum_d(const double *x, int32_t n) { return kio_blas_dsum(kio_blas_profile(), n, x); }
 
 double trn_est_dsum(const double *x, int32_t n) { return sum_d(x, n); }
 

@@ -51,7 +51,7 @@ void trn_est_opts_register(struct kio_opts *po, trn_est_opts *o, char **update_f
 /* "mvwt" subsets; KIO_ERR (logged as Kaldi) on another letter. */
 int trn_est_parse_flags(const char *s, unsigned *flags);
 
-/* VectorBase<double>::Sum in OpenBLAS's order (two running sums of pairs). */
+/* VectorBase<double>::Sum in the profile's OpenBLAS order (kio_blas_dsum). */
 double trn_est_dsum(const double *x, int32_t n);
 
 /* What one update reported (gmm-est's lines). */

@@ -99,6 +99,22 @@ static int pick_backend(galign_use_gpu mode, int *gpu) {
   return KIO_OK;
 }
 
+/* The features on the device once (GPU path), for every iteration's
+ * accumulation and realignment; again after an MLLT step changed them.
+ * Without room the batches upload them as before (one LOG line). */
+static void make_dev_feats(trn_ctx *t) {
+  gacc_dev_feats_free(t->dfeats);
+  t->dfeats = NULL;
+  if (!t->gpu) return;
+  char why[256];
+  double t0 = kio_now_s();
+  if (gacc_dev_feats_new(&t->dfeats, t->d.n_store, t->d.feat_store, why, sizeof why) != KIO_OK)
+    KIO_LOG("Features not resident on the GPU (each batch uploads its own): %s", why);
+  else
+    KIO_LOG("Features resident on the GPU: %d utterances, %.2f GiB (%.2f s)", (int)t->d.n_store,
+            (double)gacc_dev_feats_bytes(t->dfeats) / 1073741824.0, kio_now_s() - t0);
+}
+
 /* ---- accumulation of every job ---- */
 
 typedef struct {
@@ -109,7 +125,11 @@ typedef struct {
   int x, rc;
 } acc_job;
 
-static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_stats *out) {
+/* Job job's statistics into out (acc.X.JOB.log), with shared (the GPU
+ * accumulator of the iteration: its statistics are reset after) or an
+ * accumulator of the job's own (NULL). */
+static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_acc *shared,
+                   gacc_stats *out) {
   const trn_cfg *c = t->c;
   char *logp = fmt("%s/log/acc.%d", c->dir, x), path[4200], cmd[8600];
   if (!logp) return KIO_ERR;
@@ -121,12 +141,16 @@ static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_stats 
   trn_log *lg = trn_log_open(path, "gmm-acc-stats-ali", cmd);
   if (!lg) return KIO_ERR;
   trn_log_use(lg);
-  gacc_acc *acc = NULL;
-  int rc = gacc_new(&acc, t->gpu ? "gpu" : "cpu", &t->tm, am);
+  gacc_acc *acc = shared;
+  int rc = shared ? KIO_OK : gacc_new(&acc, t->gpu ? "gpu" : "cpu", &t->tm, am);
   trn_range r = { &t->d, t->d.job_start[job], t->d.job_start[job + 1], t->pick };
   if (rc == KIO_OK) rc = trn_accumulate(&r, acc, 1);
   if (rc == KIO_OK) rc = gacc_get_stats(acc, out);
-  gacc_free(acc);
+  if (shared) {
+    if (rc == KIO_OK) rc = gacc_reset_stats(acc);
+  } else {
+    gacc_free(acc);
+  }
   trn_log_use(NULL);
   trn_log_close(lg);
   return rc;
@@ -134,15 +158,39 @@ static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_stats 
 
 static void *acc_thread(void *arg) {
   acc_job *j = arg;
-  j->rc = acc_one(j->t, j->job, j->am, j->x, j->out);
+  j->rc = acc_one(j->t, j->job, j->am, j->x, NULL, j->out);
   return NULL;
 }
 
+/* The GPU's time in an iteration's accumulation (--verbose). */
+static void log_acc_timing(const gacc_acc *acc, double total) {
+  gacc_timing tm;
+  gacc_get_timing(acc, &tm);
+  KIO_VLOG(1, "GPU accumulation: %.3f s for %ld batches (%ld from resident features), %ld "
+           "frames: set-up %.3f s, host sort %.3f s, staging/upload %.3f s, waiting for the "
+           "device %.3f s, likelihoods on the host %.3f s, fetching and resetting statistics "
+           "%.3f s, the rest (host batches, lines) %.3f s", total, tm.batches, tm.resident,
+           tm.frames, tm.setup, tm.sort, tm.stage, tm.wait, tm.like, tm.fetch,
+           total - (tm.setup + tm.sort + tm.stage + tm.wait + tm.like + tm.fetch));
+}
+
 /* Statistics of every job (stats[j], shaped here). CPU: jobs side by side
- * on the process's threads; GPU: one after the other. */
+ * on the process's threads, an accumulator each; GPU: one after the other
+ * on one accumulator (the model uploaded and the staging buffers made once
+ * per iteration), its statistics fetched and reset between jobs. */
 int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats) {
-  int nj = t->d.nj, par = t->gpu ? 1 : t->threads;
-  if (par < 1) par = 1;
+  int nj = t->d.nj;
+  if (t->gpu) {
+    double t0 = kio_now_s();
+    gacc_acc *acc = NULL;
+    int rc = gacc_new(&acc, "gpu", &t->tm, am);
+    if (rc == KIO_OK) gacc_use_dev_feats(acc, t->dfeats);
+    for (int j = 0; j < nj && rc == KIO_OK; j++) rc = acc_one(t, j, am, x, acc, &stats[j]);
+    if (rc == KIO_OK) log_acc_timing(acc, kio_now_s() - t0);
+    gacc_free(acc);
+    return rc;
+  }
+  int par = t->threads < 1 ? 1 : t->threads;
   acc_job *jobs = calloc((size_t)nj, sizeof *jobs);
   pthread_t *th = calloc((size_t)nj, sizeof *th);
   if (!jobs || !th) { free(jobs); free(th); KIO_ERROR("out of memory"); return KIO_ERR; }
@@ -203,6 +251,23 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
 
 /* ---- realignment of every job (align.X.JOB.log) ---- */
 
+/* The aligner reads the resident features on the device too. */
+static int register_dev_feats(trn_ctx *t, galign_aligner *a) {
+  int32_t n = t->d.n_store;
+  const kio_matrix **fp = malloc(sizeof *fp * (size_t)(n ? n : 1));
+  if (!fp) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  for (int32_t i = 0; i < n; i++) fp[i] = &t->d.feat_store[i];
+  const float *base;
+  const int64_t *row_off;
+  gacc_dev_feats_rows(t->dfeats, &base, &row_off);
+  int rc = galign_aligner_set_dev_feats(a, n, fp, base, row_off);
+  free(fp);
+  return rc;
+}
+
+/* All jobs are aligned in one pass (batches across jobs), with job 1's log
+ * in use (the model's lines and any of the aligner's); then each job's log
+ * gets its lines. */
 int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
   const trn_cfg *c = t->c;
   galign_opts o = c->align;
@@ -210,6 +275,9 @@ int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
   kio_am_gmm boosted;
   memset(&boosted, 0, sizeof boosted);
   galign_aligner *a = NULL;
+  double t_align = 0.0, t_setup = 0.0;
+  trn_ali_note *note = calloc((size_t)(t->d.n ? t->d.n : 1), sizeof *note);
+  if (!note) { KIO_ERROR("out of memory"); return KIO_ERR; }
   int rc = KIO_OK;
   for (int j = 0; j < t->d.nj && rc == KIO_OK; j++) {
     char path[4200], cmd[8600];
@@ -222,26 +290,42 @@ int trn_realign_jobs(trn_ctx *t, int x, float beam, int32_t stage) {
              (double)o.beam, (double)o.retry_beam, o.careful ? "true" : "false",
              (double)c->boost_silence, c->silence_csl, c->dir, x, j + 1, j + 1, c->dir, j + 1);
     trn_log *lg = trn_log_open(path, "gmm-align-compiled", cmd);
-    if (!lg) return KIO_ERR;
+    if (!lg) { rc = KIO_ERR; break; }
     trn_log_use(lg);
     trn_log_set_default(lg);
     if (j == 0) {
-      /* one model and aligner for all jobs */
+      /* one model and aligner for all jobs, one pass over them all */
+      double t0 = kio_now_s();
       rc = trn_boost_silence(&t->tm, &t->am, t->sil, t->nsil, c->boost_silence, &boosted);
       const kio_am_gmm *am = c->boost_silence != 1.0f ? &boosted : &t->am;
       if (rc == KIO_OK)
         rc = galign_aligner_new(&a, t->gpu ? GALIGN_GPU_YES : GALIGN_GPU_NO, &t->tm, am, &o);
+      if (rc == KIO_OK && t->dfeats) rc = register_dev_feats(t, a);
+      double t1 = kio_now_s();
+      trn_range all = { &t->d, 0, t->d.n, t->pick };
+      if (rc == KIO_OK) rc = trn_align(&t->d, &all, a, &t->tm, &o, t->threads, stage, note);
+      t_align = kio_now_s() - t0;
+      t_setup = t1 - t0;
     } else {
       trn_boost_lines(&t->tm, t->sil, t->nsil, c->boost_silence);
     }
     trn_range r = { &t->d, t->d.job_start[j], t->d.job_start[j + 1], t->pick };
-    if (rc == KIO_OK) rc = trn_align(&t->d, &r, a, &t->tm, &o, t->threads, stage);
+    if (rc == KIO_OK) trn_align_lines(&t->d, &r, note, &o);
     trn_log_set_default(NULL);
     trn_log_use(NULL);
     trn_log_close(lg);
   }
+  if (rc == KIO_OK) {  /* in the trainer's log, not a job's */
+    galign_aligner_stats st;
+    galign_aligner_get_stats(a, &st);
+    KIO_VLOG(1, "Realignment: %.3f s (model and aligner %.3f s; aligner's phases: likelihoods "
+             "%.3f s, Viterbi %.3f s, backtrace %.3f s, host copies %.3f s; %lld utterances from "
+             "resident features)", t_align, t_setup, st.loglike_s, st.viterbi_s,
+             st.backtrace_s, st.copy_s, (long long)galign_aligner_dev_feat_utts(a));
+  }
   galign_aligner_free(a);
   kio_am_gmm_free(&boosted);
+  free(note);
   return rc;
 }
 
@@ -267,6 +351,7 @@ int trn_equal_pass(trn_ctx *t) {
     gacc_acc *acc = NULL;
     kio_log_set_thread_program("gmm-acc-stats-ali");
     if (rc == KIO_OK) rc = gacc_new(&acc, t->gpu ? "gpu" : "cpu", &t->tm, &t->am);
+    if (rc == KIO_OK) gacc_use_dev_feats(acc, t->dfeats);
     if (rc == KIO_OK) rc = trn_accumulate(&r, acc, 1);
     if (rc == KIO_OK) rc = gacc_get_stats(acc, &stats[j]);
     kio_log_set_thread_program(NULL);
@@ -310,6 +395,7 @@ int trn_mllt_step(trn_ctx *t, int x) {
   int rc = mdl ? kio_model_read(mdl, &t->tm, &t->am) : KIO_ERR;
   free(mdl);
   if (rc == KIO_OK) rc = trn_data_reload_feats(&t->d, c->mllt_feats, x);
+  if (rc == KIO_OK) make_dev_feats(t);
   return rc;
 }
 
@@ -408,6 +494,7 @@ int trn_run(const trn_cfg *c) {
   free(mdl);
   if (pick_backend(c->use_gpu, &t.gpu) != KIO_OK) goto done;
   if (trn_data_load(&t.d, c, &t.tm) != KIO_OK) goto done;
+  make_dev_feats(&t);
   t.numgauss = c->start_gauss;
   double t0 = kio_now_s();
   if (c->stoch_batch > 0.0) {
@@ -429,6 +516,7 @@ int trn_run(const trn_cfg *c) {
     KIO_LOG("Trained in %.1f s (realignment %.1f s, accumulation %.1f s, estimation %.1f s)",
             kio_now_s() - t0, t.time_align, t.time_acc, t.time_est);
 done:
+  gacc_dev_feats_free(t.dfeats);
   trn_data_free(&t.d);
   kio_tmodel_free(&t.tm);
   kio_am_gmm_free(&t.am);

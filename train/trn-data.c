@@ -4,6 +4,7 @@
  * compile-train-graphs), speakers and the current alignments. */
 #include "train/trainer.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,83 @@ static int load_speakers(trn_data *d, const trn_cfg *c, const key_index *ki) {
   return rc;
 }
 
+/* One job's fsts.JOB.gz, written on a thread of its own once the job's
+ * graphs are compiled: the gzip children of the jobs run side by side (as
+ * the stock script's jobs do) while the next jobs compile, instead of one
+ * after the other on the critical path. The thread owns the job's log
+ * (compile_graphs.JOB.log) from then on and closes it. */
+typedef struct {
+  kio_writer *w;
+  trn_log *lg;
+  char **keys;
+  tgraph_graph *g;        /* bytes only (the CSR forms are the store's) */
+  int32_t n, cap;
+  int rc;
+  pthread_t th;
+  int started;
+} graph_out;
+
+static void graph_out_clear(graph_out *o) {
+  for (int32_t i = 0; i < o->n; i++) { free(o->keys[i]); tgraph_graph_free(&o->g[i]); }
+  free(o->keys);
+  free(o->g);
+  o->keys = NULL;
+  o->g = NULL;
+  o->n = o->cap = 0;
+}
+
+static int graph_out_add(graph_out *o, const char *key, tgraph_graph *g) {
+  if (o->n == o->cap) {
+    int32_t nc = o->cap ? 2 * o->cap : 512;
+    char **k = realloc(o->keys, sizeof *k * (size_t)nc);
+    if (k) o->keys = k;
+    tgraph_graph *gg = realloc(o->g, sizeof *gg * (size_t)nc);
+    if (gg) o->g = gg;
+    if (!k || !gg) { KIO_ERROR("out of memory"); return KIO_ERR; }
+    o->cap = nc;
+  }
+  if (!(o->keys[o->n] = strdup(key))) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  o->g[o->n++] = *g;  /* the bytes are taken */
+  memset(g, 0, sizeof *g);
+  return KIO_OK;
+}
+
+static void *graph_out_thread(void *arg) {
+  graph_out *o = arg;
+  trn_log_use(o->lg);
+  int rc = KIO_OK;
+  for (int32_t i = 0; i < o->n && rc == KIO_OK; i++) {
+    rc = kio_writer_write(o->w, o->keys[i], &o->g[i]);
+    tgraph_graph_free(&o->g[i]);
+  }
+  if (rc == KIO_OK) rc = kio_writer_close(o->w);
+  else kio_writer_discard(o->w);
+  o->w = NULL;
+  graph_out_clear(o);
+  trn_log_use(NULL);
+  trn_log_close(o->lg);
+  o->lg = NULL;
+  o->rc = rc;
+  return NULL;
+}
+
+/* Writes on a thread of its own (on this one if none can be made). */
+static void graph_out_start(graph_out *o) {
+  o->started = pthread_create(&o->th, NULL, graph_out_thread, o) == 0;
+  if (!o->started) graph_out_thread(o);
+}
+
+static int graph_out_finish(graph_out *o) {
+  if (o->started) pthread_join(o->th, NULL);
+  o->started = 0;
+  if (o->w) kio_writer_discard(o->w);  /* never handed to a thread */
+  o->w = NULL;
+  graph_out_clear(o);
+  trn_log_close(o->lg);
+  o->lg = NULL;
+  return o->rc;
+}
+
 static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const key_index *ki) {
   char *tree_path = path2(c->dir, "tree"), *lex = path2(c->lang, "L.fst");
   char *dis = path2(c->lang, "phones/disambig.int");
@@ -190,6 +268,9 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
   tgraph_opts_default(&go);
   go.transition_scale = 0.0f;  /* compile-train-graphs' defaults */
   go.self_loop_scale = 0.0f;
+  double t_compile = 0.0;
+  graph_out *outs = calloc((size_t)d->nj, sizeof *outs);
+  if (!outs) { KIO_ERROR("out of memory"); goto done; }
   if (!tree_path || !lex || !dis || kio_ctx_dep_read(tree_path, &tree) != KIO_OK ||
       tgraph_read_disambig(dis, KIO_KM_CTG_DISAMBIG, &disambig, &num_disambig) != KIO_OK ||
       tgraph_create(&gc, tm, &tree, lex, disambig, num_disambig, &go) != KIO_OK)
@@ -204,14 +285,13 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
   memset(keys, 0, sizeof keys);
   rc = KIO_OK;
   for (int j = 0; j < d->nj && rc == KIO_OK; j++) {
+    graph_out *go_j = &outs[j];
     char *rs = trn_subst(c->text_rspec, j + 1, -1);
     kio_seq_reader *r = NULL;
     if (!rs || kio_seq_open(&r, rs, &kio_int_vec_holder) != KIO_OK) { free(rs); rc = KIO_ERR; break; }
     /* with the graphs, compile_graphs.JOB.log: compile-train-graphs' lines,
      * as the stock script's job leaves them */
     char *wx = NULL, *logp = NULL, *cmd = NULL;
-    kio_writer *w = NULL;
-    trn_log *lg = NULL;
     if (asprintf(&wx, "ark:|gzip -c >%s/fsts.%d.gz", c->dir, j + 1) < 0) wx = NULL;
     if (asprintf(&logp, "%s/log/compile_graphs.%d.log", c->dir, j + 1) < 0) logp = NULL;
     if (wx && asprintf(&cmd, "compile-train-graphs --read-disambig-syms=%s %s %s/%d.mdl %s \"%s\" "
@@ -220,12 +300,13 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
                        wx) < 0)
       cmd = NULL;
     if (!wx || !logp || !cmd ||
-        (c->write_graphs && !(lg = trn_log_open(logp, "compile-train-graphs", cmd))))
+        (c->write_graphs && !(go_j->lg = trn_log_open(logp, "compile-train-graphs", cmd))))
       rc = KIO_ERR;
     free(logp);
     free(cmd);
-    if (rc == KIO_OK) trn_log_use(lg);
-    if (rc == KIO_OK && c->write_graphs && kio_writer_open(&w, wx, &tgraph_graph_holder) != KIO_OK)
+    if (rc == KIO_OK) trn_log_use(go_j->lg);
+    if (rc == KIO_OK && c->write_graphs &&
+        kio_writer_open(&go_j->w, wx, &tgraph_graph_holder) != KIO_OK)
       rc = KIO_ERR;
     long num_succeed = 0, num_fail = 0;
     while (rc == KIO_OK && !kio_seq_done(r)) {
@@ -237,21 +318,23 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
       }
       if (rc != KIO_OK) break;
       memset(out, 0, sizeof out);
-      int what = TGRAPH_CSR | (w ? TGRAPH_BYTES : 0);
+      int what = TGRAPH_CSR | (go_j->w ? TGRAPH_BYTES : 0);
+      double tc = kio_now_s();
       if (tgraph_compile(gc, n, words, what, c->threads, out) != KIO_OK) { rc = KIO_ERR; break; }
+      t_compile += kio_now_s() - tc;
       for (int i = 0; i < n; i++) {
-        if (out[i].empty) {
-          KIO_KALDI(CTG_EMPTY_GRAPH, keys[i]);
-          num_fail++;
-        } else {
-          num_succeed++;
-          if (w && rc == KIO_OK && kio_writer_write(w, keys[i], &out[i]) != KIO_OK) rc = KIO_ERR;
-        }
         int32_t ui = key_find(ki, keys[i]);
         if (ui >= 0 && !d->u[ui].graph) {
           d->graph_store[ui] = out[i].fst;
           memset(&out[i].fst, 0, sizeof out[i].fst);
           d->u[ui].graph = &d->graph_store[ui];
+        }
+        if (out[i].empty) {
+          KIO_KALDI(CTG_EMPTY_GRAPH, keys[i]);
+          num_fail++;
+        } else {
+          num_succeed++;
+          if (go_j->w && rc == KIO_OK) rc = graph_out_add(go_j, keys[i], &out[i]);
         }
         tgraph_graph_free(&out[i]);
       }
@@ -259,20 +342,21 @@ static int load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, cons
     if (rc == KIO_OK)
       KIO_KALDI(CTG_DONE, num_succeed, num_fail);
     if (r && kio_seq_close(r) != KIO_OK) rc = KIO_ERR;
-    if (w) {
-      if (rc == KIO_OK) {
-        if (kio_writer_close(w) != KIO_OK) rc = KIO_ERR;
-      } else {
-        kio_writer_discard(w);
-      }
-    }
     trn_log_use(NULL);
-    trn_log_close(lg);
+    if (rc == KIO_OK && go_j->w) graph_out_start(go_j);  /* the thread closes the log */
+    else if (rc == KIO_OK) { trn_log_close(go_j->lg); go_j->lg = NULL; }
     free(wx);
     free(rs);
   }
   for (int i = 0; i < BATCH; i++) { free(keys[i]); free(words[i].v); }
-done:
+done:;
+  double tw = kio_now_s();
+  for (int j = 0; outs && j < d->nj; j++)
+    if (graph_out_finish(&outs[j]) != KIO_OK) rc = KIO_ERR;
+  if (rc == KIO_OK)
+    KIO_VLOG(1, "Graphs: compiling %.2f s, then waiting %.2f s for the fsts.JOB.gz writers",
+             t_compile, kio_now_s() - tw);
+  free(outs);
   tgraph_free(gc);
   free(disambig);
   kio_ctx_dep_free(&tree);
@@ -289,8 +373,11 @@ static int load_ali(trn_data *d, const char *tmpl, const key_index *ki) {
     if (!rs || kio_seq_open(&r, rs, &kio_int_vec_holder) != KIO_OK) { free(rs); return KIO_ERR; }
     int rc = KIO_OK;
     for (; !kio_seq_done(r); kio_seq_next(r)) {
+      /* job j's alignments serve job j's utterances only, as each job of
+       * the scripts reads its own ali.JOB.gz (alignments made on another
+       * split of the data leave the others without one) */
       int32_t ui = key_find(ki, kio_seq_key(r));
-      if (ui < 0) continue;
+      if (ui < 0 || d->u[ui].job != j) continue;
       kio_int_vec v = {0, NULL};
       if (kio_seq_take(r, &v) != KIO_OK) { rc = KIO_ERR; break; }
       free(d->u[ui].ali);

@@ -171,28 +171,9 @@ static void *prep_thread(void *arg) {
 
 enum { ALIGN_CHUNK = 4096 };
 
-int trn_align(trn_data *d, const trn_range *r, galign_aligner *a, const kio_tmodel *tm,
-              const galign_opts *o, int threads, int32_t stage) {
-  int32_t n = 0;
-  for (int32_t i = r->lo; i < r->hi; i++)
-    if (picked(r, i) && d->u[i].graph) n++;
-  int32_t *idx = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-  galign_graph *g = calloc((size_t)(n ? n : 1), sizeof *g);
-  int *prc = calloc((size_t)(n ? n : 1), sizeof(int));
-  const galign_graph **gp = malloc(sizeof *gp * ALIGN_CHUNK);
-  const kio_matrix **fp = malloc(sizeof *fp * ALIGN_CHUNK);
-  galign_result *res = calloc(ALIGN_CHUNK, sizeof *res);
-  int32_t *slot = malloc(sizeof(int32_t) * ALIGN_CHUNK);
-  int rc = KIO_OK;
-  if (!idx || !g || !prc || !gp || !fp || !res || !slot) {
-    KIO_ERROR("out of memory");
-    rc = KIO_ERR;
-    goto done;
-  }
-  n = 0;
-  for (int32_t i = r->lo; i < r->hi; i++)
-    if (picked(r, i) && d->u[i].graph) idx[n++] = i;
-  /* graphs with this model's transition probabilities, on threads */
+/* Prepares graphs k0..k1 of idx on threads threads (g[k - k0]). */
+static int prepare_graphs(trn_data *d, const int32_t *idx, int32_t n, galign_graph *g, int *prc,
+                          const kio_tmodel *tm, const galign_opts *o, int threads) {
   if (threads < 1) threads = 1;
   if (threads > 64) threads = 64;
   prep_job pj[64];
@@ -208,53 +189,61 @@ int trn_align(trn_data *d, const trn_range *r, galign_aligner *a, const kio_tmod
     else prep_thread(&pj[t]);
   for (int t = 0; t < threads; t++) kio_log_replay(&pj[t].log);
   for (int32_t k = 0; k < n; k++)
-    if (prc[k] != KIO_OK) { rc = KIO_ERR; goto done; }
+    if (prc[k] != KIO_OK) return KIO_ERR;
+  return KIO_OK;
+}
 
-  long num_done = 0, num_err = 0, num_retry = 0;
-  double tot_like = 0.0;
-  int64_t frames = 0;
-  char b1[32];
-  for (int32_t k0 = 0; k0 < n; k0 += ALIGN_CHUNK) {
-    int32_t k1 = k0 + ALIGN_CHUNK < n ? k0 + ALIGN_CHUNK : n, m = 0;
-    for (int32_t k = k0; k < k1; k++) {
+int trn_align(trn_data *d, const trn_range *r, galign_aligner *a, const kio_tmodel *tm,
+              const galign_opts *o, int threads, int32_t stage, trn_ali_note *note) {
+  int32_t *idx = malloc(sizeof(int32_t) * ALIGN_CHUNK);
+  galign_graph *g = calloc(ALIGN_CHUNK, sizeof *g);
+  int *prc = calloc(ALIGN_CHUNK, sizeof(int));
+  const galign_graph **gp = malloc(sizeof *gp * ALIGN_CHUNK);
+  const kio_matrix **fp = malloc(sizeof *fp * ALIGN_CHUNK);
+  galign_result *res = calloc(ALIGN_CHUNK, sizeof *res);
+  int32_t *slot = malloc(sizeof(int32_t) * ALIGN_CHUNK);
+  int rc = KIO_OK;
+  if (!idx || !g || !prc || !gp || !fp || !res || !slot) {
+    KIO_ERROR("out of memory");
+    rc = KIO_ERR;
+    goto done;
+  }
+  /* Chunks of the range's utterances, whatever their jobs: the device gets
+   * large batches, and only a chunk's graphs are held with this model's
+   * transition probabilities at a time. */
+  for (int32_t i = r->lo; i < r->hi && rc == KIO_OK;) {
+    int32_t n = 0;
+    for (; i < r->hi && n < ALIGN_CHUNK; i++) {
+      note[i].state = TRN_ALI_NONE;
+      if (picked(r, i) && d->u[i].graph) idx[n++] = i;
+    }
+    if (prepare_graphs(d, idx, n, g, prc, tm, o, threads) != KIO_OK) { rc = KIO_ERR; break; }
+    int32_t m = 0;
+    for (int32_t k = 0; k < n; k++) {
       const trn_utt *u = &d->u[idx[k]];
-      slot[k - k0] = -1;
+      slot[k] = -1;
       if (u->feats->rows == 0 || u->graph->start < 0) continue;
-      slot[k - k0] = m;
+      slot[k] = m;
       gp[m] = &g[k];
       fp[m] = u->feats;
       m++;
     }
-    if (m > 0 && galign_align_batch(a, m, gp, fp, 0, res) != KIO_OK) { rc = KIO_ERR; goto done; }
-    for (int32_t k = k0; k < k1; k++) {
+    if (m > 0 && galign_align_batch(a, m, gp, fp, 0, res) != KIO_OK) { rc = KIO_ERR; break; }
+    for (int32_t k = 0; k < n; k++) {
       trn_utt *u = &d->u[idx[k]];
+      trn_ali_note *nt = &note[idx[k]];
       free(u->ali);
       u->ali = NULL;
       u->ali_len = 0;
-      if (u->feats->rows == 0) {
-        KIO_KALDI(GAC_ZERO_LENGTH, u->key);
-        num_err++;
-        continue;
-      }
-      KIO_KALDI(GAC_KEY, u->key);
-      if (u->graph->start < 0) {
-        KIO_KALDI(ALIGN_EMPTY_GRAPH, u->key);
-        num_err++;
-        continue;
-      }
-      galign_result *rs = &res[slot[k - k0]];
-      if (rs->retried) {
-        num_retry++;
-        KIO_KALDI(ALIGN_RETRY, u->key, kio_fmt_g(b1, o->retry_beam));
-      }
-      if (!rs->ok) {
-        KIO_KALDI(ALIGN_FAILED, u->key, (int)u->feats->rows);
-        num_err++;
-        continue;
-      }
-      num_done++;
-      tot_like += rs->like;
-      frames += u->feats->rows;
+      nt->retried = 0;
+      nt->like = 0.0f;
+      if (u->feats->rows == 0) { nt->state = TRN_ALI_ZERO_LENGTH; continue; }
+      if (u->graph->start < 0) { nt->state = TRN_ALI_EMPTY_GRAPH; continue; }
+      galign_result *rs = &res[slot[k]];
+      nt->retried = (uint8_t)(rs->retried != 0);
+      if (!rs->ok) { nt->state = TRN_ALI_FAILED; continue; }
+      nt->state = TRN_ALI_OK;
+      nt->like = rs->like;
       u->ali = rs->ali;  /* taken */
       rs->ali = NULL;
       u->ali_len = u->feats->rows;
@@ -262,11 +251,9 @@ int trn_align(trn_data *d, const trn_range *r, galign_aligner *a, const kio_tmod
     }
     for (int32_t s = 0; s < m; s++) galign_result_free(&res[s]);
   }
-  KIO_KALDI(GAC_OVERALL, kio_fmt_g(b1, tot_like / (double)frames), (long long)frames);
-  KIO_KALDI(GAC_RETRIED, num_retry, num_done + num_err);
-  KIO_KALDI(GAC_DONE, num_done, num_err);
 done:
-  for (int32_t k = 0; g && k < n; k++) galign_graph_free(&g[k]);
+  for (int32_t k = 0; g && k < ALIGN_CHUNK; k++) galign_graph_free(&g[k]);
+  for (int32_t s = 0; res && s < ALIGN_CHUNK; s++) galign_result_free(&res[s]);
   free(idx);
   free(g);
   free(prc);
@@ -275,6 +262,45 @@ done:
   free(res);
   free(slot);
   return rc;
+}
+
+void trn_align_lines(const trn_data *d, const trn_range *r, const trn_ali_note *note,
+                     const galign_opts *o) {
+  long num_done = 0, num_err = 0, num_retry = 0;
+  double tot_like = 0.0;
+  int64_t frames = 0;
+  char b1[32];
+  for (int32_t i = r->lo; i < r->hi; i++) {
+    const trn_utt *u = &d->u[i];
+    const trn_ali_note *nt = &note[i];
+    if (nt->state == TRN_ALI_NONE) continue;
+    if (nt->state == TRN_ALI_ZERO_LENGTH) {
+      KIO_KALDI(GAC_ZERO_LENGTH, u->key);
+      num_err++;
+      continue;
+    }
+    KIO_KALDI(GAC_KEY, u->key);
+    if (nt->state == TRN_ALI_EMPTY_GRAPH) {
+      KIO_KALDI(ALIGN_EMPTY_GRAPH, u->key);
+      num_err++;
+      continue;
+    }
+    if (nt->retried) {
+      num_retry++;
+      KIO_KALDI(ALIGN_RETRY, u->key, kio_fmt_g(b1, o->retry_beam));
+    }
+    if (nt->state == TRN_ALI_FAILED) {
+      KIO_KALDI(ALIGN_FAILED, u->key, (int)u->feats->rows);
+      num_err++;
+      continue;
+    }
+    num_done++;
+    tot_like += nt->like;
+    frames += u->feats->rows;
+  }
+  KIO_KALDI(GAC_OVERALL, kio_fmt_g(b1, tot_like / (double)frames), (long long)frames);
+  KIO_KALDI(GAC_RETRIED, num_retry, num_done + num_err);
+  KIO_KALDI(GAC_DONE, num_done, num_err);
 }
 
 /* ---- accumulation ---- */

@@ -29,11 +29,23 @@ typedef struct {
 /* Equal alignments for the range's utterances (their ali replaced). */
 int trn_equal_align(trn_data *d, const trn_range *r);
 
+/* What realignment did to an utterance (its lines are logged later, job by
+ * job, by trn_align_lines). */
+enum { TRN_ALI_NONE = 0, TRN_ALI_ZERO_LENGTH, TRN_ALI_EMPTY_GRAPH, TRN_ALI_FAILED, TRN_ALI_OK };
+typedef struct {
+  uint8_t state, retried;
+  float like;
+} trn_ali_note;
+
 /* Realigns the range's utterances with aligner a (graphs prepared with tm
- * and o on threads threads); failures leave the utterance without
- * alignment. Kaldi's per-utterance and closing lines. */
+ * and o on threads threads), in batches that may span jobs; failures leave
+ * the utterance without alignment. note (per utterance of d) receives what
+ * happened to each utterance of the range. */
 int trn_align(trn_data *d, const trn_range *r, galign_aligner *a, const kio_tmodel *tm,
-              const galign_opts *o, int threads, int32_t stage);
+              const galign_opts *o, int threads, int32_t stage, trn_ali_note *note);
+/* gmm-align-compiled's per-utterance and closing lines for the range. */
+void trn_align_lines(const trn_data *d, const trn_range *r, const trn_ali_note *note,
+                     const galign_opts *o);
 
 /* Accumulates the range's utterances with acc (their alignments), in order;
  * gmm-acc-stats-ali's lines when lines is nonzero. */

@@ -3,7 +3,8 @@
 # comparison report:
 #   dev/device/recipe-device.sh [options] INPUT_DIR OUT_DIR
 # INPUT_DIR holds kaldi-bin.tar.xz, synth-s5.tar.xz and unpack.sh (and, if
-# packed with `pack` below, gmmbin-gpu/ and tools/ali-compare). Unpacks into
+# packed with `pack` below, gmmbin-gpu/, tools/ali-compare and
+# tools/blas-order-check). Unpacks into
 # WORK (default /tmp/recipe-device/work), runs egs/synth/s5/run.sh all-Kaldi
 # (--exp exp_kaldi), then with our programs (--exp exp_ours), one after the
 # other, then tools/compare-recipe.sh. Writes into OUT_DIR: progress.log
@@ -48,6 +49,7 @@ case ${1:-} in
     [ -z "${RECIPE_SEED:-}" ] || cp "$RECIPE_SEED" "$s/in/seed.tgz" || exit 1
     for f in "$top"/gmmbin-gpu/*; do case $f in *.c|*.h) ;; *) [ -x "$f" ] && strip -o "$s/in/gmmbin-gpu/${f##*/}" "$f" ;; esac; done
     strip -o "$s/in/tools/ali-compare" "$top/build/tools/ali-compare" || exit 1
+    strip -o "$s/in/tools/blas-order-check" "$top/build/tools/blas-order-check" || exit 1
     chmod +x "$s/in/gmmbin-gpu"/* "$s/in/tools"/*
     rm -rf "$2"; mkdir -p "$2"
     tar -C "$s/in" -cf - . | split -b "${RECIPE_PART_SIZE:-24M}" -d - "$2/part."

@@ -7,7 +7,11 @@
 # alignments are the same bytes; then one training iteration over ~1000 h of
 # replicated data once resident (gmm-train-gpu --dev-replicate, an
 # accumulation-and-update iteration, then a realigning one as far as the time
-# left allows).
+# left allows). Our trainer runs at --verbose=1: summary.md quotes its own
+# split of the time (graphs: compiling and the fsts.JOB.gz writers;
+# realignment and the aligner's phases; the GPU accumulation's set-up, sort,
+# upload, device wait, host likelihoods, fetch) and, when the pack has it,
+# tools/blas-order-check's comparison with the bundle's OpenBLAS on this core.
 #
 #   dev/device/trainer-device.sh [--nj N] [--train DIR] [--replicate R]
 #                                [--budget SECONDS] [--steps "mono deltas big"]
@@ -62,14 +66,25 @@ export KALDI_BUNDLE=$w/kaldi/kb
 cd "$w/synth-s5" || exit 1
 . ./path.sh
 # Kaldi's programs for the stock scripts; ours only through steps-gpu (the
-# trainer alone on PATH, after Kaldi's).
-mkdir -p "$base/trainer-bin" && ln -sf "$gpu_bin/gmm-train-gpu" "$base/trainer-bin/gmm-train-gpu"
+# trainer alone on PATH, after Kaldi's), at --verbose=1 so that its log
+# splits the time (graphs, realignment, accumulation on the device).
+mkdir -p "$base/trainer-bin" && rm -f "$base/trainer-bin/gmm-train-gpu" &&
+  printf '#!/bin/sh\nexec "%s" --verbose=1 "$@"\n' "$gpu_bin/gmm-train-gpu" >"$base/trainer-bin/gmm-train-gpu" &&
+  chmod +x "$base/trainer-bin/gmm-train-gpu" || exit 1
 export PATH=$base/trainer-bin:$PATH
 gpu=$top/steps-gpu
 e=exp_trn
 mkdir -p $e
 say "trainer-device: --nj $nj --train $train --replicate $replicate --budget $budget; $(nvidia-smi -L 2>/dev/null | head -1)"
 say "rounding: $("$gpu_bin/kaldi-gpu-service" --print-rounding 2>/dev/null | cut -f1,3)"
+# Our OpenBLAS orders (gmm-est's sums among them) against the Kaldi's library
+# on this host's core, when the pack has the checker.
+blas_check=""
+if [ -x "$base/in/tools/blas-order-check" ]; then
+  blas_check=$("$base/in/tools/blas-order-check" --quick "$w/kaldi/kb/lib/libopenblas.so.0" 2>&1 |
+               grep -E '^(core|profile|[a-z]+ mismatches)' | paste -sd';' -)
+  say "blas-order-check: $blas_check"
+fi
 
 # timed NAME COMMAND...: wall seconds into $e/NAME.time, output in $e/NAME.out
 declare -A secs
@@ -99,6 +114,11 @@ same() {  # DIR_K DIR_G: the same final.mdl and alignments?
 }
 ratio() { awk -v k="${secs[$1]:-}" -v g="${secs[$2]:-}" 'BEGIN { if (k ~ /^[0-9.]+$/ && g ~ /^[0-9.]+$/ && g > 0) printf "%.1f×", k / g; else print "-" }'; }
 rows=()
+# The trainer's own account of its time (its log at --verbose=1).
+timing_lines() {
+  grep -hE "Resident|resident on the GPU|Graphs:|Iteration [0-9]+:|Realignment:|GPU accumulation:|Trained in" "$1" |
+    sed -E 's/^(LOG|VLOG\[[0-9]\]) \([^ ]*\) //'
+}
 
 nmono=$(wc -l <"$train/utt2spk"); [ "$nmono" -gt 1500 ] && nmono=1500
 mono_data=${train}_${nmono}short
@@ -154,12 +174,12 @@ if [[ " $steps " == *" big "* ]] && [ -f $e/tri1_g/final.mdl ]; then
   feats="ark,s,cs:apply-cmvn --utt2spk=ark:$sdata/JOB/utt2spk scp:$sdata/JOB/cmvn.scp scp:$sdata/JOB/feats.scp ark:- | add-deltas ark:- ark:- |"
   tv=(); [ -x /usr/bin/time ] && tv=(/usr/bin/time -v)
   # alone on the device: a quarter of it (the default budget is 2 GiB)
-  timed big env KALDI_GPU_MEMORY="${BIG_GPU_MEMORY:-25%}" "${tv[@]}" gmm-train-gpu --use-gpu=yes --nj="$bnj" --lang=data/lang --sdata="$sdata" \
+  timed big env KALDI_GPU_MEMORY="${BIG_GPU_MEMORY:-25%}" "${tv[@]}" "$gpu_bin/gmm-train-gpu" --verbose=1 --use-gpu=yes --nj="$bnj" --lang=data/lang --sdata="$sdata" \
     --feats="$feats" --text="ark:utils/sym2int.pl --map-oov $oov -f 2- data/lang/words.txt < $sdata/JOB/text |" \
     --start-iter=1 "--ali-in=ark:gunzip -c $b/ali.JOB.gz|" --start-gauss="$ng" --inc-gauss=0 \
     --num-iters=3 --realign-iters=2 --boost-silence=1.0 --silence-phones="$(cat data/lang/phones/optional_silence.csl)" \
     --dev-replicate="$replicate" $b
-  big_lines=$(grep -hE "Resident|Iteration [0-9]+:|Trained in" $e/big.out | sed -E 's/^LOG \([^ ]*\) //')
+  big_lines=$(timing_lines $e/big.out)
   rss=$(awk -F': ' '/Maximum resident/ { printf "%.1f GiB", $2 / 1048576 }' $e/big.out)
 fi
 
@@ -172,6 +192,16 @@ fi
   echo "|---|---:|---:|---:|---|"
   for r in "${rows[@]}"; do echo "$r"; done
   [ -n "${secs[mono_ali]:-}" ] && echo && echo "(Kaldi's align_si of mono, the input of both train_deltas: ${secs[mono_ali]} s)"
+  [ -n "$blas_check" ] && echo && echo "blas-order-check (ours against the bundle's OpenBLAS on this core): $blas_check"
+  for x in mono_g tri1_g; do
+    [ -f $e/$x/log/train.log ] || continue
+    echo
+    echo "steps-gpu $x, the trainer's log (--verbose=1):"
+    echo
+    echo '```'
+    timing_lines $e/$x/log/train.log
+    echo '```'
+  done
   if [ -n "$big_lines" ]; then
     echo
     echo "One process over $train × $replicate (gmm-train-gpu --dev-replicate=$replicate, GPU), ${secs[big]:-?} s in all, peak host memory ${rss:-?}:"

@@ -8,6 +8,11 @@
  *   daxpy  cblas_dger (Kaldi's mean/variance statistics) with its fused
  *          prefix kio_blas_daxpy_fused;
  *   saxpy  cblas_saxpy (add-deltas) with kio_blas_saxpy_fused;
+ *   ssum   VectorBase<float>::Sum (cblas_sdot with a stride-0 one: gmm-est's
+ *          transition update) with base/matrix/blas-level1.h's kio_blas_ssum;
+ *   dsum   the same for double (cblas_ddot) with kio_blas_dsum;
+ *   sdot   cblas_sdot (gmm-est's objective lines) with kio_blas_sdot (not
+ *          counted in the exit status for Sandybridge and Nehalem);
  *   sgemm  cblas_sgemm (transform-feats: out = in * W^T, Kaldi's strides)
  *          with base/matrix/blas-gemm.c's plan run by base/feat/feat-gemm.c,
  *          at 1, 2, 3, 4, 8 and 16 OpenBLAS threads (openblas_set_num_threads).
@@ -30,6 +35,7 @@
 
 #include "base/feat/feat-ops.h"
 #include "base/matrix/blas-gemm.h"
+#include "base/matrix/blas-level1.h"
 #include "base/matrix/blas-order.h"
 #include "base/matrix/blas-profile.h"
 #include "base/program/program.h"
@@ -39,6 +45,8 @@ typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const fl
 typedef void (*dger_fn)(int, int, int, double, const double *, int, const double *, int,
                         double *, int);
 typedef void (*saxpy_fn)(int, float, const float *, int, float *, int);
+typedef float (*sdot_fn)(int, const float *, int, const float *, int);
+typedef double (*ddot_fn)(int, const double *, int, const double *, int);
 typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *,
                          int, float, float *, int);
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
@@ -118,6 +126,37 @@ static void check_saxpy(saxpy_fn saxpy, int trials) {
   }
 }
 
+/* Sums of probabilities and counts as gmm-est forms them (a few entries
+ * near 1, or thousands of occupancies). */
+static void check_sums(sdot_fn sdot, ddot_fn ddot, int trials) {
+  static float x[300];
+  static double xd[300];
+  const float one = 1.0f;
+  const double done = 1.0;
+  for (int t = 0; t < trials; t++) {
+    int n = 1 + t % 300;
+    float scale = t % 2 ? 1.0f / (float)n : 1000.0f;
+    for (int i = 0; i < n; i++) x[i] = frand(0, 2) * scale, xd[i] = urand() * scale;
+    float a = sdot(n, x, 1, &one, 0), b = kio_blas_ssum(prof, n, x);
+    double ad = ddot(n, xd, 1, &done, 0), bd = kio_blas_dsum(prof, n, xd);
+    total += 2;
+    bad += (memcmp(&a, &b, sizeof a) != 0) + (memcmp(&ad, &bd, sizeof ad) != 0);
+  }
+}
+
+/* cblas_sdot (gmm-est's objective lines) with kio_blas_sdot: reproduced for
+ * the SkylakeX, Haswell and Prescott kernels (blas-level1.h). */
+static void check_sdot(sdot_fn sdot, int trials) {
+  static float x[700], y[700];
+  for (int t = 0; t < trials; t++) {
+    int n = 1 + t % 600, off = t % 3;  /* off: the kernels' alignment paths */
+    for (int i = 0; i < n + off; i++) x[i] = frand(-1, 1), y[i] = frand(-100, 100);
+    float a = sdot(n, x + off, 1, y + off, 1), b = kio_blas_sdot(prof, n, x + off, y + off);
+    total++;
+    bad += memcmp(&a, &b, sizeof a) != 0;
+  }
+}
+
 static void check_sgemm(sgemm_fn sgemm, void (*set_threads)(int), int trials, const int *tab) {
   static const int threads[] = {1, 2, 3, 4, 8, 16};
   enum { MAXT = 400, MAXK = 1100, MAXM = 64 };
@@ -186,9 +225,11 @@ int main(int argc, char **argv) {
   dger_fn dger = (dger_fn)dlsym(h, "cblas_dger");
   saxpy_fn saxpy = (saxpy_fn)dlsym(h, "cblas_saxpy");
   sgemm_fn sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
+  sdot_fn sdot = (sdot_fn)dlsym(h, "cblas_sdot");
+  ddot_fn ddot = (ddot_fn)dlsym(h, "cblas_ddot");
   void (*set_threads)(int) = (void (*)(int))dlsym(h, "openblas_set_num_threads");
   const char *(*core)(void) = (const char *(*)(void))dlsym(h, "openblas_get_corename");
-  if (!sgemv || !dger || !saxpy || !sgemm || !set_threads || !core) {
+  if (!sgemv || !dger || !saxpy || !sgemm || !sdot || !ddot || !set_threads || !core) {
     fprintf(stderr, "blas-order-check: %s is no OpenBLAS (cblas_* or openblas_* missing)\n", argv[i]);
     return 2;
   }
@@ -219,6 +260,13 @@ int main(int argc, char **argv) {
   report("daxpy"), all += bad, bad = total = 0;
   check_saxpy(saxpy, quick ? 300 : 3000);
   report("saxpy"), all += bad, bad = total = 0;
+  check_sums(sdot, ddot, quick ? 300 : 3000);
+  report("sums"), all += bad, bad = total = 0;
+  check_sdot(sdot, quick ? 600 : 6000);
+  report("sdot");
+  /* counted where we claim it (the other profiles: a last bit may differ) */
+  if (kio_blas_fused(prof) || prof == KIO_BLAS_SSE) all += bad;
+  bad = total = 0;
   check_sgemm(sgemm, set_threads, quick ? 60 : 600, tab);
   report("sgemm"), all += bad;
   return all ? 1 : 0;

@@ -332,51 +332,69 @@ END_TEST
  * a context of its own (gpu-acc/acc-remote.c): statistics loaded into a
  * new device accumulator (gacc_cuda_load), then the rest of the
  * utterances, give the bits of one accumulator over all of them. */
-START_TEST(gpu_continues_from_loaded_stats) {
-  select_gpu();
+/* Up to MAXU utterances of the mono fixtures (features, alignments). */
+enum { MAXU = 64 };
+typedef struct {
   kio_tmodel tm;
   kio_am_gmm am;
-  memset(&tm, 0, sizeof tm);
-  memset(&am, 0, sizeof am);
-  ck_assert_int_eq(kio_model_read("models/mono/final.mdl", &tm, &am), KIO_OK);
-  kio_seq_reader *r = NULL;
-  kio_ra_reader *ra = NULL;
-  ck_assert_int_eq(kio_seq_open(&r, "ark:feats/delta.ark", &kio_matrix_holder), KIO_OK);
-  ck_assert_int_eq(kio_ra_open(&ra, "ark:kaldi/mono/ali.ark", &kio_int_vec_holder), KIO_OK);
-  enum { MAXU = 64 };
   kio_matrix m[MAXU];
   int32_t *a[MAXU];
   char *keys[MAXU];
   gacc_utt u[MAXU];
-  gacc_utt_result res[MAXU];
-  int n = 0;
-  memset(m, 0, sizeof m);
-  for (; !kio_seq_done(r) && n < MAXU; kio_seq_next(r)) {
+  int n;
+} mono_utts;
+
+static void mono_load(mono_utts *d) {
+  memset(d, 0, sizeof *d);
+  ck_assert_int_eq(kio_model_read("models/mono/final.mdl", &d->tm, &d->am), KIO_OK);
+  kio_seq_reader *r = NULL;
+  kio_ra_reader *ra = NULL;
+  ck_assert_int_eq(kio_seq_open(&r, "ark:feats/delta.ark", &kio_matrix_holder), KIO_OK);
+  ck_assert_int_eq(kio_ra_open(&ra, "ark:kaldi/mono/ali.ark", &kio_int_vec_holder), KIO_OK);
+  for (; !kio_seq_done(r) && d->n < MAXU; kio_seq_next(r)) {
+    int n = d->n;
     const kio_matrix *f = kio_seq_value(r);
     const kio_int_vec *v = kio_ra_value(ra, kio_seq_key(r));
     ck_assert(v && v->n == f->rows);
-    ck_assert_int_eq(kio_matrix_resize(&m[n], f->rows, f->cols), KIO_OK);
-    memcpy(m[n].data, f->data, sizeof(float) * (size_t)f->rows * (size_t)f->cols);
-    a[n] = malloc(sizeof(int32_t) * (size_t)v->n);
-    memcpy(a[n], v->v, sizeof(int32_t) * (size_t)v->n);
-    keys[n] = strdup(kio_seq_key(r));
-    u[n] = (gacc_utt){keys[n], &m[n], a[n]};
-    n++;
+    ck_assert_int_eq(kio_matrix_resize(&d->m[n], f->rows, f->cols), KIO_OK);
+    memcpy(d->m[n].data, f->data, sizeof(float) * (size_t)f->rows * (size_t)f->cols);
+    d->a[n] = malloc(sizeof(int32_t) * (size_t)v->n);
+    memcpy(d->a[n], v->v, sizeof(int32_t) * (size_t)v->n);
+    d->keys[n] = strdup(kio_seq_key(r));
+    d->u[n] = (gacc_utt){d->keys[n], &d->m[n], d->a[n]};
+    d->n++;
   }
   kio_seq_close(r);
   kio_ra_close(ra);
-  ck_assert_int_ge(n, 4);
-  int half = n / 2;
+  ck_assert_int_ge(d->n, 4);
+}
+
+static void mono_free(mono_utts *d) {
+  for (int i = 0; i < d->n; i++) {
+    kio_matrix_free(&d->m[i]);
+    free(d->a[i]);
+    free(d->keys[i]);
+  }
+  kio_tmodel_free(&d->tm);
+  kio_am_gmm_free(&d->am);
+}
+
+START_TEST(gpu_continues_from_loaded_stats) {
+  select_gpu();
+  mono_utts d;
+  mono_load(&d);
+  gacc_utt_result res[MAXU];
+  int n = d.n, half = n / 2;
   gacc_acc *all, *first, *rest;
-  ck_assert_int_eq(gacc_new(&all, "cpu", &tm, &am), KIO_OK);
-  ck_assert_int_eq(gacc_accumulate_batch(all, n, u, res), KIO_OK);
-  ck_assert_int_eq(gacc_new(&first, "cpu", &tm, &am), KIO_OK);
-  ck_assert_int_eq(gacc_accumulate_batch(first, half, u, res), KIO_OK);
-  ck_assert_int_eq(gacc_new(&rest, "gpu", &tm, &am), KIO_OK);
+  ck_assert_int_eq(gacc_new(&all, "cpu", &d.tm, &d.am), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(all, n, d.u, res), KIO_OK);
+  ck_assert_int_eq(gacc_new(&first, "cpu", &d.tm, &d.am), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(first, half, d.u, res), KIO_OK);
+  ck_assert_int_eq(gacc_new(&rest, "gpu", &d.tm, &d.am), KIO_OK);
   ck_assert_int_eq(gacc_cuda_load(rest->cuda, &first->st), KIO_OK);
   rest->st.total_like = first->st.total_like;
   rest->st.total_frames = first->st.total_frames;
-  ck_assert_int_eq(gacc_accumulate_batch(rest, n - half, u + half, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(rest, n - half, d.u + half, res), KIO_OK);
   gacc_stats sa, sr;
   memset(&sa, 0, sizeof sa);
   memset(&sr, 0, sizeof sr);
@@ -389,13 +407,102 @@ START_TEST(gpu_continues_from_loaded_stats) {
   gacc_free(all);
   gacc_free(first);
   gacc_free(rest);
-  for (int i = 0; i < n; i++) {
-    kio_matrix_free(&m[i]);
-    free(a[i]);
-    free(keys[i]);
-  }
-  kio_tmodel_free(&tm);
-  kio_am_gmm_free(&am);
+  mono_free(&d);
+}
+END_TEST
+
+/* One accumulator for two jobs in turn (the trainer's GPU path): after
+ * gacc_reset_stats the second job's statistics and totals are those of a
+ * fresh accumulator, bit for bit. */
+START_TEST(gpu_reset_serves_another_job) {
+  select_gpu();
+  mono_utts d;
+  mono_load(&d);
+  gacc_utt_result res[MAXU];
+  int half = d.n / 2;
+  gacc_acc *shared, *fresh;
+  ck_assert_int_eq(gacc_new(&shared, "gpu", &d.tm, &d.am), KIO_OK);
+  ck_assert_int_eq(gacc_new(&fresh, "gpu", &d.tm, &d.am), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(shared, half, d.u, res), KIO_OK);
+  gacc_stats s1, s2, sf;
+  memset(&s1, 0, sizeof s1);
+  memset(&s2, 0, sizeof s2);
+  memset(&sf, 0, sizeof sf);
+  ck_assert_int_eq(gacc_get_stats(shared, &s1), KIO_OK);
+  ck_assert_int_eq(gacc_reset_stats(shared), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(shared, d.n - half, d.u + half, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(fresh, d.n - half, d.u + half, res), KIO_OK);
+  ck_assert_int_eq(gacc_get_stats(shared, &s2), KIO_OK);
+  ck_assert_int_eq(gacc_get_stats(fresh, &sf), KIO_OK);
+  ck_assert(s1.total_frames > 0 && s2.total_frames > 0);
+  ck_assert(s2.total_like == sf.total_like && s2.total_frames == sf.total_frames);
+  ck_assert_msg(stats_identical(&s2, &sf), "statistics after a reset differ from a fresh run's");
+  double like, like_f;
+  int64_t frames, frames_f;
+  ck_assert_int_eq(gacc_get_totals(shared, &like, &frames), KIO_OK);
+  ck_assert_int_eq(gacc_get_totals(fresh, &like_f, &frames_f), KIO_OK);
+  ck_assert(like == like_f && frames == frames_f);
+  gacc_timing tm;
+  gacc_get_timing(shared, &tm);
+  ck_assert_int_eq(tm.batches, 2);
+  ck_assert_int_eq(tm.frames, (long)(s1.total_frames + s2.total_frames));
+  gacc_stats_free(&s1);
+  gacc_stats_free(&s2);
+  gacc_stats_free(&sf);
+  gacc_free(shared);
+  gacc_free(fresh);
+  mono_free(&d);
+}
+END_TEST
+
+/* Resident features (gacc_dev_feats): batches read from the device copy
+ * give the uploaded batches' statistics bit for bit; a batch with one
+ * matrix outside the copy is uploaded as before. */
+START_TEST(gpu_dev_feats_equal_upload) {
+  select_gpu();
+  mono_utts d;
+  mono_load(&d);
+  gacc_utt_result res[MAXU];
+  int half = d.n / 2;
+  gacc_dev_feats *f = NULL;
+  char why[256];
+  /* the first half resident, in reverse order (the device rows need not
+   * follow the batches' order) */
+  kio_matrix rev[MAXU];
+  for (int i = 0; i < half; i++) rev[i] = d.m[half - 1 - i];
+  ck_assert_msg(gacc_dev_feats_new(&f, half, rev, why, sizeof why) == KIO_OK, "%s", why);
+  const float *base;
+  const int64_t *row_off;
+  gacc_dev_feats_rows(f, &base, &row_off);
+  ck_assert(base != NULL && row_off[0] == 0 && row_off[1] == rev[0].rows);
+  gacc_acc *up, *dev;
+  ck_assert_int_eq(gacc_new(&up, "gpu", &d.tm, &d.am), KIO_OK);
+  ck_assert_int_eq(gacc_new(&dev, "gpu", &d.tm, &d.am), KIO_OK);
+  gacc_use_dev_feats(dev, f);
+  /* all resident, then a batch that reaches past them */
+  ck_assert_int_eq(gacc_accumulate_batch(up, half, d.u, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(dev, half, d.u, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(up, d.n - half + 1, d.u + half - 1, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(dev, d.n - half + 1, d.u + half - 1, res), KIO_OK);
+  gacc_stats su, sd;
+  memset(&su, 0, sizeof su);
+  memset(&sd, 0, sizeof sd);
+  ck_assert_int_eq(gacc_get_stats(up, &su), KIO_OK);
+  ck_assert_int_eq(gacc_get_stats(dev, &sd), KIO_OK);
+  ck_assert(su.total_like == sd.total_like && su.total_frames == sd.total_frames);
+  ck_assert_msg(stats_identical(&su, &sd), "statistics from resident features differ");
+  gacc_timing tu, td;
+  gacc_get_timing(up, &tu);
+  gacc_get_timing(dev, &td);
+  ck_assert_int_eq(tu.resident, 0);
+  ck_assert_int_eq(td.resident, 1);  /* the first batch; the second was uploaded */
+  ck_assert_int_eq(td.batches, 2);
+  gacc_stats_free(&su);
+  gacc_stats_free(&sd);
+  gacc_free(up);
+  gacc_free(dev);
+  gacc_dev_feats_free(f);
+  mono_free(&d);
 }
 END_TEST
 
@@ -415,6 +522,8 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, gpu_async_equals_sync);
   tcase_add_test(t, gpu_async_bad_like_logged_at_wait);
   tcase_add_test(t, gpu_continues_from_loaded_stats);
+  tcase_add_test(t, gpu_reset_serves_another_job);
+  tcase_add_test(t, gpu_dev_feats_equal_upload);
   suite_add_tcase(s, t);
   return s;
 }
