@@ -158,7 +158,7 @@ int kga_fused_archive(kga_fused *f, const char *graphs, const char *feats,
   f->like0 = f->like;
   f->frames0 = f->frames;
   kga_archive_ext ext = {after_open, accumulate, before_summary, after_summary, f};
-  kga_align_counts n;
+  kga_align_counts n = {0};  /* what a refused call reports */
   int st = kga_busy_take(&c, &f->al.busy);
   if (st != KGA_OK) return kga_call_end(&c, st);
   st = kga_archive_lock(&c);

@@ -234,7 +234,7 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
   kio_log_set_thread_program("gmm-sum-accs");
   int rc = trn_est_sum_jobs((gacc_stats *const *)jobs, nj, &sum, 1);
   kio_log_set_thread_program(NULL);
-  trn_est_report rep;
+  trn_est_report rep = {0};  /* a failed update leaves last_like 0 */
   if (rc == KIO_OK) rc = trn_est_update_traced(eo, &sum, &t->tm, &t->am, occs, &rep, trace);
   if (rc == KIO_OK) rc = write_model(c->dir, x + 1, &t->tm, &t->am);
   if (rc == KIO_OK) {
