@@ -11,22 +11,18 @@
  *   3. softmax per frame (one thread per frame, ascending m, glibc's expf
  *      algorithm), counts the frame's transition-id;
  *   4. writes the posteriors to global memory (sorted frame order).
- * Then the statistics (gacc_cells_kernel): each thread owns one (component,
- * dim) cell (or one occupancy) of a pdf and adds post * x and post * x^2
- * frame after frame, in frame order, to the running double sum; a pdf's
- * cells are spread over blocks of GACC_CELLS, so the pdf with the most
- * frames (silence) runs on many SMs instead of one,
- * fused or not as the CPU path's OpenBLAS profile says (acc-cpu-fast.c; the
- * log-likelihood tails too): the same operations in the same order as the
- * CPU path, so the statistics are bit-identical to it (no atomics but the
- * integer transition counts). The posteriors use acc-math.h's expf, equal to
- * glibc's but on 2 of the 4.3e9 floats.
- * The host gets each frame's softmax max and sum back and forms the
- * log-likelihood with its own logf, exactly as the CPU path.
- * All copies and launches go to a stream of the accumulator's own (not
- * blocking with the legacy default stream, so an aligner's work on other
- * streams overlaps), from page-locked buffers where the host side is ours;
- * every entry returns after synchronising that stream. */
+ * Then the statistics (gacc_cells_kernel): each thread owns one cell (a
+ * component's dim, or its occupancy) of a pdf and adds post * x and post *
+ * x^2 in frame order to a running double sum, fused or not as the CPU
+ * path's OpenBLAS profile says (acc-cpu-fast.c; log-likelihood tails too):
+ * bit-identical to it (no atomics but the integer transition counts). A
+ * pdf's cells span blocks of GACC_CELLS, so silence runs on many SMs. The
+ * posteriors use acc-math.h's expf (glibc's but on 2 of the 4.3e9 floats);
+ * the host forms each frame's log-likelihood from the softmax max and sum
+ * with its own logf, as the CPU path.
+ * Copies and launches go to the accumulator's own non-blocking stream (an
+ * aligner's work on other streams overlaps), from page-locked buffers where
+ * the host side is ours; every entry synchronises that stream on return. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
