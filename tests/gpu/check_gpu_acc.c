@@ -379,6 +379,20 @@ static void mono_free(mono_utts *d) {
   kio_am_gmm_free(&d->am);
 }
 
+/* The statistics of two accumulators are the same bits (totals included). */
+static void assert_same_stats(gacc_acc *a, gacc_acc *b, const char *what) {
+  gacc_stats sa, sb;
+  memset(&sa, 0, sizeof sa);
+  memset(&sb, 0, sizeof sb);
+  ck_assert_int_eq(gacc_get_stats(a, &sa), KIO_OK);
+  ck_assert_int_eq(gacc_get_stats(b, &sb), KIO_OK);
+  ck_assert_msg(sa.total_like == sb.total_like && sa.total_frames == sb.total_frames,
+                "%s: totals differ", what);
+  ck_assert_msg(stats_identical(&sa, &sb), "%s differ", what);
+  gacc_stats_free(&sa);
+  gacc_stats_free(&sb);
+}
+
 START_TEST(gpu_continues_from_loaded_stats) {
   select_gpu();
   mono_utts d;
@@ -395,15 +409,7 @@ START_TEST(gpu_continues_from_loaded_stats) {
   rest->st.total_like = first->st.total_like;
   rest->st.total_frames = first->st.total_frames;
   ck_assert_int_eq(gacc_accumulate_batch(rest, n - half, d.u + half, res), KIO_OK);
-  gacc_stats sa, sr;
-  memset(&sa, 0, sizeof sa);
-  memset(&sr, 0, sizeof sr);
-  ck_assert_int_eq(gacc_get_stats(all, &sa), KIO_OK);
-  ck_assert_int_eq(gacc_get_stats(rest, &sr), KIO_OK);
-  ck_assert(sa.total_like == sr.total_like && sa.total_frames == sr.total_frames);
-  ck_assert_msg(stats_identical(&sa, &sr), "continued statistics differ from one run's");
-  gacc_stats_free(&sa);
-  gacc_stats_free(&sr);
+  assert_same_stats(all, rest, "continued statistics and one run's");
   gacc_free(all);
   gacc_free(first);
   gacc_free(rest);
@@ -484,21 +490,13 @@ START_TEST(gpu_dev_feats_equal_upload) {
   ck_assert_int_eq(gacc_accumulate_batch(dev, half, d.u, res), KIO_OK);
   ck_assert_int_eq(gacc_accumulate_batch(up, d.n - half + 1, d.u + half - 1, res), KIO_OK);
   ck_assert_int_eq(gacc_accumulate_batch(dev, d.n - half + 1, d.u + half - 1, res), KIO_OK);
-  gacc_stats su, sd;
-  memset(&su, 0, sizeof su);
-  memset(&sd, 0, sizeof sd);
-  ck_assert_int_eq(gacc_get_stats(up, &su), KIO_OK);
-  ck_assert_int_eq(gacc_get_stats(dev, &sd), KIO_OK);
-  ck_assert(su.total_like == sd.total_like && su.total_frames == sd.total_frames);
-  ck_assert_msg(stats_identical(&su, &sd), "statistics from resident features differ");
+  assert_same_stats(up, dev, "statistics from uploaded and resident features");
   gacc_timing tu, td;
   gacc_get_timing(up, &tu);
   gacc_get_timing(dev, &td);
   ck_assert_int_eq(tu.resident, 0);
   ck_assert_int_eq(td.resident, 1);  /* the first batch; the second was uploaded */
   ck_assert_int_eq(td.batches, 2);
-  gacc_stats_free(&su);
-  gacc_stats_free(&sd);
   gacc_free(up);
   gacc_free(dev);
   gacc_dev_feats_free(f);
