@@ -32,7 +32,8 @@
 # machine stays warm). The replicated run may use a quarter of the device's
 # memory (BIG_GPU_MEMORY, as KALDI_GPU_MEMORY). Writes into $OUT:
 # summary.md (the table), progress.log, logs.tgz (every experiment's log/),
-# the steps' outputs (*.out), env.txt.
+# outs.tgz (the steps' outputs, *.out), env.txt: few files, as a device call
+# brings back at most 8.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 base=${RECIPE_DEVICE_BASE:-/tmp/recipe-device}  # (another for a dry run elsewhere)
@@ -213,6 +214,6 @@ fi
 } >"$out/summary.md"
 # every log but the replicated run's per-job ones (a line per utterance: ~100 MB)
 ( { find $e -type d -name log ! -path "$e/big/log" -print0; find $e/big/log -name 'update.*' -print0; } |
-    tar --null -czf "$out/logs.tgz" -T -; cp $e/*.out "$out/" ) 2>/dev/null
+    tar --null -czf "$out/logs.tgz" -T -; tar -C $e -czf "$out/outs.tgz" $(cd $e && ls *.out) ) 2>/dev/null
 say "done"
 cat "$out/summary.md"
