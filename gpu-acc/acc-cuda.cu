@@ -46,11 +46,6 @@ static float *gacc_emu_shared;
     gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
     GALIGN_LAUNCH(gacc_chunk_kernel, (grid), 1, (stream), __VA_ARGS__);      \
   } while (0)
-#define GACC_LAUNCH_STATS(grid, shmem, stream, ...)                            \
-  do {                                                                       \
-    gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
-    GALIGN_LAUNCH(gacc_stats_kernel, (grid), 1, (stream), __VA_ARGS__);      \
-  } while (0)
 #define GACC_LAUNCH_CELLS(grid, stream, ...)                                   \
   GALIGN_LAUNCH(gacc_cells_kernel, (grid), 1, (stream), __VA_ARGS__)
 static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }
@@ -58,16 +53,17 @@ static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v;
 #define GACC_DYN_SHARED(name) extern __shared__ float name[]
 #define GACC_LAUNCH_CHUNKS(grid, shmem, stream, ...)                           \
   gacc_chunk_kernel<<<(grid), GACC_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
-#define GACC_LAUNCH_STATS(grid, shmem, stream, ...)                            \
-  gacc_stats_kernel<<<(grid), GACC_STATS_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
 #define GACC_LAUNCH_CELLS(grid, stream, ...)                                   \
   gacc_cells_kernel<<<(grid), GACC_CELLS, 0, (stream)>>>(__VA_ARGS__)
 #endif
 
+/* acc-tiled.cu: the per-pdf statistics kernel (KALDI_GPU_DEV_ACC_STATS=tiled) */
+void gacc_launch_tiled(unsigned grid, size_t shmem, cudaStream_t st, const int4 *ranges,
+                       const int32_t *order, const float *feats, const float *gam, int maxc,
+                       const int32_t *pdf_offset, int D, int prof, int tile, double *occ,
+                       double *mean, double *var);
+
 enum { GACC_THREADS = 256, GACC_MAX_CHUNK = 64, GACC_SHMEM = 44 * 1024 };
-/* stats kernel: a pdf has M * (D + 1) cells (up to ~1600 for tri models),
- * each a serial loop over the pdf's frames: many threads per block */
-enum { GACC_STATS_THREADS = 512 };
 /* cells kernel: cells of one pdf per block (one per thread on a GPU) */
 enum { GACC_CELLS = 128 };
 
@@ -113,6 +109,8 @@ struct gacc_cuda {
   int ring_used[GACC_RING_N];
   unsigned ring_next;
   const gacc_dev_feats *df;  /* resident features (acc-devfeats.cu), or NULL */
+  gacc_par *par;             /* the host sort's threads (the accumulator's) */
+  gacc_sorter sorter;
   /* time split, logged at VLOG[2] when freed (the service's
    * KALDI_GPU_SERVICE_VERBOSE=2) */
   double t_new, t_sort, t_stage, t_wait, t_fetch;
@@ -174,75 +172,6 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
   for (int i = threadIdx.x; i < len * M; i += blockDim.x) {
     int f = i / M, m = i - f * M;
     gam_out[(size_t)(start + f) * maxc + m] = gam[i];
-  }
-}
-
-/* One block per pdf of the batch: ranges[b] = (pdf, first sorted frame,
- * frames). Each thread owns cells of that pdf and adds frame after frame
- * as the CPU path does (acc-cpu-fast.c stats_scalar): post 0 skipped,
- * mean = fma(post, x, mean) (exact product), var fused where the profile's
- * daxpy fuses it (kio_blas_daxpy_fused).
- * The pdf's frames go through shared memory in tiles of `tile` frames
- * (features and posteriors, loaded by the whole block with coalesced
- * reads): each add then waits only for a shared-memory read, not for the
- * two dependent global loads (order, then the feature row) it needed
- * before; a cell's sums stay in frame order, tile after tile. */
-__global__ void gacc_stats_kernel(const int4 *__restrict__ ranges,
-                                  const int32_t *__restrict__ order,
-                                  const float *__restrict__ feats,
-                                  const float *__restrict__ gam, int maxc,
-                                  const int32_t *__restrict__ pdf_offset, int D, int prof,
-                                  int tile, double *occ, double *mean, double *var) {
-  GACC_DYN_SHARED(sh);
-  const int4 r = ranges[blockIdx.x];
-  const int pdf = r.x, start = r.y, len = r.z;
-  const int g0 = pdf_offset[pdf], M = pdf_offset[pdf + 1] - g0, MD = M * D;
-  const int fuse_to = kio_blas_daxpy_fused(prof, D);
-  float *xs = sh;                          /* tile x D features */
-  float *gs = sh + (size_t)tile * D;       /* tile x M posteriors */
-  for (int f0 = 0; f0 < len; f0 += tile) {
-    const int n = len - f0 < tile ? len - f0 : tile;
-    __syncthreads();  /* the previous tile is no longer read */
-    for (int i = threadIdx.x; i < n * D; i += blockDim.x) {
-      int f = i / D, d = i - f * D;
-      xs[i] = feats[(size_t)order[start + f0 + f] * D + d];
-    }
-    for (int i = threadIdx.x; i < n * M; i += blockDim.x) {
-      int f = i / M, m = i - f * M;
-      gs[i] = gam[(size_t)(start + f0 + f) * maxc + m];
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < MD + M; i += blockDim.x) {
-      if (i < MD) {
-        int m = i / D, d = i - m * D;
-        size_t cell = (size_t)g0 * D + i;
-        double sm = mean[cell], sv = var[cell];
-        for (int f = 0; f < n; f++) {
-          double gm = (double)gs[f * M + m];
-          double xd = (double)xs[f * D + d];
-          if (gm != 0.0) {
-            double q = xd * xd;
-            sm = fma(gm, xd, sm);
-            if (d < fuse_to) {
-              sv = fma(gm, q, sv);
-            } else {
-              double p = gm * q;
-              sv = sv + p;
-            }
-          }
-        }
-        mean[cell] = sm;
-        var[cell] = sv;
-      } else {
-        int m = i - MD;
-        double so = occ[g0 + m];
-        for (int f = 0; f < n; f++) {
-          double gm = (double)gs[f * M + m];
-          if (gm != 0.0) so = so + gm;
-        }
-        occ[g0 + m] = so;
-      }
-    }
   }
 }
 
@@ -389,6 +318,7 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
   free(c->h_pdf_offset);
   kio_cuda_host_free(c->h_order, c->stream);
   free(c->h_count);
+  free(c->sorter.hist);
   kio_cuda_host_free(c->h_chunks, c->stream);
   kio_cuda_host_free(c->h_ranges, c->stream);
   kio_cuda_host_free(c->h_cblocks, c->stream);
@@ -470,6 +400,7 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
   }
   c->num_tids = shape->num_tids;
   c->num_pdfs = shape->num_pdfs;
+  c->sorter.num_pdfs = c->num_pdfs;
   c->dim = shape->dim;
   c->num_gauss = shape->num_gauss;
   c->h_pdf_offset = (int32_t *)malloc(sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
@@ -649,9 +580,12 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
   double t0 = kio_now_s();
   c->n_batches++;
   c->n_frames += n_frames;
-  /* counting sort of frames by pdf; chunk count known after counting */
-  memset(c->h_count, 0, sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
-  for (int32_t t = 0; t < n_frames; t++) c->h_count[pdf[t] + 1]++;
+  /* counting sort of frames by pdf (acc-par.c: on the pool's threads);
+   * chunk count known after counting */
+  if (gacc_sort_count(&c->sorter, c->par, n_frames, pdf, c->h_count) != KIO_OK) {
+    KIO_ERROR("Out of memory sorting %d frames", (int)n_frames);
+    return KIO_ERR;
+  }
   size_t n_chunks = 0;
   for (int32_t j = 0; j < c->num_pdfs; j++)
     n_chunks += ((size_t)c->h_count[j + 1] + (size_t)c->chunk_frames - 1) /
@@ -678,7 +612,7 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
     const int32_t cells = (c->h_pdf_offset[j + 1] - c->h_pdf_offset[j]) * (c->dim + 1);
     for (int32_t c0 = 0; c0 < cells; c0 += GACC_CELLS) c->h_cblocks[n_cblocks++] = make_int4(j, s0, len, c0);
   }
-  for (int32_t t = 0; t < n_frames; t++) c->h_order[c->h_count[pdf[t]]++] = t;
+  gacc_sort_scatter(&c->sorter, c->par, n_frames, pdf, c->h_count, c->h_order);
 
   size_t D = (size_t)c->dim;
   cudaStream_t st = c->stream;
@@ -707,7 +641,7 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
       c->d_gam, c->d_mx, c->d_sum, c->d_xsort);
   KIO_CUDA_LAUNCHED();
   if (n_ranges) {
-    GACC_LAUNCH_STATS(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,
+    gacc_launch_tiled(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,
                       c->d_gam, c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->stats_tile,
                       c->d_occ, c->d_mean, c->d_var);
     KIO_CUDA_LAUNCHED();
@@ -776,6 +710,7 @@ extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
 }
 
 extern "C" void gacc_cuda_use_dev_feats(gacc_cuda *c, const gacc_dev_feats *f) { c->df = f; }
+extern "C" void gacc_cuda_set_par(gacc_cuda *c, gacc_par *p) { c->par = p; }
 extern "C" int gacc_cuda_device_of(const gacc_cuda *c) { return c->device; }
 
 extern "C" void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t) {
