@@ -280,7 +280,7 @@ int gacc_reset_stats(gacc_acc *a) {
   s->total_like = s->total_frames = 0.0;
   a->like_sum = 0.0;
   a->frames_sum = 0;
-  if (a->is_gpu && gacc_cuda_load(a->cuda, s) != KIO_OK) return KIO_ERR;
+  if (a->is_gpu && gacc_cuda_zero(a->cuda) != KIO_OK) return KIO_ERR;
   return KIO_OK;
 }
 

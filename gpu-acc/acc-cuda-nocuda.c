@@ -30,6 +30,10 @@ int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   (void)c; (void)out;
   return KIO_ERR;
 }
+int gacc_cuda_zero(gacc_cuda *c) {
+  (void)c;
+  return KIO_ERR;
+}
 int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in) {
   (void)c; (void)in;
   return KIO_ERR;

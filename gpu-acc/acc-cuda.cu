@@ -22,7 +22,9 @@
  * with its own logf, as the CPU path.
  * Copies and launches go to the accumulator's own non-blocking stream (an
  * aligner's work on other streams overlaps), from page-locked buffers where
- * the host side is ours; every entry synchronises that stream on return. */
+ * the host side is ours. A batch returns once mx and sum are on the host,
+ * its statistics kernel possibly still running (the next batch's work on
+ * the stream waits for it); every other entry synchronises the stream. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +80,7 @@ struct gacc_cuda {
   size_t persistent;      /* the model and the statistics */
   cudaStream_t stream;
   int has_stream;
+  cudaEvent_t like_ev;    /* a batch's mx and sum are on the host */
   int32_t chunk_frames;   /* frames per chunk, so that shared memory fits */
   size_t shmem;           /* dynamic shared memory per block */
   int32_t stats_tile;     /* frames per tile of the stats kernel */
@@ -315,6 +318,7 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
     kio_cuda_host_free(c->h_ring[i], c->stream);
     if (c->ring_ev[i]) cudaEventDestroy(c->ring_ev[i]);
   }
+  if (c->like_ev) cudaEventDestroy(c->like_ev);
   free(c->h_pdf_offset);
   kio_cuda_host_free(c->h_order, c->stream);
   free(c->h_count);
@@ -446,6 +450,7 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
   if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, prio);
   for (int i = 0; i < GACC_RING_N && e == cudaSuccess; i++)
     e = cudaEventCreateWithFlags(&c->ring_ev[i], cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->like_ev, cudaEventDisableTiming);
   if (e != cudaSuccess) {
     KIO_ERROR("CUDA error setting up the accumulator: %s", cudaGetErrorString(e));
     gacc_cuda_free(c);
@@ -640,6 +645,14 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
       c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->prof, c->max_comp, c->d_tacc,
       c->d_gam, c->d_mx, c->d_sum, c->d_xsort);
   KIO_CUDA_LAUNCHED();
+  /* mx and sum go back before the statistics kernel runs: the host forms
+   * the likelihoods (and sorts the next batch) while the device adds the
+   * statistics; the stream keeps everything after in order */
+  KIO_CUDA_TRY(cudaMemcpyAsync(mx, c->d_mx, sizeof(float) * (size_t)n_frames,
+                               cudaMemcpyDeviceToHost, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(sum, c->d_sum, sizeof(float) * (size_t)n_frames,
+                               cudaMemcpyDeviceToHost, st));
+  KIO_CUDA_TRY(cudaEventRecord(c->like_ev, st));
   if (n_ranges) {
     gacc_launch_tiled(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,
                       c->d_gam, c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->stats_tile,
@@ -651,13 +664,9 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                       c->d_pdf_offset, c->dim, c->prof, c->d_occ, c->d_mean, c->d_var);
     KIO_CUDA_LAUNCHED();
   }
-  KIO_CUDA_TRY(cudaMemcpyAsync(mx, c->d_mx, sizeof(float) * (size_t)n_frames,
-                               cudaMemcpyDeviceToHost, st));
-  KIO_CUDA_TRY(cudaMemcpyAsync(sum, c->d_sum, sizeof(float) * (size_t)n_frames,
-                               cudaMemcpyDeviceToHost, st));
   double t2 = kio_now_s();
   c->t_stage += t2 - t1;
-  KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  KIO_CUDA_TRY(cudaEventSynchronize(c->like_ev));
   c->t_wait += kio_now_s() - t2;
   return KIO_OK;
 }
@@ -687,6 +696,19 @@ extern "C" int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in) {
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_var, in->var_acc, sizeof(double) * GD,
                                cudaMemcpyHostToDevice, st));
   KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  return KIO_OK;
+}
+
+extern "C" int gacc_cuda_zero(gacc_cuda *c) {
+  if (kio_gpu_bind(c->gpu) != KIO_OK) return KIO_ERR;
+  double t0 = kio_now_s();
+  size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
+  cudaStream_t st = c->stream;
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_tacc, 0, sizeof(double) * ((size_t)c->num_tids + 1), st));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_occ, 0, sizeof(double) * G, st));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_mean, 0, sizeof(double) * GD, st));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_var, 0, sizeof(double) * GD, st));
+  c->t_fetch += kio_now_s() - t0;
   return KIO_OK;
 }
 

@@ -70,8 +70,9 @@ void gacc_cuda_trim(gacc_cuda *c);
  * pdf[t] and tid[t] already validated). For every frame returns the softmax
  * maximum mx[t] and sum sum[t], so that the host forms the log-likelihood
  * mx + logf(sum) with the C library's logf exactly as the CPU path. Host
- * buffers from gacc_cuda_host_alloc make the copies fast. Returns after
- * the device has finished. */
+ * buffers from gacc_cuda_host_alloc make the copies fast. Returns once mx
+ * and sum are filled; the statistics may still be added on the device (the
+ * stream orders every later use of them: next batch, fetch, load, zero). */
 int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                          const int32_t *tid, const int32_t *pdf,
                          float *mx, float *sum);
@@ -98,6 +99,8 @@ void gacc_cuda_set_par(gacc_cuda *c, gacc_par *p);
 /* Its time so far (gacc_timing's fields but like). */
 void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t);
 
+/* The device statistics zeroed (stream-ordered: no wait). */
+int gacc_cuda_zero(gacc_cuda *c);
 /* Copies tacc, occ, mean_acc, var_acc into out (already shaped). */
 int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out);
 /* The reverse: the device statistics become in's (a job that lost the GPU
