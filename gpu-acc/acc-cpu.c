@@ -289,6 +289,7 @@ void gacc_get_timing(const gacc_acc *a, gacc_timing *t) {
   if (!a || !a->cuda || a->remote) return;
   gacc_cuda_timing(a->cuda, t);
   t->like = a->t_like;
+  t->host_threads = gacc_par_size(a->par);
 }
 
 void gacc_use_dev_feats(gacc_acc *a, const gacc_dev_feats *f) {
