@@ -24,7 +24,9 @@ typedef struct gacc_cuda gacc_cuda;  /* device copy of model and stats */
  * must be split so that the results do not depend on nt. */
 typedef struct gacc_par gacc_par;
 typedef void (*gacc_par_fn)(void *arg, int t, int nt);
-int gacc_par_threads(void);  /* KALDI_GPU_DEV_ACC_HOST_THREADS or the job's share */
+/* KALDI_GPU_DEV_ACC_HOST_THREADS, or the job's share of the cores less the
+ * threads of the process's other live pools (at least 1) */
+int gacc_par_threads(void);
 gacc_par *gacc_par_new(int threads);  /* NULL: out of memory (run serially) */
 void gacc_par_run(gacc_par *p, gacc_par_fn fn, void *arg);
 int gacc_par_size(const gacc_par *p);

@@ -52,8 +52,20 @@ static void *par_main(void *arg) {
   return NULL;
 }
 
+/* Extra threads of the live pools of this process: accumulators side by
+ * side (the GPU service's clients) share the job's cores instead of each
+ * taking all of them. */
+static pthread_mutex_t g_held_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_held;
+
 int gacc_par_threads(void) {
-  return (int)kio_setting_int(KIO_SET_DEV_ACC_HOST_THREADS, kio_cpu_share(16), 1, 256);
+  int set = (int)kio_setting_int(KIO_SET_DEV_ACC_HOST_THREADS, 0, 0, 256);
+  if (set > 0) return set;
+  int want = kio_cpu_share(16);
+  pthread_mutex_lock(&g_held_mu);
+  int n = want - g_held;
+  pthread_mutex_unlock(&g_held_mu);
+  return n > 1 ? n : 1;
 }
 
 gacc_par *gacc_par_new(int threads) {
@@ -80,6 +92,9 @@ gacc_par *gacc_par_new(int threads) {
   }
   p->started = k - 1;
   p->n = k;  /* fewer threads if some could not start: the same results */
+  pthread_mutex_lock(&g_held_mu);
+  g_held += p->started;
+  pthread_mutex_unlock(&g_held_mu);
   return p;
 }
 
@@ -114,6 +129,9 @@ void gacc_par_free(gacc_par *p) {
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     for (int k = 1; k <= p->started; k++) pthread_join(p->th[k], NULL);
+    pthread_mutex_lock(&g_held_mu);
+    g_held -= p->started;
+    pthread_mutex_unlock(&g_held_mu);
     pthread_cond_destroy(&p->go);
     pthread_cond_destroy(&p->done);
     pthread_mutex_destroy(&p->mu);

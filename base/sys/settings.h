@@ -107,7 +107,8 @@ extern "C" {
     "(one block per pdf); the same bits")                                                  \
   X(DEV_ACC_HOST_THREADS, "KALDI_GPU_DEV_ACC_HOST_THREADS", NULL, DEV,                     \
     "Threads of the device accumulator's per-frame host work (default: this job's share "  \
-    "of the cores, at most 16); the same bits whatever the number")                       \
+    "of the cores, at most 16, less those of the process's other accumulators); the same " \
+    "bits whatever the number")                                                            \
   X(DEV_GRAPHS_NO_TUNE, "KALDI_GPU_DEV_GRAPHS_NO_TUNE", "TGRAPH_NO_TUNE", DEV,             \
     "1: compile-train-graphs keeps glibc's malloc settings")                               \
   /* ---- test hooks (test builds only) ---- */                                            \
