@@ -26,14 +26,16 @@
 
 /* ---------------- the host threads ---------------- */
 
-/* The pool of a's per-frame host work, made on the first batch (which runs
- * its checks on the caller's thread before anything reaches the worker). */
+/* The pool of a's per-frame host work, made and lent to the device backend
+ * on the first batch, on the caller's thread (its checks and staging come
+ * before anything reaches the worker, and a lost service's job has made its
+ * device backend by then). */
 static gacc_par *par_of(gacc_acc *a) {
   if (!a->par_made) {
     a->par_made = 1;
     int n = gacc_par_threads();
     a->par = n > 1 ? gacc_par_new(n) : NULL;  /* none: one thread, the same results */
-    gacc_cuda_set_par(a->cuda, a->par);
+    if (a->cuda) gacc_cuda_set_par(a->cuda, a->par);
   }
   return a->par;
 }
@@ -394,7 +396,8 @@ static int piece_likes(gacc_acc *a, gacc_job *j, size_t len, int *ui, int32_t *u
     while (t == j->rows[u]) *first += (size_t)j->rows[u++], t = 0;
     size_t r = (size_t)(j->rows[u] - t);
     if (r > len - k) r = len - k;
-    if (bad >= k && bad < k + r) return gacc_bad_like(j->keys + j->key_off[u], t + (int32_t)(bad - k));
+    if (bad >= k && bad < k + r)
+      return gacc_bad_like(j->keys + j->key_off[u], t + (int32_t)(bad - k));
     if (3 * (nseg + 1) > a->cap_seg) {
       size_t cap = a->cap_seg ? 2 * a->cap_seg : 3 * 256;
       int32_t *g = realloc(a->seg, cap * sizeof *g);
@@ -435,7 +438,7 @@ static int run_job(gacc_acc *a, gacc_job *j) {
   if (j->frames == 0) return KIO_OK;
   pdf_arg pa = {a, j, frame_parts(a, j->frames)};
   if (pa.parts == 1) pdf_part(&pa, 0, 1);
-  else gacc_par_run(par_of(a), pdf_part, &pa);
+  else gacc_par_run(a->par, pdf_part, &pa);
   const size_t D = (size_t)a->am->dim;
   size_t off = 0, first = 0;  /* next frame; first frame of utterance ui */
   int ui = 0, trimmed = 0, split = 0;
@@ -720,6 +723,7 @@ void gacc_gpu_free(gacc_acc *a) {
   free(a->views);
   a->views = NULL;
   a->cap_views = 0;
+  if (a->cuda) gacc_cuda_set_par(a->cuda, NULL);
   gacc_par_free(a->par);
   a->par = NULL;
   a->par_made = 0;
