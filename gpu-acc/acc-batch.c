@@ -24,6 +24,28 @@
 
 #include "acc-internal.h"
 
+/* ---------------- the host threads ---------------- */
+
+/* The pool of a's per-frame host work, made and lent to the device backend
+ * on the first batch, on the caller's thread (its checks and staging come
+ * before anything reaches the worker, and a lost service's job has made its
+ * device backend by then). */
+static gacc_par *par_of(gacc_acc *a) {
+  if (!a->par_made) {
+    a->par_made = 1;
+    int n = gacc_par_threads();
+    a->par = n > 1 ? gacc_par_new(n) : NULL;  /* none: one thread, the same results */
+    if (a->cuda) gacc_cuda_set_par(a->cuda, a->par);
+  }
+  return a->par;
+}
+
+/* Parts to cut n frames into: at least 256 frames each. */
+static int frame_parts(const gacc_acc *a, size_t n) {
+  size_t most = (n + 255) / 256, p = (size_t)gacc_par_size(a->par);
+  return (int)(most < p ? (most ? most : 1) : p);
+}
+
 /* ---------------- staging ---------------- */
 
 static void job_free(gacc_job *j) {
@@ -95,12 +117,44 @@ static int job_reserve_feats(gacc_job *j, size_t D, size_t frames) {
 
 enum { STAGED = 0, STAGE_BAD_INPUT = 1, STAGE_TOO_MANY = 2, STAGE_OOM = 3 };
 
+/* The alignments, back to back, into j->tid (parts of the utterances on
+ * the pool's threads). */
+typedef struct {
+  gacc_job *j;
+  const gacc_utt *utts;
+  int n, parts;
+} tid_arg;
+
+static void tid_part(void *arg, int t, int nt) {
+  tid_arg *c = arg;
+  for (int q = t; q < c->parts; q += nt) {
+    size_t lo, hi;
+    gacc_par_range((size_t)c->n, q, c->parts, &lo, &hi);
+    size_t off = 0;
+    for (size_t i = 0; i < lo; i++) off += (size_t)c->j->rows[i];
+    for (size_t i = lo; i < hi; i++) {
+      size_t r = (size_t)c->j->rows[i];
+      if (r) memcpy(c->j->tid + off, c->utts[i].ali, r * sizeof(int32_t));
+      off += r;
+    }
+  }
+}
+
+static void copy_tids(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts, size_t frames) {
+  int parts = frame_parts(a, frames);
+  if (parts > n) parts = n > 0 ? n : 1;
+  tid_arg c = {j, utts, n, parts};
+  if (parts == 1) tid_part(&c, 0, 1);
+  else gacc_par_run(a->par, tid_part, &c);
+}
+
 /* What every entry stages: checks the shapes, reserves, copies keys, frame
  * counts and transition-ids into j. The features are the caller's business
  * (stage, stage_take, stage_borrow). Logs nothing: returns STAGED, or why
  * not. A feature dimension other than the model's is left to gacc_check_utt. */
 static int stage_common(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
   size_t frames = 0, key_bytes = 0;
+  par_of(a);
   for (int i = 0; i < n; i++) {
     const kio_matrix *f = utts[i].feats;
     if (f->rows < 0 || (f->rows > 0 && f->cols != a->am->dim)) return STAGE_BAD_INPUT;
@@ -109,18 +163,16 @@ static int stage_common(gacc_acc *a, gacc_job *j, int n, const gacc_utt *utts) {
   }
   if (frames > INT32_MAX) return STAGE_TOO_MANY;
   if (job_reserve(j, frames, n, key_bytes) != KIO_OK) return STAGE_OOM;
-  size_t off = 0, koff = 0;
+  size_t koff = 0;
   for (int i = 0; i < n; i++) {
     const char *key = utts[i].key ? utts[i].key : "";
     size_t kl = strlen(key) + 1;
     memcpy(j->keys + koff, key, kl);
     j->key_off[i] = koff;
     koff += kl;
-    int32_t rows = utts[i].feats->rows;
-    j->rows[i] = rows;
-    if (rows > 0) memcpy(j->tid + off, utts[i].ali, (size_t)rows * sizeof(int32_t));
-    off += (size_t)rows;
+    j->rows[i] = utts[i].feats->rows;
   }
+  copy_tids(a, j, n, utts, frames);
   j->n = n;
   j->frames = frames;
   j->status = KIO_OK;
@@ -251,6 +303,127 @@ static int cpu_rest(gacc_acc *a, gacc_job *j, int ui, int32_t ut, size_t first) 
   return gacc_cuda_load(a->cuda, &a->st);
 }
 
+/* The pdf of every frame (pool's threads). */
+typedef struct {
+  const gacc_acc *a;
+  gacc_job *j;
+  int parts;
+} pdf_arg;
+
+static void pdf_part(void *arg, int t, int nt) {
+  pdf_arg *c = arg;
+  const int32_t *t2p = c->a->tm->tid2pdf, *tid = c->j->tid;
+  int32_t *pdf = c->j->pdf;
+  for (int q = t; q < c->parts; q += nt) {
+    size_t lo, hi;
+    gacc_par_range(c->j->frames, q, c->parts, &lo, &hi);
+    for (size_t k = lo; k < hi; k++) pdf[k] = t2p[tid[k]];
+  }
+}
+
+/* A piece's log-likelihoods: phase 1 forms every frame's l = mx + logf(sum)
+ * (the host's logf, as the CPU path) in place of mx and finds the first
+ * invalid one; phase 2 adds them up in frame order as the one-thread loop
+ * did: thread 0 the double total over all frames, the others (or thread 0
+ * too, alone) each utterance's float sum, utterance by utterance. */
+typedef struct {
+  gacc_acc *a;
+  gacc_job *j;
+  size_t len;
+  int parts;
+  size_t bad[256];  /* phase 1, per part: its first invalid frame, or len */
+  const int32_t *seg;  /* phase 2: nseg (utterance, first, end) triples */
+  int nseg;
+  double total;
+} like_arg;
+
+static void like_part(void *arg, int t, int nt) {
+  like_arg *c = arg;
+  float *mx = c->a->mx;
+  const float *sum = c->a->sum;
+  for (int q = t; q < c->parts; q += nt) {
+    size_t lo, hi;
+    gacc_par_range(c->len, q, c->parts, &lo, &hi);
+    c->bad[q] = c->len;
+    for (size_t k = lo; k < hi; k++) {
+      float l = mx[k] + logf(sum[k]);
+      mx[k] = l;
+      if ((isnan(l) || isinf(l)) && c->bad[q] == c->len) c->bad[q] = k;
+    }
+  }
+}
+
+static void like_sums(void *arg, int t, int nt) {
+  like_arg *c = arg;
+  const float *l = c->a->mx;
+  if (t == 0) {
+    double tot = c->total;
+    for (size_t k = 0; k < c->len; k++) tot += (double)l[k];
+    c->total = tot;
+  }
+  if (nt > 1 && t == 0) return;
+  const int w = nt > 1 ? nt - 1 : 1, me = nt > 1 ? t - 1 : 0;
+  for (int s = me; s < c->nseg; s += w) {
+    const int32_t *g = c->seg + 3 * (size_t)s;
+    float acc = c->j->like[g[0]];
+    for (int32_t k = g[1]; k < g[2]; k++) acc += l[k];
+    c->j->like[g[0]] = acc;
+  }
+}
+
+/* Frames 0 .. len of a piece that starts at frame *ut of utterance *ui
+ * (utterance *first frame in the batch): log-likelihoods, their sums, and
+ * *ui, *ut, *first moved past the piece. KIO_ERR (logged) on an invalid
+ * log-likelihood. */
+static int piece_likes(gacc_acc *a, gacc_job *j, size_t len, int *ui, int32_t *ut,
+                       size_t *first) {
+  like_arg c;
+  c.a = a;
+  c.j = j;
+  c.len = len;
+  c.parts = frame_parts(a, len);
+  if (c.parts > 256) c.parts = 256;
+  if (c.parts == 1) like_part(&c, 0, 1);
+  else gacc_par_run(a->par, like_part, &c);
+  size_t bad = len;
+  for (int q = 0; q < c.parts; q++)
+    if (c.bad[q] < bad) bad = c.bad[q];
+  /* the piece's utterances (the frame of an invalid one too) */
+  int u = *ui;
+  int32_t t = *ut;
+  size_t k = 0, nseg = 0;
+  while (k < len) {
+    while (t == j->rows[u]) *first += (size_t)j->rows[u++], t = 0;
+    size_t r = (size_t)(j->rows[u] - t);
+    if (r > len - k) r = len - k;
+    if (bad >= k && bad < k + r)
+      return gacc_bad_like(j->keys + j->key_off[u], t + (int32_t)(bad - k));
+    if (3 * (nseg + 1) > a->cap_seg) {
+      size_t cap = a->cap_seg ? 2 * a->cap_seg : 3 * 256;
+      int32_t *g = realloc(a->seg, cap * sizeof *g);
+      if (!g) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+      a->seg = g;
+      a->cap_seg = cap;
+    }
+    a->seg[3 * nseg] = u;
+    a->seg[3 * nseg + 1] = (int32_t)k;
+    a->seg[3 * nseg + 2] = (int32_t)(k + r);
+    nseg++;
+    k += r;
+    t += (int32_t)r;
+  }
+  *ui = u;
+  *ut = t;
+  c.seg = a->seg;
+  c.nseg = (int)nseg;
+  c.total = a->st.total_like;
+  if (c.parts == 1) like_sums(&c, 0, 1);
+  else gacc_par_run(a->par, like_sums, &c);
+  a->st.total_like = c.total;
+  a->st.total_frames += (double)len;  /* exact: whole numbers far below 2^53 */
+  return KIO_OK;
+}
+
 /* Accumulates a staged, checked batch; j->like[i] receives utterance i's
  * likelihood. The device statistics and a->st.total_like/frames are
  * updated; the per-utterance sums are the caller's (collect()). The batch
@@ -263,7 +436,9 @@ static int cpu_rest(gacc_acc *a, gacc_job *j, int ui, int32_t ut, size_t first) 
 static int run_job(gacc_acc *a, gacc_job *j) {
   for (int i = 0; i < j->n; i++) j->like[i] = 0.0f;
   if (j->frames == 0) return KIO_OK;
-  for (size_t t = 0; t < j->frames; t++) j->pdf[t] = a->tm->tid2pdf[j->tid[t]];
+  pdf_arg pa = {a, j, frame_parts(a, j->frames)};
+  if (pa.parts == 1) pdf_part(&pa, 0, 1);
+  else gacc_par_run(a->par, pdf_part, &pa);
   const size_t D = (size_t)a->am->dim;
   size_t off = 0, first = 0;  /* next frame; first frame of utterance ui */
   int ui = 0, trimmed = 0, split = 0;
@@ -305,15 +480,7 @@ static int run_job(gacc_acc *a, gacc_job *j) {
        * so that the float/double sums are those of the CPU path bit for
        * bit. */
       double tl = kio_now_s();
-      for (size_t k = 0; k < len; k++) {
-        while (ut == j->rows[ui]) first += (size_t)j->rows[ui++], ut = 0;
-        float l = a->mx[k] + logf(a->sum[k]);
-        if (isnan(l) || isinf(l)) return gacc_bad_like(j->keys + j->key_off[ui], ut);
-        a->st.total_like += (double)(l * 1.0f);
-        a->st.total_frames += 1.0;
-        j->like[ui] += l;
-        ut++;
-      }
+      if (piece_likes(a, j, len, &ui, &ut, &first) != KIO_OK) return KIO_ERR;
       a->t_like += kio_now_s() - tl;
       off += len;
       trimmed = 0;
@@ -349,9 +516,52 @@ static void collect(gacc_acc *a, const gacc_job *j) {
   }
 }
 
-static int check_all(const gacc_acc *a, int n, const gacc_utt *utts) {
-  for (int i = 0; i < n; i++)
-    if (gacc_check_utt(a, &utts[i]) != KIO_OK) return KIO_ERR;
+/* gacc_check_utt's conditions, silent. */
+static int utt_ok(const gacc_acc *a, const gacc_utt *u) {
+  const kio_matrix *f = u->feats;
+  if (f->rows > 0 && f->cols != a->am->dim) return 0;
+  const int32_t nt = a->tm->num_tids, np = a->am->num_pdfs, *t2p = a->tm->tid2pdf;
+  for (int32_t t = 0; t < f->rows; t++) {
+    int32_t tid = u->ali[t];
+    if (tid < 0 || tid > nt || t2p[tid] < 0 || t2p[tid] >= np) return 0;
+  }
+  return 1;
+}
+
+typedef struct {
+  const gacc_acc *a;
+  const gacc_utt *utts;
+  int n, parts;
+  int *bad;  /* per part: its first utterance that fails, or n */
+} check_arg;
+
+static void check_part(void *arg, int t, int nt) {
+  check_arg *c = arg;
+  for (int q = t; q < c->parts; q += nt) {
+    size_t lo, hi;
+    gacc_par_range((size_t)c->n, q, c->parts, &lo, &hi);
+    c->bad[q] = c->n;
+    for (size_t i = lo; i < hi; i++)
+      if (!utt_ok(c->a, &c->utts[i])) {
+        c->bad[q] = (int)i;
+        break;
+      }
+  }
+}
+
+/* Every utterance checked on the pool's threads; the first that fails is
+ * checked again by gacc_check_utt, which logs its ERROR as before. */
+static int check_all(gacc_acc *a, int n, const gacc_utt *utts) {
+  enum { MAX_PARTS = 256 };
+  int bad[MAX_PARTS];
+  int parts = gacc_par_size(par_of(a));
+  if (parts > n / 4) parts = n / 4 > 0 ? n / 4 : 1;
+  if (parts > MAX_PARTS) parts = MAX_PARTS;
+  check_arg c = {a, utts, n, parts, bad};
+  if (parts == 1) check_part(&c, 0, 1);
+  else gacc_par_run(a->par, check_part, &c);
+  for (int q = 0; q < parts; q++)
+    if (bad[q] < n && gacc_check_utt(a, &utts[bad[q]]) != KIO_OK) return KIO_ERR;
   return KIO_OK;
 }
 
@@ -513,6 +723,13 @@ void gacc_gpu_free(gacc_acc *a) {
   free(a->views);
   a->views = NULL;
   a->cap_views = 0;
+  if (a->cuda) gacc_cuda_set_par(a->cuda, NULL);
+  gacc_par_free(a->par);
+  a->par = NULL;
+  a->par_made = 0;
+  free(a->seg);
+  a->seg = NULL;
+  a->cap_seg = 0;
   gacc_cuda_host_free(a->mx);
   gacc_cuda_host_free(a->sum);
   a->mx = a->sum = NULL;

@@ -280,7 +280,7 @@ int gacc_reset_stats(gacc_acc *a) {
   s->total_like = s->total_frames = 0.0;
   a->like_sum = 0.0;
   a->frames_sum = 0;
-  if (a->is_gpu && gacc_cuda_load(a->cuda, s) != KIO_OK) return KIO_ERR;
+  if (a->is_gpu && gacc_cuda_zero(a->cuda) != KIO_OK) return KIO_ERR;
   return KIO_OK;
 }
 
@@ -289,6 +289,7 @@ void gacc_get_timing(const gacc_acc *a, gacc_timing *t) {
   if (!a || !a->cuda || a->remote) return;
   gacc_cuda_timing(a->cuda, t);
   t->like = a->t_like;
+  t->host_threads = gacc_par_size(a->par);
 }
 
 void gacc_use_dev_feats(gacc_acc *a, const gacc_dev_feats *f) {

@@ -30,6 +30,10 @@ int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   (void)c; (void)out;
   return KIO_ERR;
 }
+int gacc_cuda_zero(gacc_cuda *c) {
+  (void)c;
+  return KIO_ERR;
+}
 int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in) {
   (void)c; (void)in;
   return KIO_ERR;
@@ -39,6 +43,7 @@ size_t gacc_cuda_persistent(const gacc_cuda *c) { (void)c; return 0; }
 kio_gpu_acct *gacc_cuda_acct(const gacc_cuda *c) { (void)c; return NULL; }
 void gacc_cuda_trim(gacc_cuda *c) { (void)c; }
 void gacc_cuda_use_dev_feats(gacc_cuda *c, const gacc_dev_feats *f) { (void)c; (void)f; }
+void gacc_cuda_set_par(gacc_cuda *c, gacc_par *p) { (void)c; (void)p; }
 int gacc_cuda_device_of(const gacc_cuda *c) { (void)c; return -1; }
 int gacc_dev_feats_new(gacc_dev_feats **f, int n, const kio_matrix *mats, char *why,
                        size_t why_len) {

@@ -22,7 +22,9 @@
  * with its own logf, as the CPU path.
  * Copies and launches go to the accumulator's own non-blocking stream (an
  * aligner's work on other streams overlaps), from page-locked buffers where
- * the host side is ours; every entry synchronises that stream on return. */
+ * the host side is ours. A batch returns once mx and sum are on the host,
+ * its statistics kernel possibly still running (the next batch's work on
+ * the stream waits for it); every other entry synchronises the stream. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,11 +48,6 @@ static float *gacc_emu_shared;
     gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
     GALIGN_LAUNCH(gacc_chunk_kernel, (grid), 1, (stream), __VA_ARGS__);      \
   } while (0)
-#define GACC_LAUNCH_STATS(grid, shmem, stream, ...)                            \
-  do {                                                                       \
-    gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
-    GALIGN_LAUNCH(gacc_stats_kernel, (grid), 1, (stream), __VA_ARGS__);      \
-  } while (0)
 #define GACC_LAUNCH_CELLS(grid, stream, ...)                                   \
   GALIGN_LAUNCH(gacc_cells_kernel, (grid), 1, (stream), __VA_ARGS__)
 static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }
@@ -58,16 +55,17 @@ static inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v;
 #define GACC_DYN_SHARED(name) extern __shared__ float name[]
 #define GACC_LAUNCH_CHUNKS(grid, shmem, stream, ...)                           \
   gacc_chunk_kernel<<<(grid), GACC_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
-#define GACC_LAUNCH_STATS(grid, shmem, stream, ...)                            \
-  gacc_stats_kernel<<<(grid), GACC_STATS_THREADS, (shmem), (stream)>>>(__VA_ARGS__)
 #define GACC_LAUNCH_CELLS(grid, stream, ...)                                   \
   gacc_cells_kernel<<<(grid), GACC_CELLS, 0, (stream)>>>(__VA_ARGS__)
 #endif
 
+/* acc-tiled.cu: the per-pdf statistics kernel (KALDI_GPU_DEV_ACC_STATS=tiled) */
+void gacc_launch_tiled(unsigned grid, size_t shmem, cudaStream_t st, const int4 *ranges,
+                       const int32_t *order, const float *feats, const float *gam, int maxc,
+                       const int32_t *pdf_offset, int D, int prof, int tile, double *occ,
+                       double *mean, double *var);
+
 enum { GACC_THREADS = 256, GACC_MAX_CHUNK = 64, GACC_SHMEM = 44 * 1024 };
-/* stats kernel: a pdf has M * (D + 1) cells (up to ~1600 for tri models),
- * each a serial loop over the pdf's frames: many threads per block */
-enum { GACC_STATS_THREADS = 512 };
 /* cells kernel: cells of one pdf per block (one per thread on a GPU) */
 enum { GACC_CELLS = 128 };
 
@@ -82,6 +80,7 @@ struct gacc_cuda {
   size_t persistent;      /* the model and the statistics */
   cudaStream_t stream;
   int has_stream;
+  cudaEvent_t like_ev;    /* a batch's mx and sum are on the host */
   int32_t chunk_frames;   /* frames per chunk, so that shared memory fits */
   size_t shmem;           /* dynamic shared memory per block */
   int32_t stats_tile;     /* frames per tile of the stats kernel */
@@ -113,6 +112,8 @@ struct gacc_cuda {
   int ring_used[GACC_RING_N];
   unsigned ring_next;
   const gacc_dev_feats *df;  /* resident features (acc-devfeats.cu), or NULL */
+  gacc_par *par;             /* the host sort's threads (the accumulator's) */
+  gacc_sorter sorter;
   /* time split, logged at VLOG[2] when freed (the service's
    * KALDI_GPU_SERVICE_VERBOSE=2) */
   double t_new, t_sort, t_stage, t_wait, t_fetch;
@@ -174,75 +175,6 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
   for (int i = threadIdx.x; i < len * M; i += blockDim.x) {
     int f = i / M, m = i - f * M;
     gam_out[(size_t)(start + f) * maxc + m] = gam[i];
-  }
-}
-
-/* One block per pdf of the batch: ranges[b] = (pdf, first sorted frame,
- * frames). Each thread owns cells of that pdf and adds frame after frame
- * as the CPU path does (acc-cpu-fast.c stats_scalar): post 0 skipped,
- * mean = fma(post, x, mean) (exact product), var fused where the profile's
- * daxpy fuses it (kio_blas_daxpy_fused).
- * The pdf's frames go through shared memory in tiles of `tile` frames
- * (features and posteriors, loaded by the whole block with coalesced
- * reads): each add then waits only for a shared-memory read, not for the
- * two dependent global loads (order, then the feature row) it needed
- * before; a cell's sums stay in frame order, tile after tile. */
-__global__ void gacc_stats_kernel(const int4 *__restrict__ ranges,
-                                  const int32_t *__restrict__ order,
-                                  const float *__restrict__ feats,
-                                  const float *__restrict__ gam, int maxc,
-                                  const int32_t *__restrict__ pdf_offset, int D, int prof,
-                                  int tile, double *occ, double *mean, double *var) {
-  GACC_DYN_SHARED(sh);
-  const int4 r = ranges[blockIdx.x];
-  const int pdf = r.x, start = r.y, len = r.z;
-  const int g0 = pdf_offset[pdf], M = pdf_offset[pdf + 1] - g0, MD = M * D;
-  const int fuse_to = kio_blas_daxpy_fused(prof, D);
-  float *xs = sh;                          /* tile x D features */
-  float *gs = sh + (size_t)tile * D;       /* tile x M posteriors */
-  for (int f0 = 0; f0 < len; f0 += tile) {
-    const int n = len - f0 < tile ? len - f0 : tile;
-    __syncthreads();  /* the previous tile is no longer read */
-    for (int i = threadIdx.x; i < n * D; i += blockDim.x) {
-      int f = i / D, d = i - f * D;
-      xs[i] = feats[(size_t)order[start + f0 + f] * D + d];
-    }
-    for (int i = threadIdx.x; i < n * M; i += blockDim.x) {
-      int f = i / M, m = i - f * M;
-      gs[i] = gam[(size_t)(start + f0 + f) * maxc + m];
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < MD + M; i += blockDim.x) {
-      if (i < MD) {
-        int m = i / D, d = i - m * D;
-        size_t cell = (size_t)g0 * D + i;
-        double sm = mean[cell], sv = var[cell];
-        for (int f = 0; f < n; f++) {
-          double gm = (double)gs[f * M + m];
-          double xd = (double)xs[f * D + d];
-          if (gm != 0.0) {
-            double q = xd * xd;
-            sm = fma(gm, xd, sm);
-            if (d < fuse_to) {
-              sv = fma(gm, q, sv);
-            } else {
-              double p = gm * q;
-              sv = sv + p;
-            }
-          }
-        }
-        mean[cell] = sm;
-        var[cell] = sv;
-      } else {
-        int m = i - MD;
-        double so = occ[g0 + m];
-        for (int f = 0; f < n; f++) {
-          double gm = (double)gs[f * M + m];
-          if (gm != 0.0) so = so + gm;
-        }
-        occ[g0 + m] = so;
-      }
-    }
   }
 }
 
@@ -386,9 +318,11 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
     kio_cuda_host_free(c->h_ring[i], c->stream);
     if (c->ring_ev[i]) cudaEventDestroy(c->ring_ev[i]);
   }
+  if (c->like_ev) cudaEventDestroy(c->like_ev);
   free(c->h_pdf_offset);
   kio_cuda_host_free(c->h_order, c->stream);
   free(c->h_count);
+  free(c->sorter.hist);
   kio_cuda_host_free(c->h_chunks, c->stream);
   kio_cuda_host_free(c->h_ranges, c->stream);
   kio_cuda_host_free(c->h_cblocks, c->stream);
@@ -470,6 +404,7 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
   }
   c->num_tids = shape->num_tids;
   c->num_pdfs = shape->num_pdfs;
+  c->sorter.num_pdfs = c->num_pdfs;
   c->dim = shape->dim;
   c->num_gauss = shape->num_gauss;
   c->h_pdf_offset = (int32_t *)malloc(sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
@@ -515,6 +450,7 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
   if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, prio);
   for (int i = 0; i < GACC_RING_N && e == cudaSuccess; i++)
     e = cudaEventCreateWithFlags(&c->ring_ev[i], cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->like_ev, cudaEventDisableTiming);
   if (e != cudaSuccess) {
     KIO_ERROR("CUDA error setting up the accumulator: %s", cudaGetErrorString(e));
     gacc_cuda_free(c);
@@ -649,9 +585,12 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
   double t0 = kio_now_s();
   c->n_batches++;
   c->n_frames += n_frames;
-  /* counting sort of frames by pdf; chunk count known after counting */
-  memset(c->h_count, 0, sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
-  for (int32_t t = 0; t < n_frames; t++) c->h_count[pdf[t] + 1]++;
+  /* counting sort of frames by pdf (acc-par.c: on the pool's threads);
+   * chunk count known after counting */
+  if (gacc_sort_count(&c->sorter, c->par, n_frames, pdf, c->h_count) != KIO_OK) {
+    KIO_ERROR("Out of memory sorting %d frames", (int)n_frames);
+    return KIO_ERR;
+  }
   size_t n_chunks = 0;
   for (int32_t j = 0; j < c->num_pdfs; j++)
     n_chunks += ((size_t)c->h_count[j + 1] + (size_t)c->chunk_frames - 1) /
@@ -678,7 +617,7 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
     const int32_t cells = (c->h_pdf_offset[j + 1] - c->h_pdf_offset[j]) * (c->dim + 1);
     for (int32_t c0 = 0; c0 < cells; c0 += GACC_CELLS) c->h_cblocks[n_cblocks++] = make_int4(j, s0, len, c0);
   }
-  for (int32_t t = 0; t < n_frames; t++) c->h_order[c->h_count[pdf[t]]++] = t;
+  gacc_sort_scatter(&c->sorter, c->par, n_frames, pdf, c->h_count, c->h_order);
 
   size_t D = (size_t)c->dim;
   cudaStream_t st = c->stream;
@@ -706,8 +645,16 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
       c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->prof, c->max_comp, c->d_tacc,
       c->d_gam, c->d_mx, c->d_sum, c->d_xsort);
   KIO_CUDA_LAUNCHED();
+  /* mx and sum go back before the statistics kernel runs: the host forms
+   * the likelihoods (and sorts the next batch) while the device adds the
+   * statistics; the stream keeps everything after in order */
+  KIO_CUDA_TRY(cudaMemcpyAsync(mx, c->d_mx, sizeof(float) * (size_t)n_frames,
+                               cudaMemcpyDeviceToHost, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(sum, c->d_sum, sizeof(float) * (size_t)n_frames,
+                               cudaMemcpyDeviceToHost, st));
+  KIO_CUDA_TRY(cudaEventRecord(c->like_ev, st));
   if (n_ranges) {
-    GACC_LAUNCH_STATS(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,
+    gacc_launch_tiled(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,
                       c->d_gam, c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->stats_tile,
                       c->d_occ, c->d_mean, c->d_var);
     KIO_CUDA_LAUNCHED();
@@ -717,13 +664,9 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                       c->d_pdf_offset, c->dim, c->prof, c->d_occ, c->d_mean, c->d_var);
     KIO_CUDA_LAUNCHED();
   }
-  KIO_CUDA_TRY(cudaMemcpyAsync(mx, c->d_mx, sizeof(float) * (size_t)n_frames,
-                               cudaMemcpyDeviceToHost, st));
-  KIO_CUDA_TRY(cudaMemcpyAsync(sum, c->d_sum, sizeof(float) * (size_t)n_frames,
-                               cudaMemcpyDeviceToHost, st));
   double t2 = kio_now_s();
   c->t_stage += t2 - t1;
-  KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  KIO_CUDA_TRY(cudaEventSynchronize(c->like_ev));
   c->t_wait += kio_now_s() - t2;
   return KIO_OK;
 }
@@ -756,6 +699,19 @@ extern "C" int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in) {
   return KIO_OK;
 }
 
+extern "C" int gacc_cuda_zero(gacc_cuda *c) {
+  if (kio_gpu_bind(c->gpu) != KIO_OK) return KIO_ERR;
+  double t0 = kio_now_s();
+  size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
+  cudaStream_t st = c->stream;
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_tacc, 0, sizeof(double) * ((size_t)c->num_tids + 1), st));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_occ, 0, sizeof(double) * G, st));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_mean, 0, sizeof(double) * GD, st));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_var, 0, sizeof(double) * GD, st));
+  c->t_fetch += kio_now_s() - t0;
+  return KIO_OK;
+}
+
 extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   if (kio_gpu_bind(c->gpu) != KIO_OK) return KIO_ERR;
   double t0 = kio_now_s();
@@ -776,6 +732,7 @@ extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
 }
 
 extern "C" void gacc_cuda_use_dev_feats(gacc_cuda *c, const gacc_dev_feats *f) { c->df = f; }
+extern "C" void gacc_cuda_set_par(gacc_cuda *c, gacc_par *p) { c->par = p; }
 extern "C" int gacc_cuda_device_of(const gacc_cuda *c) { return c->device; }
 
 extern "C" void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t) {

@@ -18,6 +18,38 @@ extern "C" {
 
 typedef struct gacc_cuda gacc_cuda;  /* device copy of model and stats */
 
+/* acc-par.c: a pool of threads for the per-frame host work. fn(arg, t, nt)
+ * runs on threads t = 0 .. nt-1 (0: the caller); a run meeting another
+ * thread's run (or no pool) is done by the caller alone (nt = 1), so work
+ * must be split so that the results do not depend on nt. */
+typedef struct gacc_par gacc_par;
+typedef void (*gacc_par_fn)(void *arg, int t, int nt);
+/* KALDI_GPU_DEV_ACC_HOST_THREADS, or the job's share of the cores less the
+ * threads of the process's other live pools (at least 1) */
+int gacc_par_threads(void);
+gacc_par *gacc_par_new(int threads);  /* NULL: out of memory (run serially) */
+void gacc_par_run(gacc_par *p, gacc_par_fn fn, void *arg);
+int gacc_par_size(const gacc_par *p);
+void gacc_par_free(gacc_par *p);
+/* Part t of nt of [0, n): [*lo, *hi). */
+void gacc_par_range(size_t n, int t, int nt, size_t *lo, size_t *hi);
+
+/* The stable counting sort of a batch's frames by pdf, in two steps around
+ * the caller's use of the counts: gacc_sort_count gives count[j + 1] = frames
+ * of pdf j (count[0] = 0); gacc_sort_scatter, given start[j] = the first
+ * sorted position of pdf j, writes order (sorted position -> frame), the
+ * same as one thread's `order[start[pdf[t]]++] = t` in frame order. */
+typedef struct {
+  int32_t num_pdfs;
+  int parts;
+  int32_t *hist;  /* parts x num_pdfs */
+  size_t cap;
+} gacc_sorter;
+int gacc_sort_count(gacc_sorter *s, gacc_par *p, int32_t n, const int32_t *pdf,
+                    int32_t *count);
+void gacc_sort_scatter(gacc_sorter *s, gacc_par *p, int32_t n, const int32_t *pdf,
+                       const int32_t *start, int32_t *order);
+
 /* Uploads the model (flattened Gaussians) and zeroed statistics shaped like
  * shape, on the job's device gpu (device/gpu.h) and a stream of its own;
  * its device memory is charged to an account of its own: the model and the
@@ -40,8 +72,9 @@ void gacc_cuda_trim(gacc_cuda *c);
  * pdf[t] and tid[t] already validated). For every frame returns the softmax
  * maximum mx[t] and sum sum[t], so that the host forms the log-likelihood
  * mx + logf(sum) with the C library's logf exactly as the CPU path. Host
- * buffers from gacc_cuda_host_alloc make the copies fast. Returns after
- * the device has finished. */
+ * buffers from gacc_cuda_host_alloc make the copies fast. Returns once mx
+ * and sum are filled; the statistics may still be added on the device (the
+ * stream orders every later use of them: next batch, fetch, load, zero). */
 int gacc_cuda_accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
                          const int32_t *tid, const int32_t *pdf,
                          float *mx, float *sum);
@@ -62,9 +95,14 @@ int gacc_dev_feats_copy(const gacc_dev_feats *f, const kio_matrix *mats, int n, 
                         void *stream);
 int gacc_dev_feats_device(const gacc_dev_feats *f);
 
+/* The pool c's host sort runs on (NULL: one thread); the caller's. */
+void gacc_cuda_set_par(gacc_cuda *c, gacc_par *p);
+
 /* Its time so far (gacc_timing's fields but like). */
 void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t);
 
+/* The device statistics zeroed (stream-ordered: no wait). */
+int gacc_cuda_zero(gacc_cuda *c);
 /* Copies tacc, occ, mean_acc, var_acc into out (already shaped). */
 int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out);
 /* The reverse: the device statistics become in's (a job that lost the GPU
@@ -128,6 +166,10 @@ struct gacc_acc {
   int cap_views;
   size_t piece_cap;    /* frames of a piece since memory ran short (0: the budget's) */
   double t_like;       /* seconds in the per-frame likelihoods of GPU batches */
+  gacc_par *par;       /* threads of the per-frame host work (GPU path), made on first use */
+  int par_made;
+  int32_t *seg;        /* a piece's utterances: (index, first, end frame) triples */
+  size_t cap_seg;
   /* worker thread, started by the first asynchronous batch */
   int thread_on, bound, stop, started, finished;
   pthread_t thread;

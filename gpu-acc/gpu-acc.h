@@ -189,6 +189,7 @@ typedef struct {
   long batches, frames;
   long resident;  /* batches whose features came from resident ones */
   double setup, sort, stage, wait, like, fetch;
+  int host_threads;  /* threads of the per-frame host work */
 } gacc_timing;
 void gacc_get_timing(const gacc_acc *a, gacc_timing *t);
 

@@ -169,9 +169,10 @@ static void log_acc_timing(const gacc_acc *acc, double total) {
   KIO_VLOG(1, "GPU accumulation: %.3f s for %ld batches (%ld from resident features), %ld "
            "frames: set-up %.3f s, host sort %.3f s, staging/upload %.3f s, waiting for the "
            "device %.3f s, likelihoods on the host %.3f s, fetching and resetting statistics "
-           "%.3f s, the rest (host batches, lines) %.3f s", total, tm.batches, tm.resident,
-           tm.frames, tm.setup, tm.sort, tm.stage, tm.wait, tm.like, tm.fetch,
-           total - (tm.setup + tm.sort + tm.stage + tm.wait + tm.like + tm.fetch));
+           "%.3f s, the rest (host batches, lines) %.3f s; %d host threads", total, tm.batches,
+           tm.resident, tm.frames, tm.setup, tm.sort, tm.stage, tm.wait, tm.like, tm.fetch,
+           total - (tm.setup + tm.sort + tm.stage + tm.wait + tm.like + tm.fetch),
+           tm.host_threads);
 }
 
 /* Statistics of every job (stats[j], shaped here). CPU: jobs side by side

@@ -105,6 +105,10 @@ extern "C" {
   X(DEV_ACC_STATS, "KALDI_GPU_DEV_ACC_STATS", NULL, DEV,                                   \
     "Device statistics kernel: cells (default: a pdf's cells over many blocks) or tiled "  \
     "(one block per pdf); the same bits")                                                  \
+  X(DEV_ACC_HOST_THREADS, "KALDI_GPU_DEV_ACC_HOST_THREADS", NULL, DEV,                     \
+    "Threads of the device accumulator's per-frame host work (default: this job's share "  \
+    "of the cores, at most 16, less those of the process's other accumulators); the same " \
+    "bits whatever the number")                                                            \
   X(DEV_GRAPHS_NO_TUNE, "KALDI_GPU_DEV_GRAPHS_NO_TUNE", "TGRAPH_NO_TUNE", DEV,             \
     "1: compile-train-graphs keeps glibc's malloc settings")                               \
   /* ---- test hooks (test builds only) ---- */                                            \

@@ -461,6 +461,108 @@ START_TEST(gpu_reset_serves_another_job) {
 }
 END_TEST
 
+/* The per-frame host work (pdf lookup, counting sort, likelihoods, checks)
+ * on 1, 2, 3 and 7 threads of the accumulator's pool: the CPU path's
+ * statistics, totals and per-utterance likelihoods bit for bit, with
+ * batches of one utterance, of a few and of everything, through the
+ * synchronous and the asynchronous entry. */
+START_TEST(host_threads_gpu_equals_cpu) {
+  static const char *const threads[] = {"1", "2", "3", "7"};
+  static const char *const m[][3] = {
+    {"models/mono/final.mdl", "ark:noisy/delta.ark", "ark:noisy/mono.ali.ark"},
+    {"models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark"}};
+  static const int batch[] = {1, 5, 1000};
+  select_gpu();
+  for (int k = 0; k < 2; k++) {
+    gacc_stats c;
+    run_info rc;
+    ck_assert_int_eq(run_acc("cpu", m[k][0], m[k][1], m[k][2], 1, &c, &rc), KIO_OK);
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+      kio_setting_override(KIO_SET_DEV_ACC_HOST_THREADS, threads[t]);
+      for (int b = 0; b < 3; b++)
+        for (int async = 0; async < 2; async++) {
+          gacc_stats g;
+          run_info rg;
+          ck_assert_int_eq(run_acc_mode("gpu", m[k][0], m[k][1], m[k][2], batch[b], async, &g,
+                                        &rg), KIO_OK);
+          ck_assert_int_eq(rc.done, rg.done);
+          ck_assert_msg(rc.tot_like == rg.tot_like && rc.tot_t == rg.tot_t,
+                        "%s, %s threads, batch %d%s: utterance likelihoods %.17g vs the "
+                        "CPU's %.17g", m[k][0], threads[t], batch[b], async ? " async" : "",
+                        rg.tot_like, rc.tot_like);
+          ck_assert_msg(c.total_like == g.total_like && c.total_frames == g.total_frames,
+                        "%s, %s threads, batch %d: total_like %.17g vs the CPU's %.17g",
+                        m[k][0], threads[t], batch[b], g.total_like, c.total_like);
+          ck_assert_msg(stats_identical(&g, &c), "%s, %s threads, batch %d%s: statistics not "
+                        "bit-identical to the CPU's", m[k][0], threads[t], batch[b],
+                        async ? " async" : "");
+          gacc_stats_free(&g);
+        }
+    }
+    gacc_stats_free(&c);
+  }
+  kio_setting_override(KIO_SET_DEV_ACC_HOST_THREADS, NULL);
+}
+END_TEST
+
+/* The checks and the likelihoods run on several threads, but the ERROR
+ * names the first bad utterance of the batch and its first bad frame, as
+ * one thread finds them. */
+static char g_first_err[512];
+static int g_n_err;
+static void first_error(int level, const char *func, const char *file, int line,
+                        const char *msg, void *user) {
+  (void)func; (void)file; (void)line; (void)user;
+  if (level != KIO_LOG_ERROR) return;
+  if (!g_n_err++) snprintf(g_first_err, sizeof g_first_err, "%s", msg);
+}
+
+START_TEST(host_threads_first_error) {
+  select_gpu();
+  kio_setting_override(KIO_SET_DEV_ACC_HOST_THREADS, "4");
+  mono_utts d;
+  mono_load(&d);
+  ck_assert_int_ge(d.n, 32);
+  gacc_utt_result res[MAXU];
+  char want[256];
+  for (int kind = 0; kind < 2; kind++) {
+    gacc_acc *acc;
+    ck_assert_int_eq(gacc_new(&acc, "gpu", &d.tm, &d.am), KIO_OK);
+    int32_t save[2][2];
+    const int uu[2] = {9, 29}, ff[2] = {5, 2};
+    for (int e = 0; e < 2; e++) {
+      int u = uu[e], f = ff[e];
+      ck_assert_int_gt(d.m[u].rows, f);
+      if (kind == 0) {  /* a transition-id out of range */
+        save[e][0] = d.a[u][f];
+        d.a[u][f] = d.tm.num_tids + 1;
+      } else {  /* an invalid log-likelihood */
+        memcpy(&save[e][0], &d.m[u].data[(size_t)f * d.am.dim], sizeof(float));
+        d.m[u].data[(size_t)f * d.am.dim] = NAN;
+      }
+    }
+    g_n_err = 0;
+    kio_log_set_handler(first_error, NULL);
+    ck_assert_int_eq(gacc_accumulate_batch(acc, d.n, d.u, res), KIO_ERR);
+    kio_log_set_handler(NULL, NULL);
+    ck_assert_int_eq(g_n_err, 1);
+    if (kind == 0)
+      snprintf(want, sizeof want, "at frame 5 of the alignment for utterance %s", d.keys[9]);
+    else
+      snprintf(want, sizeof want, "frame 5 of utterance %s", d.keys[9]);
+    ck_assert_msg(strstr(g_first_err, want), "got '%s', want '%s'", g_first_err, want);
+    for (int e = 0; e < 2; e++) {
+      int u = uu[e], f = ff[e];
+      if (kind == 0) d.a[u][f] = save[e][0];
+      else memcpy(&d.m[u].data[(size_t)f * d.am.dim], &save[e][0], sizeof(float));
+    }
+    gacc_free(acc);
+  }
+  mono_free(&d);
+  kio_setting_override(KIO_SET_DEV_ACC_HOST_THREADS, NULL);
+}
+END_TEST
+
 /* Resident features (gacc_dev_feats): batches read from the device copy
  * give the uploaded batches' statistics bit for bit; a batch with one
  * matrix outside the copy is uploaded as before. */
@@ -522,6 +624,8 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, gpu_continues_from_loaded_stats);
   tcase_add_test(t, gpu_reset_serves_another_job);
   tcase_add_test(t, gpu_dev_feats_equal_upload);
+  tcase_add_test(t, host_threads_gpu_equals_cpu);
+  tcase_add_test(t, host_threads_first_error);
   suite_add_tcase(s, t);
   return s;
 }
