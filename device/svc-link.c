@@ -428,6 +428,15 @@ int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *pa
 
 const char *kio_svc_error(const kio_svc *s) { return s ? s->err : ""; }
 
+void kio_svc_swap_payload(kio_svc *s, uint8_t **buf, size_t *cap) {
+  uint8_t *b = s->rbuf;
+  size_t c = s->rcap;
+  s->rbuf = *buf;
+  s->rcap = *buf ? *cap : 0;
+  *buf = b;
+  *cap = c;
+}
+
 void kio_svc_set_timeouts(kio_svc *s, double wait_s, double stall_s) {
   s->wait_s = wait_s;
   s->stall_s = stall_s;

@@ -2,14 +2,18 @@
  * handler of one batch (see align-remote.h). Wire format of a batch:
  *   HELLO:   u32 protocol, u32 kind (align), f32 the job's timeout, options,
  *            array model bytes
- *   ALIGN:   u32 n, u32 want_per_frame, then per utterance
+ *   FUSE:    (empty) the service also accumulates what it aligns on this
+ *            connection (gpu-acc/acc-remote.c); answered by READY
+ *   ALIGN:   u32 n, u32 want_per_frame, u32 flags (KIO_SVC_ALIGN_*), u32 seq,
+ *            then per utterance
  *            i32 num_states, num_arcs, start, num_pdfs_used, rows, cols,
  *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features,
  *            i32 band_T (margin band, 0: none), arrays topo_pos, band_lo, band_hi
  *            (empty without a band)
  *   ALIGNED: i32 status, log lines, then (status KIO_OK) per utterance
  *            i32 ok, retried, band_failed, num_frames, f32 like, score,
- *            arrays ali, per_frame
+ *            arrays ali, per_frame; on a fused connection then the
+ *            accumulation part (acc-remote.c), handed to the link as is
  * Arrays are sent from where they are (no copy) and used in place. A batch
  * the service could not align (status not KIO_OK: its device failed, ...)
  * is the job's to align, as when the service is lost: its own backend gives
@@ -29,6 +33,8 @@ enum { MAX_CONN = 16 };
  * among them. */
 struct galign_remote {
   int nconn;
+  galign_acc_link *link;  /* fused (connection 0 only; NULL: not) */
+  uint32_t flags, seq;    /* of the request in flight on connection 0 */
   kio_svc *svc[MAX_CONN];
   kio_msg msg[MAX_CONN];
   char desc[160];
@@ -111,6 +117,7 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
 
 void galign_remote_free(galign_remote *r) {
   if (!r) return;
+  galign_acc_link_put(r->link);
   for (int c = 0; c < MAX_CONN; c++) {
     kio_svc_close(r->svc[c]);
     kio_msg_free(&r->msg[c]);
@@ -120,6 +127,124 @@ void galign_remote_free(galign_remote *r) {
 
 const char *galign_remote_desc(const galign_remote *r) { return r->desc; }
 const char *galign_remote_error(const galign_remote *r) { return r->err; }
+int galign_remote_nconn(const galign_remote *r) { return r ? r->nconn : 0; }
+kio_svc *galign_remote_svc(galign_remote *r) { return r ? r->svc[0] : NULL; }
+
+galign_acc_link *galign_acc_link_new(void) {
+  galign_acc_link *l = calloc(1, sizeof *l);
+  if (!l) return NULL;
+  pthread_mutex_init(&l->mu, NULL);
+  l->refs = 1;
+  l->on = 1;
+  return l;
+}
+
+void galign_acc_rec_free(galign_acc_rec *r) {
+  if (!r) return;
+  free(r->feats);
+  free(r->tail);
+  free(r);
+}
+
+void galign_acc_link_put(galign_acc_link *l) {
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  int last = --l->refs == 0;
+  pthread_mutex_unlock(&l->mu);
+  if (!last) return;
+  while (l->head) galign_acc_rec_free(galign_acc_link_pop(l));
+  pthread_mutex_destroy(&l->mu);
+  free(l);
+}
+
+galign_acc_rec *galign_acc_link_pop(galign_acc_link *l) {
+  pthread_mutex_lock(&l->mu);
+  galign_acc_rec *r = l->head;
+  if (r) {
+    l->head = r->next;
+    if (!l->head) l->last = NULL;
+    r->next = NULL;
+  }
+  pthread_mutex_unlock(&l->mu);
+  return r;
+}
+
+int galign_remote_fuse(galign_remote *r, galign_acc_link *l, char *why, size_t why_len) {
+  if (r->nconn != 1 || r->link) {
+    snprintf(why, why_len, "not one connection");
+    return KIO_ERR;
+  }
+  kio_msg *m = &r->msg[0];
+  kio_msg_reset(m);
+  kio_msg_reader rd;
+  if (kio_svc_send(r->svc[0], KIO_SVC_FUSE, m) != KIO_OK ||
+      kio_svc_recv(r->svc[0], KIO_SVC_READY, NULL, &rd) != KIO_OK) {
+    snprintf(why, why_len, "%s", kio_svc_error(r->svc[0]));
+    return KIO_ERR;
+  }
+  int32_t status = kio_rd_i32(&rd);
+  const char *desc = kio_rd_str(&rd);
+  if (rd.bad || status != KIO_OK) {
+    snprintf(why, why_len, "%s", rd.bad ? "malformed reply" : desc);
+    return KIO_ERR;
+  }
+  pthread_mutex_lock(&l->mu);
+  l->refs++;
+  pthread_mutex_unlock(&l->mu);
+  r->link = l;
+  return KIO_OK;
+}
+
+/* The flags of the next request on a fused connection (first: the first
+ * request of a batch, where the statistics may be asked for: they then
+ * cover whole batches). */
+static void fused_flags(galign_remote *r, int first) {
+  r->flags = 0;
+  r->seq = 0;
+  galign_acc_link *l = r->link;
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  if (l->on) {
+    r->flags = KIO_SVC_ALIGN_ACC;
+    r->seq = ++l->seq;
+    if (first && l->want_stats) {
+      r->flags |= KIO_SVC_ALIGN_STATS;
+      l->want_stats = 0;
+    }
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+
+/* The accumulation part of a fused reply (rd at its start), as a record for
+ * the accumulator: the aligned utterances of [first, first + n). */
+static int fused_record(galign_remote *r, kio_msg_reader *rd, int first, int n,
+                        const kio_matrix *const *feats, const galign_result *results) {
+  galign_acc_link *l = r->link;
+  pthread_mutex_lock(&l->mu);
+  int on = l->on;
+  pthread_mutex_unlock(&l->mu);
+  if (!on) return KIO_OK;  /* nobody reads it */
+  galign_acc_rec *rec = calloc(1, sizeof *rec);
+  if (!rec) return KIO_ERR;
+  rec->seq = r->flags & KIO_SVC_ALIGN_ACC ? r->seq : 0;
+  rec->tail_len = rd->len - rd->pos;
+  rec->feats = malloc((size_t)(n > 0 ? n : 1) * sizeof *rec->feats);
+  rec->tail = malloc(rec->tail_len ? rec->tail_len : 1);
+  if (!rec->feats || !rec->tail) {
+    galign_acc_rec_free(rec);
+    return KIO_ERR;
+  }
+  memcpy(rec->tail, rd->p + rd->pos, rec->tail_len);
+  if (rec->seq)
+    for (int i = first; i < first + n; i++)
+      if (results[i].ok) rec->feats[rec->n++] = feats[i];
+  pthread_mutex_lock(&l->mu);
+  if (l->last) l->last->next = rec;
+  else l->head = rec;
+  l->last = rec;
+  pthread_mutex_unlock(&l->mu);
+  return KIO_OK;
+}
 
 static int lost(galign_remote *r, const char *why) {
   snprintf(r->err, sizeof r->err, "%s", why);
@@ -143,6 +268,8 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
   kio_msg_reset(m);
   kio_msg_put_u32(m, (uint32_t)n);
   kio_msg_put_u32(m, (uint32_t)want_per_frame);
+  kio_msg_put_u32(m, c == 0 ? r->flags : 0);
+  kio_msg_put_u32(m, c == 0 ? r->seq : 0);
   for (int i = first; i < first + n; i++) {
     const galign_graph *g = graphs[i];
     const kio_fst *f = &g->fst;
@@ -220,6 +347,8 @@ static int recv_chunk(galign_remote *r, int c, int first, int n,
       res->per_frame = p;
     }
   }
+  if (c == 0 && r->link && fused_record(r, &rd, first, n, feats, results) != KIO_OK)
+    return lost(r, "out of memory");
   return KIO_OK;
 }
 
@@ -260,6 +389,7 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
         end_of[c]++;
       }
       if (end_of[c] == pos[c]) continue;
+      if (c == 0) fused_flags(r, nparts == 0);
       if (bytes > KIO_SVC_MAX_REQUEST)
         rc = lost(r, "an utterance too large for a request to the GPU service");
       else if (send_chunk(r, c, pos[c], end_of[c] - pos[c], graphs, feats, want_per_frame) !=
@@ -302,7 +432,8 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
 /* ---------------- the service's side ---------------- */
 
 struct galign_serve {
-  int cap;
+  int cap, n;
+  uint32_t flags, seq;
   galign_graph *graphs;
   const galign_graph **gptr;
   kio_matrix *feats;
@@ -382,6 +513,9 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
   serve_clear_results(s);
   *batch_rc = KIO_OK;
   uint32_t n = kio_rd_u32(req), want_pf = kio_rd_u32(req);
+  s->n = 0;
+  s->flags = kio_rd_u32(req);
+  s->seq = kio_rd_u32(req);
   /* an utterance takes more than 64 bytes of the request: a count the
    * payload cannot hold allocates nothing */
   if (req->bad || n > req->len / 64 || grow(s, (int)n) != KIO_OK) return KIO_ERR;
@@ -425,6 +559,7 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
     s->gptr[i] = g;
     s->fptr[i] = f;
   }
+  s->n = (int)n;
   kio_log_defer(&s->lines);
   int rc = galign_align_batch(a, (int)n, s->gptr, s->fptr, (int)want_pf, s->res);
   kio_log_defer(NULL);
@@ -448,3 +583,11 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
   }
   return KIO_OK;
 }
+
+uint32_t galign_serve_flags(const galign_serve *s, uint32_t *seq) {
+  if (seq) *seq = s->seq;
+  return s->flags;
+}
+int galign_serve_count(const galign_serve *s) { return s->n; }
+const kio_matrix *galign_serve_feats(const galign_serve *s, int i) { return &s->feats[i]; }
+const galign_result *galign_serve_result(const galign_serve *s, int i) { return &s->res[i]; }
