@@ -84,13 +84,37 @@ struct gacc_remote {
   /* fused: the batches went with the aligner's requests */
   const galign_aligner *al;
   galign_acc_link *link;
+  /* taken matrices of batches no longer kept, given back by the next take
+   * (the caller's reader reuses their buffers, as with its own) */
+  kio_matrix *spare;
+  int nspare, cap_spare;
 };
+
+/* Frees k; its taken matrices go to the spares (at most two batches' worth). */
+static void kept_drop(gacc_remote *r, kept *k) {
+  if (k && k->owns)
+    for (int i = 0; i < k->n; i++) {
+      if (r->nspare == r->cap_spare && r->cap_spare < 2 * k->n) {
+        int cap = 2 * k->n;
+        kio_matrix *m = realloc(r->spare, (size_t)cap * sizeof *m);
+        if (m) {
+          r->spare = m;
+          r->cap_spare = cap;
+        }
+      }
+      if (r->nspare < r->cap_spare) {
+        r->spare[r->nspare++] = k->mats[i];
+        k->mats[i] = (kio_matrix){0, 0, NULL, 0};
+      }
+    }
+  kept_free(k);
+}
 
 static void kept_free_all(gacc_remote *r) {
   while (r->kept_first) {
     kept *k = r->kept_first;
     r->kept_first = k->next;
-    kept_free(k);
+    kept_drop(r, k);
   }
   r->kept_last = NULL;
   r->kept_bytes = 0;
@@ -126,7 +150,8 @@ static kept *keep_batch(gacc_remote *r, int n, const gacc_utt *utts, kio_matrix 
     float *x = (float *)p;
     if (feats) {
       k->mats[i] = *feats[i];
-      memset(feats[i], 0, sizeof *feats[i]);
+      if (r->nspare) *feats[i] = r->spare[--r->nspare];
+      else memset(feats[i], 0, sizeof *feats[i]);
       bytes += fb;  /* held all the same */
     } else {
       if (fb) memcpy(x, f->data, fb);
@@ -309,6 +334,8 @@ void gacc_remote_free(gacc_acc *a) {
   kio_svc_close(r->svc);
   kio_msg_free(&r->msg);
   kept_free_all(r);
+  for (int i = 0; i < r->nspare; i++) kio_matrix_free(&r->spare[i]);
+  free(r->spare);
   free(r);
   a->remote = NULL;
 }
@@ -495,7 +522,7 @@ static int apply_tail(gacc_acc *a, const uint8_t *p, size_t len, uint32_t seq, i
       kept *k = r->kept_first;
       r->kept_first = k->next;
       r->kept_bytes -= k->bytes;
-      kept_free(k);
+      kept_drop(r, k);
     }
     if (!r->kept_first) r->kept_last = NULL;
   }
