@@ -62,7 +62,7 @@ enum {
                              the batches it aligns (answered by READY) */
 };
 /* Flags of an ALIGN request on a fused connection. */
-enum { KIO_SVC_ALIGN_ACC = 1, KIO_SVC_ALIGN_STATS = 2 };
+enum { KIO_SVC_ALIGN_ACC = 1, KIO_SVC_ALIGN_STATS = 2, KIO_SVC_ALIGN_SHM = 4 };
 /* A reply's status: anything but KIO_OK means the service could not do the
  * work (its device failed, it ran out of memory, ...): the job does it
  * itself, which gives the same result or the same error. */
@@ -144,6 +144,11 @@ int kio_svc_connect(kio_svc **s, int may_start, char *why, size_t why_len);
 void kio_svc_close(kio_svc *s);
 /* Sends m as one message of the given type. KIO_ERR if the link failed. */
 int kio_svc_send(kio_svc *s, uint32_t type, const kio_msg *m);
+/* As kio_svc_send, passing descriptor fd along (SCM_RIGHTS). */
+int kio_svc_send_fd(kio_svc *s, uint32_t type, const kio_msg *m, int fd);
+/* The last descriptor that came with a received message (-1: none), now
+ * the caller's (only one is kept: an earlier one not taken is closed). */
+int kio_svc_take_fd(kio_svc *s);
 /* Receives one message: *type, and a payload valid until the next receive
  * on this connection. KIO_ERR if the link failed, timed out, or the message
  * is not one of the expected type (expect = 0: any). Heartbeats are

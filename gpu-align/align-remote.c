@@ -5,9 +5,12 @@
  *   FUSE:    (empty) the service also accumulates what it aligns on this
  *            connection (gpu-acc/acc-remote.c); answered by READY
  *   ALIGN:   u32 n, u32 want_per_frame, u32 flags (KIO_SVC_ALIGN_*), u32 seq,
- *            then per utterance
+ *            u32 region (of the job's shared memory, KIO_SVC_ALIGN_SHM; its
+ *            memfd comes with the request that first uses it), then per
+ *            utterance
  *            i32 num_states, num_arcs, start, num_pdfs_used, rows, cols,
- *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features,
+ *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features (with
+ *            KIO_SVC_ALIGN_SHM: u64 their offset in the region),
  *            i32 band_T (margin band, 0: none), arrays topo_pos, band_lo, band_hi
  *            (empty without a band)
  *   ALIGNED: i32 status, log lines, then (status KIO_OK) per utterance
@@ -21,12 +24,64 @@
  * may be (KIO_SVC_MAX_REQUEST) goes in several. */
 #include "align-remote.h"
 
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/sys/log.h"
+#include "base/sys/settings.h"
 
 enum { MAX_CONN = 16 };
+
+/* Features through shared memory: a request's features are copied into a
+ * sealed memfd the service maps (one copy in the job instead of two in the
+ * kernel and a wake-up per socket buffer). Two per connection, request by
+ * request in turn: the service reads request k's (its accumulation too)
+ * until it answers k+1, and the job fills the other one for k+1. Batches
+ * of less than SHM_MIN go inline. */
+#define SHM_MIN ((size_t)1 << 20)
+#define SHM_MAX ((size_t)1 << 31)
+typedef struct {
+  int fd;
+  uint8_t *map;
+  size_t cap;
+  int sent;   /* the service has the descriptor */
+} shm_region;
+
+static void shm_release(shm_region *g) {
+  if (g->map) munmap(g->map, g->cap);
+  if (g->fd >= 0) close(g->fd);
+  g->map = NULL;
+  g->fd = -1;
+  g->cap = 0;
+  g->sent = 0;
+}
+
+/* Room for bytes in g (a new sealed memfd when it is too small). */
+static int shm_reserve(shm_region *g, size_t bytes) {
+  if (g->map && g->cap >= bytes) return KIO_OK;
+  shm_release(g);
+  size_t cap = (bytes + bytes / 4 + (SHM_MIN - 1)) / SHM_MIN * SHM_MIN;
+  int fd = memfd_create("kaldi-gpu-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return KIO_ERR;
+  void *p = MAP_FAILED;
+  if (ftruncate(fd, (off_t)cap) == 0 &&
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+    p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return KIO_ERR;
+  }
+  g->fd = fd;
+  g->map = p;
+  g->cap = cap;
+  g->sent = 0;
+  return KIO_OK;
+}
 
 /* One connection per GPU the job asked for (--num-gpus): the service puts
  * each on the device with the fewest connections, and a batch is split
@@ -35,6 +90,10 @@ struct galign_remote {
   int nconn;
   galign_acc_link *link;  /* fused (connection 0 only; NULL: not) */
   uint32_t flags, seq;    /* of the request in flight on connection 0 */
+  shm_region shm[MAX_CONN][2];
+  int shm_next[MAX_CONN];
+  int shm_off;            /* shared memory not usable here: inline */
+  size_t shm_min;         /* smaller requests' features go inline */
   kio_svc *svc[MAX_CONN];
   kio_msg msg[MAX_CONN];
   char desc[160];
@@ -86,6 +145,12 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
   *out = NULL;
   galign_remote *r = calloc(1, sizeof *r);
   if (!r) { snprintf(why, why_len, "out of memory"); return KIO_ERR; }
+  for (int c = 0; c < MAX_CONN; c++)
+    for (int k = 0; k < 2; k++) r->shm[c][k].fd = -1;
+  r->shm_min = SHM_MIN;
+  const char *t = kio_test_hook(KIO_SET_TEST_SERVICE_SHM);
+  if (t) r->shm_min = (size_t)strtoull(t, NULL, 10);
+  r->shm_off = r->shm_min == 0;
   char *model = NULL;
   size_t len = 0;
   kio_log_deferred *quiet = NULL;  /* serialising never fails on a read model */
@@ -121,6 +186,8 @@ void galign_remote_free(galign_remote *r) {
   for (int c = 0; c < MAX_CONN; c++) {
     kio_svc_close(r->svc[c]);
     kio_msg_free(&r->msg[c]);
+    shm_release(&r->shm[c][0]);
+    shm_release(&r->shm[c][1]);
   }
   free(r);
 }
@@ -266,10 +333,22 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
                       int want_per_frame) {
   kio_msg *m = &r->msg[c];
   kio_msg_reset(m);
+  size_t fbytes = 0;
+  for (int i = first; i < first + n; i++)
+    fbytes += ((size_t)feats[i]->rows * (size_t)feats[i]->cols * sizeof(float) + 63) / 64 * 64;
+  shm_region *sh = &r->shm[c][r->shm_next[c]];
+  if (r->shm_off || fbytes < r->shm_min || fbytes > SHM_MAX) sh = NULL;
+  if (sh && shm_reserve(sh, fbytes) != KIO_OK) {
+    r->shm_off = 1;  /* no memfd here: inline from now on */
+    sh = NULL;
+  }
+  uint32_t flags = (c == 0 ? r->flags : 0) | (sh ? KIO_SVC_ALIGN_SHM : 0);
   kio_msg_put_u32(m, (uint32_t)n);
   kio_msg_put_u32(m, (uint32_t)want_per_frame);
-  kio_msg_put_u32(m, c == 0 ? r->flags : 0);
+  kio_msg_put_u32(m, flags);
   kio_msg_put_u32(m, c == 0 ? r->seq : 0);
+  kio_msg_put_u32(m, (uint32_t)r->shm_next[c]);
+  size_t off = 0;
   for (int i = first; i < first + n; i++) {
     const galign_graph *g = graphs[i];
     const kio_fst *f = &g->fst;
@@ -284,15 +363,25 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
     kio_msg_put_ref(m, f->final, (size_t)f->num_states, sizeof(float));
     kio_msg_put_ref(m, g->pdfs_used, (size_t)g->num_pdfs_used, sizeof(int32_t));
     kio_msg_put_ref(m, g->arc_pdf, (size_t)f->num_arcs, sizeof(int32_t));
-    kio_msg_put_ref(m, feats[i]->data, (size_t)feats[i]->rows * (size_t)feats[i]->cols,
-                    sizeof(float));
+    size_t fn = (size_t)feats[i]->rows * (size_t)feats[i]->cols;
+    if (sh) {  /* the offset of the features in the shared memory */
+      memcpy(sh->map + off, feats[i]->data, fn * sizeof(float));
+      kio_msg_put_u64(m, off);
+      off += (fn * sizeof(float) + 63) / 64 * 64;
+    } else {
+      kio_msg_put_ref(m, feats[i]->data, fn, sizeof(float));
+    }
     const int32_t bt = g->band_T == feats[i]->rows ? g->band_T : 0;
     kio_msg_put_i32(m, bt);
     kio_msg_put_ref(m, g->topo_pos, bt ? (size_t)f->num_states : 0, sizeof(int32_t));
     kio_msg_put_ref(m, g->band_lo, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
     kio_msg_put_ref(m, g->band_hi, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
   }
-  return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
+  if (!sh) return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
+  r->shm_next[c] ^= 1;
+  if (sh->sent) return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
+  sh->sent = 1;
+  return kio_svc_send_fd(r->svc[c], KIO_SVC_ALIGN, m, sh->fd);
 }
 
 /* Receives the reply for [first, first + n) on connection c: its lines
@@ -434,6 +523,8 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
 struct galign_serve {
   int cap, n;
   uint32_t flags, seq;
+  struct { const uint8_t *map; size_t len; } reg[2];  /* the job's shared memory */
+  int fd;  /* a descriptor received with the request, not mapped yet (-1) */
   galign_graph *graphs;
   const galign_graph **gptr;
   kio_matrix *feats;
@@ -442,7 +533,34 @@ struct galign_serve {
   kio_log_deferred *lines;
 };
 
-galign_serve *galign_serve_new(void) { return calloc(1, sizeof(galign_serve)); }
+galign_serve *galign_serve_new(void) {
+  galign_serve *s = calloc(1, sizeof(galign_serve));
+  if (s) s->fd = -1;
+  return s;
+}
+
+void galign_serve_give_fd(galign_serve *s, int fd) {
+  if (fd < 0) return;
+  if (s->fd >= 0) close(s->fd);
+  s->fd = fd;
+}
+
+/* Region k becomes the memfd received (sealed against shrinking, so the
+ * job cannot pull pages from under the aligner). KIO_ERR if unusable. */
+static int serve_map(galign_serve *s, uint32_t k) {
+  int fd = s->fd;
+  s->fd = -1;
+  struct stat st;
+  int seals = fcntl(fd, F_GET_SEALS);
+  int ok = fstat(fd, &st) == 0 && st.st_size > 0 && seals >= 0 && (seals & F_SEAL_SHRINK);
+  void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (p == MAP_FAILED) return KIO_ERR;
+  if (s->reg[k].map) munmap((void *)s->reg[k].map, s->reg[k].len);
+  s->reg[k].map = p;
+  s->reg[k].len = (size_t)st.st_size;
+  return KIO_OK;
+}
 
 static void serve_clear_results(galign_serve *s) {
   for (int i = 0; i < s->cap; i++) galign_result_free(&s->res[i]);
@@ -452,6 +570,9 @@ static void serve_clear_results(galign_serve *s) {
 void galign_serve_free(galign_serve *s) {
   if (!s) return;
   serve_clear_results(s);
+  for (int k = 0; k < 2; k++)
+    if (s->reg[k].map) munmap((void *)s->reg[k].map, s->reg[k].len);
+  if (s->fd >= 0) close(s->fd);
   free(s->graphs);
   free(s->gptr);
   free(s->feats);
@@ -516,6 +637,11 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
   s->n = 0;
   s->flags = kio_rd_u32(req);
   s->seq = kio_rd_u32(req);
+  uint32_t region = kio_rd_u32(req);
+  const int shm = (s->flags & KIO_SVC_ALIGN_SHM) != 0;
+  if (req->bad || region > 1) return KIO_ERR;
+  if (shm && s->fd >= 0 && serve_map(s, region) != KIO_OK) return KIO_ERR;
+  if (shm && !s->reg[region].map) return KIO_ERR;
   /* an utterance takes more than 64 bytes of the request: a count the
    * payload cannot hold allocates nothing */
   if (req->bad || n > req->len / 64 || grow(s, (int)n) != KIO_OK) return KIO_ERR;
@@ -534,7 +660,15 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
     g->fst.final = (float *)kio_rd_arr(req, sizeof(float), big, &c3);
     g->pdfs_used = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c4);
     g->arc_pdf = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c5);
-    f->data = (float *)kio_rd_arr(req, sizeof(float), big, &c6);
+    if (shm) {  /* an offset into the shared memory, checked below */
+      uint64_t off = kio_rd_u64(req);
+      uint64_t fb = (uint64_t)(rows > 0 ? rows : 0) * (uint64_t)(cols > 0 ? cols : 0) * 4;
+      int in = off % 8 == 0 && off <= s->reg[region].len && fb <= s->reg[region].len - off;
+      f->data = in ? (float *)(s->reg[region].map + off) : NULL;
+      c6 = in ? (size_t)rows * (size_t)cols : (size_t)-1;
+    } else {
+      f->data = (float *)kio_rd_arr(req, sizeof(float), big, &c6);
+    }
     int32_t bt = kio_rd_i32(req);
     size_t c7, c8, c9;
     g->topo_pos = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c7);

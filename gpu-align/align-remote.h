@@ -99,6 +99,9 @@ void galign_serve_free(galign_serve *s);
  * dropped). */
 int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
                        kio_msg *reply, int *batch_rc);
+/* A descriptor that came with the next request (kio_svc_take_fd; < 0:
+ * none): the job's shared memory for its region. */
+void galign_serve_give_fd(galign_serve *s, int fd);
 /* The last request: its flags (KIO_SVC_ALIGN_*) and sequence number, its
  * utterances' features (in the payload) and results. */
 uint32_t galign_serve_flags(const galign_serve *s, uint32_t *seq);

@@ -437,6 +437,7 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
       failed_reply(m, g.broken_why);
       batch_rc = KIO_ERR;
     } else {
+      galign_serve_give_fd(sv, kio_svc_take_fd(s));  /* the job's shared memory */
       gsvc_mem_begin_align(d, a);  /* waits its turn for device memory */
       int bad = galign_serve_align(sv, a, &rd, m, &batch_rc) != KIO_OK;
       gsvc_mem_end_align(d, a);

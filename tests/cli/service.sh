@@ -82,6 +82,8 @@ cmp -s "$tmp/one.acc" kaldi/mono/final.acc || fail "one-pass stats differ from K
 #     Several batches, checkpoints between them (a small bound on what the
 #     job keeps), retried and failed utterances (noisy): the outputs, exit
 #     code and messages of the CPU path; Kaldi's bytes on the clean data.
+#     Features inline and through shared memory (KALDI_GPU_TEST_SERVICE_SHM:
+#     the least bytes of a request that go there; 1 MB by default).
 onepass() {  # NAME FEATS [OPTIONS...]
   local name=$1 feats=$2; shift 2
   "$BIN/gmm-align-acc-compiled" $opts "$@" models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" \
@@ -99,8 +101,11 @@ fused_line='Accumulating on the GPU service, from the features of the alignment 
 for d in clean noisy; do
   f=ark:feats/delta.ark; [ $d = noisy ] && f=ark:noisy/delta.ark
   onepass "fcpu.$d" "$f" --use-gpu=no --batch-size=3
-  for bs in 1 3 1000; do
-    KALDI_GPU_TEST_ACC_KEEP_BYTES=300000 onepass "fsvc.$d.$bs" "$f" --batch-size=$bs --verbose=1
+  # features inline (small requests; none) or through shared memory (all)
+  for v in 1.x 3.0 3.1 1000.x 1000.0; do
+    bs=${v%.*} shm=${v#*.}; [ "$shm" = x ] && shm=1048576
+    KALDI_GPU_TEST_SERVICE_SHM=$shm KALDI_GPU_TEST_ACC_KEEP_BYTES=300000 \
+      onepass "fsvc.$d.$bs" "$f" --batch-size=$bs --verbose=1
     grep -q "$fused_line" "$tmp/fsvc.$d.$bs.log" || fail "fused $d $bs: not fused: $(grep -i accumulat "$tmp/fsvc.$d.$bs.log")"
     grep -q 'GPU service lost' "$tmp/fsvc.$d.$bs.log" && fail "fused $d $bs: $(grep 'GPU service lost' "$tmp/fsvc.$d.$bs.log")"
     same_onepass "fcpu.$d" "fsvc.$d.$bs"
