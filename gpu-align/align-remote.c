@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/sys/cpu-share.h"
 #include "base/sys/log.h"
 #include "base/sys/settings.h"
 
@@ -59,6 +60,42 @@ static void shm_release(shm_region *g) {
   g->fd = -1;
   g->cap = 0;
   g->sent = 0;
+}
+
+/* The copy into the shared memory, on the job's share of the cores (the
+ * reading thread is busy with the next batch meanwhile, the cores mostly
+ * idle): pieces i = first, first + step, ... */
+typedef struct {
+  uint8_t *dst;
+  const kio_matrix *const *feats;
+  const size_t *off;
+  int n, first, step;
+} shm_copy;
+
+static void *shm_copy_main(void *arg) {
+  const shm_copy *j = arg;
+  for (int i = j->first; i < j->n; i += j->step)
+    memcpy(j->dst + j->off[i], j->feats[i]->data,
+           (size_t)j->feats[i]->rows * (size_t)j->feats[i]->cols * sizeof(float));
+  return NULL;
+}
+
+static void shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,
+                     size_t bytes) {
+  enum { MAX_T = 8 };
+  int nt = kio_cpu_share(0);
+  if (nt > MAX_T) nt = MAX_T;
+  if ((size_t)nt > bytes / ((size_t)8 << 20)) nt = (int)(bytes / ((size_t)8 << 20));
+  if (nt < 1) nt = 1;
+  shm_copy j[MAX_T];
+  pthread_t th[MAX_T];
+  int started = 1;
+  for (int t = 0; t < nt; t++) j[t] = (shm_copy){dst, feats, off, n, t, nt};
+  for (; started < nt; started++)
+    if (pthread_create(&th[started], NULL, shm_copy_main, &j[started]) != 0) break;
+  shm_copy_main(&j[0]);
+  for (int t = 1; t < started; t++) pthread_join(th[t], NULL);
+  for (int t = started; t < nt; t++) shm_copy_main(&j[t]);  /* threads not started */
 }
 
 /* Room for bytes in g (a new sealed memfd when it is too small). */
@@ -342,13 +379,23 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
     r->shm_off = 1;  /* no memfd here: inline from now on */
     sh = NULL;
   }
+  size_t *offs = sh ? malloc((size_t)(n > 0 ? n : 1) * sizeof *offs) : NULL;
+  if (sh && !offs) return KIO_ERR;
+  if (sh) {  /* the features' places in the shared memory, then the copy */
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+      offs[i] = o;
+      o += ((size_t)feats[first + i]->rows * (size_t)feats[first + i]->cols * sizeof(float) + 63) /
+           64 * 64;
+    }
+    shm_fill(sh->map, feats + first, offs, n, fbytes);
+  }
   uint32_t flags = (c == 0 ? r->flags : 0) | (sh ? KIO_SVC_ALIGN_SHM : 0);
   kio_msg_put_u32(m, (uint32_t)n);
   kio_msg_put_u32(m, (uint32_t)want_per_frame);
   kio_msg_put_u32(m, flags);
   kio_msg_put_u32(m, c == 0 ? r->seq : 0);
   kio_msg_put_u32(m, (uint32_t)r->shm_next[c]);
-  size_t off = 0;
   for (int i = first; i < first + n; i++) {
     const galign_graph *g = graphs[i];
     const kio_fst *f = &g->fst;
@@ -365,9 +412,7 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
     kio_msg_put_ref(m, g->arc_pdf, (size_t)f->num_arcs, sizeof(int32_t));
     size_t fn = (size_t)feats[i]->rows * (size_t)feats[i]->cols;
     if (sh) {  /* the offset of the features in the shared memory */
-      memcpy(sh->map + off, feats[i]->data, fn * sizeof(float));
-      kio_msg_put_u64(m, off);
-      off += (fn * sizeof(float) + 63) / 64 * 64;
+      kio_msg_put_u64(m, offs[i - first]);
     } else {
       kio_msg_put_ref(m, feats[i]->data, fn, sizeof(float));
     }
@@ -377,6 +422,7 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
     kio_msg_put_ref(m, g->band_lo, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
     kio_msg_put_ref(m, g->band_hi, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
   }
+  free(offs);
   if (!sh) return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
   r->shm_next[c] ^= 1;
   if (sh->sent) return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
