@@ -557,7 +557,13 @@ static void *conn_main(void *arg) {
            ((kind == KIO_SVC_KIND_ALIGN && galign_serve_hello(&rd, &o, &model, &len) == KIO_OK) ||
             (kind == KIO_SVC_KIND_ACC && gacc_serve_hello(&rd, &model, &len) == KIO_OK));
   if (!ok) {
-    send_ready(s, &m, KIO_ERR, "unsupported request (another version of the service?)");
+    char why[160];
+    if (proto != KIO_SVC_PROTOCOL)
+      snprintf(why, sizeof why, "the job speaks protocol %u, this service %u (another version "
+               "of the service)", (unsigned)proto, (unsigned)KIO_SVC_PROTOCOL);
+    else
+      snprintf(why, sizeof why, "unsupported request (another version of the service?)");
+    send_ready(s, &m, KIO_ERR, why);
     goto out;
   }
   if (!g.device_ok) {
