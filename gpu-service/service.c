@@ -306,6 +306,8 @@ typedef struct {
   uint8_t *held;
   size_t held_cap;
   int admitted;   /* an accumulation holds its grant of device memory */
+  int started;    /* accumulations started */
+  double t_wait;  /* seconds the connection waited for them to end */
 } fused;
 
 static int fuse(fused *f, model_entry *e, char *why, size_t n) {
@@ -333,7 +335,9 @@ static int fuse(fused *f, model_entry *e, char *why, size_t n) {
  * for the next reply, its device memory given back. */
 static void fused_end(fused *f, int d) {
   if (!f->acc) return;
+  double t0 = kio_now_s();
   if (gacc_serve_fused_end(f->sv, f->acc) != KIO_OK) check_device();
+  f->t_wait += kio_now_s() - t0;
   if (f->admitted) gsvc_mem_end_acc(d, f->acc);
   f->admitted = 0;
 }
@@ -358,9 +362,10 @@ static void fused_start(fused *f, conn *c, galign_serve *sv, int d) {
     gsvc_mem_begin_acc(d, f->acc);  /* waits its turn for device memory */
     f->admitted = 1;
   }
-  if (gacc_serve_fused_start(f->sv, f->acc, k, feats && ali ? feats : NULL, ali, seq))
+  if (gacc_serve_fused_start(f->sv, f->acc, k, feats && ali ? feats : NULL, ali, seq)) {
     kio_svc_swap_payload(c->s, &f->held, &f->held_cap);  /* read by the worker */
-  else
+    f->started++;
+  } else
     fused_end(f, d);
   free(feats);
   free(ali);
@@ -412,10 +417,10 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
   double t0 = kio_now_s(), busy = 0;
   while ((!g.drop_after || served++ < g.drop_after) &&
          next_request(c, 0, &type, &rd) == KIO_OK) {
-    double t1 = kio_now_s();
     /* the accumulation of the previous request first: its memory goes back
      * before this batch asks for its own */
     fused_end(&f, d);
+    double t1 = kio_now_s();
     if (type == KIO_SVC_FUSE) {
       char why[200] = "";
       int frc = f.acc ? KIO_ERR : fuse(&f, e, why, sizeof why);
@@ -456,11 +461,14 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     if (reply(c, KIO_SVC_ALIGNED, m) != KIO_OK || failed) break;
     fused_start(&f, c, sv, d);
   }
+  double t_end = kio_now_s();
   fused_free(&f, d);
+  f.t_wait += kio_now_s() - t_end;
   if (g.verbose)
     KIO_LOG("align connection (device %d): %.3f s setting up (%s aligner), %d batches, "
-            "%.3f s aligning, %.3f s connected", d, t_new, pooled_one ? "pooled" : "new", served,
-            busy, kio_now_s() - t0);
+            "%.3f s aligning, %.3f s connected; %d accumulated here, %.3f s waiting for them",
+            d, t_new, pooled_one ? "pooled" : "new", served, busy, kio_now_s() - t0, f.started,
+            f.t_wait);
   galign_serve_free(sv);
   /* an aligner keeps no state between batches; one that failed is not trusted */
   if (failed || g.broken) galign_aligner_free(a);
