@@ -30,6 +30,7 @@
 
 #include "device/cuda-util.h"
 #include "gpu-service/admission.h"
+#include "gpu-service/svc-fused.h"
 #include "base/sys/log.h"
 #include "device/svc-link.h"
 #include "gpu-acc/acc-remote.h"
@@ -297,85 +298,10 @@ static int reply(conn *c, uint32_t type, kio_msg *m) {
   return rc;
 }
 
-/* A fused alignment connection (FUSE): the accumulator that adds up what
- * its requests align, from the features of the request (its payload, kept
- * in held while the accumulator's worker reads it). */
-typedef struct {
-  gacc_acc *acc;
-  gacc_serve *sv;
-  uint8_t *held;
-  size_t held_cap;
-  int admitted;   /* an accumulation holds its grant of device memory */
-  int started;    /* accumulations started */
-  double t_wait;  /* seconds the connection waited for them to end */
-} fused;
-
-static int fuse(fused *f, model_entry *e, char *why, size_t n) {
-  kio_log_deferred *lines = NULL;
-  kio_log_defer(&lines);
-  int rc = gacc_new(&f->acc, g.use_cpu ? "cpu" : "gpu", &e->tm, &e->am);
-  kio_log_defer(NULL);
-  if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, why);
-  kio_log_discard(&lines);
-  if (rc != KIO_OK) {
-    if (!why[0]) snprintf(why, n, "cannot set up the accumulator");
-    return KIO_ERR;
-  }
-  if (!(f->sv = gacc_serve_new())) {
-    gacc_free(f->acc);
-    f->acc = NULL;
-    snprintf(why, n, "out of memory");
-    return KIO_ERR;
-  }
-  gsvc_mem_job_acc(f->acc);
-  return KIO_OK;
-}
-
-/* The accumulation running (of the last request) ends: its outcome is kept
- * for the next reply, its device memory given back. */
-static void fused_end(fused *f, int d) {
-  if (!f->acc) return;
-  double t0 = kio_now_s();
-  if (gacc_serve_fused_end(f->sv, f->acc) != KIO_OK) check_device();
-  f->t_wait += kio_now_s() - t0;
-  if (f->admitted) gsvc_mem_end_acc(d, f->acc);
-  f->admitted = 0;
-}
-
-/* After request's reply: its aligned utterances accumulated on the
- * accumulator's worker; the payload is kept for it. */
-static void fused_start(fused *f, conn *c, galign_serve *sv, int d) {
-  uint32_t seq, flags = galign_serve_flags(sv, &seq);
-  if (!f->acc || !(flags & KIO_SVC_ALIGN_ACC)) return;
-  int n = galign_serve_count(sv), k = 0;
-  const kio_matrix **feats = malloc((size_t)(n > 0 ? n : 1) * sizeof *feats);
-  const int32_t **ali = malloc((size_t)(n > 0 ? n : 1) * sizeof *ali);
-  if (feats && ali)
-    for (int i = 0; i < n; i++) {
-      const galign_result *r = galign_serve_result(sv, i);
-      if (!r->ok) continue;
-      feats[k] = galign_serve_feats(sv, i);
-      ali[k++] = r->ali;
-    }
-  if (!feats || !ali) k = 1;  /* out of memory: told as a failure with the next reply */
-  if (k > 0) {
-    gsvc_mem_begin_acc(d, f->acc);  /* waits its turn for device memory */
-    f->admitted = 1;
-  }
-  if (gacc_serve_fused_start(f->sv, f->acc, k, feats && ali ? feats : NULL, ali, seq)) {
-    kio_svc_swap_payload(c->s, &f->held, &f->held_cap);  /* read by the worker */
-    f->started++;
-  } else
-    fused_end(f, d);
-  free(feats);
-  free(ali);
-}
-
-static void fused_free(fused *f, int d) {
-  fused_end(f, d);
-  gacc_serve_free(f->sv);
-  gacc_free(f->acc);
-  free(f->held);
+/* The accumulation of a fused connection's request ends (svc-fused.c); a
+ * failed one: is the device still well? */
+static void fused_end(gsvc_fused *f, int d) {
+  if (gsvc_fused_end(f, d) != KIO_OK) check_device();
 }
 
 /* The alignment requests of a connection, until it closes. */
@@ -411,7 +337,7 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
   kio_svc_set_timeouts(s, -1, g.stall_s);
   kio_svc_set_limit(s, KIO_SVC_MAX_REQUEST);
   kio_msg_reader rd;
-  fused f = {0};
+  gsvc_fused f = {0};
   uint32_t type;
   int served = 0, failed = 0;
   double t0 = kio_now_s(), busy = 0;
@@ -423,7 +349,7 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     double t1 = kio_now_s();
     if (type == KIO_SVC_FUSE) {
       char why[200] = "";
-      int frc = f.acc ? KIO_ERR : fuse(&f, e, why, sizeof why);
+      int frc = f.acc ? KIO_ERR : gsvc_fuse(&f, &e->tm, &e->am, g.use_cpu, why, sizeof why);
       if (send_ready(s, m, frc, frc == KIO_OK ? g.dev_desc[d] : why[0] ? why : "fused already") !=
           KIO_OK)
         break;
@@ -459,10 +385,10 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
       check_device();
     }
     if (reply(c, KIO_SVC_ALIGNED, m) != KIO_OK || failed) break;
-    fused_start(&f, c, sv, d);
+    gsvc_fused_start(&f, c->s, sv, d);
   }
   double t_end = kio_now_s();
-  fused_free(&f, d);
+  gsvc_fused_free(&f, d);
   f.t_wait += kio_now_s() - t_end;
   if (g.verbose)
     KIO_LOG("align connection (device %d): %.3f s setting up (%s aligner), %d batches, "
