@@ -89,9 +89,17 @@ static int after_open(void *u, galign_pipeline *p) {
   gacc_on_loss on_loss = mode == GALIGN_GPU_OPTIONAL ? GACC_LOSS_GPU_OR_CPU
                          : mode == GALIGN_GPU_WAIT   ? GACC_LOSS_GPU_WAIT
                                                      : GACC_LOSS_GPU;
-  if (galign_aligner_is_remote(galign_pipeline_aligner(p)) &&
-      gacc_new_remote(&f->acc, tm, am, on_loss, why, sizeof why) == KIO_OK)
-    return KIO_OK;  /* the aligner is on the GPU service: so are the statistics */
+  const galign_aligner *al = galign_pipeline_aligner(p);
+  /* the aligner is on the GPU service: so are the statistics, from the
+   * features its requests carry (else over a connection of their own) */
+  if (galign_aligner_is_remote(al)) {
+    if (gacc_new_remote_fused(&f->acc, al, tm, am, on_loss, why, sizeof why) == KIO_OK) {
+      KIO_VLOG(1, "Accumulating on the GPU service, from the features of the alignment requests");
+      return KIO_OK;
+    }
+    KIO_VLOG(1, "Accumulating on the GPU service over a connection of its own (%s)", why);
+    if (gacc_new_remote(&f->acc, tm, am, on_loss, why, sizeof why) == KIO_OK) return KIO_OK;
+  }
   if (!gpu) return gacc_new(&f->acc, "cpu", tm, am);
   /* its line only when it is not the aligner's device */
   acc_try t = {&f->acc, mode, tm, am};

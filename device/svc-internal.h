@@ -13,6 +13,7 @@ enum { MSG_MAGIC = 0x3153474b };  /* "KGS1" */
 
 struct kio_svc {
   int fd;                  /* non-blocking */
+  int rx_fd;               /* the last descriptor received (-1: none) */
   const char *peer;        /* "GPU service" or "job", for messages */
   uint8_t *rbuf;           /* the last message's payload */
   size_t rcap;

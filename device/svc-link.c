@@ -236,9 +236,11 @@ static int wait_fd(int fd, short events, double limit_s, double since) {
   }
 }
 
-/* Writes iov[0..n) completely. 0, -1 (errno), or -2 (no progress for stall_s). */
-static int write_all_iov(kio_svc *s, struct iovec *iov, int n) {
+/* Writes iov[0..n) completely, fd (>= 0) passed with the first bytes. 0,
+ * -1 (errno), or -2 (no progress for stall_s). */
+static int write_all_iov(kio_svc *s, struct iovec *iov, int n, int fd) {
   double since = kio_now_s();
+  union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } cm;
   while (n > 0) {
     /* sendmsg with MSG_NOSIGNAL: a peer that went away is an error to
      * handle (fallback), not a SIGPIPE that kills the job */
@@ -246,7 +248,18 @@ static int write_all_iov(kio_svc *s, struct iovec *iov, int n) {
     memset(&mh, 0, sizeof mh);
     mh.msg_iov = iov;
     mh.msg_iovlen = (size_t)(n > IOV_MAX ? IOV_MAX : n);
+    if (fd >= 0) {
+      memset(&cm, 0, sizeof cm);
+      mh.msg_control = cm.buf;
+      mh.msg_controllen = sizeof cm.buf;
+      struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
     ssize_t w = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) fd = -1;  /* it went with these bytes */
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
@@ -281,7 +294,24 @@ static int read_all(kio_svc *s, void *p, size_t n, double first_s) {
   int any = 0;
   double since = kio_now_s();
   while (n > 0) {
-    ssize_t r = read(s->fd, b, n);
+    /* a descriptor may come with the bytes (kio_svc_take_fd); one is kept */
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } cm;
+    struct iovec v = {b, n};
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = &v;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cm.buf;
+    mh.msg_controllen = sizeof cm.buf;
+    ssize_t r = recvmsg(s->fd, &mh, MSG_CMSG_CLOEXEC);
+    for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+          c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+        int got;
+        memcpy(&got, CMSG_DATA(c), sizeof got);
+        if (s->rx_fd >= 0) close(s->rx_fd);
+        s->rx_fd = got;
+      }
     if (r > 0) {
       b += r;
       n -= (size_t)r;
@@ -317,10 +347,22 @@ static int finish_heartbeat(kio_svc *s) {
   if (!s->hb_left) return 0;
   struct iovec v = {s->hb + (sizeof s->hb - s->hb_left), s->hb_left};
   s->hb_left = 0;
-  return write_all_iov(s, &v, 1);
+  return write_all_iov(s, &v, 1, -1);
 }
 
-int kio_svc_send(kio_svc *s, uint32_t type, const kio_msg *m) {
+static int send_msg(kio_svc *s, uint32_t type, const kio_msg *m, int fd);
+int kio_svc_send(kio_svc *s, uint32_t type, const kio_msg *m) { return send_msg(s, type, m, -1); }
+int kio_svc_send_fd(kio_svc *s, uint32_t type, const kio_msg *m, int fd) {
+  return send_msg(s, type, m, fd);
+}
+
+int kio_svc_take_fd(kio_svc *s) {
+  int fd = s->rx_fd;
+  s->rx_fd = -1;
+  return fd;
+}
+
+static int send_msg(kio_svc *s, uint32_t type, const kio_msg *m, int fd) {
   if (m->failed) { snprintf(s->err, sizeof s->err, "out of memory"); return KIO_ERR; }
   uint32_t hdr[4] = {MSG_MAGIC, type, (uint32_t)(m->total & 0xffffffffu),
                      (uint32_t)((uint64_t)m->total >> 32)};
@@ -342,7 +384,7 @@ int kio_svc_send(kio_svc *s, uint32_t type, const kio_msg *m) {
   pthread_mutex_lock(&s->send_mu);
   s->sending = 1;
   int rc = finish_heartbeat(s);
-  if (rc == 0) rc = write_all_iov(s, iov, k);
+  if (rc == 0) rc = write_all_iov(s, iov, k, fd);
   if (rc != 0) set_io_error(s, rc, s->peer);
   s->sending = 0;
   pthread_mutex_unlock(&s->send_mu);
@@ -428,6 +470,15 @@ int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *pa
 
 const char *kio_svc_error(const kio_svc *s) { return s ? s->err : ""; }
 
+void kio_svc_swap_payload(kio_svc *s, uint8_t **buf, size_t *cap) {
+  uint8_t *b = s->rbuf;
+  size_t c = s->rcap;
+  s->rbuf = *buf;
+  s->rcap = *buf ? *cap : 0;
+  *buf = b;
+  *cap = c;
+}
+
 void kio_svc_set_timeouts(kio_svc *s, double wait_s, double stall_s) {
   s->wait_s = wait_s;
   s->stall_s = stall_s;
@@ -446,6 +497,7 @@ double kio_svc_quiet_for(const kio_svc *s) { return kio_now_s() - s->last_io; }
 void kio_svc_close(kio_svc *s) {
   if (!s) return;
   if (s->fd >= 0) close(s->fd);
+  if (s->rx_fd >= 0) close(s->rx_fd);
   pthread_mutex_destroy(&s->send_mu);
   free(s->rbuf);
   free(s);
@@ -461,6 +513,7 @@ kio_svc *kio_svc_wrap(int fd, int service_side) {
     return NULL;
   }
   s->fd = fd;
+  s->rx_fd = -1;
   pthread_mutex_init(&s->send_mu, NULL);
   s->last_io = kio_now_s();
   if (service_side) {

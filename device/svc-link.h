@@ -42,7 +42,9 @@
 extern "C" {
 #endif
 
-enum { KIO_SVC_PROTOCOL = 2 };
+/* 3: ALIGN requests carry accumulation flags (FUSE). A job and a service of
+ * other protocols refuse each other at HELLO (the job then works alone). */
+enum { KIO_SVC_PROTOCOL = 3 };
 
 /* Message types. Requests from a job, replies from the service. */
 enum {
@@ -54,9 +56,13 @@ enum {
   KIO_SVC_ACCUMULATED = 6,/* service: per-utterance results */
   KIO_SVC_STATS = 7,      /* job: send the statistics */
   KIO_SVC_STATS_ARE = 8,  /* service: the statistics */
-  KIO_SVC_BUSY = 9        /* service: still working for you (empty; never
+  KIO_SVC_BUSY = 9,       /* service: still working for you (empty; never
                              returned by kio_svc_recv) */
+  KIO_SVC_FUSE = 10       /* job, on an alignment connection: also accumulate
+                             the batches it aligns (answered by READY) */
 };
+/* Flags of an ALIGN request on a fused connection. */
+enum { KIO_SVC_ALIGN_ACC = 1, KIO_SVC_ALIGN_STATS = 2, KIO_SVC_ALIGN_SHM = 4 };
 /* A reply's status: anything but KIO_OK means the service could not do the
  * work (its device failed, it ran out of memory, ...): the job does it
  * itself, which gives the same result or the same error. */
@@ -138,11 +144,20 @@ int kio_svc_connect(kio_svc **s, int may_start, char *why, size_t why_len);
 void kio_svc_close(kio_svc *s);
 /* Sends m as one message of the given type. KIO_ERR if the link failed. */
 int kio_svc_send(kio_svc *s, uint32_t type, const kio_msg *m);
+/* As kio_svc_send, passing descriptor fd along (SCM_RIGHTS). */
+int kio_svc_send_fd(kio_svc *s, uint32_t type, const kio_msg *m, int fd);
+/* The last descriptor that came with a received message (-1: none), now
+ * the caller's (only one is kept: an earlier one not taken is closed). */
+int kio_svc_take_fd(kio_svc *s);
 /* Receives one message: *type, and a payload valid until the next receive
  * on this connection. KIO_ERR if the link failed, timed out, or the message
  * is not one of the expected type (expect = 0: any). Heartbeats are
  * consumed here (each one restarts the wait). */
 int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *payload);
+/* Exchanges the connection's payload buffer (the last message's) with
+ * *buf / *cap (which may be NULL / 0): the caller keeps using the payload
+ * while the next message goes to the other buffer. */
+void kio_svc_swap_payload(kio_svc *s, uint8_t **buf, size_t *cap);
 /* Why the last send/recv failed ("" if it did not). */
 const char *kio_svc_error(const kio_svc *s);
 /* Bounds on waiting for the peer, in seconds (< 0: none): wait_s for the

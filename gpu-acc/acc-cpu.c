@@ -213,7 +213,7 @@ int gacc_accumulate_batch_start(gacc_acc *a, int n, const gacc_utt *utts,
 /* The CPU backend has no worker: the batch is accumulated now. */
 int gacc_accumulate_batch_take(gacc_acc *a, int n, const gacc_utt *utts,
                                kio_matrix *const *feats) {
-  if (a->remote) return gacc_remote_async(a, n, utts);  /* sent: nothing to take */
+  if (a->remote) return gacc_remote_take(a, n, utts, feats);
   if (a->is_gpu) return gacc_gpu_batch_take(a, n, utts, feats);
   return gacc_accumulate_batch_async(a, n, utts);
 }

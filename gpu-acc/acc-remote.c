@@ -25,13 +25,30 @@
  * on its own GPU context or the CPU (as --use-gpu allows, as the aligner
  * does): it redoes the kept batches, in order, then the rest. The sums are
  * added in the same order as in an undisturbed run, so the statistics are
- * the same bits. */
+ * the same bits.
+ *
+ * The one pass (gacc_new_remote_fused): the batches go with the aligner's
+ * own requests (align-remote.c, FUSE): the service accumulates each
+ * request's aligned utterances from the features it already holds, after
+ * answering it, while the job reads on. Each ALIGNED reply ends with the
+ * outcome of the previous request's accumulation and, when asked for at the
+ * first request of a batch, the statistics of everything before it (a
+ * checkpoint at a batch boundary); the job's take entry matches its batch
+ * with the aligner's records (the same utterances, in order), keeps it
+ * (features taken, not copied) and reads those ends. FUSED-STATS at the end:
+ * STATS on the aligner's connection, answered by STATS_ARE with the same
+ * part.
+ *   accumulation part: u32 has_done [u32 seq, i32 status, log lines, u32 n,
+ *                n x (f32 like, i32 frames)], u32 stats (0 none, 1 here,
+ *                2 failed) [arrays tacc, occ, mean_acc, var_acc, f64
+ *                total_like, total_frames] */
 #include <stdlib.h>
 #include <string.h>
 
 #include "device/cuda-util.h"
 #include "device/svc-link.h"
 #include "base/sys/settings.h"
+#include "gpu-align/align-remote.h"
 #include "acc-internal.h"
 #include "acc-remote.h"
 
@@ -43,7 +60,15 @@ typedef struct kept {
   gacc_utt *utts;
   kio_matrix *mats;
   size_t bytes;
+  int owns;            /* the features were taken: mats own them */
+  uint32_t seq_first;  /* fused: the first request it went with */
 } kept;
+
+static void kept_free(kept *k) {
+  if (k && k->owns)
+    for (int i = 0; i < k->n; i++) kio_matrix_free(&k->mats[i]);
+  free(k);
+}
 
 struct gacc_remote {
   kio_svc *svc;
@@ -56,24 +81,55 @@ struct gacc_remote {
   size_t kept_bytes, keep_limit;
   double ck_like;         /* a->like_sum, a->frames_sum at the checkpoint */
   int64_t ck_frames;
+  /* fused: the batches went with the aligner's requests */
+  const galign_aligner *al;
+  galign_acc_link *link;
+  /* taken matrices of batches no longer kept, given back by the next take
+   * (the caller's reader reuses their buffers, as with its own) */
+  kio_matrix *spare;
+  int nspare, cap_spare;
 };
+
+/* Frees k; its taken matrices go to the spares (at most two batches' worth). */
+static void kept_drop(gacc_remote *r, kept *k) {
+  if (k && k->owns)
+    for (int i = 0; i < k->n; i++) {
+      if (r->nspare == r->cap_spare && r->cap_spare < 2 * k->n) {
+        int cap = 2 * k->n;
+        kio_matrix *m = realloc(r->spare, (size_t)cap * sizeof *m);
+        if (m) {
+          r->spare = m;
+          r->cap_spare = cap;
+        }
+      }
+      if (r->nspare < r->cap_spare) {
+        r->spare[r->nspare++] = k->mats[i];
+        k->mats[i] = (kio_matrix){0, 0, NULL, 0};
+      }
+    }
+  kept_free(k);
+}
 
 static void kept_free_all(gacc_remote *r) {
   while (r->kept_first) {
     kept *k = r->kept_first;
     r->kept_first = k->next;
-    free(k);
+    kept_drop(r, k);
   }
   r->kept_last = NULL;
   r->kept_bytes = 0;
 }
 
-/* A copy of the batch, appended to the kept ones; NULL without memory. */
-static kept *keep_batch(gacc_remote *r, int n, const gacc_utt *utts) {
+/* A copy of the batch, appended to the kept ones; NULL without memory.
+ * feats (NULL: copied): the features are taken, each swapped with an
+ * empty matrix. */
+static kept *keep_batch(gacc_remote *r, int n, const gacc_utt *utts, kio_matrix *const *feats) {
+  for (int i = 0; i < n && feats; i++)
+    if (utts[i].feats != feats[i]) feats = NULL;
   size_t bytes = sizeof(kept) + (size_t)n * (sizeof(gacc_utt) + sizeof(kio_matrix));
   for (int i = 0; i < n; i++) {
     const kio_matrix *f = utts[i].feats;
-    bytes += ((size_t)f->rows * (size_t)f->cols * sizeof(float) + 7) / 8 * 8;
+    if (!feats) bytes += ((size_t)f->rows * (size_t)f->cols * sizeof(float) + 7) / 8 * 8;
     bytes += ((size_t)f->rows * sizeof(int32_t) + 7) / 8 * 8;
     bytes += (strlen(utts[i].key) + 8) / 8 * 8;
   }
@@ -82,6 +138,8 @@ static kept *keep_batch(gacc_remote *r, int n, const gacc_utt *utts) {
   k->next = NULL;
   k->n = n;
   k->bytes = bytes;
+  k->owns = feats != NULL;
+  k->seq_first = 0;
   k->utts = (gacc_utt *)(k + 1);
   k->mats = (kio_matrix *)(k->utts + n);
   char *p = (char *)(k->mats + n);
@@ -90,17 +148,25 @@ static kept *keep_batch(gacc_remote *r, int n, const gacc_utt *utts) {
     size_t fb = (size_t)f->rows * (size_t)f->cols * sizeof(float);
     size_t ab = (size_t)f->rows * sizeof(int32_t), kb = strlen(utts[i].key) + 1;
     float *x = (float *)p;
-    if (fb) memcpy(x, f->data, fb);
-    p += (fb + 7) / 8 * 8;
+    if (feats) {
+      k->mats[i] = *feats[i];
+      if (r->nspare) *feats[i] = r->spare[--r->nspare];
+      else memset(feats[i], 0, sizeof *feats[i]);
+      bytes += fb;  /* held all the same */
+    } else {
+      if (fb) memcpy(x, f->data, fb);
+      p += (fb + 7) / 8 * 8;
+    }
     int32_t *ali = (int32_t *)p;
     if (ab) memcpy(ali, utts[i].ali, ab);
     p += (ab + 7) / 8 * 8;
     char *key = p;
     memcpy(key, utts[i].key, kb);
     p += (kb + 7) / 8 * 8;
-    k->mats[i] = (kio_matrix){f->rows, f->cols, x, 0};
+    if (!feats) k->mats[i] = (kio_matrix){f->rows, f->cols, x, 0};
     k->utts[i] = (gacc_utt){key, &k->mats[i], ali};
   }
+  k->bytes = bytes;
   if (r->kept_last) r->kept_last->next = k;
   else r->kept_first = k;
   r->kept_last = k;
@@ -191,7 +257,7 @@ static int fall_back(gacc_acc *a, const char *why_in) {
       res = scratch;
     }
     if (rc == KIO_OK) rc = gacc_accumulate_batch(a, k->n, k->utts, res);
-    free(k);
+    kept_free(k);
   }
   free(scratch);
   return rc;
@@ -259,9 +325,17 @@ const char *gacc_remote_desc(const gacc_acc *a) { return a->remote ? a->remote->
 void gacc_remote_free(gacc_acc *a) {
   gacc_remote *r = a->remote;
   if (!r) return;
+  if (r->link) {  /* the aligner's requests no longer ask for accumulation */
+    pthread_mutex_lock(&r->link->mu);
+    r->link->on = 0;
+    pthread_mutex_unlock(&r->link->mu);
+    galign_acc_link_put(r->link);
+  }
   kio_svc_close(r->svc);
   kio_msg_free(&r->msg);
   kept_free_all(r);
+  for (int i = 0; i < r->nspare; i++) kio_matrix_free(&r->spare[i]);
+  free(r->spare);
   free(r);
   a->remote = NULL;
 }
@@ -275,9 +349,12 @@ static int lost_batch(gacc_acc *a, kio_msg_reader *rd, const char *what) {
   return fall_back(a, why);
 }
 
+static int fused_wait(gacc_acc *a);
+
 /* Collects the reply of the batch in flight, if any. */
 int gacc_remote_wait(gacc_acc *a) {
   gacc_remote *r = a->remote;
+  if (r->link) return fused_wait(a);
   if (!r->pending) return KIO_OK;
   int n = r->pending;
   kio_msg_reader rd;
@@ -310,6 +387,28 @@ int gacc_remote_wait(gacc_acc *a) {
   return KIO_OK;
 }
 
+/* The statistics of a reply (arrays, totals) into a->st. KIO_ERR if
+ * malformed (a->st untouched). */
+static int read_stats(gacc_acc *a, kio_msg_reader *rd) {
+  gacc_stats *out = &a->st;
+  size_t gd = (size_t)out->num_gauss * (size_t)out->dim, n1, n2, n3, n4;
+  const double *tacc = kio_rd_arr(rd, sizeof(double), (size_t)out->num_tids + 1, &n1);
+  const double *occ = kio_rd_arr(rd, sizeof(double), (size_t)out->num_gauss, &n2);
+  const double *mean = kio_rd_arr(rd, sizeof(double), gd, &n3);
+  const double *var = kio_rd_arr(rd, sizeof(double), gd, &n4);
+  double total_like = kio_rd_f64(rd), total_frames = kio_rd_f64(rd);
+  if (rd->bad || n1 != (size_t)out->num_tids + 1 || n2 != (size_t)out->num_gauss ||
+      n3 != gd || n4 != gd)
+    return KIO_ERR;
+  out->total_like = total_like;
+  out->total_frames = total_frames;
+  memcpy(out->tacc, tacc, n1 * sizeof(double));
+  memcpy(out->occ, occ, n2 * sizeof(double));
+  memcpy(out->mean_acc, mean, n3 * sizeof(double));
+  memcpy(out->var_acc, var, n4 * sizeof(double));
+  return KIO_OK;
+}
+
 /* The service's statistics so far into a->st; the kept batches are then
  * no longer needed. */
 static int checkpoint(gacc_acc *a) {
@@ -321,33 +420,186 @@ static int checkpoint(gacc_acc *a) {
     return fall_back(a, kio_svc_error(r->svc));
   int32_t status = kio_rd_i32(&rd);
   if (status != KIO_OK) return lost_batch(a, &rd, "return the statistics");
-  gacc_stats *out = &a->st;
   kio_log_deferred *lines = NULL;
   kio_log_defer(&lines);
   int lrc = kio_rd_log_lines(&rd);
   kio_log_defer(NULL);
-  size_t gd = (size_t)out->num_gauss * (size_t)out->dim, n1, n2, n3, n4;
-  const double *tacc = kio_rd_arr(&rd, sizeof(double), (size_t)out->num_tids + 1, &n1);
-  const double *occ = kio_rd_arr(&rd, sizeof(double), (size_t)out->num_gauss, &n2);
-  const double *mean = kio_rd_arr(&rd, sizeof(double), gd, &n3);
-  const double *var = kio_rd_arr(&rd, sizeof(double), gd, &n4);
-  double total_like = kio_rd_f64(&rd), total_frames = kio_rd_f64(&rd);
-  if (lrc != KIO_OK || rd.bad || n1 != (size_t)out->num_tids + 1 ||
-      n2 != (size_t)out->num_gauss || n3 != gd || n4 != gd) {
+  if (lrc != KIO_OK || read_stats(a, &rd) != KIO_OK) {
     kio_log_discard(&lines);
     return fall_back(a, "malformed reply from the GPU service");
   }
   kio_log_replay(&lines);
-  out->total_like = total_like;
-  out->total_frames = total_frames;
-  memcpy(out->tacc, tacc, n1 * sizeof(double));
-  memcpy(out->occ, occ, n2 * sizeof(double));
-  memcpy(out->mean_acc, mean, n3 * sizeof(double));
-  memcpy(out->var_acc, var, n4 * sizeof(double));
   r->ck_like = a->like_sum;
   r->ck_frames = a->frames_sum;
   kept_free_all(r);
   return KIO_OK;
+}
+
+
+/* ---------------- the one pass (fused) ---------------- */
+
+int gacc_new_remote_fused(gacc_acc **out, const galign_aligner *al, const kio_tmodel *tm,
+                          const kio_am_gmm *am, gacc_on_loss on_loss, char *why,
+                          size_t why_len) {
+  *out = NULL;
+  galign_remote *gr = galign_aligner_remote(al);
+  if (!gr || galign_remote_nconn(gr) != 1) {
+    snprintf(why, why_len, "the aligner is not on one connection to the GPU service");
+    return KIO_ERR;
+  }
+  gacc_remote *r = calloc(1, sizeof *r);
+  galign_acc_link *l = r ? galign_acc_link_new() : NULL;
+  if (!l) {
+    free(r);
+    snprintf(why, why_len, "out of memory");
+    return KIO_ERR;
+  }
+  r->on_loss = on_loss;
+  r->al = al;
+  kio_log_deferred *quiet = NULL;
+  kio_log_defer(&quiet);
+  int rc = gacc_new(out, "cpu", tm, am);  /* the shape, the checks, the checkpoint */
+  kio_log_defer(NULL);
+  kio_log_discard(&quiet);
+  if (rc != KIO_OK) snprintf(why, why_len, "cannot set up the model");
+  else rc = galign_remote_fuse(gr, l, why, why_len);
+  if (rc != KIO_OK) {
+    galign_acc_link_put(l);
+    free(r);
+    gacc_free(*out);
+    *out = NULL;
+    return KIO_ERR;
+  }
+  r->link = l;
+  const gacc_stats *st = &(*out)->st;
+  size_t stats_bytes = sizeof(double) * ((size_t)st->num_tids + 1 + (size_t)st->num_gauss +
+                                         2 * (size_t)st->num_gauss * (size_t)st->dim);
+  r->keep_limit = 4 * stats_bytes > ((size_t)128 << 20) ? 4 * stats_bytes : (size_t)128 << 20;
+  const char *t = kio_test_hook(KIO_SET_TEST_ACC_KEEP_BYTES);
+  if (t) r->keep_limit = (size_t)strtoull(t, NULL, 10);
+  snprintf(r->desc, sizeof r->desc, "%s", galign_remote_desc(gr));
+  (*out)->remote = r;
+  (*out)->is_gpu = 1;
+  return KIO_OK;
+}
+
+/* The accumulation part of a reply (request seq, or the final STATS): the
+ * outcome of an accumulation into the sums, the statistics as a
+ * checkpoint (everything before request seq; final: everything). */
+static int apply_tail(gacc_acc *a, const uint8_t *p, size_t len, uint32_t seq, int final) {
+  gacc_remote *r = a->remote;
+  kio_msg_reader rd = {p, len, 0, 0};
+  if (kio_rd_u32(&rd)) {
+    kio_rd_u32(&rd);  /* the request it was (they come in order) */
+    int32_t status = kio_rd_i32(&rd);
+    if (!rd.bad && status != KIO_OK) return lost_batch(a, &rd, "accumulate a batch");
+    kio_log_deferred *lines = NULL;
+    kio_log_defer(&lines);
+    int lrc = kio_rd_log_lines(&rd);
+    kio_log_defer(NULL);
+    /* the same additions in the same order as utterance by utterance (a
+     * malformed part gives up the service: the sums go back to the
+     * checkpoint's) */
+    uint32_t n = kio_rd_u32(&rd);
+    for (uint32_t i = 0; i < n && !rd.bad; i++) {
+      a->like_sum += (double)kio_rd_f32(&rd);
+      a->frames_sum += kio_rd_i32(&rd);
+    }
+    if (lrc != KIO_OK || rd.bad) {
+      kio_log_discard(&lines);
+      return fall_back(a, "malformed reply from the GPU service");
+    }
+    kio_log_replay(&lines);
+  }
+  uint32_t st = kio_rd_u32(&rd);
+  if (rd.bad || st > 2) return fall_back(a, "malformed reply from the GPU service");
+  if (st == 2) return fall_back(a, "the service could not return the statistics");
+  if (st == 1) {
+    if (read_stats(a, &rd) != KIO_OK) return fall_back(a, "malformed reply from the GPU service");
+    r->ck_like = a->like_sum;
+    r->ck_frames = a->frames_sum;
+    while (r->kept_first && (final || r->kept_first->seq_first < seq)) {
+      kept *k = r->kept_first;
+      r->kept_first = k->next;
+      r->kept_bytes -= k->bytes;
+      kept_drop(r, k);
+    }
+    if (!r->kept_first) r->kept_last = NULL;
+  }
+  return KIO_OK;
+}
+
+/* The take entry of a fused accumulator: the aligner's records must be
+ * these utterances in order (the service accumulated them); the batch is
+ * kept, and the records' ends read. Anything else: the service is given
+ * up, the job goes on from its last statistics. */
+static int fused_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats) {
+  gacc_remote *r = a->remote;
+  for (int i = 0; i < n; i++)
+    if (gacc_check_utt(a, &utts[i]) != KIO_OK) return KIO_ERR;
+  galign_acc_rec *recs = NULL, **end = &recs;
+  int pos = 0, match = 1;
+  uint32_t first_seq = 0;
+  while (pos < n && match) {
+    galign_acc_rec *x = galign_acc_link_pop(r->link);
+    if (!x) { match = 0; break; }
+    *end = x;
+    end = &x->next;
+    if (x->n == 0) continue;  /* a request with nothing aligned */
+    if (x->n > n - pos) match = 0;
+    for (int j = 0; j < x->n && match; j++)
+      if (x->feats[j] != utts[pos + j].feats) match = 0;
+    if (!first_seq) first_seq = x->seq;
+    pos += x->n;
+  }
+  kept *k = keep_batch(r, n, utts, feats);
+  int rc = KIO_OK;
+  if (k) k->seq_first = first_seq;
+  if (!k) {
+    rc = fall_back(a, "out of memory keeping a batch");
+    if (rc == KIO_OK) rc = gacc_accumulate_batch_take(a, n, utts, feats);
+  } else if (!match) {
+    rc = fall_back(a, "the aligner lost the GPU service");  /* redoes this batch too */
+  }
+  for (galign_acc_rec *x = recs, *next; x; x = next) {
+    next = x->next;
+    if (rc == KIO_OK && a->remote) rc = apply_tail(a, x->tail, x->tail_len, x->seq, 0);
+    galign_acc_rec_free(x);
+  }
+  if (rc == KIO_OK && a->remote && r->kept_bytes >= r->keep_limit) {
+    pthread_mutex_lock(&r->link->mu);
+    r->link->want_stats = 1;
+    pthread_mutex_unlock(&r->link->mu);
+  }
+  return rc;
+}
+
+/* The end of a fused accumulator's batches (the aligner idle): the ends
+ * of requests no batch took, then STATS on the aligner's connection. */
+static int fused_wait(gacc_acc *a) {
+  gacc_remote *r = a->remote;
+  galign_acc_rec *x;
+  while ((x = galign_acc_link_pop(r->link))) {
+    int rc = x->n > 0 ? fall_back(a, "the aligner's batches are not the accumulator's")
+                      : apply_tail(a, x->tail, x->tail_len, x->seq, 0);
+    galign_acc_rec_free(x);
+    if (rc != KIO_OK || !a->remote) return rc;  /* the rest went with the link */
+  }
+  galign_remote *gr = galign_aligner_remote(r->al);
+  if (!gr) return fall_back(a, "the aligner lost the GPU service");
+  kio_svc *s = galign_remote_svc(gr);
+  kio_msg_reader rd;
+  kio_msg_reset(&r->msg);
+  if (kio_svc_send(s, KIO_SVC_STATS, &r->msg) != KIO_OK ||
+      kio_svc_recv(s, KIO_SVC_STATS_ARE, NULL, &rd) != KIO_OK)
+    return fall_back(a, kio_svc_error(s));
+  return apply_tail(a, rd.p, rd.len, 0, 1);
+}
+
+int gacc_remote_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats) {
+  if (!a->remote->link) return gacc_remote_async(a, n, utts);
+  if (n <= 0) return KIO_OK;
+  return fused_take(a, n, utts, feats);
 }
 
 enum { GONE = 2 };  /* send_batch: the service was lost before the batch went */
@@ -365,7 +617,7 @@ static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result 
     if (checkpoint(a) != KIO_OK) return KIO_ERR;
     if (!a->remote) return GONE;
   }
-  kept *k = keep_batch(r, n, utts);
+  kept *k = keep_batch(r, n, utts, NULL);
   if (!k) return fall_back(a, "out of memory keeping a batch") == KIO_OK ? GONE : KIO_ERR;
   kio_msg *m = &r->msg;
   kio_msg_reset(m);
@@ -403,6 +655,11 @@ static int request_end(int first, int n, const gacc_utt *utts) {
  * entry: which entry of the accumulator a lost service hands the rest to
  * (0 batch, 1 start, 2 async). */
 static int send_all(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res, int entry) {
+  if (a->remote->link) {  /* only the take entry goes with the aligner's requests */
+    if (entry == 2) return fused_take(a, n, utts, NULL);
+    if (fall_back(a, "a batch that was not aligned through the service") != KIO_OK) return KIO_ERR;
+    return gacc_accumulate_batch(a, n, utts, res);
+  }
   for (int first = 0; first < n;) {
     int end = request_end(first, n, utts), m = end - first;
     gacc_utt_result *r = res ? res + first : NULL;
@@ -436,7 +693,7 @@ int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts) {
 
 int gacc_remote_stats(gacc_acc *a, gacc_stats *out) {
   if (gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
-  if (a->remote && checkpoint(a) != KIO_OK) return KIO_ERR;
+  if (a->remote && !a->remote->link && checkpoint(a) != KIO_OK) return KIO_ERR;
   if (!a->remote) return gacc_get_stats(a, out);  /* lost: ours */
   /* the checkpoint brought the service's statistics into a->st */
   const gacc_stats *s = &a->st;
@@ -447,98 +704,5 @@ int gacc_remote_stats(gacc_acc *a, gacc_stats *out) {
   memcpy(out->var_acc, s->var_acc, sizeof(double) * gd);
   out->total_like = s->total_like;
   out->total_frames = s->total_frames;
-  return KIO_OK;
-}
-
-/* ---------------- the service's side ---------------- */
-
-struct gacc_serve {
-  int cap;
-  gacc_utt *utts;
-  kio_matrix *feats;
-  gacc_utt_result *res;
-  gacc_stats st;
-  kio_log_deferred *lines;
-};
-
-gacc_serve *gacc_serve_new(void) { return calloc(1, sizeof(gacc_serve)); }
-
-void gacc_serve_free(gacc_serve *s) {
-  if (!s) return;
-  kio_log_discard(&s->lines);
-  free(s->utts);
-  free(s->feats);
-  free(s->res);
-  gacc_stats_free(&s->st);
-  free(s);
-}
-
-int gacc_serve_hello(kio_msg_reader *req, const void **model, size_t *model_len) {
-  *model = kio_rd_arr(req, 1, req->len, model_len);
-  return req->bad ? KIO_ERR : KIO_OK;
-}
-
-int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *reply,
-                   int *batch_rc) {
-  kio_log_discard(&s->lines);
-  *batch_rc = KIO_OK;
-  uint32_t n = kio_rd_u32(req);
-  /* an utterance takes more than 32 bytes of the request: a count the
-   * payload cannot hold allocates nothing */
-  if (req->bad || n > req->len / 32) return KIO_ERR;
-  if ((int)n > s->cap) {
-    gacc_utt *u = realloc(s->utts, n * sizeof *u);
-    if (u) s->utts = u;
-    kio_matrix *f = realloc(s->feats, n * sizeof *f);
-    if (f) s->feats = f;
-    gacc_utt_result *r = realloc(s->res, n * sizeof *r);
-    if (r) s->res = r;
-    if (!u || !f || !r) return KIO_ERR;
-    s->cap = (int)n;
-  }
-  for (uint32_t i = 0; i < n; i++) {
-    const char *key = kio_rd_str(req);
-    int32_t rows = kio_rd_i32(req), cols = kio_rd_i32(req);
-    size_t nf, na;
-    const float *x = kio_rd_arr(req, sizeof(float), req->len, &nf);
-    const int32_t *ali = kio_rd_arr(req, sizeof(int32_t), req->len, &na);
-    if (req->bad || rows < 0 || cols < 0 || nf != (size_t)rows * (size_t)cols ||
-        na != (size_t)rows)
-      return KIO_ERR;
-    s->feats[i] = (kio_matrix){rows, cols, (float *)x, 0};
-    s->utts[i] = (gacc_utt){key, &s->feats[i], ali};
-  }
-  kio_log_defer(&s->lines);
-  int rc = gacc_accumulate_batch(a, (int)n, s->utts, s->res);
-  kio_log_defer(NULL);
-  *batch_rc = rc;
-  kio_msg_reset(reply);
-  kio_msg_put_i32(reply, rc);
-  kio_msg_put_lines(reply, s->lines);
-  if (rc == KIO_OK)
-    for (uint32_t i = 0; i < n; i++) {
-      kio_msg_put_f32(reply, s->res[i].like);
-      kio_msg_put_i32(reply, s->res[i].frames);
-    }
-  return KIO_OK;
-}
-
-int gacc_serve_stats(gacc_serve *s, gacc_acc *a, kio_msg *reply, int *batch_rc) {
-  kio_log_discard(&s->lines);
-  kio_log_defer(&s->lines);
-  int rc = gacc_get_stats(a, &s->st);
-  kio_log_defer(NULL);
-  *batch_rc = rc;
-  kio_msg_reset(reply);
-  kio_msg_put_i32(reply, rc);
-  kio_msg_put_lines(reply, s->lines);
-  if (rc != KIO_OK) return KIO_OK;
-  size_t gd = (size_t)s->st.num_gauss * (size_t)s->st.dim;
-  kio_msg_put_ref(reply, s->st.tacc, (size_t)s->st.num_tids + 1, sizeof(double));
-  kio_msg_put_ref(reply, s->st.occ, (size_t)s->st.num_gauss, sizeof(double));
-  kio_msg_put_ref(reply, s->st.mean_acc, gd, sizeof(double));
-  kio_msg_put_ref(reply, s->st.var_acc, gd, sizeof(double));
-  kio_msg_put_f64(reply, s->st.total_like);
-  kio_msg_put_f64(reply, s->st.total_frames);
   return KIO_OK;
 }

@@ -17,6 +17,9 @@ extern "C" {
 int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
 int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
 int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts);
+/* The take entry: on a fused accumulator the features are taken (kept for
+ * a lost service without a copy), else as gacc_remote_async. */
+int gacc_remote_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats);
 int gacc_remote_wait(gacc_acc *a);
 /* out already shaped for the model. */
 int gacc_remote_stats(gacc_acc *a, gacc_stats *out);
@@ -34,6 +37,18 @@ int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *rep
                    int *batch_rc);
 /* The STATS_ARE reply (refers to s until the next call). */
 int gacc_serve_stats(gacc_serve *s, gacc_acc *a, kio_msg *reply, int *batch_rc);
+/* A fused alignment connection: after a request is aligned and answered,
+ * its aligned utterances (features in the request's payload, which must
+ * stay as they are until the next gacc_serve_fused_end) are accumulated
+ * on a's worker. Returns 1 if something runs now. */
+int gacc_serve_fused_start(gacc_serve *s, gacc_acc *a, int n, const kio_matrix *const *feats,
+                           const int32_t *const *ali, uint32_t seq);
+/* Waits for what runs (before the next request is aligned): its outcome
+ * is kept for the next reply. KIO_ERR once an accumulation failed. */
+int gacc_serve_fused_end(gacc_serve *s, gacc_acc *a);
+/* Appends the accumulation part to a reply: the outcome of the last
+ * accumulation ended, then (stats) the statistics so far. */
+void gacc_serve_fused_put(gacc_serve *s, gacc_acc *a, kio_msg *reply, int stats);
 
 #ifdef __cplusplus
 }

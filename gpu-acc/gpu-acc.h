@@ -94,6 +94,15 @@ int gacc_is_gpu(const gacc_acc *a);
 typedef enum { GACC_LOSS_GPU_OR_CPU, GACC_LOSS_GPU, GACC_LOSS_GPU_WAIT } gacc_on_loss;
 int gacc_new_remote(gacc_acc **a, const kio_tmodel *tm, const kio_am_gmm *am,
                     gacc_on_loss on_loss, char *why, size_t why_len);
+/* The one pass through the service: the statistics of every batch that
+ * aligner al aligns through the service (on one connection) are
+ * accumulated there from the features it already holds; the take entry
+ * (gacc_accumulate_batch_take) must then be given exactly those batches'
+ * aligned utterances. A lost service as gacc_new_remote. KIO_ERR without
+ * logging (why) if al is not on the service or it refuses. */
+struct galign_aligner;
+int gacc_new_remote_fused(gacc_acc **a, const struct galign_aligner *al, const kio_tmodel *tm,
+                          const kio_am_gmm *am, gacc_on_loss on_loss, char *why, size_t why_len);
 /* The service's device, "" if a is not on the service. */
 const char *gacc_remote_desc(const gacc_acc *a);
 void gacc_free(gacc_acc *a);

@@ -2,14 +2,21 @@
  * handler of one batch (see align-remote.h). Wire format of a batch:
  *   HELLO:   u32 protocol, u32 kind (align), f32 the job's timeout, options,
  *            array model bytes
- *   ALIGN:   u32 n, u32 want_per_frame, then per utterance
+ *   FUSE:    (empty) the service also accumulates what it aligns on this
+ *            connection (gpu-acc/acc-remote.c); answered by READY
+ *   ALIGN:   u32 n, u32 want_per_frame, u32 flags (KIO_SVC_ALIGN_*), u32 seq,
+ *            u32 region (of the job's shared memory, KIO_SVC_ALIGN_SHM; its
+ *            memfd comes with the request that first uses it), then per
+ *            utterance
  *            i32 num_states, num_arcs, start, num_pdfs_used, rows, cols,
- *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features,
+ *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features (with
+ *            KIO_SVC_ALIGN_SHM: u64 their offset in the region),
  *            i32 band_T (margin band, 0: none), arrays topo_pos, band_lo, band_hi
  *            (empty without a band)
  *   ALIGNED: i32 status, log lines, then (status KIO_OK) per utterance
  *            i32 ok, retried, band_failed, num_frames, f32 like, score,
- *            arrays ali, per_frame
+ *            arrays ali, per_frame; on a fused connection then the
+ *            accumulation part (acc-remote.c), handed to the link as is
  * Arrays are sent from where they are (no copy) and used in place. A batch
  * the service could not align (status not KIO_OK: its device failed, ...)
  * is the job's to align, as when the service is lost: its own backend gives
@@ -17,18 +24,113 @@
  * may be (KIO_SVC_MAX_REQUEST) goes in several. */
 #include "align-remote.h"
 
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/sys/cpu-share.h"
 #include "base/sys/log.h"
+#include "base/sys/settings.h"
 
 enum { MAX_CONN = 16 };
+
+/* Features through shared memory: a request's features are copied into a
+ * sealed memfd the service maps (one copy in the job instead of two in the
+ * kernel and a wake-up per socket buffer). Two per connection, request by
+ * request in turn: the service reads request k's (its accumulation too)
+ * until it answers k+1, and the job fills the other one for k+1. Batches
+ * of less than SHM_MIN go inline. */
+#define SHM_MIN ((size_t)1 << 20)
+#define SHM_MAX ((size_t)1 << 31)
+typedef struct {
+  int fd;
+  uint8_t *map;
+  size_t cap;
+  int sent;   /* the service has the descriptor */
+} shm_region;
+
+static void shm_release(shm_region *g) {
+  if (g->map) munmap(g->map, g->cap);
+  if (g->fd >= 0) close(g->fd);
+  g->map = NULL;
+  g->fd = -1;
+  g->cap = 0;
+  g->sent = 0;
+}
+
+/* The copy into the shared memory, on the job's share of the cores (the
+ * reading thread is busy with the next batch meanwhile, the cores mostly
+ * idle): pieces i = first, first + step, ... */
+typedef struct {
+  uint8_t *dst;
+  const kio_matrix *const *feats;
+  const size_t *off;
+  int n, first, step;
+} shm_copy;
+
+static void *shm_copy_main(void *arg) {
+  const shm_copy *j = arg;
+  for (int i = j->first; i < j->n; i += j->step)
+    memcpy(j->dst + j->off[i], j->feats[i]->data,
+           (size_t)j->feats[i]->rows * (size_t)j->feats[i]->cols * sizeof(float));
+  return NULL;
+}
+
+static void shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,
+                     size_t bytes) {
+  enum { MAX_T = 8 };
+  int nt = kio_cpu_share(0);
+  if (nt > MAX_T) nt = MAX_T;
+  if ((size_t)nt > bytes / ((size_t)8 << 20)) nt = (int)(bytes / ((size_t)8 << 20));
+  if (nt < 1) nt = 1;
+  shm_copy j[MAX_T];
+  pthread_t th[MAX_T];
+  int started = 1;
+  for (int t = 0; t < nt; t++) j[t] = (shm_copy){dst, feats, off, n, t, nt};
+  for (; started < nt; started++)
+    if (pthread_create(&th[started], NULL, shm_copy_main, &j[started]) != 0) break;
+  shm_copy_main(&j[0]);
+  for (int t = 1; t < started; t++) pthread_join(th[t], NULL);
+  for (int t = started; t < nt; t++) shm_copy_main(&j[t]);  /* threads not started */
+}
+
+/* Room for bytes in g (a new sealed memfd when it is too small). */
+static int shm_reserve(shm_region *g, size_t bytes) {
+  if (g->map && g->cap >= bytes) return KIO_OK;
+  shm_release(g);
+  size_t cap = (bytes + bytes / 4 + (SHM_MIN - 1)) / SHM_MIN * SHM_MIN;
+  int fd = memfd_create("kaldi-gpu-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return KIO_ERR;
+  void *p = MAP_FAILED;
+  if (ftruncate(fd, (off_t)cap) == 0 &&
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+    p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return KIO_ERR;
+  }
+  g->fd = fd;
+  g->map = p;
+  g->cap = cap;
+  g->sent = 0;
+  return KIO_OK;
+}
 
 /* One connection per GPU the job asked for (--num-gpus): the service puts
  * each on the device with the fewest connections, and a batch is split
  * among them. */
 struct galign_remote {
   int nconn;
+  galign_acc_link *link;  /* fused (connection 0 only; NULL: not) */
+  uint32_t flags, seq;    /* of the request in flight on connection 0 */
+  shm_region shm[MAX_CONN][2];
+  int shm_next[MAX_CONN];
+  int shm_off;            /* shared memory not usable here: inline */
+  size_t shm_min;         /* smaller requests' features go inline */
   kio_svc *svc[MAX_CONN];
   kio_msg msg[MAX_CONN];
   char desc[160];
@@ -80,6 +182,12 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
   *out = NULL;
   galign_remote *r = calloc(1, sizeof *r);
   if (!r) { snprintf(why, why_len, "out of memory"); return KIO_ERR; }
+  for (int c = 0; c < MAX_CONN; c++)
+    for (int k = 0; k < 2; k++) r->shm[c][k].fd = -1;
+  r->shm_min = SHM_MIN;
+  const char *t = kio_test_hook(KIO_SET_TEST_SERVICE_SHM);
+  if (t) r->shm_min = (size_t)strtoull(t, NULL, 10);
+  r->shm_off = r->shm_min == 0;
   char *model = NULL;
   size_t len = 0;
   kio_log_deferred *quiet = NULL;  /* serialising never fails on a read model */
@@ -111,15 +219,136 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
 
 void galign_remote_free(galign_remote *r) {
   if (!r) return;
+  galign_acc_link_put(r->link);
   for (int c = 0; c < MAX_CONN; c++) {
     kio_svc_close(r->svc[c]);
     kio_msg_free(&r->msg[c]);
+    shm_release(&r->shm[c][0]);
+    shm_release(&r->shm[c][1]);
   }
   free(r);
 }
 
 const char *galign_remote_desc(const galign_remote *r) { return r->desc; }
 const char *galign_remote_error(const galign_remote *r) { return r->err; }
+int galign_remote_nconn(const galign_remote *r) { return r ? r->nconn : 0; }
+kio_svc *galign_remote_svc(galign_remote *r) { return r ? r->svc[0] : NULL; }
+
+galign_acc_link *galign_acc_link_new(void) {
+  galign_acc_link *l = calloc(1, sizeof *l);
+  if (!l) return NULL;
+  pthread_mutex_init(&l->mu, NULL);
+  l->refs = 1;
+  l->on = 1;
+  return l;
+}
+
+void galign_acc_rec_free(galign_acc_rec *r) {
+  if (!r) return;
+  free(r->feats);
+  free(r->tail);
+  free(r);
+}
+
+void galign_acc_link_put(galign_acc_link *l) {
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  int last = --l->refs == 0;
+  pthread_mutex_unlock(&l->mu);
+  if (!last) return;
+  while (l->head) galign_acc_rec_free(galign_acc_link_pop(l));
+  pthread_mutex_destroy(&l->mu);
+  free(l);
+}
+
+galign_acc_rec *galign_acc_link_pop(galign_acc_link *l) {
+  pthread_mutex_lock(&l->mu);
+  galign_acc_rec *r = l->head;
+  if (r) {
+    l->head = r->next;
+    if (!l->head) l->last = NULL;
+    r->next = NULL;
+  }
+  pthread_mutex_unlock(&l->mu);
+  return r;
+}
+
+int galign_remote_fuse(galign_remote *r, galign_acc_link *l, char *why, size_t why_len) {
+  if (r->nconn != 1 || r->link) {
+    snprintf(why, why_len, "not one connection");
+    return KIO_ERR;
+  }
+  kio_msg *m = &r->msg[0];
+  kio_msg_reset(m);
+  kio_msg_reader rd;
+  if (kio_svc_send(r->svc[0], KIO_SVC_FUSE, m) != KIO_OK ||
+      kio_svc_recv(r->svc[0], KIO_SVC_READY, NULL, &rd) != KIO_OK) {
+    snprintf(why, why_len, "%s", kio_svc_error(r->svc[0]));
+    return KIO_ERR;
+  }
+  int32_t status = kio_rd_i32(&rd);
+  const char *desc = kio_rd_str(&rd);
+  if (rd.bad || status != KIO_OK) {
+    snprintf(why, why_len, "%s", rd.bad ? "malformed reply" : desc);
+    return KIO_ERR;
+  }
+  pthread_mutex_lock(&l->mu);
+  l->refs++;
+  pthread_mutex_unlock(&l->mu);
+  r->link = l;
+  return KIO_OK;
+}
+
+/* The flags of the next request on a fused connection (first: the first
+ * request of a batch, where the statistics may be asked for: they then
+ * cover whole batches). */
+static void fused_flags(galign_remote *r, int first) {
+  r->flags = 0;
+  r->seq = 0;
+  galign_acc_link *l = r->link;
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  if (l->on) {
+    r->flags = KIO_SVC_ALIGN_ACC;
+    r->seq = ++l->seq;
+    if (first && l->want_stats) {
+      r->flags |= KIO_SVC_ALIGN_STATS;
+      l->want_stats = 0;
+    }
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+
+/* The accumulation part of a fused reply (rd at its start), as a record for
+ * the accumulator: the aligned utterances of [first, first + n). */
+static int fused_record(galign_remote *r, kio_msg_reader *rd, int first, int n,
+                        const kio_matrix *const *feats, const galign_result *results) {
+  galign_acc_link *l = r->link;
+  pthread_mutex_lock(&l->mu);
+  int on = l->on;
+  pthread_mutex_unlock(&l->mu);
+  if (!on) return KIO_OK;  /* nobody reads it */
+  galign_acc_rec *rec = calloc(1, sizeof *rec);
+  if (!rec) return KIO_ERR;
+  rec->seq = r->flags & KIO_SVC_ALIGN_ACC ? r->seq : 0;
+  rec->tail_len = rd->len - rd->pos;
+  rec->feats = malloc((size_t)(n > 0 ? n : 1) * sizeof *rec->feats);
+  rec->tail = malloc(rec->tail_len ? rec->tail_len : 1);
+  if (!rec->feats || !rec->tail) {
+    galign_acc_rec_free(rec);
+    return KIO_ERR;
+  }
+  memcpy(rec->tail, rd->p + rd->pos, rec->tail_len);
+  if (rec->seq)
+    for (int i = first; i < first + n; i++)
+      if (results[i].ok) rec->feats[rec->n++] = feats[i];
+  pthread_mutex_lock(&l->mu);
+  if (l->last) l->last->next = rec;
+  else l->head = rec;
+  l->last = rec;
+  pthread_mutex_unlock(&l->mu);
+  return KIO_OK;
+}
 
 static int lost(galign_remote *r, const char *why) {
   snprintf(r->err, sizeof r->err, "%s", why);
@@ -141,8 +370,32 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
                       int want_per_frame) {
   kio_msg *m = &r->msg[c];
   kio_msg_reset(m);
+  size_t fbytes = 0;
+  for (int i = first; i < first + n; i++)
+    fbytes += ((size_t)feats[i]->rows * (size_t)feats[i]->cols * sizeof(float) + 63) / 64 * 64;
+  shm_region *sh = &r->shm[c][r->shm_next[c]];
+  if (r->shm_off || fbytes < r->shm_min || fbytes > SHM_MAX) sh = NULL;
+  if (sh && shm_reserve(sh, fbytes) != KIO_OK) {
+    r->shm_off = 1;  /* no memfd here: inline from now on */
+    sh = NULL;
+  }
+  size_t *offs = sh ? malloc((size_t)(n > 0 ? n : 1) * sizeof *offs) : NULL;
+  if (sh && !offs) return KIO_ERR;
+  if (sh) {  /* the features' places in the shared memory, then the copy */
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+      offs[i] = o;
+      o += ((size_t)feats[first + i]->rows * (size_t)feats[first + i]->cols * sizeof(float) + 63) /
+           64 * 64;
+    }
+    shm_fill(sh->map, feats + first, offs, n, fbytes);
+  }
+  uint32_t flags = (c == 0 ? r->flags : 0) | (sh ? KIO_SVC_ALIGN_SHM : 0);
   kio_msg_put_u32(m, (uint32_t)n);
   kio_msg_put_u32(m, (uint32_t)want_per_frame);
+  kio_msg_put_u32(m, flags);
+  kio_msg_put_u32(m, c == 0 ? r->seq : 0);
+  kio_msg_put_u32(m, (uint32_t)r->shm_next[c]);
   for (int i = first; i < first + n; i++) {
     const galign_graph *g = graphs[i];
     const kio_fst *f = &g->fst;
@@ -157,15 +410,24 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
     kio_msg_put_ref(m, f->final, (size_t)f->num_states, sizeof(float));
     kio_msg_put_ref(m, g->pdfs_used, (size_t)g->num_pdfs_used, sizeof(int32_t));
     kio_msg_put_ref(m, g->arc_pdf, (size_t)f->num_arcs, sizeof(int32_t));
-    kio_msg_put_ref(m, feats[i]->data, (size_t)feats[i]->rows * (size_t)feats[i]->cols,
-                    sizeof(float));
+    size_t fn = (size_t)feats[i]->rows * (size_t)feats[i]->cols;
+    if (sh) {  /* the offset of the features in the shared memory */
+      kio_msg_put_u64(m, offs[i - first]);
+    } else {
+      kio_msg_put_ref(m, feats[i]->data, fn, sizeof(float));
+    }
     const int32_t bt = g->band_T == feats[i]->rows ? g->band_T : 0;
     kio_msg_put_i32(m, bt);
     kio_msg_put_ref(m, g->topo_pos, bt ? (size_t)f->num_states : 0, sizeof(int32_t));
     kio_msg_put_ref(m, g->band_lo, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
     kio_msg_put_ref(m, g->band_hi, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
   }
-  return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
+  free(offs);
+  if (!sh) return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
+  r->shm_next[c] ^= 1;
+  if (sh->sent) return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
+  sh->sent = 1;
+  return kio_svc_send_fd(r->svc[c], KIO_SVC_ALIGN, m, sh->fd);
 }
 
 /* Receives the reply for [first, first + n) on connection c: its lines
@@ -220,6 +482,8 @@ static int recv_chunk(galign_remote *r, int c, int first, int n,
       res->per_frame = p;
     }
   }
+  if (c == 0 && r->link && fused_record(r, &rd, first, n, feats, results) != KIO_OK)
+    return lost(r, "out of memory");
   return KIO_OK;
 }
 
@@ -260,6 +524,7 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
         end_of[c]++;
       }
       if (end_of[c] == pos[c]) continue;
+      if (c == 0) fused_flags(r, nparts == 0);
       if (bytes > KIO_SVC_MAX_REQUEST)
         rc = lost(r, "an utterance too large for a request to the GPU service");
       else if (send_chunk(r, c, pos[c], end_of[c] - pos[c], graphs, feats, want_per_frame) !=
@@ -302,7 +567,10 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
 /* ---------------- the service's side ---------------- */
 
 struct galign_serve {
-  int cap;
+  int cap, n;
+  uint32_t flags, seq;
+  struct { const uint8_t *map; size_t len; } reg[2];  /* the job's shared memory */
+  int fd;  /* a descriptor received with the request, not mapped yet (-1) */
   galign_graph *graphs;
   const galign_graph **gptr;
   kio_matrix *feats;
@@ -311,7 +579,34 @@ struct galign_serve {
   kio_log_deferred *lines;
 };
 
-galign_serve *galign_serve_new(void) { return calloc(1, sizeof(galign_serve)); }
+galign_serve *galign_serve_new(void) {
+  galign_serve *s = calloc(1, sizeof(galign_serve));
+  if (s) s->fd = -1;
+  return s;
+}
+
+void galign_serve_give_fd(galign_serve *s, int fd) {
+  if (fd < 0) return;
+  if (s->fd >= 0) close(s->fd);
+  s->fd = fd;
+}
+
+/* Region k becomes the memfd received (sealed against shrinking, so the
+ * job cannot pull pages from under the aligner). KIO_ERR if unusable. */
+static int serve_map(galign_serve *s, uint32_t k) {
+  int fd = s->fd;
+  s->fd = -1;
+  struct stat st;
+  int seals = fcntl(fd, F_GET_SEALS);
+  int ok = fstat(fd, &st) == 0 && st.st_size > 0 && seals >= 0 && (seals & F_SEAL_SHRINK);
+  void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (p == MAP_FAILED) return KIO_ERR;
+  if (s->reg[k].map) munmap((void *)s->reg[k].map, s->reg[k].len);
+  s->reg[k].map = p;
+  s->reg[k].len = (size_t)st.st_size;
+  return KIO_OK;
+}
 
 static void serve_clear_results(galign_serve *s) {
   for (int i = 0; i < s->cap; i++) galign_result_free(&s->res[i]);
@@ -321,6 +616,9 @@ static void serve_clear_results(galign_serve *s) {
 void galign_serve_free(galign_serve *s) {
   if (!s) return;
   serve_clear_results(s);
+  for (int k = 0; k < 2; k++)
+    if (s->reg[k].map) munmap((void *)s->reg[k].map, s->reg[k].len);
+  if (s->fd >= 0) close(s->fd);
   free(s->graphs);
   free(s->gptr);
   free(s->feats);
@@ -382,6 +680,14 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
   serve_clear_results(s);
   *batch_rc = KIO_OK;
   uint32_t n = kio_rd_u32(req), want_pf = kio_rd_u32(req);
+  s->n = 0;
+  s->flags = kio_rd_u32(req);
+  s->seq = kio_rd_u32(req);
+  uint32_t region = kio_rd_u32(req);
+  const int shm = (s->flags & KIO_SVC_ALIGN_SHM) != 0;
+  if (req->bad || region > 1) return KIO_ERR;
+  if (shm && s->fd >= 0 && serve_map(s, region) != KIO_OK) return KIO_ERR;
+  if (shm && !s->reg[region].map) return KIO_ERR;
   /* an utterance takes more than 64 bytes of the request: a count the
    * payload cannot hold allocates nothing */
   if (req->bad || n > req->len / 64 || grow(s, (int)n) != KIO_OK) return KIO_ERR;
@@ -400,7 +706,15 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
     g->fst.final = (float *)kio_rd_arr(req, sizeof(float), big, &c3);
     g->pdfs_used = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c4);
     g->arc_pdf = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c5);
-    f->data = (float *)kio_rd_arr(req, sizeof(float), big, &c6);
+    if (shm) {  /* an offset into the shared memory, checked below */
+      uint64_t off = kio_rd_u64(req);
+      uint64_t fb = (uint64_t)(rows > 0 ? rows : 0) * (uint64_t)(cols > 0 ? cols : 0) * 4;
+      int in = off % 8 == 0 && off <= s->reg[region].len && fb <= s->reg[region].len - off;
+      f->data = in ? (float *)(s->reg[region].map + off) : NULL;
+      c6 = in ? (size_t)rows * (size_t)cols : (size_t)-1;
+    } else {
+      f->data = (float *)kio_rd_arr(req, sizeof(float), big, &c6);
+    }
     int32_t bt = kio_rd_i32(req);
     size_t c7, c8, c9;
     g->topo_pos = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c7);
@@ -425,6 +739,7 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
     s->gptr[i] = g;
     s->fptr[i] = f;
   }
+  s->n = (int)n;
   kio_log_defer(&s->lines);
   int rc = galign_align_batch(a, (int)n, s->gptr, s->fptr, (int)want_pf, s->res);
   kio_log_defer(NULL);
@@ -448,3 +763,11 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
   }
   return KIO_OK;
 }
+
+uint32_t galign_serve_flags(const galign_serve *s, uint32_t *seq) {
+  if (seq) *seq = s->seq;
+  return s->flags;
+}
+int galign_serve_count(const galign_serve *s) { return s->n; }
+const kio_matrix *galign_serve_feats(const galign_serve *s, int i) { return &s->feats[i]; }
+const galign_result *galign_serve_result(const galign_serve *s, int i) { return &s->res[i]; }

@@ -8,6 +8,7 @@
 #ifndef GALIGN_ALIGN_REMOTE_H
 #define GALIGN_ALIGN_REMOTE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include "device/svc-link.h"
 #include "gpu-align.h"
@@ -41,6 +42,43 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
                         const kio_matrix *const *feats, int want_per_frame,
                         galign_result *results);
 
+/* ---- the one pass through the service (gpu-acc/acc-remote.c) ----
+ * The job's accumulator asks the service to accumulate, from the features
+ * it already holds, every batch it aligns on the connection (FUSE); what the
+ * service says about those statistics comes back at the end of each
+ * ALIGNED reply. The aligner's thread hands each reply's end over to the
+ * accumulator as a record, through a link both hold. */
+typedef struct galign_acc_rec {
+  struct galign_acc_rec *next;
+  uint32_t seq;              /* the request (0: not accumulated) */
+  int n;                     /* utterances the service accumulates: the aligned ones */
+  const kio_matrix **feats;  /* their matrices, in order (their identity only) */
+  uint8_t *tail;             /* the reply's accumulation part (acc-remote.c reads it) */
+  size_t tail_len;
+} galign_acc_rec;
+typedef struct galign_acc_link {
+  pthread_mutex_t mu;
+  int refs;
+  int on;                    /* 0: the accumulator gave the service up */
+  int want_stats;            /* the next batch's first request asks for the statistics */
+  uint32_t seq;              /* the last accumulating request sent */
+  galign_acc_rec *head, *last;
+} galign_acc_link;
+/* A link with one reference (the caller's); put drops one. */
+galign_acc_link *galign_acc_link_new(void);
+void galign_acc_link_put(galign_acc_link *l);
+/* The oldest record (NULL: none), the caller's to free. */
+galign_acc_rec *galign_acc_link_pop(galign_acc_link *l);
+void galign_acc_rec_free(galign_acc_rec *r);
+/* The aligner's link to the service (NULL: not on it, or lost). */
+galign_remote *galign_aligner_remote(const galign_aligner *a);
+int galign_remote_nconn(const galign_remote *r);
+kio_svc *galign_remote_svc(galign_remote *r);
+/* FUSE: the service accumulates this connection's batches from now on,
+ * the records go to l (which the connection references). Only while no
+ * batch is being aligned, on a single connection. KIO_ERR with why. */
+int galign_remote_fuse(galign_remote *r, galign_acc_link *l, char *why, size_t why_len);
+
 /* ---- the service's side ---- */
 
 /* Pdfs of the aligner's model (aligner.c). */
@@ -61,6 +99,15 @@ void galign_serve_free(galign_serve *s);
  * dropped). */
 int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
                        kio_msg *reply, int *batch_rc);
+/* A descriptor that came with the next request (kio_svc_take_fd; < 0:
+ * none): the job's shared memory for its region. */
+void galign_serve_give_fd(galign_serve *s, int fd);
+/* The last request: its flags (KIO_SVC_ALIGN_*) and sequence number, its
+ * utterances' features (in the payload) and results. */
+uint32_t galign_serve_flags(const galign_serve *s, uint32_t *seq);
+int galign_serve_count(const galign_serve *s);
+const kio_matrix *galign_serve_feats(const galign_serve *s, int i);
+const galign_result *galign_serve_result(const galign_serve *s, int i);
 
 #ifdef __cplusplus
 }

@@ -106,6 +106,7 @@ void galign_aligner_trim(galign_aligner *a) {
   }
 }
 int galign_aligner_is_remote(const galign_aligner *a) { return a && a->remote; }
+galign_remote *galign_aligner_remote(const galign_aligner *a) { return a ? a->remote : NULL; }
 
 int32_t galign_aligner_num_pdfs(const galign_aligner *a) { return a->gmm.num_pdfs; }
 

@@ -30,6 +30,7 @@
 
 #include "device/cuda-util.h"
 #include "gpu-service/admission.h"
+#include "gpu-service/svc-fused.h"
 #include "base/sys/log.h"
 #include "device/svc-link.h"
 #include "gpu-acc/acc-remote.h"
@@ -297,6 +298,12 @@ static int reply(conn *c, uint32_t type, kio_msg *m) {
   return rc;
 }
 
+/* The accumulation of a fused connection's request ends (svc-fused.c); a
+ * failed one: is the device still well? */
+static void fused_end(gsvc_fused *f, int d) {
+  if (gsvc_fused_end(f, d) != KIO_OK) check_device();
+}
+
 /* The alignment requests of a connection, until it closes. */
 static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *o, int d) {
   kio_svc *s = c->s;
@@ -330,16 +337,38 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
   kio_svc_set_timeouts(s, -1, g.stall_s);
   kio_svc_set_limit(s, KIO_SVC_MAX_REQUEST);
   kio_msg_reader rd;
+  gsvc_fused f = {0};
+  uint32_t type;
   int served = 0, failed = 0;
   double t0 = kio_now_s(), busy = 0;
   while ((!g.drop_after || served++ < g.drop_after) &&
-         next_request(c, KIO_SVC_ALIGN, NULL, &rd) == KIO_OK) {
+         next_request(c, 0, &type, &rd) == KIO_OK) {
+    /* the accumulation of the previous request first: its memory goes back
+     * before this batch asks for its own */
+    fused_end(&f, d);
     double t1 = kio_now_s();
+    if (type == KIO_SVC_FUSE) {
+      char why[200] = "";
+      int frc = f.acc ? KIO_ERR : gsvc_fuse(&f, &e->tm, &e->am, g.use_cpu, why, sizeof why);
+      if (send_ready(s, m, frc, frc == KIO_OK ? g.dev_desc[d] : why[0] ? why : "fused already") !=
+          KIO_OK)
+        break;
+      c->busy = 0;
+      continue;
+    }
+    if (type == KIO_SVC_STATS && f.acc) {
+      kio_msg_reset(m);
+      gacc_serve_fused_put(f.sv, f.acc, m, 1);
+      if (reply(c, KIO_SVC_STATS_ARE, m) != KIO_OK) break;
+      continue;
+    }
+    if (type != KIO_SVC_ALIGN) break;
     int batch_rc = KIO_OK;
     if (test_faults()) {
       failed_reply(m, g.broken_why);
       batch_rc = KIO_ERR;
     } else {
+      galign_serve_give_fd(sv, kio_svc_take_fd(s));  /* the job's shared memory */
       gsvc_mem_begin_align(d, a);  /* waits its turn for device memory */
       int bad = galign_serve_align(sv, a, &rd, m, &batch_rc) != KIO_OK;
       gsvc_mem_end_align(d, a);
@@ -347,6 +376,8 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
         KIO_WARN("Malformed alignment request; closing the connection");
         break;
       }
+      if (f.acc) gacc_serve_fused_put(f.sv, f.acc, m, galign_serve_flags(sv, NULL) &
+                                                         KIO_SVC_ALIGN_STATS);
     }
     busy += kio_now_s() - t1;
     if (batch_rc != KIO_OK) {
@@ -354,11 +385,16 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
       check_device();
     }
     if (reply(c, KIO_SVC_ALIGNED, m) != KIO_OK || failed) break;
+    gsvc_fused_start(&f, c->s, sv, d);
   }
+  double t_end = kio_now_s();
+  gsvc_fused_free(&f, d);
+  f.t_wait += kio_now_s() - t_end;
   if (g.verbose)
     KIO_LOG("align connection (device %d): %.3f s setting up (%s aligner), %d batches, "
-            "%.3f s aligning, %.3f s connected", d, t_new, pooled_one ? "pooled" : "new", served,
-            busy, kio_now_s() - t0);
+            "%.3f s aligning, %.3f s connected; %d accumulated here, %.3f s waiting for them",
+            d, t_new, pooled_one ? "pooled" : "new", served, busy, kio_now_s() - t0, f.started,
+            f.t_wait);
   galign_serve_free(sv);
   /* an aligner keeps no state between batches; one that failed is not trusted */
   if (failed || g.broken) galign_aligner_free(a);
@@ -455,7 +491,13 @@ static void *conn_main(void *arg) {
            ((kind == KIO_SVC_KIND_ALIGN && galign_serve_hello(&rd, &o, &model, &len) == KIO_OK) ||
             (kind == KIO_SVC_KIND_ACC && gacc_serve_hello(&rd, &model, &len) == KIO_OK));
   if (!ok) {
-    send_ready(s, &m, KIO_ERR, "unsupported request (another version of the service?)");
+    char why[160];
+    if (proto != KIO_SVC_PROTOCOL)
+      snprintf(why, sizeof why, "the job speaks protocol %u, this service %u (another version "
+               "of the service)", (unsigned)proto, (unsigned)KIO_SVC_PROTOCOL);
+    else
+      snprintf(why, sizeof why, "unsupported request (another version of the service?)");
+    send_ready(s, &m, KIO_ERR, why);
     goto out;
   }
   if (!g.device_ok) {

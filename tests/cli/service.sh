@@ -77,6 +77,62 @@ cmp -s "$tmp/tri2.acc" kaldi/tri2/final.acc || fail "acc through the service dif
 cmp -s "$tmp/one.ali" kaldi/mono/ali.ark || fail "one-pass alignment differs from Kaldi's"
 cmp -s "$tmp/one.acc" kaldi/mono/final.acc || fail "one-pass stats differ from Kaldi's"
 
+# 2b. The one pass through the service (fused): the alignment requests carry
+#     the accumulation, the service accumulates from the features it holds.
+#     Several batches, checkpoints between them (a small bound on what the
+#     job keeps), retried and failed utterances (noisy): the outputs, exit
+#     code and messages of the CPU path; Kaldi's bytes on the clean data.
+#     Features inline and through shared memory (KALDI_GPU_TEST_SERVICE_SHM:
+#     the least bytes of a request that go there; 1 MB by default).
+onepass() {  # NAME FEATS [OPTIONS...]
+  local name=$1 feats=$2; shift 2
+  "$BIN/gmm-align-acc-compiled" $opts "$@" models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" \
+    "$feats" "ark,t:$tmp/$name.ali" "$tmp/$name.acc" 2>"$tmp/$name.log"
+  echo $? >"$tmp/$name.rc"
+}
+same_onepass() {  # A B
+  cmp -s "$tmp/$1.ali" "$tmp/$2.ali" || fail "$1 vs $2: alignments differ"
+  cmp -s "$tmp/$1.acc" "$tmp/$2.acc" || fail "$1 vs $2: statistics differ"
+  cmp -s "$tmp/$1.rc" "$tmp/$2.rc" || fail "$1 vs $2: exit codes differ"
+  diff <(msgs "$tmp/$1.log" | grep -v 'VLOG') <(msgs "$tmp/$2.log" | grep -v 'VLOG') >/dev/null ||
+    fail "$1 vs $2: messages differ"
+}
+fused_line='Accumulating on the GPU service, from the features of the alignment requests'
+for d in clean noisy; do
+  f=ark:feats/delta.ark; [ $d = noisy ] && f=ark:noisy/delta.ark
+  onepass "fcpu.$d" "$f" --use-gpu=no --batch-size=3
+  # features inline (small requests; none) or through shared memory (all)
+  for v in 1.x 3.0 3.1 1000.x 1000.0; do
+    bs=${v%.*} shm=${v#*.}; [ "$shm" = x ] && shm=1048576
+    KALDI_GPU_TEST_SERVICE_SHM=$shm KALDI_GPU_TEST_ACC_KEEP_BYTES=300000 \
+      onepass "fsvc.$d.$bs" "$f" --batch-size=$bs --verbose=1
+    grep -q "$fused_line" "$tmp/fsvc.$d.$bs.log" || fail "fused $d $bs: not fused: $(grep -i accumulat "$tmp/fsvc.$d.$bs.log")"
+    grep -q 'GPU service lost' "$tmp/fsvc.$d.$bs.log" && fail "fused $d $bs: $(grep 'GPU service lost' "$tmp/fsvc.$d.$bs.log")"
+    same_onepass "fcpu.$d" "fsvc.$d.$bs"
+  done
+done
+cmp -s "$tmp/fcpu.clean.acc" kaldi/mono/final.acc || fail "one pass on the CPU: statistics differ from Kaldi's"
+# Two one-pass jobs and an aligner at once on the service, then a job
+# killed while the service accumulates its batch (slow batches): the service
+# goes on serving, the next job's outputs are right.
+stop_service
+onepass two1 ark:noisy/delta.ark --batch-size=2 & p1=$!
+onepass two2 ark:feats/delta.ark --batch-size=5 & p2=$!
+align two3 models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" ark:noisy/delta.ark --batch-size=3
+wait $p1 $p2
+same_onepass fcpu.noisy two1
+same_onepass fcpu.clean two2
+same_run mono.cpu two3
+stop_service
+KALDI_GPU_TEST_SERVICE_SLOW=0.2 onepass victim ark:feats/delta.ark --batch-size=2 & pv=$!
+sleep 1.5
+kill -9 $pv 2>/dev/null; wait $pv 2>/dev/null
+onepass after ark:feats/delta.ark --batch-size=4 --verbose=1
+grep -q "$fused_line" "$tmp/after.log" || fail "after a killed job: not fused"
+grep -q 'through the GPU service' "$tmp/after.log" || fail "after a killed job: the service was not used"
+same_onepass fcpu.clean after
+[ "$(pgrep -f -- "--socket=$KALDI_GPU_SERVICE_DIR/" | wc -l)" = 1 ] || fail "after a killed job: the service is gone"
+
 # 3. Sixteen jobs at once, two models: every output identical.
 for j in $(seq 16); do
   if [ $((j % 2)) = 0 ]; then

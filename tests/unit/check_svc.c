@@ -161,6 +161,28 @@ START_TEST(huge_claims_allocate_nothing) {
   ck_assert_int_eq(read(fd, h, sizeof h), (ssize_t)sizeof h);
   ck_assert_int_eq(h[1], KIO_SVC_READY);
   close(fd);
+  /* a job of another protocol: refused, and told why (its own LOG line) */
+  kio_msg_reset(&m);
+  kio_msg_put_u32(&m, KIO_SVC_PROTOCOL - 1);
+  kio_msg_put_u32(&m, KIO_SVC_KIND_ALIGN);
+  fd = raw_connect(sock);
+  send_header(fd, KIO_SVC_HELLO, m.total);
+  ck_assert_int_eq(write(fd, m.buf, m.len), (ssize_t)m.len);
+  ck_assert_int_eq(read(fd, h, sizeof h), (ssize_t)sizeof h);
+  ck_assert_int_eq(h[1], KIO_SVC_READY);
+  uint64_t rlen = (uint64_t)h[2] | ((uint64_t)h[3] << 32);
+  char *ready = calloc(1, rlen + 1);
+  ck_assert_ptr_nonnull(ready);
+  size_t got = 0;
+  while (got < rlen) {
+    ssize_t k = read(fd, ready + got, rlen - got);
+    ck_assert_int_gt(k, 0);
+    got += (size_t)k;
+  }
+  ck_assert_int_ne(*(int32_t *)ready, 0);
+  ck_assert_msg(memmem(ready, rlen, "protocol", 8) != NULL, "no protocol in the refusal");
+  free(ready);
+  close(fd);
   kio_msg_free(&m);
   end_service(pid);
 }

@@ -1,0 +1,197 @@
+/* Accumulation through the GPU service, the service's side (the wire
+ * format and the job's side: acc-remote.c): an ACC connection's batches
+ * and statistics, and the accumulation of a fused alignment connection's
+ * requests (the one pass). Everything runs the accumulator code a local
+ * run runs, on the service's device. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/svc-link.h"
+#include "acc-internal.h"
+#include "acc-remote.h"
+
+struct gacc_serve {
+  int cap;
+  gacc_utt *utts;
+  kio_matrix *feats;
+  gacc_utt_result *res;
+  gacc_stats st;
+  kio_log_deferred *lines;
+  /* fused: the accumulation running (seq, n), the one ended (its outcome
+   * for the next reply), and whether one ever failed */
+  int running, ended, failed;
+  uint32_t run_seq, end_seq;
+  int run_n, end_n, end_rc;
+  kio_log_deferred *flines;
+};
+
+gacc_serve *gacc_serve_new(void) { return calloc(1, sizeof(gacc_serve)); }
+
+void gacc_serve_free(gacc_serve *s) {
+  if (!s) return;
+  kio_log_discard(&s->lines);
+  kio_log_discard(&s->flines);
+  free(s->utts);
+  free(s->feats);
+  free(s->res);
+  gacc_stats_free(&s->st);
+  free(s);
+}
+
+int gacc_serve_hello(kio_msg_reader *req, const void **model, size_t *model_len) {
+  *model = kio_rd_arr(req, 1, req->len, model_len);
+  return req->bad ? KIO_ERR : KIO_OK;
+}
+
+int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *reply,
+                   int *batch_rc) {
+  kio_log_discard(&s->lines);
+  *batch_rc = KIO_OK;
+  uint32_t n = kio_rd_u32(req);
+  /* an utterance takes more than 32 bytes of the request: a count the
+   * payload cannot hold allocates nothing */
+  if (req->bad || n > req->len / 32) return KIO_ERR;
+  if ((int)n > s->cap) {
+    gacc_utt *u = realloc(s->utts, n * sizeof *u);
+    if (u) s->utts = u;
+    kio_matrix *f = realloc(s->feats, n * sizeof *f);
+    if (f) s->feats = f;
+    gacc_utt_result *r = realloc(s->res, n * sizeof *r);
+    if (r) s->res = r;
+    if (!u || !f || !r) return KIO_ERR;
+    s->cap = (int)n;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const char *key = kio_rd_str(req);
+    int32_t rows = kio_rd_i32(req), cols = kio_rd_i32(req);
+    size_t nf, na;
+    const float *x = kio_rd_arr(req, sizeof(float), req->len, &nf);
+    const int32_t *ali = kio_rd_arr(req, sizeof(int32_t), req->len, &na);
+    if (req->bad || rows < 0 || cols < 0 || nf != (size_t)rows * (size_t)cols ||
+        na != (size_t)rows)
+      return KIO_ERR;
+    s->feats[i] = (kio_matrix){rows, cols, (float *)x, 0};
+    s->utts[i] = (gacc_utt){key, &s->feats[i], ali};
+  }
+  kio_log_defer(&s->lines);
+  int rc = gacc_accumulate_batch(a, (int)n, s->utts, s->res);
+  kio_log_defer(NULL);
+  *batch_rc = rc;
+  kio_msg_reset(reply);
+  kio_msg_put_i32(reply, rc);
+  kio_msg_put_lines(reply, s->lines);
+  if (rc == KIO_OK)
+    for (uint32_t i = 0; i < n; i++) {
+      kio_msg_put_f32(reply, s->res[i].like);
+      kio_msg_put_i32(reply, s->res[i].frames);
+    }
+  return KIO_OK;
+}
+
+int gacc_serve_stats(gacc_serve *s, gacc_acc *a, kio_msg *reply, int *batch_rc) {
+  kio_log_discard(&s->lines);
+  kio_log_defer(&s->lines);
+  int rc = gacc_get_stats(a, &s->st);
+  kio_log_defer(NULL);
+  *batch_rc = rc;
+  kio_msg_reset(reply);
+  kio_msg_put_i32(reply, rc);
+  kio_msg_put_lines(reply, s->lines);
+  if (rc != KIO_OK) return KIO_OK;
+  size_t gd = (size_t)s->st.num_gauss * (size_t)s->st.dim;
+  kio_msg_put_ref(reply, s->st.tacc, (size_t)s->st.num_tids + 1, sizeof(double));
+  kio_msg_put_ref(reply, s->st.occ, (size_t)s->st.num_gauss, sizeof(double));
+  kio_msg_put_ref(reply, s->st.mean_acc, gd, sizeof(double));
+  kio_msg_put_ref(reply, s->st.var_acc, gd, sizeof(double));
+  kio_msg_put_f64(reply, s->st.total_like);
+  kio_msg_put_f64(reply, s->st.total_frames);
+  return KIO_OK;
+}
+
+/* ---- fused connections (the one pass) ---- */
+
+static int serve_grow(gacc_serve *s, int n) {
+  if (n <= s->cap) return KIO_OK;
+  gacc_utt *u = realloc(s->utts, (size_t)n * sizeof *u);
+  if (u) s->utts = u;
+  kio_matrix *f = realloc(s->feats, (size_t)n * sizeof *f);
+  if (f) s->feats = f;
+  gacc_utt_result *r = realloc(s->res, (size_t)n * sizeof *r);
+  if (r) s->res = r;
+  if (!u || !f || !r) return KIO_ERR;
+  s->cap = n;
+  return KIO_OK;
+}
+
+int gacc_serve_fused_start(gacc_serve *s, gacc_acc *a, int n, const kio_matrix *const *feats,
+                           const int32_t *const *ali, uint32_t seq) {
+  if (n <= 0) return 0;
+  int rc = s->failed || !feats || !ali || serve_grow(s, n) != KIO_OK ? KIO_ERR : KIO_OK;
+  if (rc == KIO_OK) {
+    /* the job knows the keys; a failure here is redone there, with them */
+    for (int i = 0; i < n; i++) s->utts[i] = (gacc_utt){"", feats[i], ali[i]};
+    kio_log_discard(&s->flines);
+    kio_log_defer(&s->flines);
+    rc = gacc_accumulate_batch_start(a, n, s->utts, s->res);
+    kio_log_defer(NULL);
+  }
+  if (rc != KIO_OK) {  /* told with the next reply */
+    s->failed = s->ended = 1;
+    s->end_rc = KIO_ERR;
+    s->end_seq = seq;
+    s->end_n = 0;
+    return 0;
+  }
+  s->running = 1;
+  s->run_seq = seq;
+  s->run_n = n;
+  return 1;
+}
+
+int gacc_serve_fused_end(gacc_serve *s, gacc_acc *a) {
+  if (!s->running) return s->failed ? KIO_ERR : KIO_OK;
+  kio_log_defer(&s->flines);
+  int rc = gacc_wait(a);
+  kio_log_defer(NULL);
+  s->running = 0;
+  s->ended = 1;
+  s->end_rc = rc;
+  s->end_seq = s->run_seq;
+  s->end_n = rc == KIO_OK ? s->run_n : 0;
+  if (rc != KIO_OK) s->failed = 1;
+  return rc;
+}
+
+void gacc_serve_fused_put(gacc_serve *s, gacc_acc *a, kio_msg *m, int stats) {
+  kio_msg_put_u32(m, (uint32_t)s->ended);
+  if (s->ended) {
+    kio_msg_put_u32(m, s->end_seq);
+    kio_msg_put_i32(m, s->end_rc);
+    kio_msg_put_lines(m, s->flines);
+    kio_msg_put_u32(m, (uint32_t)s->end_n);
+    for (int i = 0; i < s->end_n; i++) {
+      kio_msg_put_f32(m, s->res[i].like);
+      kio_msg_put_i32(m, s->res[i].frames);
+    }
+  }
+  kio_log_discard(&s->flines);
+  s->ended = 0;
+  int rc = KIO_ERR;
+  if (stats && !s->failed) {
+    kio_log_deferred *quiet = NULL;
+    kio_log_defer(&quiet);
+    rc = gacc_get_stats(a, &s->st);
+    kio_log_defer(NULL);
+    kio_log_discard(&quiet);
+    if (rc != KIO_OK) s->failed = 1;
+  }
+  kio_msg_put_u32(m, !stats ? 0 : rc == KIO_OK ? 1 : 2);
+  if (!stats || rc != KIO_OK) return;
+  size_t gd = (size_t)s->st.num_gauss * (size_t)s->st.dim;
+  kio_msg_put_ref(m, s->st.tacc, (size_t)s->st.num_tids + 1, sizeof(double));
+  kio_msg_put_ref(m, s->st.occ, (size_t)s->st.num_gauss, sizeof(double));
+  kio_msg_put_ref(m, s->st.mean_acc, gd, sizeof(double));
+  kio_msg_put_ref(m, s->st.var_acc, gd, sizeof(double));
+  kio_msg_put_f64(m, s->st.total_like);
+  kio_msg_put_f64(m, s->st.total_frames);
+}

@@ -1,0 +1,85 @@
+/* The accumulation of a fused alignment connection (svc-fused.h). */
+#include "svc-fused.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/sys/log.h"
+#include "gpu-service/admission.h"
+
+static void join_line(void *user, int level, const char *func, const char *file, int line,
+                      const char *msg) {
+  (void)level; (void)func; (void)file; (void)line;
+  char *buf = user;
+  size_t n = strlen(buf);
+  snprintf(buf + n, 200 - n, "%s%s", n ? "; " : "", msg);
+}
+
+int gsvc_fuse(gsvc_fused *f, const kio_tmodel *tm, const kio_am_gmm *am, int use_cpu, char *why,
+              size_t why_len) {
+  kio_log_deferred *lines = NULL;
+  char text[200] = "";
+  kio_log_defer(&lines);
+  int rc = gacc_new(&f->acc, use_cpu ? "cpu" : "gpu", tm, am);
+  kio_log_defer(NULL);
+  if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, text);
+  kio_log_discard(&lines);
+  if (rc != KIO_OK) {
+    snprintf(why, why_len, "%s", text[0] ? text : "cannot set up the accumulator");
+    return KIO_ERR;
+  }
+  if (!(f->sv = gacc_serve_new())) {
+    gacc_free(f->acc);
+    f->acc = NULL;
+    snprintf(why, why_len, "out of memory");
+    return KIO_ERR;
+  }
+  gsvc_mem_job_acc(f->acc);
+  return KIO_OK;
+}
+
+int gsvc_fused_end(gsvc_fused *f, int d) {
+  if (!f->acc) return KIO_OK;
+  double t0 = kio_now_s();
+  int rc = gacc_serve_fused_end(f->sv, f->acc);
+  f->t_wait += kio_now_s() - t0;
+  if (f->admitted) gsvc_mem_end_acc(d, f->acc);
+  f->admitted = 0;
+  return rc;
+}
+
+void gsvc_fused_start(gsvc_fused *f, kio_svc *s, galign_serve *sv, int d) {
+  uint32_t seq, flags = galign_serve_flags(sv, &seq);
+  if (!f->acc || !(flags & KIO_SVC_ALIGN_ACC)) return;
+  int n = galign_serve_count(sv), k = 0;
+  const kio_matrix **feats = malloc((size_t)(n > 0 ? n : 1) * sizeof *feats);
+  const int32_t **ali = malloc((size_t)(n > 0 ? n : 1) * sizeof *ali);
+  if (feats && ali)
+    for (int i = 0; i < n; i++) {
+      const galign_result *r = galign_serve_result(sv, i);
+      if (!r->ok) continue;
+      feats[k] = galign_serve_feats(sv, i);
+      ali[k++] = r->ali;
+    }
+  if (!feats || !ali) k = 1;  /* out of memory: told as a failure with the next reply */
+  if (k > 0) {
+    gsvc_mem_begin_acc(d, f->acc);  /* waits its turn for device memory */
+    f->admitted = 1;
+  }
+  if (gacc_serve_fused_start(f->sv, f->acc, k, feats && ali ? feats : NULL, ali, seq)) {
+    kio_svc_swap_payload(s, &f->held, &f->held_cap);  /* read by the worker */
+    f->started++;
+  } else {
+    gsvc_fused_end(f, d);
+  }
+  free(feats);
+  free(ali);
+}
+
+void gsvc_fused_free(gsvc_fused *f, int d) {
+  gsvc_fused_end(f, d);
+  gacc_serve_free(f->sv);
+  gacc_free(f->acc);
+  free(f->held);
+}

@@ -1,0 +1,47 @@
+/* Internal to gpu-service: the accumulation of a fused alignment
+ * connection (FUSE, the one pass: gpu-acc/acc-remote.c has the job's side
+ * and the wire format). service.c's serve_align calls these around each
+ * request: end the previous request's accumulation before aligning the
+ * next (its device memory goes back first), start the aligned utterances
+ * of a request after answering it. */
+#ifndef GSVC_SVC_FUSED_H
+#define GSVC_SVC_FUSED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/svc-link.h"
+#include "gpu-acc/acc-remote.h"
+#include "gpu-acc/gpu-acc.h"
+#include "gpu-align/align-remote.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  gacc_acc *acc;     /* NULL: not fused */
+  gacc_serve *sv;
+  uint8_t *held;     /* the payload an accumulation reads (swapped out of the
+                        connection, so the next request goes to another) */
+  size_t held_cap;
+  int admitted;      /* an accumulation holds its grant of device memory */
+  int started;       /* accumulations started */
+  double t_wait;     /* seconds the connection waited for them to end */
+} gsvc_fused;
+
+/* The connection's accumulator (on the CPU backend: use_cpu). KIO_ERR with
+ * why. */
+int gsvc_fuse(gsvc_fused *f, const kio_tmodel *tm, const kio_am_gmm *am, int use_cpu, char *why,
+              size_t why_len);
+/* The running accumulation ends on device d (its outcome kept for the next
+ * reply, its grant given back). KIO_ERR if an accumulation failed. */
+int gsvc_fused_end(gsvc_fused *f, int d);
+/* After sv's request was answered on s: its aligned utterances start. */
+void gsvc_fused_start(gsvc_fused *f, kio_svc *s, galign_serve *sv, int d);
+void gsvc_fused_free(gsvc_fused *f, int d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
