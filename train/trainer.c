@@ -491,11 +491,18 @@ int trn_run(const trn_cfg *c) {
     }
   int start = c->equal_align ? 0 : c->start_iter;
   char *mdl = fmt("%s/%d.mdl", c->dir, start);
+  double ts0 = kio_now_s();
   if (!mdl || kio_model_read(mdl, &t.tm, &t.am) != KIO_OK) { free(mdl); goto done; }
   free(mdl);
+  double ts1 = kio_now_s();
   if (pick_backend(c->use_gpu, &t.gpu) != KIO_OK) goto done;
+  double ts2 = kio_now_s();
   if (trn_data_load(&t.d, c, &t.tm) != KIO_OK) goto done;
+  double ts3 = kio_now_s();
   make_dev_feats(&t);
+  KIO_VLOG(1, "Start-up: %.2f s: model %.2f s, device %.2f s, resident data %.2f s, features on "
+           "the device %.2f s", kio_now_s() - ts0, ts1 - ts0, ts2 - ts1, ts3 - ts2,
+           kio_now_s() - ts3);
   t.numgauss = c->start_gauss;
   double t0 = kio_now_s();
   if (c->stoch_batch > 0.0) {
@@ -516,6 +523,7 @@ int trn_run(const trn_cfg *c) {
   if (rc == KIO_OK)
     KIO_LOG("Trained in %.1f s (realignment %.1f s, accumulation %.1f s, estimation %.1f s)",
             kio_now_s() - t0, t.time_align, t.time_acc, t.time_est);
+  if (rc == KIO_OK) rc = trn_graphs_wait(&t.d);  /* the fsts.JOB.gz writers, done by now */
 done:
   gacc_dev_feats_free(t.dfeats);
   trn_data_free(&t.d);

@@ -97,7 +97,19 @@ typedef struct {
   int32_t *store_job;
   int32_t n_store;
   int64_t frames;         /* of all utterances */
+  struct trn_graph_out *gw; /* fsts.JOB.gz writers still running (trn-graphs.c) */
+  double gw_t0;           /* when the last job's graphs were compiled */
 } trn_data;
+
+/* Keys sorted for lookups: idx orders d->u by key. */
+typedef struct { const trn_data *d; int32_t *idx; } trn_key_index;
+int32_t trn_key_find(const trn_key_index *ki, const char *key); /* -1: none */
+/* Every job's graphs compiled into d (trn-graphs.c); with c->write_graphs
+ * also written as fsts.JOB.gz, by threads that go on after the return:
+ * trn_graphs_wait waits for them (KIO_ERR if one failed; trn_data_free
+ * waits too). */
+int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const trn_key_index *ki);
+int trn_graphs_wait(trn_data *d);
 
 int trn_data_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm);
 /* Features again (after an MLLT update) from rspec (JOB, ITER replaced). */

@@ -26,5 +26,11 @@ const char *kio_printable_wx(const char *wx);
 /* Reads one key: skips whitespace, reads up to whitespace/EOF into a growing
  * buffer. Returns KIO_OK, KIO_EOF (nothing before EOF) or KIO_ERR. */
 int kio_read_word(FILE *f, char **buf, size_t *cap);
+/* Before a pipe's command starts: what we wrote to the descriptors it
+ * shares (stdout, stderr) goes first. Not fflush(NULL): the command gets
+ * none of our buffers (it is spawned, not forked), and flushing every
+ * stream waits for other threads' streams, e.g. output pipes blocked on a
+ * slow reader (the trainer's fsts.JOB.gz writers). */
+void kio_flush_shared_streams(void);
 
 #endif

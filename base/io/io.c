@@ -137,6 +137,11 @@ static int seek_to(kio_input *in, long long off) {
 }
 
 /* Opens a fresh stream for rx (no header). */
+void kio_flush_shared_streams(void) {
+  fflush(stdout);
+  fflush(stderr);
+}
+
 static int input_open_raw(kio_input **out, const char *rx) {
   kio_rx_kind kind = kio_classify_rxfilename(rx);
   *out = NULL;
@@ -174,7 +179,7 @@ static int input_open_raw(kio_input **out, const char *rx) {
         free(cmd);
         break;
       }
-      fflush(NULL); /* the child must not inherit unflushed output */
+      kio_flush_shared_streams();
       in->f = popen(cmd, "re");  /* "e": later commands do not inherit it */
       if (!in->f) {
         KIO_WARN("Failed opening pipe for reading, command is: %s, errno is %s",

@@ -254,7 +254,7 @@ int kio_output_open_q(kio_output **pout, const char *wx, int binary,
   if (kind == KIO_WX_STDOUT) {
     out->f = stdout;
   } else if (kind == KIO_WX_PIPE) {
-    fflush(NULL);
+    kio_flush_shared_streams();
     out->ctl = -1;
     int fd = spawn_writer(wx + 1, &out->pid, &out->ctl);
     if (fd >= 0 && !(out->f = fdopen(fd, "w"))) {

@@ -68,9 +68,12 @@ cd "$w/synth-s5" || exit 1
 . ./path.sh
 # Kaldi's programs for the stock scripts; ours only through steps-gpu (the
 # trainer alone on PATH, after Kaldi's), at --verbose=1 so that its log
-# splits the time (graphs, realignment, accumulation on the device).
+# splits the time (graphs, realignment, accumulation on the device), and its
+# wall time at the end of the log: the stage's time outside the trainer is
+# the scripts' (Kaldi's stages, the diagnostics after the loop).
 mkdir -p "$base/trainer-bin" && rm -f "$base/trainer-bin/gmm-train-gpu" &&
-  printf '#!/bin/sh\nexec "%s" --verbose=1 "$@"\n' "$gpu_bin/gmm-train-gpu" >"$base/trainer-bin/gmm-train-gpu" &&
+  printf '#!/bin/sh\nt0=$(date +%%s.%%N)\n"%s" --verbose=1 "$@"\nr=$?\necho "trainer wall time: $(awk -v a="$t0" -v b="$(date +%%s.%%N)" '"'"'BEGIN { printf "%%.2f", b - a }'"'"') s" >&2\nexit $r\n' \
+    "$gpu_bin/gmm-train-gpu" >"$base/trainer-bin/gmm-train-gpu" &&
   chmod +x "$base/trainer-bin/gmm-train-gpu" || exit 1
 export PATH=$base/trainer-bin:$PATH
 gpu=$top/steps-gpu
@@ -117,7 +120,7 @@ ratio() { awk -v k="${secs[$1]:-}" -v g="${secs[$2]:-}" 'BEGIN { if (k ~ /^[0-9.
 rows=()
 # The trainer's own account of its time (its log at --verbose=1).
 timing_lines() {
-  grep -hE "Resident|resident on the GPU|Graphs:|Iteration [0-9]+:|Realignment:|GPU accumulation:|Trained in" "$1" |
+  grep -hE "Start-up:|Resident|resident on the GPU|Graphs:|Iteration [0-9]+:|Realignment:|GPU accumulation:|Trained in|Alignments:|trainer wall time" "$1" |
     sed -E 's/^(LOG|VLOG\[[0-9]\]) \([^ ]*\) //'
 }
 

@@ -158,6 +158,34 @@ for bad in "--stochastic-batch 1.5" "--stochastic-level word --stochastic-batch 
   [ ! -e exp/bad ] || fail "train_deltas.sh $bad: work done before the error"
 done
 
+# Transcripts that cannot be read, of jobs 2 and 4 (the trainer opens the
+# jobs' pipes ahead of the compilation): it stops at job 2 with the
+# reader's errors naming it, as when the jobs were opened one by one; job
+# 1's graphs are written whole, and job 4 (never reached) says nothing.
+if [ -f exp/tri_k/final.mdl ] && [ -f exp/tri_g/fsts.1.gz ]; then
+  rm -rf exp/txt_bad "$tmp/txt" && mkdir -p exp/txt_bad/log "$tmp/txt" &&
+    cp exp/tri_k/tree exp/txt_bad/ && cp exp/tri_k/final.mdl exp/txt_bad/1.mdl || exit 1
+  for j in $(seq 11); do
+    utils/sym2int.pl --map-oov "$(cat data/lang/oov.int)" -f 2- data/lang/words.txt \
+      <data/train_300/split11/$j/text >"$tmp/txt/$j" || exit 1
+  done
+  echo "bad-utt x y" >"$tmp/txt/2"
+  echo "bad-utt x y" >"$tmp/txt/4"
+  sd=data/train_300/split11
+  "$BIN/gmm-train-gpu" --nj=11 --lang=data/lang --sdata=$sd --use-gpu=no --write-graphs=true \
+    --feats="ark,s,cs:apply-cmvn --utt2spk=ark:$sd/JOB/utt2spk scp:$sd/JOB/cmvn.scp scp:$sd/JOB/feats.scp ark:- | add-deltas ark:- ark:- |" \
+    --text="ark:cat $tmp/txt/JOB |" --num-iters=1 exp/txt_bad 2>"$tmp/txt_bad.err"
+  r=$?
+  [ $r -eq 255 ] || fail "unreadable transcripts: exit $r, not 255"
+  grep -q "^ERROR .*rspecifier is ark:cat $tmp/txt/2 |" "$tmp/txt_bad.err" ||
+    fail "unreadable transcripts: no ERROR naming job 2's"
+  ! grep -q "txt/4" "$tmp/txt_bad.err" || fail "unreadable transcripts: lines of job 4, never reached"
+  cmp -s <(gunzip -c exp/txt_bad/fsts.1.gz) <(gunzip -c exp/tri_g/fsts.1.gz) ||
+    fail "unreadable transcripts: fsts.1.gz is not job 1's graphs"
+  [ ! -e exp/txt_bad/fsts.2.gz ] && [ ! -e exp/txt_bad/log/compile_graphs.2.log ] ||
+    fail "unreadable transcripts: job 2 has graphs or a log"
+fi
+
 # The rest of a recipe on our directories: the mono graphs reused by
 # align_si.sh --use-graphs true, SAT on the LDA+MLLT system's alignments, a
 # decoding graph and a decode (a few test utterances).
@@ -177,4 +205,4 @@ later mkgraph.out utils/mkgraph.sh data/lang_test exp/lda_g exp/lda_g/graph &&
 grep -q "training passes 1 to 5 in one process ($tmp/trainer-bin/gmm-train-gpu)" "$tmp/lda.g.out" ||
   fail "lda: the trainer of $BIN did not run"
 [ $fails -eq 0 ] || exit 1
-echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, graphs, files, log messages), train_deltas on another split under Prescott too, stochastic mode seeded, wrong options refused, align_si/train_sat/mkgraph/decode on our directories ($(( $(date +%s) - t0 )) s)$note"
+echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, graphs, files, log messages), train_deltas on another split under Prescott too, stochastic mode seeded, wrong options refused, unreadable transcripts stop at their job, align_si/train_sat/mkgraph/decode on our directories ($(( $(date +%s) - t0 )) s)$note"
