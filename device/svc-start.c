@@ -617,8 +617,12 @@ int kio_svc_connect(kio_svc **out, int may_start, char *why, size_t why_len) {
     setwhy(why, why_len, "the GPU service accepted no connection for %g s", T);
     return KIO_ERR;
   }
+  /* A job that saw its service die says so even when another job has
+   * meanwhile started a new one (and so no failure is on record). */
   if (failed_recently(failp, &age, reason, sizeof reason))
     setwhy(why, why_len, "%s; not tried again within %d s", reason, KIO_SVC_FAILED_FOR);
+  else if (died)
+    setwhy(why, why_len, "the service exited at start (see %s)", p.log);
   else
     setwhy(why, why_len, "the GPU service did not start (see %s)", p.log);
   return KIO_ERR;
