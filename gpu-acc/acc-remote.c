@@ -263,6 +263,16 @@ static int fall_back(gacc_acc *a, const char *why_in) {
   return rc;
 }
 
+/* How many bytes of batches a job keeps for a fall-back before it asks for
+ * a checkpoint: four times the statistics, at least 128 MiB. */
+static size_t keep_limit_for(const gacc_stats *st) {
+  size_t stats_bytes = sizeof(double) * ((size_t)st->num_tids + 1 + (size_t)st->num_gauss +
+                                         2 * (size_t)st->num_gauss * (size_t)st->dim);
+  size_t limit = 4 * stats_bytes > ((size_t)128 << 20) ? 4 * stats_bytes : (size_t)128 << 20;
+  const char *t = kio_test_hook(KIO_SET_TEST_ACC_KEEP_BYTES);
+  return t ? (size_t)strtoull(t, NULL, 10) : limit;
+}
+
 int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am,
                     gacc_on_loss on_loss, char *why, size_t why_len) {
   *out = NULL;
@@ -281,12 +291,7 @@ int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am,
     snprintf(why, why_len, "cannot set up the model");
     goto fail;
   }
-  const gacc_stats *st = &(*out)->st;
-  size_t stats_bytes = sizeof(double) * ((size_t)st->num_tids + 1 + (size_t)st->num_gauss +
-                                         2 * (size_t)st->num_gauss * (size_t)st->dim);
-  r->keep_limit = 4 * stats_bytes > ((size_t)128 << 20) ? 4 * stats_bytes : (size_t)128 << 20;
-  const char *t = kio_test_hook(KIO_SET_TEST_ACC_KEEP_BYTES);
-  if (t) r->keep_limit = (size_t)strtoull(t, NULL, 10);
+  r->keep_limit = keep_limit_for(&(*out)->st);
   if (kio_svc_connect(&r->svc, 1, why, why_len) != KIO_OK) goto fail;
   kio_msg_put_u32(&r->msg, KIO_SVC_PROTOCOL);
   kio_msg_put_u32(&r->msg, KIO_SVC_KIND_ACC);
@@ -471,12 +476,7 @@ int gacc_new_remote_fused(gacc_acc **out, const galign_aligner *al, const kio_tm
     return KIO_ERR;
   }
   r->link = l;
-  const gacc_stats *st = &(*out)->st;
-  size_t stats_bytes = sizeof(double) * ((size_t)st->num_tids + 1 + (size_t)st->num_gauss +
-                                         2 * (size_t)st->num_gauss * (size_t)st->dim);
-  r->keep_limit = 4 * stats_bytes > ((size_t)128 << 20) ? 4 * stats_bytes : (size_t)128 << 20;
-  const char *t = kio_test_hook(KIO_SET_TEST_ACC_KEEP_BYTES);
-  if (t) r->keep_limit = (size_t)strtoull(t, NULL, 10);
+  r->keep_limit = keep_limit_for(&(*out)->st);
   snprintf(r->desc, sizeof r->desc, "%s", galign_remote_desc(gr));
   (*out)->remote = r;
   (*out)->is_gpu = 1;

@@ -262,15 +262,6 @@ static void pool_put(model_entry *e, const galign_opts *o, int dev, galign_align
 
 /* ---------------- one connection ---------------- */
 
-/* Text of the captured lines, for a READY that refuses. */
-static void join_line(void *user, int level, const char *func, const char *file, int line,
-                      const char *msg) {
-  (void)level; (void)func; (void)file; (void)line;
-  char *buf = user;
-  size_t n = strlen(buf);
-  snprintf(buf + n, 200 - n, "%s%s", n ? "; " : "", msg);
-}
-
 static int send_ready(kio_svc *s, kio_msg *m, int status, const char *desc) {
   kio_msg_reset(m);
   kio_msg_put_i32(m, status);
@@ -316,7 +307,7 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     kio_log_defer(&lines);
     int rc = galign_aligner_new(&a, g.use_cpu ? GALIGN_GPU_NO : GALIGN_GPU_YES, &e->tm, &e->am, o);
     kio_log_defer(NULL);
-    if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, why);
+    if (rc != KIO_OK) kio_log_deferred_each(lines, gsvc_join_line, why);
     kio_log_discard(&lines);
     if (rc != KIO_OK) {
       check_device();
@@ -412,7 +403,7 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
   int rc = gacc_new(&a, g.use_cpu ? "cpu" : "gpu", &e->tm, &e->am);
   t_new = kio_now_s() - t_new;
   kio_log_defer(NULL);
-  if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, why);
+  if (rc != KIO_OK) kio_log_deferred_each(lines, gsvc_join_line, why);
   kio_log_discard(&lines);
   if (rc != KIO_OK) {
     check_device();
@@ -599,7 +590,7 @@ static void start_devices(void) {
   if (g.device_ok) kio_log_replay(&lines);  /* each device's memory */
   if (!g.device_ok) {
     g.desc[0] = '\0';
-    kio_log_deferred_each(lines, join_line, g.desc);
+    kio_log_deferred_each(lines, gsvc_join_line, g.desc);
     if (!g.desc[0]) snprintf(g.desc, sizeof g.desc, "no usable GPU");
     g.ndev = 1;
   }

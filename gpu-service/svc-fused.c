@@ -8,8 +8,8 @@
 #include "base/sys/log.h"
 #include "gpu-service/admission.h"
 
-static void join_line(void *user, int level, const char *func, const char *file, int line,
-                      const char *msg) {
+void gsvc_join_line(void *user, int level, const char *func, const char *file, int line,
+                    const char *msg) {
   (void)level; (void)func; (void)file; (void)line;
   char *buf = user;
   size_t n = strlen(buf);
@@ -23,7 +23,7 @@ int gsvc_fuse(gsvc_fused *f, const kio_tmodel *tm, const kio_am_gmm *am, int use
   kio_log_defer(&lines);
   int rc = gacc_new(&f->acc, use_cpu ? "cpu" : "gpu", tm, am);
   kio_log_defer(NULL);
-  if (rc != KIO_OK) kio_log_deferred_each(lines, join_line, text);
+  if (rc != KIO_OK) kio_log_deferred_each(lines, gsvc_join_line, text);
   kio_log_discard(&lines);
   if (rc != KIO_OK) {
     snprintf(why, why_len, "%s", text[0] ? text : "cannot set up the accumulator");

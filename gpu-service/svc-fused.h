@@ -30,6 +30,11 @@ typedef struct {
   double t_wait;     /* seconds the connection waited for them to end */
 } gsvc_fused;
 
+/* For kio_log_deferred_each: appends a captured line's text to user (a
+ * 200-byte buffer, lines separated by "; "): the reason a READY refuses. */
+void gsvc_join_line(void *user, int level, const char *func, const char *file, int line,
+                    const char *msg);
+
 /* The connection's accumulator (on the CPU backend: use_cpu). KIO_ERR with
  * why. */
 int gsvc_fuse(gsvc_fused *f, const kio_tmodel *tm, const kio_am_gmm *am, int use_cpu, char *why,
