@@ -88,6 +88,19 @@ int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *rep
   return KIO_OK;
 }
 
+/* The statistics into a reply, by reference: the reply is sent before they
+ * change. */
+static void put_stats(kio_msg *m, const gacc_stats *st) {
+  size_t gd = (size_t)st->num_gauss * (size_t)st->dim;
+  kio_msg_put_ref(m, st->tacc, (size_t)st->num_tids + 1, sizeof(double));
+  kio_msg_put_ref(m, st->occ, (size_t)st->num_gauss, sizeof(double));
+  kio_msg_put_ref(m, st->mean_acc, gd, sizeof(double));
+  kio_msg_put_ref(m, st->var_acc, gd, sizeof(double));
+  kio_msg_put_f64(m, st->total_like);
+  kio_msg_put_f64(m, st->total_frames);
+}
+
+
 int gacc_serve_stats(gacc_serve *s, gacc_acc *a, kio_msg *reply, int *batch_rc) {
   kio_log_discard(&s->lines);
   kio_log_defer(&s->lines);
@@ -98,13 +111,7 @@ int gacc_serve_stats(gacc_serve *s, gacc_acc *a, kio_msg *reply, int *batch_rc) 
   kio_msg_put_i32(reply, rc);
   kio_msg_put_lines(reply, s->lines);
   if (rc != KIO_OK) return KIO_OK;
-  size_t gd = (size_t)s->st.num_gauss * (size_t)s->st.dim;
-  kio_msg_put_ref(reply, s->st.tacc, (size_t)s->st.num_tids + 1, sizeof(double));
-  kio_msg_put_ref(reply, s->st.occ, (size_t)s->st.num_gauss, sizeof(double));
-  kio_msg_put_ref(reply, s->st.mean_acc, gd, sizeof(double));
-  kio_msg_put_ref(reply, s->st.var_acc, gd, sizeof(double));
-  kio_msg_put_f64(reply, s->st.total_like);
-  kio_msg_put_f64(reply, s->st.total_frames);
+  put_stats(reply, &s->st);
   return KIO_OK;
 }
 
@@ -187,11 +194,5 @@ void gacc_serve_fused_put(gacc_serve *s, gacc_acc *a, kio_msg *m, int stats) {
   }
   kio_msg_put_u32(m, !stats ? 0 : rc == KIO_OK ? 1 : 2);
   if (!stats || rc != KIO_OK) return;
-  size_t gd = (size_t)s->st.num_gauss * (size_t)s->st.dim;
-  kio_msg_put_ref(m, s->st.tacc, (size_t)s->st.num_tids + 1, sizeof(double));
-  kio_msg_put_ref(m, s->st.occ, (size_t)s->st.num_gauss, sizeof(double));
-  kio_msg_put_ref(m, s->st.mean_acc, gd, sizeof(double));
-  kio_msg_put_ref(m, s->st.var_acc, gd, sizeof(double));
-  kio_msg_put_f64(m, s->st.total_like);
-  kio_msg_put_f64(m, s->st.total_frames);
+  put_stats(m, &s->st);
 }

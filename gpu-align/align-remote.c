@@ -148,6 +148,24 @@ static void put_opts(kio_msg *m, const galign_opts *o) {
   kio_msg_put_i32(m, o->careful);
 }
 
+/* After a request sent with status sent: the service's READY, its refusal
+ * or a broken connection as why; *desc: the reply's text (valid until the
+ * connection's next receive). */
+static int recv_ready(kio_svc *svc, int sent, const char **desc, char *why, size_t why_len) {
+  kio_msg_reader rd;
+  if (sent != KIO_OK || kio_svc_recv(svc, KIO_SVC_READY, NULL, &rd) != KIO_OK) {
+    snprintf(why, why_len, "%s", kio_svc_error(svc));
+    return KIO_ERR;
+  }
+  int32_t status = kio_rd_i32(&rd);
+  *desc = kio_rd_str(&rd);
+  if (rd.bad || status != KIO_OK) {
+    snprintf(why, why_len, "%s", rd.bad ? "malformed reply" : *desc);
+    return KIO_ERR;
+  }
+  return KIO_OK;
+}
+
 /* Opens one connection and hands it the model and options. */
 static int open_conn(galign_remote *r, int c, const char *model, size_t len,
                      const galign_opts *o, char *why, size_t why_len) {
@@ -159,20 +177,10 @@ static int open_conn(galign_remote *r, int c, const char *model, size_t len,
   kio_msg_put_f32(m, (float)kio_svc_timeout());  /* the heartbeats this job needs */
   put_opts(m, o);
   kio_msg_put_ref(m, model, len, 1);
-  kio_msg_reader rd;
   int rc = kio_svc_send(r->svc[c], KIO_SVC_HELLO, m);
   kio_msg_reset(m);
-  if (rc == KIO_OK) rc = kio_svc_recv(r->svc[c], KIO_SVC_READY, NULL, &rd);
-  if (rc != KIO_OK) {
-    snprintf(why, why_len, "%s", kio_svc_error(r->svc[c]));
-    return KIO_ERR;
-  }
-  int32_t status = kio_rd_i32(&rd);
-  const char *desc = kio_rd_str(&rd);
-  if (rd.bad || status != KIO_OK) {
-    snprintf(why, why_len, "%s", rd.bad ? "malformed reply" : desc);
-    return KIO_ERR;
-  }
+  const char *desc = NULL;
+  if (recv_ready(r->svc[c], rc, &desc, why, why_len) != KIO_OK) return KIO_ERR;
   if (c == 0) snprintf(r->desc, sizeof r->desc, "%s", desc);
   return KIO_OK;
 }
@@ -280,18 +288,9 @@ int galign_remote_fuse(galign_remote *r, galign_acc_link *l, char *why, size_t w
   }
   kio_msg *m = &r->msg[0];
   kio_msg_reset(m);
-  kio_msg_reader rd;
-  if (kio_svc_send(r->svc[0], KIO_SVC_FUSE, m) != KIO_OK ||
-      kio_svc_recv(r->svc[0], KIO_SVC_READY, NULL, &rd) != KIO_OK) {
-    snprintf(why, why_len, "%s", kio_svc_error(r->svc[0]));
+  const char *desc = NULL;
+  if (recv_ready(r->svc[0], kio_svc_send(r->svc[0], KIO_SVC_FUSE, m), &desc, why, why_len) != KIO_OK)
     return KIO_ERR;
-  }
-  int32_t status = kio_rd_i32(&rd);
-  const char *desc = kio_rd_str(&rd);
-  if (rd.bad || status != KIO_OK) {
-    snprintf(why, why_len, "%s", rd.bad ? "malformed reply" : desc);
-    return KIO_ERR;
-  }
   pthread_mutex_lock(&l->mu);
   l->refs++;
   pthread_mutex_unlock(&l->mu);
