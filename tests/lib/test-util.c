@@ -2,6 +2,7 @@
 
 #include "base/sys/log.h"
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,13 +38,31 @@ int tu_files_equal(const char *a, const char *b) {
   return eq;
 }
 
+static char tmp_dir[256];
+static pid_t tmp_dir_owner;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  remove(path);
+  return 0;
+}
+
+/* Check forks a child per test and the children inherit this handler: only
+ * the process that made the folder removes it, when it exits. */
+static void remove_tmp_dir(void) {
+  if (tmp_dir[0] && getpid() == tmp_dir_owner) nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *tu_tmp_path(const char *name) {
-  static char dir[256];
   static char bufs[8][512];
   static int next;
+  char *dir = tmp_dir;
   if (!dir[0]) {
-    snprintf(dir, sizeof dir, "/tmp/kio-test-%d", (int)getpid());
-    mkdir(dir, 0700);
+    snprintf(dir, sizeof tmp_dir, "/tmp/kio-test-%d", (int)getpid());
+    if (mkdir(dir, 0700) == 0) {
+      tmp_dir_owner = getpid();
+      atexit(remove_tmp_dir);
+    }
   }
   char *b = bufs[next++ & 7];
   snprintf(b, 512, "%s/%s", dir, name);
