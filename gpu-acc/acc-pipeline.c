@@ -12,6 +12,7 @@
 #include "base/matrix/matrix.h"
 #include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
+#include "base/sys/cpu-share.h"
 #include "base/sys/settings.h"
 #include "device/cuda-util.h"
 #include "device/svc-link.h"
@@ -265,6 +266,12 @@ static int run(state *st, const kio_tmodel *tm, const kio_am_gmm *am, galign_use
     return KIO_ERR;
   kio_seq_reader *feats = *feats_out;
   kio_ra_reader *alis = *alis_out;
+  /* an archive file parsed ahead on threads: the same entries and messages */
+  int threads = (int)kio_setting_int(KIO_SET_DEV_READ_THREADS, kio_cpu_share(8), 0, 64);
+  if (threads > 0) {
+    kio_seq_read_ahead(feats, kio_matrix_body_bytes, threads, 32 + 16 * threads);
+    kio_ra_read_ahead(alis);
+  }
   int gpu = st->acc ? gacc_is_gpu(st->acc) : -1;
 #define CHOOSE(ended)                                                       \
   do {                                                                      \

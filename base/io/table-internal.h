@@ -35,4 +35,19 @@ int kio_scp_split_range(const char *rest, char **rx, char **range);
 int kio_scp_load(kio_input **in, const char *rx, const char *range,
                  const kio_holder *h, void *obj);
 
+/* Entries of an archive in a regular file read ahead on threads
+ * (table-ahead.c, kio_seq_read_ahead). kio_ahead_start: from cur's
+ * position (cur: the reader's stream on path; archive: the name for
+ * messages); 1 if started, 0 if it does not apply or failed (nothing
+ * changed). kio_ahead_next: the next entry in order, its log lines logged
+ * now; its value swapped into obj, its key copied into *key; KIO_OK,
+ * KIO_EOF or KIO_ERR (*key: the key at the error), as
+ * kio_ark_read_entry. */
+typedef struct kio_seq_ahead kio_seq_ahead;
+int kio_ahead_start(kio_seq_ahead **a, const char *path, const char *archive,
+                    const kio_holder *h, kio_body_bytes_fn body_bytes, FILE *cur,
+                    int threads, int window);
+int kio_ahead_next(kio_seq_ahead *a, void *obj, char **key, size_t *keycap);
+void kio_ahead_stop(kio_seq_ahead *a);
+
 #endif

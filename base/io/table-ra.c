@@ -6,7 +6,8 @@
  * Value()), we log one ERROR and enter a fatal state: has_key returns KIO_ERR
  * and value NULL from then on, close returns KIO_ERR.
  *
- * Sorted archives ("s", "s,cs") and "bg" read ahead: a thread reads entries
+ * Sorted archives ("s", "s,cs"), "bg" and, when asked (kio_ra_read_ahead),
+ * unsorted ones read ahead: a thread reads entries
  * in order into a small queue (objects recycled), so parsing overlaps the
  * caller's work; read_next() then only takes the next queued entry, so the
  * lookup logic and its errors are the same. The thread stops at EOF or at the
@@ -506,6 +507,12 @@ fail:
   r->fatal = 1;
   kio_ra_close(r);
   return KIO_ERR;
+}
+
+int kio_ra_read_ahead(kio_ra_reader *r) {
+  if (!r || r->fatal || r->mode != M_UNSORTED || r->ahead || r->n || r->cur_obj) return 0;
+  ahead_start(r);
+  return r->ahead != NULL;
 }
 
 int kio_ra_has_key(kio_ra_reader *r, const char *key) {

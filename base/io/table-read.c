@@ -16,6 +16,7 @@ struct kio_seq_reader {
   int state;
   kio_input *in;      /* archive, or the scp file */
   kio_input *take_in; /* archive from an in-process pipe provider, objects taken directly */
+  kio_seq_ahead *ahead; /* archive entries read ahead on threads */
   char *key;          /* current key (archive: growing buffer) */
   size_t keycap;
   void *obj;
@@ -34,9 +35,10 @@ static void set_err_key(kio_seq_reader *r, const char *key) {
 }
 
 static void ark_next(kio_seq_reader *r) {
-  int ret = r->take_in ? kio_input_take(r->take_in, &r->key, &r->keycap, r->obj)
-                    : kio_ark_read_entry(kio_input_stream(r->in), r->spec.filename, r->h,
-                                         &r->key, &r->keycap, r->obj);
+  int ret = r->ahead     ? kio_ahead_next(r->ahead, r->obj, &r->key, &r->keycap)
+            : r->take_in ? kio_input_take(r->take_in, &r->key, &r->keycap, r->obj)
+                         : kio_ark_read_entry(kio_input_stream(r->in), r->spec.filename,
+                                              r->h, &r->key, &r->keycap, r->obj);
   if (ret == KIO_OK) {
     r->state = S_HAVE_OBJECT;
   } else if (ret == KIO_EOF) {
@@ -180,6 +182,7 @@ void kio_seq_next(kio_seq_reader *r) {
 
 int kio_seq_close(kio_seq_reader *r) {
   if (!r) return KIO_OK;
+  kio_ahead_stop(r->ahead);
   int pipe_failed = kio_input_close(r->in) != KIO_OK;
   kio_input_close(r->data_in);
   int ret = KIO_OK;
@@ -227,4 +230,13 @@ int kio_seq_take(kio_seq_reader *r, void *obj) {
   free(r->loaded_range);
   r->loaded_rx = r->loaded_range = NULL;
   return KIO_OK;
+}
+
+int kio_seq_read_ahead(kio_seq_reader *r, kio_body_bytes_fn body_bytes, int threads,
+                       int window) {
+  if (!r || r->ahead || r->take_in || r->spec.kind != KIO_SPEC_ARCHIVE ||
+      r->state != S_HAVE_OBJECT || kio_classify_rxfilename(r->spec.filename) != KIO_RX_FILE)
+    return 0;
+  return kio_ahead_start(&r->ahead, r->spec.filename, r->spec.filename, r->h, body_bytes,
+                         kio_input_stream(r->in), threads, window);
 }

@@ -71,6 +71,20 @@ void kio_seq_next(kio_seq_reader *r);
  * buffers), so the caller owns the value without a copy. KIO_OK, or KIO_ERR
  * where kio_seq_value returns NULL. */
 int kio_seq_take(kio_seq_reader *r, void *obj);
+/* Reads a binary object's header from f and returns how many bytes of it
+ * follow (as the holder's read reads them), or -1 when the header does not
+ * tell (then the object is read whole). Silent. */
+typedef int64_t (*kio_body_bytes_fn)(FILE *f, int binary);
+/* Reads the entries after the current one ahead on threads (up to window
+ * of them at once) when the table is an archive in a regular file: one
+ * scan of the headers (body_bytes sizes the holder's objects) finds where
+ * each entry starts, each thread parses whole entries there with the
+ * reader's own code, and the reader hands them out in order with their log
+ * lines: values, messages and the point of a read error are those of
+ * reading in order. Else (pipes, stdin, scp, offsets) nothing changes.
+ * Call after kio_seq_open. 1: on, 0: not. */
+int kio_seq_read_ahead(kio_seq_reader *r, kio_body_bytes_fn body_bytes, int threads,
+                       int window);
 /* Reports (ERROR, KIO_ERR) a read error or a failed pipe unless 'p'. */
 int kio_seq_close(kio_seq_reader *r);
 
@@ -89,6 +103,10 @@ void *kio_ra_value(kio_ra_reader *r, const char *key);
  * keeps objects for later lookups (nothing done: use kio_ra_value). With
  * "s,cs" archives the key must not be looked up again (ERROR if it is). */
 int kio_ra_take(kio_ra_reader *r, const char *key, void *obj);
+/* An unsorted archive read ahead in a thread, as sorted ones and "bg" are
+ * (the same lookups, the same messages at the same point). Call after
+ * kio_ra_open, before any lookup. 1: on, 0: not (scp, already on). */
+int kio_ra_read_ahead(kio_ra_reader *r);
 int kio_ra_close(kio_ra_reader *r);
 /* kio_ra_close's ERROR for an input pipe read to its end that failed (also
  * printed by the device feature path, gpu-align/align-gfeat.c). */

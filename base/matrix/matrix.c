@@ -659,6 +659,15 @@ static int mh_apply_range(void *obj, int32_t r1, int32_t r2, int32_t c1, int32_t
   return KIO_OK;
 }
 
+int64_t kio_matrix_body_bytes(FILE *f, int binary) {
+  if (!binary) return -1;
+  int c = kio_peek(f, 1);
+  if (c != 'F' && c != 'D') return -1;
+  int32_t rows, cols;
+  if (read_bin_dims(f, c == 'D' ? "DM" : "FM", &rows, &cols, "matrix") != KIO_OK) return -1;
+  return (int64_t)rows * cols * (c == 'D' ? 8 : 4);
+}
+
 const kio_holder kio_matrix_holder = {
   "Matrix<float>", sizeof(kio_matrix), 1, mh_read, mh_write, mh_free, mh_apply_range
 };

@@ -109,6 +109,9 @@ extern "C" {
     "Threads of the device accumulator's per-frame host work (default: this job's share "  \
     "of the cores, at most 16, less those of the process's other accumulators); the same " \
     "bits whatever the number")                                                            \
+  X(DEV_READ_THREADS, "KALDI_GPU_DEV_READ_THREADS", NULL, DEV,                           \
+    "Threads reading gmm-acc-stats-ali's feature archive ahead (a regular file; default: " \
+    "this job's share of the cores, at most 8; 0: read in order on the main thread)")    \
   X(DEV_GRAPHS_NO_TUNE, "KALDI_GPU_DEV_GRAPHS_NO_TUNE", "TGRAPH_NO_TUNE", DEV,             \
     "1: compile-train-graphs keeps glibc's malloc settings")                               \
   /* ---- test hooks (test builds only) ---- */                                            \
