@@ -2,7 +2,8 @@
  * "s,cs" and "bg" archives are read by a thread into a small queue. The
  * lookups must behave exactly as without it: sorted requests, skipped and
  * absent keys, out-of-order requests, a truncated archive (WARNING only when
- * the caller gets there, ERROR at close), failing pipes, 'p'. */
+ * the caller gets there, ERROR at close), failing pipes, 'p'; unsorted
+ * archives read ahead on request (kio_ra_read_ahead) likewise. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,13 @@ static const char *make_big(int n, ali_set *s) {
   s->n = n;
   ck_assert_int_eq(kio_writer_close(w), KIO_OK);
   return p;
+}
+
+/* Opens spec; ahead: an unsorted archive read ahead (kio_ra_read_ahead). */
+static int ra_open(kio_ra_reader **r, const char *spec, int ahead) {
+  int rc = kio_ra_open(r, spec, &kio_int_vec_holder);
+  if (rc == KIO_OK && ahead) ck_assert_int_eq(kio_ra_read_ahead(*r), 1);
+  return rc;
 }
 
 /* Sorted requests, every key: value, and take where the table allows it. */
@@ -216,20 +224,20 @@ START_TEST(truncated_archive) {
   ali_set a;
   read_all("ark:" ALI_ARK, &a);
   const char *p = make_truncated();
-  const char *opts[] = {"ark,s,cs:", "ark,s:", "ark,bg:"};
-  for (int o = 0; o < 3; o++) {
+  const char *opts[] = {"ark,s,cs:", "ark,s:", "ark,bg:", "ark:"};
+  for (int o = 0; o < 4; o++) {
     char spec[1200];
     snprintf(spec, sizeof spec, "%s%s", opts[o], p);
     /* the error is never reached: no message at all, close succeeds */
     cap_start();
     kio_ra_reader *r;
-    ck_assert_int_eq(kio_ra_open(&r, spec, &kio_int_vec_holder), KIO_OK);
+    ck_assert_int_eq(ra_open(&r, spec, o == 3), KIO_OK);
     ck_assert_int_eq(kio_ra_has_key(r, a.keys[0]), 1);
     assert_vec(kio_ra_value(r, a.keys[0]), &a.v[0]);
     ck_assert_int_eq(kio_ra_close(r), KIO_OK);
     ck_assert_int_eq(cap.warnings + cap.errors, 0);
     /* reached: one WARNING when read, keys after it absent, ERROR at close */
-    ck_assert_int_eq(kio_ra_open(&r, spec, &kio_int_vec_holder), KIO_OK);
+    ck_assert_int_eq(ra_open(&r, spec, o == 3), KIO_OK);
     ck_assert_int_eq(kio_ra_has_key(r, a.keys[1]), 1);
     ck_assert_int_eq(cap.warnings, 0);
     ck_assert_int_eq(kio_ra_has_key(r, a.keys[5]), 0);
@@ -240,9 +248,9 @@ START_TEST(truncated_archive) {
     ck_assert_ptr_nonnull(strstr(cap.last_error, p));
     ck_assert_ptr_nonnull(strstr(cap.last_error, a.keys[2]));
     /* permissive: a WARNING instead */
-    snprintf(spec, sizeof spec, "%s%s", o == 0 ? "ark,s,cs,p:" : "ark,s,p:", p);
+    snprintf(spec, sizeof spec, "%s%s", o == 0 ? "ark,s,cs,p:" : o == 3 ? "ark,p:" : "ark,s,p:", p);
     cap_start();
-    ck_assert_int_eq(kio_ra_open(&r, spec, &kio_int_vec_holder), KIO_OK);
+    ck_assert_int_eq(ra_open(&r, spec, o == 3), KIO_OK);
     ck_assert_int_eq(kio_ra_has_key(r, a.keys[9]), 0);
     ck_assert_int_eq(kio_ra_close(r), KIO_OK);
     ck_assert_int_eq(cap.errors, 0);
@@ -256,15 +264,15 @@ END_TEST
 START_TEST(failing_pipes) {
   ali_set a;
   read_all("ark:" ALI_ARK, &a);
-  const char *opts[] = {"ark,s,cs:", "ark,s:", "ark,bg:"};
-  for (int o = 0; o < 3; o++) {
+  const char *opts[] = {"ark,s,cs:", "ark,s:", "ark,bg:", "ark:"};
+  for (int o = 0; o < 4; o++) {
     char spec[1200];
     /* a pipe that fails after writing everything: all keys; read to its end,
      * so its output may be cut short: an ERROR at close (Kaldi only warns) */
     snprintf(spec, sizeof spec, "%scat %s; exit 1 |", opts[o], ALI_ARK);
     cap_start();
     kio_ra_reader *r;
-    ck_assert_int_eq(kio_ra_open(&r, spec, &kio_int_vec_holder), KIO_OK);
+    ck_assert_int_eq(ra_open(&r, spec, o == 3), KIO_OK);
     for (int i = 0; i < a.n; i++) assert_vec(kio_ra_value(r, a.keys[i]), &a.v[i]);
     ck_assert_int_eq(kio_ra_has_key(r, "zzz"), 0);
     ck_assert_int_eq(kio_ra_close(r), KIO_ERR);
@@ -276,19 +284,19 @@ START_TEST(failing_pipes) {
     ck_assert_str_eq(cap.last, want);
     /* the same pipe, not read to its end: it may have died of SIGPIPE */
     cap_start();
-    ck_assert_int_eq(kio_ra_open(&r, spec, &kio_int_vec_holder), KIO_OK);
+    ck_assert_int_eq(ra_open(&r, spec, o == 3), KIO_OK);
     assert_vec(kio_ra_value(r, a.keys[0]), &a.v[0]);
     ck_assert_int_eq(kio_ra_close(r), KIO_OK);
     ck_assert_int_eq(cap.errors, 0);
     /* closed early: the thread and the pipe are stopped, no error */
     snprintf(spec, sizeof spec, "%sfor i in 1 2 3 4 5 6 7 8; do cat %s; done |", opts[o],
              "feats/delta.ark");
-    ck_assert_int_eq(kio_ra_open(&r, spec, &kio_int_vec_holder), KIO_OK);
+    ck_assert_int_eq(ra_open(&r, spec, o == 3), KIO_OK);
     ck_assert_int_eq(kio_ra_close(r), KIO_OK);
     /* a pipe that fails at once (read to its end: fatal) */
     snprintf(spec, sizeof spec, "%sfalse |", opts[o]);
     cap_start();
-    ck_assert_int_eq(kio_ra_open(&r, spec, &kio_int_vec_holder), KIO_OK);
+    ck_assert_int_eq(ra_open(&r, spec, o == 3), KIO_OK);
     ck_assert_int_eq(kio_ra_has_key(r, "a"), 0);
     ck_assert_int_eq(kio_ra_close(r), KIO_ERR);
     ck_assert_int_eq(cap.warnings, 1);
@@ -296,7 +304,7 @@ START_TEST(failing_pipes) {
     /* a pipe that writes garbage then fails: read error at close */
     snprintf(spec, sizeof spec, "%shead -c 300 %s; exit 3 |", opts[o], ALI_ARK);
     cap_start();
-    ck_assert_int_eq(kio_ra_open(&r, spec, &kio_int_vec_holder), KIO_OK);
+    ck_assert_int_eq(ra_open(&r, spec, o == 3), KIO_OK);
     ck_assert_int_eq(kio_ra_has_key(r, a.keys[39]), 0);
     ck_assert_int_eq(kio_ra_close(r), KIO_ERR);
     ck_assert_int_eq(cap.errors, 1);

@@ -1,0 +1,248 @@
+/* Sequential archive readers reading ahead on threads (kio_seq_read_ahead,
+ * base/io/table-ahead.c) against the same reader reading in order: the same
+ * keys and values, the same log lines (level, place, text) in the same
+ * order, the same end (EOF or a read error at the same key) and close
+ * status, for float, double, compressed and text entries mixed, an archive
+ * cut at many points, corrupt headers and sizes, and a reader closed early. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/io/table.h"
+#include "base/matrix/compressed-matrix.h"
+#include "base/matrix/matrix.h"
+#include "base/sys/log.h"
+#include "tests/lib/test-util.h"
+
+/* Every log line, in order, as one string. */
+typedef struct { char *s; size_t n, cap; } text;
+
+static void put(text *t, const char *s) {
+  size_t k = strlen(s);
+  if (t->n + k + 1 > t->cap) {
+    t->cap = (t->n + k + 1) * 2;
+    t->s = realloc(t->s, t->cap);
+  }
+  memcpy(t->s + t->n, s, k + 1);
+  t->n += k;
+}
+
+static void on_line(int level, const char *func, const char *file, int line, const char *msg,
+                    void *user) {
+  char b[4096];
+  snprintf(b, sizeof b, "%d %s %s:%d %s\n", level, func, file, line, msg);
+  put(user, b);
+}
+
+/* What a reader gave: keys and values, lines, how it ended. */
+typedef struct {
+  text out, lines;
+  int opened, ahead, close_rc, ended_done;
+} result;
+
+static void read_all(const char *spec, int threads, int window, int stop_after, result *res) {
+  memset(res, 0, sizeof *res);
+  put(&res->out, "");
+  put(&res->lines, "");
+  kio_log_set_handler(on_line, &res->lines);
+  kio_seq_reader *r;
+  res->opened = kio_seq_open(&r, spec, &kio_matrix_holder) == KIO_OK;
+  if (!res->opened) {
+    kio_log_set_handler(NULL, NULL);
+    return;
+  }
+  if (threads > 0) res->ahead = kio_seq_read_ahead(r, kio_matrix_body_bytes, threads, window);
+  kio_matrix m = {0, 0, NULL, 0};
+  int n = 0;
+  for (; !kio_seq_done(r) && n != stop_after; kio_seq_next(r), n++) {
+    char b[256];
+    /* value and take alternate: both hand out the entry read ahead */
+    const kio_matrix *v = &m;
+    if (n % 2) v = kio_seq_value(r);
+    else ck_assert_int_eq(kio_seq_take(r, &m), KIO_OK);
+    ck_assert_ptr_nonnull(v);
+    snprintf(b, sizeof b, "%s %dx%d:", kio_seq_key(r), v->rows, v->cols);
+    put(&res->out, b);
+    for (size_t i = 0; i < (size_t)v->rows * v->cols; i++) {
+      snprintf(b, sizeof b, " %a", v->data[i]);
+      put(&res->out, b);
+    }
+    put(&res->out, "\n");
+  }
+  res->ended_done = kio_seq_done(r);
+  res->close_rc = kio_seq_close(r);
+  kio_matrix_free(&m);
+  kio_log_set_handler(NULL, NULL);
+}
+
+static void free_result(result *r) {
+  free(r->out.s);
+  free(r->lines.s);
+}
+
+/* Reads spec in order and ahead (threads x window), expects the same. */
+static void same_both_ways(const char *spec, int stop_after, int expect_lines) {
+  result a;
+  read_all(spec, 0, 0, stop_after, &a);
+  if (expect_lines >= 0) ck_assert_int_eq(expect_lines > 0, a.lines.n > 0);
+  const int threads[] = {1, 2, 4, 3}, windows[] = {1, 3, 64, 7};
+  for (int i = 0; i < 4; i++) {
+    result b;
+    read_all(spec, threads[i], windows[i], stop_after, &b);
+    ck_assert_int_eq(a.opened, b.opened);
+    if (a.opened) ck_assert_int_eq(b.ahead, 1);
+    ck_assert_str_eq(a.out.s, b.out.s);
+    ck_assert_str_eq(a.lines.s, b.lines.s);
+    ck_assert_int_eq(a.close_rc, b.close_rc);
+    ck_assert_int_eq(a.ended_done, b.ended_done);
+    free_result(&b);
+  }
+  free_result(&a);
+}
+
+/* An archive of n entries of every kind: binary float (most), double,
+ * compressed, text, empty; returns its path and each entry's offset. */
+static const char *make_mixed(int n, long *offs) {
+  const char *p = tu_tmp_path("mixed.ark");
+  FILE *f = fopen(p, "wb");
+  ck_assert_ptr_nonnull(f);
+  for (int i = 0; i < n; i++) {
+    offs[i] = ftell(f);
+    int rows = i % 9 == 4 ? 0 : 1 + (i * 7) % 23, cols = 3;
+    kio_matrix m = {0, 0, NULL, 0};
+    ck_assert_int_eq(kio_matrix_resize(&m, rows, cols), KIO_OK);
+    for (int k = 0; k < rows * cols; k++) m.data[k] = (float)(i * 100 + k) / 7.0f;
+    fprintf(f, "utt%04d ", i);
+    if (i % 17 == 5) {
+      ck_assert_int_eq(kio_matrix_write(f, 0, &m), KIO_OK);  /* text */
+    } else {
+      fputc('\0', f);
+      fputc('B', f);
+      if (i % 13 == 7 && rows > 0) {
+        ck_assert_int_eq(kio_matrix_write_compressed(f, &m, KIO_CM_AUTO), KIO_OK);
+      } else if (i % 11 == 3) {
+        kio_dmatrix d = {0, 0, NULL, 0};
+        ck_assert_int_eq(kio_dmatrix_resize(&d, rows, cols), KIO_OK);
+        for (int k = 0; k < rows * cols; k++) d.data[k] = m.data[k] * 1.25;
+        ck_assert_int_eq(kio_dmatrix_write(f, 1, &d), KIO_OK);
+        kio_dmatrix_free(&d);
+      } else {
+        ck_assert_int_eq(kio_matrix_write(f, 1, &m), KIO_OK);
+      }
+    }
+    kio_matrix_free(&m);
+  }
+  offs[n] = ftell(f);
+  fclose(f);
+  return p;
+}
+
+/* The first len bytes of src, with byte at (if >= 0) set to c, as a file. */
+static const char *variant(const char *src, long len, long at, int c) {
+  size_t n;
+  unsigned char *b = tu_read_file(src, &n);
+  ck_assert_ptr_nonnull(b);
+  if (at >= 0) b[at] = (unsigned char)c;
+  const char *p = tu_tmp_path("variant.ark");
+  FILE *f = fopen(p, "wb");
+  fwrite(b, 1, (size_t)len, f);
+  fclose(f);
+  free(b);
+  return p;
+}
+
+enum { N = 300 };
+
+START_TEST(mixed_entries) {
+  long offs[N + 1];
+  const char *p = make_mixed(N, offs);
+  char spec[1200];
+  snprintf(spec, sizeof spec, "ark:%s", p);
+  same_both_ways(spec, -1, 0);
+  snprintf(spec, sizeof spec, "ark,s,cs:%s", p);
+  same_both_ways(spec, -1, 0);
+}
+END_TEST
+
+START_TEST(cut_archives) {
+  long offs[N + 1];
+  const char *p = make_mixed(N, offs);
+  char spec[1200];
+  /* cut inside keys, headers, bodies of every kind and at boundaries (a
+   * text matrix cut short ends quietly, in order as ahead) */
+  for (int i = 1; i < N; i += 7) {
+    const long cuts[] = {offs[i], offs[i] + 3, offs[i] + 9, offs[i] + 13, offs[i] + 20,
+                         (offs[i] + offs[i + 1]) / 2, offs[i + 1] - 1};
+    for (int c = 0; c < 7; c++) {
+      snprintf(spec, sizeof spec, "ark:%s", variant(p, cuts[c], -1, 0));
+      same_both_ways(spec, -1, c == 5 && i % 17 != 5 ? 1 : -1);
+    }
+  }
+}
+END_TEST
+
+START_TEST(corrupt_headers) {
+  long offs[N + 1];
+  const char *p = make_mixed(N, offs);
+  char spec[1200];
+  /* a byte of an entry's header changed: the token, the size bytes, the
+   * binary marker, the separator after the key */
+  for (int i = 2; i < N; i += 11) {
+    const long at[] = {offs[i] + 8, offs[i] + 9, offs[i] + 10, offs[i] + 11, offs[i] + 14,
+                       offs[i] + 16, offs[i] + 18, offs[i] + 20};
+    const int to[] = {'\n', 'X', 0, 'Z', 0x7f, 9, 0xff, 0x40};
+    for (int c = 0; c < 8; c++) {
+      snprintf(spec, sizeof spec, "ark:%s", variant(p, offs[N], at[c], to[c]));
+      same_both_ways(spec, -1, -1);
+    }
+  }
+}
+END_TEST
+
+START_TEST(closed_early) {
+  long offs[N + 1];
+  const char *p = make_mixed(N, offs);
+  char spec[1200];
+  /* entries past where the reader stops are never reported, even if bad */
+  snprintf(spec, sizeof spec, "ark:%s", variant(p, (offs[40] + offs[41]) / 2, -1, 0));
+  for (int stop = 1; stop < 40; stop += 6) same_both_ways(spec, stop, 0);
+  snprintf(spec, sizeof spec, "ark:%s", p);
+  same_both_ways(spec, 2, 0);
+}
+END_TEST
+
+START_TEST(not_for_every_table) {
+  long offs[N + 1];
+  const char *p = make_mixed(N, offs);
+  char spec[1200];
+  kio_seq_reader *r;
+  /* pipes, scp and offsets are read in order */
+  snprintf(spec, sizeof spec, "ark:cat %s |", p);
+  ck_assert_int_eq(kio_seq_open(&r, spec, &kio_matrix_holder), KIO_OK);
+  ck_assert_int_eq(kio_seq_read_ahead(r, kio_matrix_body_bytes, 2, 8), 0);
+  ck_assert_int_eq(kio_seq_close(r), KIO_OK);
+  ck_assert_int_eq(kio_seq_open(&r, "scp:feats/lda.scp", &kio_matrix_holder), KIO_OK);
+  ck_assert_int_eq(kio_seq_read_ahead(r, kio_matrix_body_bytes, 2, 8), 0);
+  ck_assert_int_eq(kio_seq_close(r), KIO_OK);
+  snprintf(spec, sizeof spec, "ark:%s:%ld", p, offs[5]);
+  ck_assert_int_eq(kio_seq_open(&r, spec, &kio_matrix_holder), KIO_OK);
+  ck_assert_int_eq(kio_seq_read_ahead(r, kio_matrix_body_bytes, 2, 8), 0);
+  ck_assert_int_eq(kio_seq_close(r), KIO_OK);
+  /* the fixture's features, both ways */
+  same_both_ways("ark:feats/lda.ark", -1, 0);
+  same_both_ways("ark:feats/delta.ark", -1, 0);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("table_ahead");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, mixed_entries);
+  tcase_add_test(tc, cut_archives);
+  tcase_add_test(tc, corrupt_headers);
+  tcase_add_test(tc, closed_early);
+  tcase_add_test(tc, not_for_every_table);
+  suite_add_tcase(s, tc);
+  return tu_run_suite(s);
+}
