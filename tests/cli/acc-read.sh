@@ -53,11 +53,12 @@ printf '\x01' | dd of="$tmp/bad-rows.ark" bs=1 seek=$(( o70 + ${#k70} + 9 )) con
 # (inside the first alignment of the third copy)
 head -c $(( $(stat -c %s "$tmp/a.ark") * 2 / 3 + 60 )) "$tmp/a.ark" >"$tmp/cut-ali.ark"
 
-# same NAME PROG ARGS...: in order (0) against $threads threads
+# same NAME PROG ARGS...: in order (0) against $threads threads; rc0: the
+# exit code in order
 same() {
   local name=$1 p=$2; shift 2
   KALDI_GPU_DEV_READ_THREADS=0 "$p" "$@" "$tmp/$name.0.acc" 2>"$tmp/$name.0.log"
-  local rc0=$?
+  rc0=$?
   for t in $threads; do
     KALDI_GPU_DEV_READ_THREADS=$t "$p" "$@" "$tmp/$name.$t.acc" 2>"$tmp/$name.$t.log"
     local rc=$?
@@ -73,13 +74,12 @@ same() {
     diff "$tmp/want.log" "$tmp/got.log" >"$tmp/d.log" ||
       { fail "$name ($t threads): stderr differs"; head -n 20 "$tmp/d.log"; }
   done
-  echo "$rc0"
 }
 
 check() {  # NAME WANT_RC GREP_PATTERN FEATS ALI
-  local name=$mode-$1 want=$2 pat=$3 rc
-  rc=$(same "$name" "$p" "$opt" "$mdl" "$4" "$5" | tail -n 1)
-  [ "$rc" = "$want" ] || fail "$name: exit $rc, want $want"
+  local name=$mode-$1 want=$2 pat=$3
+  same "$name" "$p" "$opt" "$mdl" "$4" "$5"
+  [ "$rc0" = "$want" ] || fail "$name: exit $rc0, want $want"
   grep -q -E -- "$pat" "$tmp/$name.0.log" || fail "$name: no line matching '$pat'"
 }
 mode=cpu p=$prog opt=--use-gpu=no threads="1 4"
