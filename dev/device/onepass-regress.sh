@@ -214,6 +214,7 @@ case $steps in *" acc "*)
   acc "$NEW" own "default, cells, reading overlapped"
   acc "$NEW" own "tiled" KALDI_GPU_DEV_ACC_STATS=tiled
   acc "$NEW" own "KALDI_GPU_MEMORY=2G, cells" KALDI_GPU_MEMORY=2G
+  acc "$NEW" own "reading in order (KALDI_GPU_DEV_READ_THREADS=0)" KALDI_GPU_DEV_READ_THREADS=0
 ;; esac
 case $steps in *" old "*)
   for d in "$W"/p/old/*/; do
