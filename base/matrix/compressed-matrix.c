@@ -245,6 +245,21 @@ int kio_cmatrix_read_raw(FILE *f, int *format, unsigned char **buf, size_t *cap)
   return KIO_OK;
 }
 
+int64_t kio_cmatrix_body_bytes(FILE *f) {
+  char tok[64];
+  if (kio_read_token(f, 1, tok, sizeof tok) != KIO_OK) return -1;
+  int format = !strcmp(tok, "CM") ? 1 : !strcmp(tok, "CM2") ? 2 : !strcmp(tok, "CM3") ? 3 : 0;
+  unsigned char hb[16];
+  if (!format || !read_exact(f, hb, 16)) return -1;
+  int32_t rows, cols;
+  memcpy(&rows, hb + 8, 4);
+  memcpy(&cols, hb + 12, 4);
+  if (cols == 0) return 0;
+  if (rows < 0 || cols < 0 || (int64_t)rows * cols > INT32_MAX) return -1;
+  int64_t n = (int64_t)rows * cols;
+  return format == 1 ? cols * (int64_t)sizeof(cm_colhdr) + n : format == 2 ? 2 * n : n;
+}
+
 int kio_cmatrix_read_float(FILE *f, kio_matrix *m) {
   unsigned char *buf = NULL;
   size_t cap = 0;

@@ -24,6 +24,10 @@ int kio_cmatrix_read_float(FILE *f, kio_matrix *m);
 /* The same without decompressing: *format 1-3, (*buf)[0..16) the header,
  * the data after it; *buf (*cap bytes) grows and is reused by later reads. */
 int kio_cmatrix_read_raw(FILE *f, int *format, unsigned char **buf, size_t *cap);
+/* Reads a CM/CM2/CM3 object's token and header and returns how many bytes
+ * of it follow (as kio_cmatrix_read_raw reads them); -1 where that read
+ * fails. Silent (kio_matrix_body_bytes). */
+int64_t kio_cmatrix_body_bytes(FILE *f);
 /* The decompression alone: format 1 (CM), 2 (CM2) or 3 (CM3), the 16-byte
  * header (min, range, rows, cols) and the data bytes that follow it, checked
  * by the caller; rows or cols <= 0 give an empty m. KIO_ERR only when m

@@ -662,6 +662,7 @@ static int mh_apply_range(void *obj, int32_t r1, int32_t r2, int32_t c1, int32_t
 int64_t kio_matrix_body_bytes(FILE *f, int binary) {
   if (!binary) return -1;
   int c = kio_peek(f, 1);
+  if (c == 'C') return kio_cmatrix_body_bytes(f);
   if (c != 'F' && c != 'D') return -1;
   int32_t rows, cols;
   if (read_bin_dims(f, c == 'D' ? "DM" : "FM", &rows, &cols, "matrix") != KIO_OK) return -1;

@@ -44,8 +44,8 @@ int kio_matrix_write_compressed(FILE *f, const kio_matrix *m, int method);
  * kio_dmatrix (CMVN statistics). */
 extern const kio_holder kio_matrix_holder;
 /* kio_matrix_holder's kio_body_bytes_fn (table.h): the bytes after a
- * binary float or double matrix's header; -1 for compressed ones (read
- * whole) and anything else. */
+ * binary float, double or compressed matrix's header; -1 for anything
+ * else (read whole). */
 int64_t kio_matrix_body_bytes(FILE *f, int binary);
 extern const kio_holder kio_vector_holder;
 extern const kio_holder kio_dmatrix_holder;
