@@ -155,7 +155,8 @@ enum { N = 300 };
 
 START_TEST(mixed_entries) {
   long offs[N + 1];
-  const char *p = make_mixed(N, offs);
+  char p[1024];  /* tu_tmp_path's buffers rotate: a copy */
+  snprintf(p, sizeof p, "%s", make_mixed(N, offs));
   char spec[1200];
   snprintf(spec, sizeof spec, "ark:%s", p);
   same_both_ways(spec, -1, 0);
@@ -166,7 +167,8 @@ END_TEST
 
 START_TEST(cut_archives) {
   long offs[N + 1];
-  const char *p = make_mixed(N, offs);
+  char p[1024];  /* tu_tmp_path's buffers rotate: a copy */
+  snprintf(p, sizeof p, "%s", make_mixed(N, offs));
   char spec[1200];
   /* cut inside keys, headers, bodies of every kind and at boundaries (a
    * text matrix cut short ends quietly, in order as ahead) */
@@ -188,7 +190,8 @@ END_TEST
 
 START_TEST(corrupt_headers) {
   long offs[N + 1];
-  const char *p = make_mixed(N, offs);
+  char p[1024];  /* tu_tmp_path's buffers rotate: a copy */
+  snprintf(p, sizeof p, "%s", make_mixed(N, offs));
   char spec[1200];
   /* a byte of an entry's header changed: the token, the size bytes, the
    * binary marker, the separator after the key */
@@ -206,7 +209,8 @@ END_TEST
 
 START_TEST(closed_early) {
   long offs[N + 1];
-  const char *p = make_mixed(N, offs);
+  char p[1024];  /* tu_tmp_path's buffers rotate: a copy */
+  snprintf(p, sizeof p, "%s", make_mixed(N, offs));
   char spec[1200];
   /* entries past where the reader stops are never reported, even if bad */
   snprintf(spec, sizeof spec, "ark:%s", variant(p, (offs[40] + offs[41]) / 2, -1, 0));
@@ -218,7 +222,8 @@ END_TEST
 
 START_TEST(not_for_every_table) {
   long offs[N + 1];
-  const char *p = make_mixed(N, offs);
+  char p[1024];  /* tu_tmp_path's buffers rotate: a copy */
+  snprintf(p, sizeof p, "%s", make_mixed(N, offs));
   char spec[1200];
   kio_seq_reader *r;
   /* pipes, scp and offsets are read in order */
