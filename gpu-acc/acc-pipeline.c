@@ -375,8 +375,8 @@ int gacc_pipeline_run(gacc_acc **acc, const kio_tmodel *tm, const kio_am_gmm *am
   out->tot_t = st.tot_t;
   out->stopped = st.stopped;
   if (rc != KIO_OK) return KIO_ERR;
-  /* reading: the loop's time outside the accumulator and its set-up (on
-   * the CPU backend that includes the accumulation itself) */
+  /* reading: the loop's own time, outside the accumulator (the CPU's
+   * accumulation included there) and its set-up */
   KIO_VLOG(1, "Time: setup (model, accumulator) %.3f s, %.3f s in the accumulator (waiting "
            "for it, on the GPU), reading %.3f s, %.3f s in all", st.t_setup, st.t_acc,
            t_run - st.t_acc - st.t_setup, kio_now_s() - t_start);
