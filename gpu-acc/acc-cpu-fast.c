@@ -146,6 +146,12 @@ static float frame_post(const kio_diag_gmm *g, const float *x, const float *x2, 
   return mx + logf(s);
 }
 
+float gacc_cpu_component_posteriors(const kio_diag_gmm *g, const float *x, float *x2,
+                                    float *post) {
+  for (int32_t d = 0; d < g->dim; d++) x2[d] = x[d] * x[d];
+  return frame_post(g, x, x2, post, kio_blas_profile(), use_simd());
+}
+
 int gacc_accumulate_frames_cpu(gacc_acc *a, const gacc_utt *u, int32_t t0, float *like_io) {
   gacc_stats *s = &a->st;
   const kio_matrix *f = u->feats;

@@ -184,6 +184,12 @@ int gacc_check_utt(const gacc_acc *a, const gacc_utt *u);
 int gacc_bad_like(const char *key, int32_t t);
 int gacc_accumulate_cpu(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
 
+/* Kaldi's DiagGmm::ComponentPosteriors of frame x (the CPU accumulator's
+ * order): posteriors into post (num_comp), x2 scratch (dim); returns the
+ * log-likelihood (the softmax's max + log(sum)). */
+float gacc_cpu_component_posteriors(const kio_diag_gmm *g, const float *x, float *x2,
+                                    float *post);
+
 /* acc-cpu-fast.c: one utterance on the CPU (checked by gacc_check_utt),
  * bit-identical to the stock Kaldi build on this CPU. */
 int gacc_accumulate_utt_cpu(gacc_acc *a, const gacc_utt *u, gacc_utt_result *r);
