@@ -1,0 +1,24 @@
+# Sourced by tests/cli/mllt.sh and dev/oracles/mllt-refs.sh: gmm-acc-mllt's
+# cases, "NAME|ARGUMENTS" (the statistics' wxfilename follows), run from
+# tests/data. mllt_inputs TMP DATA writes their derived posteriors into TMP
+# (from DATA's post.txt.gz): the first 30 files only (miss), file 2 three
+# frames short (short), three files with the first one all silence (sil).
+mllt_cases=(
+  "stage|--rand-prune=4.0 models/tri2/final.mdl ark:feats/lda.ark \"ark:gunzip -c \$D/post.txt.gz|\""
+  "default|models/tri2/final.mdl ark:feats/lda.ark \"ark:gunzip -c \$D/post.txt.gz|\""
+  "text|--binary=false --rand-prune=0.1 models/tri2/final.mdl ark:feats/lda.ark \"ark:gunzip -c \$D/post.txt.gz|\""
+  "pipe|--rand-prune=4.0 models/tri2/final.mdl 'ark,s,cs:apply-cmvn --utt2spk=ark:featpipe/utt2spk scp:featpipe/cmvn.scp scp:featpipe/feats.scp ark:- | splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats featpipe/final.mat ark:- ark:- |' \"ark:gunzip -c \$D/pipe-post.txt.gz|\""
+  "miss|models/tri2/final.mdl ark:feats/lda.ark ark,t:\$T/miss.txt"
+  "short|models/tri2/final.mdl ark:feats/lda.ark ark,t:\$T/short.txt"
+  "sil|models/tri2/final.mdl ark:feats/lda.ark ark,t:\$T/sil.txt"
+  "none|models/tri2/final.mdl ark:feats/lda.ark ark:/dev/null"
+  "dim|models/tri2/final.mdl ark:feats/delta.ark \"ark:gunzip -c \$D/post.txt.gz|\""
+  "usage|models/tri2/final.mdl ark:feats/lda.ark"
+)
+mllt_inputs() {
+  T=$1 D=$2
+  gunzip -c "$D/post.txt.gz" >"$T/post.txt"
+  head -30 "$T/post.txt" >"$T/miss.txt"
+  awk 'NR == 2 { $0 = substr($0, 1, length($0) - 12) } { print }' "$T/post.txt" >"$T/short.txt"
+  awk 'NR == 1 { gsub(/\[ [0-9]+ 1 \]/, "[ ]") } { print }' "$T/post.txt" | head -3 >"$T/sil.txt"
+}
