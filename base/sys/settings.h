@@ -106,9 +106,9 @@ extern "C" {
     "Device statistics kernel: cells (default: a pdf's cells over many blocks) or tiled "  \
     "(one block per pdf); the same bits")                                                  \
   X(DEV_ACC_HOST_THREADS, "KALDI_GPU_DEV_ACC_HOST_THREADS", NULL, DEV,                     \
-    "Threads of the device accumulator's per-frame host work (default: this job's share "  \
-    "of the cores, at most 16, less those of the process's other accumulators); the same " \
-    "bits whatever the number")                                                            \
+    "Threads of the device accumulator's per-frame host work and of gmm-acc-mllt's "       \
+    "statistics (default: this job's share of the cores, at most 16, less those of the "   \
+    "process's other accumulators); the same bits whatever the number")                    \
   X(DEV_READ_THREADS, "KALDI_GPU_DEV_READ_THREADS", NULL, DEV,                           \
     "Threads reading gmm-acc-stats-ali's feature archive ahead (a regular file; default: " \
     "this job's share of the cores, at most 8; 0: read in order on the main thread)")    \
