@@ -1,0 +1,118 @@
+#!/bin/bash
+# train_lda_mllt.sh's MLLT accumulation, Kaldi against ours, with the
+# stage's exact pipeline per job:
+#   gmm-acc-mllt --rand-prune=4.0 0.mdl "$feats" "ark:gunzip -c ali.JOB.gz|
+#     ali-to-post ark:- ark:- | weight-silence-post 0.0 $sil 0.mdl ark:- ark:- |" 0.JOB.macc
+#   feats = apply-cmvn --utt2spk | splice-feats --left-context=3
+#     --right-context=3 | transform-feats 0.mat
+# on the recipe corpus' MFCC (BENCH_MLLT_UTTS utterances per job from
+# data/train_x4, else data/train; about 560k frames each for 1500, as a
+# --nj 16 job of the H200 stage), the fixtures' tri2 model and LDA+MLLT
+# matrix, alignments whose transition-ids are the fixtures' tri2 alignment's
+# taken in turn. BENCH_MLLT_JOBS jobs (default: the cores) run at once, as
+# run.pl starts them; each side BENCH_MLLT_REPEAT times (default 3): the
+# phase's wall time (median) and its CPU seconds (every process of every
+# job), and whether every job's statistics are byte-identical. Then one
+# job alone with each program of Kaldi's pipe timed.
+# usage: dev/bench/mllt-bench.sh RECIPE_DIR   (synth-s5 unpacked)
+# Env: KALDI_BUNDLE or KALDI_ROOT (needed: Kaldi's side and the posteriors
+# pipe's programs), BIN (our programs), BENCH_MLLT_DIR (data and outputs,
+# default bench-data/mllt). Prints a markdown table.
+set -u
+rec=$(cd "${1:?usage: $0 RECIPE_DIR}" && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$(cd "${BIN:-$top/gmmbin-gpu}" && pwd)
+nj=${BENCH_MLLT_JOBS:-$(nproc)}
+utts=${BENCH_MLLT_UTTS:-1500}
+repeat=${BENCH_MLLT_REPEAT:-3}
+out=${BENCH_MLLT_DIR:-$top/bench-data/mllt}
+fix=$top/tests/data
+[ -x "$bin/gmm-acc-mllt" ] || { echo "mllt-bench: $bin/gmm-acc-mllt not built"; exit 1; }
+kbin=""
+root=${KALDI_BUNDLE:-${KALDI_ROOT:-}}
+for d in "$root/bin" "$root/src/gmmbin"; do [ -x "$d/gmm-acc-mllt" ] && kbin=$d; done
+[ -n "$kbin" ] || { echo "mllt-bench: no Kaldi (KALDI_BUNDLE or KALDI_ROOT) with gmm-acc-mllt"; exit 1; }
+if [ -d "$root/src/bin" ]; then
+  kpath=$root/src/bin:$root/src/gmmbin:$root/src/featbin
+else
+  kpath=$kbin
+fi
+[ -d "$root/lib" ] && export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH=$kpath:$PATH LC_ALL=C
+data=$rec/data/train_x4
+[ -f "$data/feats.scp" ] || data=$rec/data/train
+mkdir -p "$out"
+cd "$out" || exit 1
+
+# ---- data: per job feats.scp, utt2spk, ali.JOB.gz ----
+if [ "$(cat stamp 2>/dev/null)" != "$nj $utts $data" ]; then
+  rm -f stamp
+  cp "$fix/models/tri2/final.mdl" 0.mdl && cp "$fix/featpipe/final.mat" 0.mat &&
+    cp "$data/cmvn.scp" cmvn.scp || exit 1
+  for ((j = 1; j <= nj; j++)); do
+    awk -v n="$utts" -v j="$j" '{ a[NR] = $0 } END { for (i = 0; i < n; i++) print a[((j - 1) * n + i) % NR + 1] }' \
+      "$data/feats.scp" | sort -u >"feats.$j.scp"
+    awk 'NR == FNR { k[$1] = 1; next } ($1 in k)' "feats.$j.scp" "$data/utt2spk" >"utt2spk.$j"
+    feat-to-len "scp:feats.$j.scp" ark,t:- 2>/dev/null |
+      awk 'NR == FNR { for (i = 2; i <= NF; i++) t[n++] = $i; next }
+           { printf "%s", $1; for (i = 0; i < $2; i++) printf " %s", t[p++ % n]; printf "\n" }' \
+        "$fix/kaldi/tri2/ali.txt" - |
+      copy-int-vector ark:- "ark:|gzip -c >ali.$j.gz" 2>/dev/null || exit 1
+  done
+  echo "$nj $utts $data" >stamp
+fi
+frames=$(feat-to-len scp:feats.1.scp ark,t:- 2>/dev/null | awk '{ s += $2 } END { print s }')
+sil=$(cat "$fix/models/silence.csl")
+
+job() {  # job SIDE J [PREFIX...]: one job's pipeline, as the stage runs it
+  local side=$1 j=$2 p f
+  shift 2
+  p=$kpath:$PATH f="$*"
+  # ours: no prefix in the feature pipe, which it computes in-process
+  [ "$side" = ours ] && p=$bin:$p f=""
+  PATH=$p "$@" gmm-acc-mllt --rand-prune=4.0 0.mdl \
+    "ark,s,cs:$f apply-cmvn --utt2spk=ark:utt2spk.$j scp:cmvn.scp scp:feats.$j.scp ark:- | $f splice-feats --left-context=3 --right-context=3 ark:- ark:- | $f transform-feats 0.mat ark:- ark:- |" \
+    "ark:gunzip -c ali.$j.gz| $* ali-to-post ark:- ark:- | $* weight-silence-post 0.0 $sil 0.mdl ark:- ark:- |" \
+    "$side.$j.macc" 2>"$side.$j.log"
+}
+phase() {  # phase SIDE: all jobs at once; prints "wall cpu"
+  /usr/bin/time -f "%e %U %S" -o "time.$1" bash -c "
+    $(declare -f job); kpath='$kpath' bin='$bin' sil='$sil'
+    for ((j = 1; j <= $nj; j++)); do job $1 \$j & done; wait" || return 1
+  awk '{ printf "%s %.2f\n", $1, $2 + $3 }' "time.$1"
+}
+median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+declare -A wall cpu
+for side in kaldi ours; do
+  ws="" cs=""
+  for ((r = 0; r < repeat; r++)); do
+    read -r w c < <(phase $side) || { echo "mllt-bench: $side failed (see $out/$side.*.log)"; exit 1; }
+    ws+="$w"$'\n' cs+="$c"$'\n'
+  done
+  wall[$side]=$(printf '%s' "$ws" | median)
+  cpu[$side]=$(printf '%s' "$cs" | median)
+done
+same=yes
+for ((j = 1; j <= nj; j++)); do cmp -s "kaldi.$j.macc" "ours.$j.macc" || same="NO (job $j)"; done
+grep -h "Rounding as" ours.1.log | sed 's/^.*) /rounding: /' | head -1
+echo "host: $(nproc) cores; $nj jobs at once, $utts utterances ($frames frames) each"
+echo
+echo "| side | phase wall s (median of $repeat) | CPU s (all processes) |"
+echo "|---|---|---|"
+echo "| Kaldi | ${wall[kaldi]} | ${cpu[kaldi]} |"
+echo "| ours | ${wall[ours]} | ${cpu[ours]} |"
+echo
+echo "speed-up: $(awk "BEGIN { printf \"%.2f\", ${wall[kaldi]} / ${wall[ours]} }")x wall," \
+  "$(awk "BEGIN { printf \"%.2f\", ${cpu[kaldi]} / ${cpu[ours]} }")x CPU; statistics identical: $same"
+echo
+echo "One job alone, each program of the pipe (wall s, CPU s; gmm-acc-mllt's CPU includes the"
+echo "pipes it started and waited for: its own is the rest; ours computes the features in-process):"
+for side in kaldi ours; do
+  rm -f "prog.$side"
+  job $side 1 /usr/bin/time -a -o "prog.$side" -f "%e_%U_%S_%C"
+  awk -F_ -v s="$side" '/^[0-9]/ { split($4, w, " "); c = $2 + $3
+    printf "  %-6s %-20s %6.2f %6.2f\n", s, w[1], $1, c
+    if (w[1] == "gmm-acc-mllt") printf "  %-6s %-20s %6s %6.2f\n", s, "  (itself)", "", c - o
+    else o += c }' "prog.$side"
+done
