@@ -9,7 +9,7 @@
 #include "base/sys/log.h"
 #include "gpu-acc/mllt.h"
 
-static int reserve(gacc_post *p, size_t frames, size_t pairs) {
+int gacc_post_reserve(gacc_post *p, size_t frames, size_t pairs) {
   if (frames + 1 > p->cap_off) {
     size_t c = p->cap_off ? p->cap_off : 256;
     while (c < frames + 1) c *= 2;
@@ -43,7 +43,7 @@ static int read_binary(FILE *f, gacc_post *p) {
     return KIO_ERR;
   }
   /* grown as pairs arrive: a corrupt size cannot allocate much */
-  if (reserve(p, (size_t)(sz < 65536 ? sz : 65536), 0) != KIO_OK) return KIO_ERR;
+  if (gacc_post_reserve(p, (size_t)(sz < 65536 ? sz : 65536), 0) != KIO_OK) return KIO_ERR;
   size_t n = 0;
   p->off[0] = 0;
   for (int32_t t = 0; t < sz; t++) {
@@ -53,11 +53,11 @@ static int read_binary(FILE *f, gacc_post *p) {
       kio_set_error("Reading posteriors: got negative size");
       return KIO_ERR;
     }
-    if (reserve(p, (size_t)t + 1, n + (size_t)sz2 < n + 4096 ? n + (size_t)sz2 : n + 4096) !=
+    if (gacc_post_reserve(p, (size_t)t + 1, n + (size_t)sz2 < n + 4096 ? n + (size_t)sz2 : n + 4096) !=
         KIO_OK)
       return KIO_ERR;
     for (int32_t j = 0; j < sz2; j++, n++) {
-      if (n == p->cap_pairs && reserve(p, (size_t)t + 1, n + 1) != KIO_OK) return KIO_ERR;
+      if (n == p->cap_pairs && gacc_post_reserve(p, (size_t)t + 1, n + 1) != KIO_OK) return KIO_ERR;
       if (kio_read_int32(f, 1, &p->tid[n]) != KIO_OK || kio_read_float(f, 1, &p->w[n]) != KIO_OK)
         return KIO_ERR;
     }
@@ -85,7 +85,7 @@ static int read_text(FILE *f, gacc_post *p) {
   int32_t t = 0;
   int rc = KIO_ERR;
   char *s = line;
-  if (reserve(p, 1, 0) != KIO_OK) goto out;
+  if (gacc_post_reserve(p, 1, 0) != KIO_OK) goto out;
   p->off[0] = 0;
   for (;;) {
     while (isspace((unsigned char)*s)) s++;
@@ -103,7 +103,7 @@ static int read_text(FILE *f, gacc_post *p) {
       if (e1 == s || id < INT32_MIN || id > INT32_MAX) break;
       float w = strtof(e1, &e2);
       if (e2 == e1) break;
-      if (reserve(p, (size_t)t + 2, n + 1) != KIO_OK) goto out;
+      if (gacc_post_reserve(p, (size_t)t + 2, n + 1) != KIO_OK) goto out;
       p->tid[n] = (int32_t)id;
       p->w[n++] = w;
       s = e2;
@@ -116,7 +116,7 @@ static int read_text(FILE *f, gacc_post *p) {
       goto out;
     }
     s = e;
-    if (reserve(p, (size_t)t + 2, 0) != KIO_OK) goto out;
+    if (gacc_post_reserve(p, (size_t)t + 2, 0) != KIO_OK) goto out;
     p->off[++t] = (int32_t)n;
   }
   p->frames = t;

@@ -22,6 +22,8 @@ typedef struct {
   size_t cap_off, cap_pairs;
 } gacc_post;
 extern const kio_holder gacc_post_holder;
+/* Room for frames frames and pairs pairs; KIO_ERR (kio_set_error) if out of memory. */
+int gacc_post_reserve(gacc_post *p, size_t frames, size_t pairs);
 
 typedef struct gacc_mllt gacc_mllt;
 

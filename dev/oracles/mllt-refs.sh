@@ -2,7 +2,7 @@
 # Makes tests/data/mllt with Kaldi's own programs (a Kaldi bundle, or Kaldi's
 # bin/gmmbin on PATH), from the fixtures: Kaldi's posteriors of the tri2
 # alignment (ali-to-post | weight-silence-post 0.0 silence, as
-# steps/train_lda_mllt.sh), posteriors for tests/data/featpipe's 12
+# steps/train_lda_mllt.sh) and that alignment gzipped (the pipe itself), posteriors for tests/data/featpipe's 12
 # utterances (their transition-ids taken in turn from the tri2 alignment:
 # the stage's feature pipe on real MFCC), and for each case of
 # tests/cli/mllt.sh Kaldi's gmm-acc-mllt output: the md5 of the statistics
@@ -22,6 +22,7 @@ sil=$(cat models/silence.csl)
 ali-to-post ark:kaldi/tri2/ali.ark ark:- 2>/dev/null |
   weight-silence-post 0.0 "$sil" models/tri2/final.mdl ark:- ark,t:- 2>/dev/null |
   gzip -9n >"$out/post.txt.gz"
+gzip -9nc kaldi/tri2/ali.ark >"$out/tri2-ali.gz"
 feat-to-len scp:featpipe/feats.scp ark,t:- 2>/dev/null |
   awk 'NR == FNR { for (i = 2; i <= NF; i++) t[n++] = $i; next }
        { printf "%s", $1; for (i = 0; i < $2; i++) printf " %s", t[p++ % n]; printf "\n" }' \
@@ -49,7 +50,7 @@ for core in $cores; do
     sum=$( [ -f "$tmp/out" ] && md5sum <"$tmp/out" | cut -d' ' -f1 || echo none)
     echo "$name $p $sum $rc" >>"$out/expect.txt"
     [ "$p" = hsw ] || continue  # the log lines: Haswell's likelihoods
-    grep -E "^(LOG|WARNING|ERROR|ASSERTION_FAILED) \(gmm-acc-mllt|^(Usage|Accumulate)" "$tmp/log" |
+    grep -E "^(LOG|WARNING|ERROR|ASSERTION_FAILED) \((gmm-acc-mllt|ali-to-post|weight-silence-post)|^(Usage|Accumulate)" "$tmp/log" |
       sed 's/\[[^]]*\]//' >"$out/$name.log" || true
   done
 done

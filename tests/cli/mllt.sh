@@ -1,6 +1,7 @@
 #!/bin/bash
 # gmm-acc-mllt against Kaldi's own (gmmbin/gmm-acc-mllt.cc):
-#  1. every case of tests/cli/lib/mllt-cases.sh, for each OpenBLAS profile
+#  1. every case of tests/cli/lib/mllt-cases.sh (the steps scripts' posteriors
+#     pipe computed in-process included), for each OpenBLAS profile
 #     Kaldi's output was recorded with (tests/data/mllt/expect.txt, made by
 #     dev/oracles/mllt-refs.sh), forced with KALDI_GPU_BLAS_PROFILE, SIMD and
 #     scalar code, one and three threads: the statistics' md5 and the exit
@@ -9,7 +10,8 @@
 #     out of range): an ERROR naming the utterance, exit 255, no output;
 #  2. with a Kaldi bundle (tests/cli/lib/kaldi-bundle.sh): Kaldi's
 #     gmm-acc-mllt run now on this CPU against ours with the profile our
-#     program chooses for it (the stage's feature pipe included).
+#     program chooses for it (the stage's feature pipe included), also with
+#     the real pipes (KALDI_GPU_FEATS_PIPE=0).
 # Env: BIN, TOP. Exit 0 pass, 1 fail.
 set -u
 : "${BIN:?}" "${TOP:?}"
@@ -24,8 +26,9 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 mllt_inputs "$tmp" mllt
 # the lines Kaldi's log and ours share: gmm-acc-mllt.cc's, the dimension
 # ERROR, the usage text's first two lines
-kaldi_lines() {
-  grep -E "gmm-acc-mllt\.cc:|diag-gmm\.cc:|^(Usage|Accumulate)" "$1" | sed 's/\[[^]]*\]//'
+kaldi_lines() {  # sorted: Kaldi's pipe programs end in any order
+  grep -E "(gmm-acc-mllt|ali-to-post|weight-silence-post)\.cc:|diag-gmm\.cc:|^(Usage|Accumulate)" "$1" |
+    sed 's/\[[^]]*\]//' | sort
 }
 nrun=0
 for p in $(cut -d' ' -f2 mllt/expect.txt | sort -u); do
@@ -51,17 +54,26 @@ for p in $(cut -d' ' -f2 mllt/expect.txt | sort -u); do
           diff <(kaldi_lines "$tmp/log") <(head -1 "mllt/$name.log") >"$tmp/d" ||
             { fail "$what: log lines differ"; cat "$tmp/d"; }
         else
-          diff <(kaldi_lines "$tmp/log") "mllt/$name.log" >"$tmp/d" ||
+          diff <(kaldi_lines "$tmp/log") <(sort "mllt/$name.log") >"$tmp/d" ||
             { fail "$what: log lines differ"; head "$tmp/d"; }
         fi
       fi
     done
   done
 done
-[ "$nrun" -ge 40 ] || fail "only $nrun runs: tests/data/mllt/expect.txt incomplete"
+[ "$nrun" -ge 52 ] || fail "only $nrun runs: tests/data/mllt/expect.txt incomplete"
 # the profiles must give different statistics (else part 1 tests no switch)
 [ "$(grep '^default ' mllt/expect.txt | cut -d' ' -f3 | sort -u | wc -l)" -ge 3 ] ||
   fail "the profiles' expectations are not distinct"
+
+# the steps scripts' posteriors pipe ran in-process (not Kaldi's programs),
+# and with KALDI_GPU_FEATS_PIPE=0 it would not have been
+c=$(printf '%s\n' "${mllt_cases[@]}" | grep '^postpipe|')
+eval "\"\$prog\" --verbose=1 ${c#*|} \$tmp/out" 2>"$tmp/log"
+grep -q "Posteriors computed in-process" "$tmp/log" || fail "postpipe: the pipe did not run in-process"
+eval "KALDI_GPU_FEATS_PIPE=0 PATH=/nonexistent:/usr/bin:/bin \"\$prog\" --verbose=1 ${c#*|} \$tmp/out" \
+  2>"$tmp/log"
+grep -q "Posteriors computed in-process" "$tmp/log" && fail "postpipe: in-process with KALDI_GPU_FEATS_PIPE=0"
 
 # a transition-id past the model's: Kaldi asserts (134); ours is an ERROR
 awk 'NR == 2 { sub(/\[ [0-9]+ 1 \]/, "[ 99999 1 ]") } { print }' "$tmp/post.txt" >"$tmp/badtid.txt"
@@ -85,13 +97,17 @@ kb=$(find_kaldi_bundle "$tmp")
 if [ -n "$kb" ] && [ -x "$kb/bin/gmm-acc-mllt" ]; then
   for c in "${mllt_cases[@]}"; do
     name=${c%%|*}
-    case $name in default|stage|pipe|text) ;; *) continue ;; esac
+    case $name in default|stage|pipe|text|postpipe|wsp01) ;; *) continue ;; esac
     eval "PATH=\"\$kb/bin:\$PATH\" LD_LIBRARY_PATH=\"\$kb/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\" \
       \"\$kb/bin/gmm-acc-mllt\" ${c#*|} \$tmp/kaldi" 2>"$tmp/klog" ||
       { fail "$name: Kaldi's gmm-acc-mllt failed"; cat "$tmp/klog"; continue; }
     eval "env -u KALDI_GPU_BLAS_PROFILE PATH=\"\$kb/bin:\$PATH\" \"\$prog\" ${c#*|} \$tmp/ours" \
       2>"$tmp/log" || { fail "$name (bundle): ours failed"; cat "$tmp/log"; continue; }
     cmp -s "$tmp/kaldi" "$tmp/ours" || fail "$name: statistics differ from the bundle's on this CPU"
+    # the real pipes (KALDI_GPU_FEATS_PIPE=0: Kaldi's feature and posterior programs)
+    eval "env -u KALDI_GPU_BLAS_PROFILE KALDI_GPU_FEATS_PIPE=0 PATH=\"\$kb/bin:\$PATH\" \
+      \"\$prog\" ${c#*|} \$tmp/ours2" 2>"$tmp/log2" || { fail "$name (real pipes): ours failed"; continue; }
+    cmp -s "$tmp/kaldi" "$tmp/ours2" || fail "$name: statistics with the real pipes differ"
     diff <(kaldi_lines "$tmp/klog") <(kaldi_lines "$tmp/log") >/dev/null ||
       fail "$name: log lines differ from the bundle's"
   done

@@ -1,5 +1,5 @@
 # Sourced by tests/cli/mllt.sh and dev/oracles/mllt-refs.sh: gmm-acc-mllt's
-# cases, "NAME|ARGUMENTS" (the statistics' wxfilename follows), run from
+# cases (postpipe, wsp01, alipost: the posteriors pipe of the steps scripts), "NAME|ARGUMENTS" (the statistics' wxfilename follows), run from
 # tests/data. mllt_inputs TMP DATA writes their derived posteriors into TMP
 # (from DATA's post.txt.gz): the first 30 files only (miss), file 2 three
 # frames short (short), three files with the first one all silence (sil).
@@ -8,6 +8,9 @@ mllt_cases=(
   "default|models/tri2/final.mdl ark:feats/lda.ark \"ark:gunzip -c \$D/post.txt.gz|\""
   "text|--binary=false --rand-prune=0.1 models/tri2/final.mdl ark:feats/lda.ark \"ark:gunzip -c \$D/post.txt.gz|\""
   "pipe|--rand-prune=4.0 models/tri2/final.mdl 'ark,s,cs:apply-cmvn --utt2spk=ark:featpipe/utt2spk scp:featpipe/cmvn.scp scp:featpipe/feats.scp ark:- | splice-feats --left-context=3 --right-context=3 ark:- ark:- | transform-feats featpipe/final.mat ark:- ark:- |' \"ark:gunzip -c \$D/pipe-post.txt.gz|\""
+  "postpipe|--rand-prune=4.0 models/tri2/final.mdl ark:feats/lda.ark \"ark:gunzip -c \$D/tri2-ali.gz| ali-to-post ark:- ark:- | weight-silence-post 0.0 1:2:3:4:5:6:7:8:9:10 models/tri2/final.mdl ark:- ark:- |\""
+  "wsp01|models/tri2/final.mdl ark:feats/lda.ark \"ark:gunzip -c \$D/tri2-ali.gz| ali-to-post ark:- ark:- | weight-silence-post 0.01 1:2:3:4:5:6:7:8:9:10 models/tri2/final.mdl ark:- ark:- |\""
+  "alipost|models/tri2/final.mdl ark:feats/lda.ark \"ark:gunzip -c \$D/tri2-ali.gz| ali-to-post ark:- ark:- |\""
   "miss|models/tri2/final.mdl ark:feats/lda.ark ark,t:\$T/miss.txt"
   "short|models/tri2/final.mdl ark:feats/lda.ark ark,t:\$T/short.txt"
   "sil|models/tri2/final.mdl ark:feats/lda.ark ark,t:\$T/sil.txt"
