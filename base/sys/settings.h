@@ -48,7 +48,7 @@ extern "C" {
     "an OpenBLAS core name); default: matched to the Kaldi in use")                        \
   X(FEATS_PIPE, "KALDI_GPU_FEATS_PIPE", "KIO_FEATS_PIPE", USER,                            \
     "0: run the recipes' feature pipelines (and gmm-acc-mllt's posteriors pipe) as real "  \
-    "pipes instead of in-process")           \
+    "pipes instead of in-process")                                                         \
   X(FEATS_GPU, "KALDI_GPU_FEATS_GPU", "KIO_FEATS_GPU", USER,                               \
     "1: compute delta/LDA/fMLLR feature chains on the device (gmm-align-compiled, own "    \
     "context; default 0)")                                                                 \
