@@ -83,15 +83,16 @@ phase() {  # phase SIDE: all jobs at once; prints "wall cpu"
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
-declare -A wall cpu
-for side in kaldi ours; do
-  ws="" cs=""
-  for ((r = 0; r < repeat; r++)); do
+declare -A wall cpu ws cs
+for ((r = 0; r < repeat; r++)); do  # the sides alternate: load drifts hit both
+  for side in kaldi ours; do
     read -r w c < <(phase $side) || { echo "mllt-bench: $side failed (see $out/$side.*.log)"; exit 1; }
-    ws+="$w"$'\n' cs+="$c"$'\n'
+    ws[$side]+="$w"$'\n' cs[$side]+="$c"$'\n'
   done
-  wall[$side]=$(printf '%s' "$ws" | median)
-  cpu[$side]=$(printf '%s' "$cs" | median)
+done
+for side in kaldi ours; do
+  wall[$side]=$(printf '%s' "${ws[$side]}" | median)
+  cpu[$side]=$(printf '%s' "${cs[$side]}" | median)
 done
 same=yes
 for ((j = 1; j <= nj; j++)); do cmp -s "kaldi.$j.macc" "ours.$j.macc" || same="NO (job $j)"; done
