@@ -170,3 +170,122 @@ static void post_free(void *obj) {
 const kio_holder gacc_post_holder = {
   "Posterior", sizeof(gacc_post), 1, post_read, post_write, post_free, NULL
 };
+
+/* ---- ali-to-post and weight-silence-post (hmm/posterior.cc) ---- */
+
+int gacc_sil_set_load(gacc_sil_set *s, const char *model_rx, const int32_t *phones, int n) {
+  kio_tmodel tm = {0};
+  kio_am_gmm am = {0};
+  memset(s, 0, sizeof *s);
+  if (kio_model_read(model_rx, &tm, &am) != KIO_OK) return KIO_ERR;
+  kio_am_gmm_free(&am);
+  s->num_tids = tm.num_tids;
+  s->is_sil = calloc((size_t)tm.num_tids + 1, 1);
+  if (!s->is_sil) {
+    kio_tmodel_free(&tm);
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
+  }
+  for (int32_t t = 1; t <= tm.num_tids; t++) {
+    int32_t ph = kio_tid_to_phone(&tm, t);
+    for (int i = 0; i < n; i++)
+      if (phones[i] == ph) s->is_sil[t] = 1;
+  }
+  kio_tmodel_free(&tm);
+  return KIO_OK;
+}
+
+void gacc_sil_set_free(gacc_sil_set *s) {
+  free(s->is_sil);
+  memset(s, 0, sizeof *s);
+}
+
+int gacc_parse_phones(const char *str, int32_t **phones, int *n) {
+  *phones = NULL;
+  *n = 0;
+  if (!*str) return KIO_OK;
+  int cap = 1;
+  for (const char *p = str; *p; p++) cap += *p == ':';
+  int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);
+  if (!v) return KIO_ERR;
+  const char *p = str;
+  for (int i = 0; i < cap; i++) {
+    char *e;
+    long x = strtol(p, &e, 10);
+    if (e == p || (*e != ':' && *e != '\0') || x < INT32_MIN || x > INT32_MAX ||
+        isspace((unsigned char)*p)) {
+      free(v);
+      return KIO_ERR;
+    }
+    v[i] = (int32_t)x;
+    p = e + (*e == ':');
+  }
+  *phones = v;
+  *n = cap;
+  return KIO_OK;
+}
+
+int gacc_post_from_ali(gacc_post *p, const int32_t *ali, int32_t n) {
+  if (gacc_post_reserve(p, (size_t)n, (size_t)n) != KIO_OK) {
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
+  }
+  p->off[0] = 0;
+  for (int32_t t = 0; t < n; t++) {
+    p->tid[t] = ali[t];
+    p->w[t] = 1.0f;
+    p->off[t + 1] = t + 1;
+  }
+  p->frames = n;
+  return KIO_OK;
+}
+
+int gacc_post_weight_silence(gacc_post *p, const gacc_sil_set *s, float scale, int distribute,
+                             const char *key) {
+  int32_t n = 0;
+  for (int32_t t = 0; t < p->frames; t++) {
+    int32_t b = p->off[t], e = p->off[t + 1];
+    for (int32_t j = b; j < e; j++)
+      if (p->tid[j] < 1 || p->tid[j] > s->num_tids) {
+        KIO_ERROR("Transition-id %d out of range [1, %d] at frame %d of the posteriors for "
+                  "utterance %s", (int)p->tid[j], (int)s->num_tids, (int)t, key);
+        return KIO_ERR;
+      }
+    p->off[t] = n;
+    if (!distribute) {
+      for (int32_t j = b; j < e; j++) {
+        int32_t tid = p->tid[j];
+        float w = p->w[j];
+        if (s->is_sil[tid]) {
+          if (scale == 0.0f) continue;
+          w = w * scale;
+        }
+        p->tid[n] = tid;
+        p->w[n++] = w;
+      }
+      continue;
+    }
+    float sil = 0.0f, nonsil = 0.0f;
+    for (int32_t j = b; j < e; j++) {
+      if (s->is_sil[p->tid[j]]) sil += p->w[j];
+      else nonsil += p->w[j];
+    }
+    if (!(sil >= 0.0f && nonsil >= 0.0f)) {
+      KIO_ERROR("Negative posteriors at frame %d of utterance %s: --distribute needs "
+                "non-negative ones", (int)t, key);
+      return KIO_ERR;
+    }
+    float fs = 1.0f;
+    int keep = 1;
+    if (sil + nonsil != 0.0f) {
+      fs = (sil * scale + nonsil) / (sil + nonsil);
+      keep = fs != 0.0f;
+    }
+    for (int32_t j = b; keep && j < e; j++) {
+      p->tid[n] = p->tid[j];
+      p->w[n++] = sil + nonsil != 0.0f ? p->w[j] * fs : p->w[j];
+    }
+  }
+  p->off[p->frames] = n;
+  return KIO_OK;
+}

@@ -28,8 +28,7 @@ struct gacc_post_src {
   kio_seq_reader *ali;
   int wsp;              /* weight-silence-post stage present */
   float scale;
-  uint8_t *is_sil;      /* per transition-id (wsp only) */
-  int32_t num_tids;
+  gacc_sil_set sil;     /* wsp only */
   char *argv[2][8];     /* the two programs' arguments, for their command lines */
   int argc[2];
   entry *tab;           /* open addressing, cap a power of 2 */
@@ -93,18 +92,6 @@ static int words(const char *b, const char *e, char **w, int max) {
   return n;
 }
 
-static int is_sil_list(const char *s) {
-  if (!*s) return 0;
-  for (const char *p = s; *p; p++) {
-    if (*p == ':') {
-      if (p == s || p[1] == ':' || p[1] == '\0') return 0;
-    } else if (*p < '0' || *p > '9') {
-      return 0;
-    }
-  }
-  return 1;
-}
-
 void gacc_post_src_free(gacc_post_src *s) {
   if (!s) return;
   for (size_t i = 0; i < s->cap; i++)
@@ -113,7 +100,7 @@ void gacc_post_src_free(gacc_post_src *s) {
       gacc_post_holder.free(&s->tab[i].p);
     }
   free(s->tab);
-  free(s->is_sil);
+  gacc_sil_set_free(&s->sil);
   for (int k = 0; k < 2; k++)
     for (int i = 0; i < s->argc[k]; i++) free(s->argv[k][i]);
   kio_int_vec_holder.free(&s->buf);
@@ -134,8 +121,12 @@ static int parse_stages(gacc_post_src *s, const char *p, const char **mdl, const
     s->argc[1] = words(p, bar, s->argv[1], 8);
     char **w = s->argv[1], *end;
     if (s->argc[1] != 6 || strcmp(w[0], "weight-silence-post") || strcmp(w[4], "ark:-") ||
-        strcmp(w[5], "ark:-") || !is_sil_list(w[2]))
+        strcmp(w[5], "ark:-"))
       return 0;
+    int32_t *ph;
+    int nph;
+    if (gacc_parse_phones(w[2], &ph, &nph) != KIO_OK || nph == 0) return 0;
+    free(ph);
     s->scale = strtof(w[1], &end);
     if (end == w[1] || *end) return 0;
     s->wsp = 1;
@@ -148,28 +139,15 @@ static int parse_stages(gacc_post_src *s, const char *p, const char **mdl, const
 }
 
 static int load_silence(gacc_post_src *s, const char *mdl, const char *sil) {
-  kio_tmodel tm = {0};
-  kio_am_gmm am = {0};
-  if (kio_model_read(mdl, &tm, &am) != KIO_OK) return KIO_ERR;
-  kio_am_gmm_free(&am);
-  s->num_tids = tm.num_tids;
-  s->is_sil = calloc((size_t)tm.num_tids + 1, 1);
-  if (!s->is_sil) {
-    kio_tmodel_free(&tm);
+  int32_t *phones;
+  int n;
+  if (gacc_parse_phones(sil, &phones, &n) != KIO_OK) {
     KIO_ERROR("Out of memory");
     return KIO_ERR;
   }
-  for (int32_t t = 1; t <= tm.num_tids; t++) {
-    int32_t ph = kio_tid_to_phone(&tm, t);
-    for (const char *p = sil; *p;) {
-      if (atol(p) == ph) s->is_sil[t] = 1;
-      p = strchr(p, ':');
-      if (!p) break;
-      p++;
-    }
-  }
-  kio_tmodel_free(&tm);
-  return KIO_OK;
+  int rc = gacc_sil_set_load(&s->sil, mdl, phones, n);
+  free(phones);
+  return rc;
 }
 
 int gacc_post_src_open(gacc_post_src **out, const char *rspecifier) {
@@ -215,36 +193,8 @@ int gacc_post_src_open(gacc_post_src **out, const char *rspecifier) {
 
 /* ali-to-post, then weight-silence-post, of the reader's current entry */
 static int convert(gacc_post_src *s, const char *key, const kio_int_vec *a, gacc_post *p) {
-  int32_t n = 0;
-  if (gacc_post_reserve(p, a->n, a->n) != KIO_OK) {
-    KIO_ERROR("Out of memory");
-    return KIO_ERR;
-  }
-  p->off[0] = 0;
-  for (int32_t t = 0; t < a->n; t++) {
-    int32_t tid = a->v[t];
-    float w = 1.0f;
-    if (s->wsp) {
-      if (tid < 1 || tid > s->num_tids) {
-        KIO_ERROR("Transition-id %d out of range [1, %d] at frame %d of the alignment for "
-                  "utterance %s (weight-silence-post)", (int)tid, (int)s->num_tids, (int)t,
-                  key);
-        return KIO_ERR;
-      }
-      if (s->is_sil[tid]) {
-        if (s->scale == 0.0f) {
-          p->off[t + 1] = n;
-          continue;
-        }
-        w = w * s->scale;
-      }
-    }
-    p->tid[n] = tid;
-    p->w[n++] = w;
-    p->off[t + 1] = n;
-  }
-  p->frames = a->n;
-  return KIO_OK;
+  if (gacc_post_from_ali(p, a->v, a->n) != KIO_OK) return KIO_ERR;
+  return s->wsp ? gacc_post_weight_silence(p, &s->sil, s->scale, 0, key) : KIO_OK;
 }
 
 /* The next alignment converted and kept; 0 at the end. */

@@ -25,6 +25,22 @@ extern const kio_holder gacc_post_holder;
 /* Room for frames frames and pairs pairs; KIO_ERR (kio_set_error) if out of memory. */
 int gacc_post_reserve(gacc_post *p, size_t frames, size_t pairs);
 
+/* ali-to-post: one pair (tid, 1) per frame. */
+int gacc_post_from_ali(gacc_post *p, const int32_t *ali, int32_t n);
+
+/* weight-silence-post's silence set: per transition-id of the model, whether
+ * its phone is one of phones[0..n). */
+typedef struct { uint8_t *is_sil; int32_t num_tids; } gacc_sil_set;
+int gacc_sil_set_load(gacc_sil_set *s, const char *model_rx, const int32_t *phones, int n);
+void gacc_sil_set_free(gacc_sil_set *s);
+/* "1:2:3" as Kaldi's SplitStringToIntegers(str, ":", false): KIO_ERR if
+ * malformed (nothing logged); "" gives none. *phones malloc'd. */
+int gacc_parse_phones(const char *str, int32_t **phones, int *n);
+/* WeightSilencePost (distribute: WeightSilencePostDistributed) in place;
+ * ERROR naming key for a transition-id out of the model's range. */
+int gacc_post_weight_silence(gacc_post *p, const gacc_sil_set *s, float scale, int distribute,
+                             const char *key);
+
 typedef struct gacc_mllt gacc_mllt;
 
 /* MlltAccs(dim, rand_prune): statistics zero, RandPrune's draws from a

@@ -2,7 +2,8 @@
 # Makes tests/data/mllt with Kaldi's own programs (a Kaldi bundle, or Kaldi's
 # bin/gmmbin on PATH), from the fixtures: Kaldi's posteriors of the tri2
 # alignment (ali-to-post | weight-silence-post 0.0 silence, as
-# steps/train_lda_mllt.sh) and that alignment gzipped (the pipe itself), posteriors for tests/data/featpipe's 12
+# steps/train_lda_mllt.sh), that alignment gzipped (the pipe itself) and its
+# ali-to-post alone (allpost.txt.gz, weight-silence-post's input), posteriors for tests/data/featpipe's 12
 # utterances (their transition-ids taken in turn from the tri2 alignment:
 # the stage's feature pipe on real MFCC), and for each case of
 # tests/cli/mllt.sh Kaldi's gmm-acc-mllt output: the md5 of the statistics
@@ -23,6 +24,7 @@ ali-to-post ark:kaldi/tri2/ali.ark ark:- 2>/dev/null |
   weight-silence-post 0.0 "$sil" models/tri2/final.mdl ark:- ark,t:- 2>/dev/null |
   gzip -9n >"$out/post.txt.gz"
 gzip -9nc kaldi/tri2/ali.ark >"$out/tri2-ali.gz"
+ali-to-post ark:kaldi/tri2/ali.ark ark,t:- 2>/dev/null | gzip -9n >"$out/allpost.txt.gz"
 feat-to-len scp:featpipe/feats.scp ark,t:- 2>/dev/null |
   awk 'NR == FNR { for (i = 2; i <= NF; i++) t[n++] = $i; next }
        { printf "%s", $1; for (i = 0; i < $2; i++) printf " %s", t[p++ % n]; printf "\n" }' \
@@ -35,6 +37,19 @@ feat-to-len scp:featpipe/feats.scp ark,t:- 2>/dev/null |
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mllt_inputs "$tmp" mllt
+: >"$out/expect-post.txt"
+for c in "${post_cases[@]}"; do
+  name=${c%%|*}
+  rm -f "$tmp/out"
+  set +e
+  eval "${c#*|} $(post_wspec "$name" "$tmp/out")" 2>"$tmp/log"
+  rc=$?
+  set -e
+  sum=$( [ -s "$tmp/out" ] && md5sum <"$tmp/out" | cut -d' ' -f1 || echo none)
+  echo "$name $sum $rc" >>"$out/expect-post.txt"
+  grep -E "^(LOG|WARNING|ERROR) \((ali-to-post|weight-silence-post)|^(Usage|Apply|Convert)" "$tmp/log" |
+    sed 's/\[[^]]*\]//' >"$out/$name.log" || true
+done
 for core in $cores; do
   case $core in
     Haswell) p=hsw ;; Sandybridge) p=snb ;; Nehalem) p=nhm ;; Prescott) p=sse ;;

@@ -12,6 +12,9 @@
 #     gmm-acc-mllt run now on this CPU against ours with the profile our
 #     program chooses for it (the stage's feature pipe included), also with
 #     the real pipes (KALDI_GPU_FEATS_PIPE=0).
+#  3. ali-to-post and weight-silence-post (ours) against Kaldi's recorded
+#     outputs and lines, and the three in train_lda_mllt.sh's own form (the
+#     posteriors on stdin), per profile.
 # Env: BIN, TOP. Exit 0 pass, 1 fail.
 set -u
 : "${BIN:?}" "${TOP:?}"
@@ -65,6 +68,31 @@ done
 # the profiles must give different statistics (else part 1 tests no switch)
 [ "$(grep '^default ' mllt/expect.txt | cut -d' ' -f3 | sort -u | wc -l)" -ge 3 ] ||
   fail "the profiles' expectations are not distinct"
+
+# ali-to-post and weight-silence-post: output bytes, exit status, log lines
+for c in "${post_cases[@]}"; do
+  name=${c%%|*}
+  read -r _ sum rc < <(grep "^$name " mllt/expect-post.txt)
+  rm -f "$tmp/out"
+  eval "\"\$BIN/\"${c#*|} $(post_wspec "$name" "$tmp/out")" 2>"$tmp/log"
+  got=$?
+  [ "$got" = "$rc" ] || { fail "$name: exit $got, Kaldi's $rc"; cat "$tmp/log"; continue; }
+  gsum=$( [ -s "$tmp/out" ] && md5sum <"$tmp/out" | cut -d' ' -f1 || echo none)
+  [ "$gsum" = "$sum" ] || fail "$name: output differs from Kaldi's"
+  diff <(grep -E "(ali-to-post|weight-silence-post)\.cc:|^(Usage|Apply|Convert)" "$tmp/log" |
+           sed 's/\[[^]]*\]//') "mllt/$name.log" >"$tmp/d" || { fail "$name: log lines differ"; cat "$tmp/d"; }
+done
+# train_lda_mllt.sh's own form: the posteriors on stdin from the shell's
+# pipe of ali-to-post and weight-silence-post, all three ours
+for p in $(cut -d' ' -f2 mllt/expect.txt | sort -u); do
+  read -r _ _ sum _ < <(grep "^postpipe $p " mllt/expect.txt)
+  KALDI_GPU_BLAS_PROFILE=$p PATH="$BIN:$PATH" bash -c "ali-to-post 'ark:gunzip -c mllt/tri2-ali.gz|' ark:- |
+    weight-silence-post 0.0 $sil_list models/tri2/final.mdl ark:- ark:- |
+    gmm-acc-mllt --rand-prune=4.0 models/tri2/final.mdl ark:feats/lda.ark ark,s,o,cs:- $tmp/out" \
+    2>"$tmp/log" || { fail "stock form ($p): failed"; cat "$tmp/log"; continue; }
+  [ "$(md5sum <"$tmp/out" | cut -d' ' -f1)" = "$sum" ] || fail "stock form ($p): statistics differ"
+  [ "$(grep -c "GPU plugin program" "$tmp/log")" = 3 ] || fail "stock form ($p): not our three programs"
+done
 
 # the steps scripts' posteriors pipe ran in-process (not Kaldi's programs),
 # and with KALDI_GPU_FEATS_PIPE=0 it would not have been
