@@ -1,8 +1,10 @@
 #!/bin/bash
-# train_lda_mllt.sh's MLLT accumulation, Kaldi against ours, with the
-# stage's exact pipeline per job:
-#   gmm-acc-mllt --rand-prune=4.0 0.mdl "$feats" "ark:gunzip -c ali.JOB.gz|
-#     ali-to-post ark:- ark:- | weight-silence-post 0.0 $sil 0.mdl ark:- ark:- |" 0.JOB.macc
+# train_lda_mllt.sh's MLLT accumulation, Kaldi against ours (ali-to-post,
+# weight-silence-post and gmm-acc-mllt ours, our directory first on PATH as
+# tools/enable-recipe.sh makes it), with the script's command per job:
+#   ali-to-post "ark:gunzip -c ali.JOB.gz|" ark:- |
+#     weight-silence-post 0.0 $sil 0.mdl ark:- ark:- |
+#     gmm-acc-mllt --rand-prune=4.0 0.mdl "$feats" ark,s,o,cs:- 0.JOB.macc
 #   feats = apply-cmvn --utt2spk | splice-feats --left-context=3
 #     --right-context=3 | transform-feats 0.mat
 # on the recipe corpus' MFCC (BENCH_MLLT_UTTS utterances per job from
@@ -64,16 +66,16 @@ fi
 frames=$(feat-to-len scp:feats.1.scp ark,t:- 2>/dev/null | awk '{ s += $2 } END { print s }')
 sil=$(cat "$fix/models/silence.csl")
 
-job() {  # job SIDE J [PREFIX...]: one job's pipeline, as the stage runs it
+job() {  # job SIDE J [PREFIX...]: one job, as run.pl runs train_lda_mllt.sh's command
   local side=$1 j=$2 p f
   shift 2
   p=$kpath:$PATH f="$*"
   # ours: no prefix in the feature pipe, which it computes in-process
   [ "$side" = ours ] && p=$bin:$p f=""
-  PATH=$p "$@" gmm-acc-mllt --rand-prune=4.0 0.mdl \
-    "ark,s,cs:$f apply-cmvn --utt2spk=ark:utt2spk.$j scp:cmvn.scp scp:feats.$j.scp ark:- | $f splice-feats --left-context=3 --right-context=3 ark:- ark:- | $f transform-feats 0.mat ark:- ark:- |" \
-    "ark:gunzip -c ali.$j.gz| $* ali-to-post ark:- ark:- | $* weight-silence-post 0.0 $sil 0.mdl ark:- ark:- |" \
-    "$side.$j.macc" 2>"$side.$j.log"
+  PATH=$p bash -c "$* ali-to-post 'ark:gunzip -c ali.$j.gz|' ark:- |
+    $* weight-silence-post 0.0 $sil 0.mdl ark:- ark:- |
+    $* gmm-acc-mllt --rand-prune=4.0 0.mdl 'ark,s,cs:$f apply-cmvn --utt2spk=ark:utt2spk.$j scp:cmvn.scp scp:feats.$j.scp ark:- | $f splice-feats --left-context=3 --right-context=3 ark:- ark:- | $f transform-feats 0.mat ark:- ark:- |' ark,s,o,cs:- $side.$j.macc" \
+    2>"$side.$j.log"
 }
 phase() {  # phase SIDE: all jobs at once; prints "wall cpu"
   /usr/bin/time -f "%e %U %S" -o "time.$1" bash -c "
@@ -107,13 +109,13 @@ echo
 echo "speed-up: $(awk "BEGIN { printf \"%.2f\", ${wall[kaldi]} / ${wall[ours]} }")x wall," \
   "$(awk "BEGIN { printf \"%.2f\", ${cpu[kaldi]} / ${cpu[ours]} }")x CPU; statistics identical: $same"
 echo
-echo "One job alone, each program of the pipe (wall s, CPU s; gmm-acc-mllt's CPU includes the"
-echo "pipes it started and waited for: its own is the rest; ours computes the features in-process):"
+echo "One job alone, each program (wall s, CPU s; gmm-acc-mllt's CPU includes the feature pipe"
+echo "it started and waited for: its own is the rest; ours computes the features in-process):"
 for side in kaldi ours; do
   rm -f "prog.$side"
   job $side 1 /usr/bin/time -a -o "prog.$side" -f "%e_%U_%S_%C"
   awk -F_ -v s="$side" '/^[0-9]/ { split($4, w, " "); c = $2 + $3
     printf "  %-6s %-20s %6.2f %6.2f\n", s, w[1], $1, c
     if (w[1] == "gmm-acc-mllt") printf "  %-6s %-20s %6s %6.2f\n", s, "  (itself)", "", c - o
-    else o += c }' "prog.$side"
+    else if (w[1] != "ali-to-post" && w[1] != "weight-silence-post") o += c }' "prog.$side"
 done
