@@ -17,11 +17,13 @@ FST_LIBS=$(sed -n 's/^FST_LIBS *= *//p' config.mk 2>/dev/null || true)
 
 mkdir -p "$B/obj"
 objs=""
-# Library objects: every base/, device/ and train-graphs/ .c and .cc (no CUDA: the nocuda stubs).
-for src in $(find base device -name '*.c' -o -name '*.cc' | sort) train-graphs/*.c train-graphs/*.cc; do
+# Library objects: every base/, device/ and train-graphs/ .c and .cc (no CUDA: the nocuda
+# stubs), and gpu-acc's Posterior holder (fuzz_posterior).
+for src in $(find base device -name '*.c' -o -name '*.cc' | sort) train-graphs/*.c train-graphs/*.cc \
+           gpu-acc/mllt-post.c; do
   o="$B/obj/$(echo "$src" | tr / _).o"
   objs="$objs $o"
-  [ -f "$o" ] && [ "$o" -nt "$src" ] && [ -z "$(find base device train-graphs -name '*.h' -newer "$o")" ] && continue
+  [ -f "$o" ] && [ "$o" -nt "$src" ] && [ -z "$(find base device train-graphs gpu-acc -name '*.h' -newer "$o")" ] && continue
   case "$src" in
     *.cc) echo "  CXX $src"; $CXX $CXXFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o" ;;
     *)    echo "  CC  $src"; $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o" ;;

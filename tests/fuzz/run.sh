@@ -33,13 +33,13 @@ mkdir -p "$B/artifacts" "$B/logs"
 # Per-harness: seed directory and maximum input length.
 seeds_of() {
   case "$1" in
-    fuzz_matrix) echo matrix ;; fuzz_archive) echo archive ;; fuzz_fst*|fuzz_tgraph) echo fst ;;
+    fuzz_matrix) echo matrix ;; fuzz_archive|fuzz_posterior) echo archive ;; fuzz_fst*|fuzz_tgraph) echo fst ;;
     fuzz_model) echo model ;; fuzz_specifier) echo specifier ;; *) echo options ;;
   esac
 }
 maxlen_of() {
   case "$1" in
-    fuzz_matrix) echo 4096 ;; fuzz_archive|fuzz_fst*|fuzz_gzip|fuzz_tgraph) echo 8192 ;;
+    fuzz_matrix) echo 4096 ;; fuzz_archive|fuzz_posterior|fuzz_fst*|fuzz_gzip|fuzz_tgraph) echo 8192 ;;
     fuzz_model) echo 16384 ;; fuzz_specifier) echo 512 ;; *) echo 1024 ;;
   esac
 }
