@@ -86,6 +86,9 @@ int main(int argc, char **argv) {
   kio_opts_string(po, "use-gpu", &use_gpu, "yes|no|optional|wait");
   kio_opts_bool(po, "write-graphs", &c.write_graphs, "Also write EXP/fsts.JOB.gz");
   kio_opts_bool(po, "ali-text", &c.ali_text, "Write EXP/ali.JOB.gz in text form");
+  kio_opts_bool(po, "phone-stats", &c.phone_stats,
+                "With the final alignments write EXP/phone_stats.JOB.gz and "
+                "EXP/log/get_phone_alignments.JOB.log (analyze_alignments.sh's first step)");
   kio_opts_int(po, "num-threads", &threads, "CPU threads (0: this process's share of the cores)");
   kio_opts_double(po, "stochastic-batch", &stoch_batch,
                   "Stochastic mode: fraction of the data per update (0: off)");

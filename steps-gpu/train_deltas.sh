@@ -144,6 +144,7 @@ fi
 x=1; [ $stage -gt 1 ] && x=$stage
 i=1; while [ $i -lt $x ]; do [ $i -le $max_iter_inc ] && numgauss=$[$numgauss+$incgauss]; i=$[$i+1]; done
 echo "$0: training passes $x to $[$num_iters-1] in one process ($gpu_trainer)"
+rm -f $dir/phone_stats.*.gz  # the trainer's: none left from an earlier run
 $cmd $dir/log/train.log \
   $gpu_trainer --nj=$nj --lang=$lang --sdata=$sdata --feats="$feats" \
     --text="ark:utils/sym2int.pl --map-oov $oov -f 2- $lang/words.txt < $sdata/JOB/text |" \
@@ -153,9 +154,10 @@ $cmd $dir/log/train.log \
     $scale_opts --beam=$beam --retry-beam=$retry_beam \
     --careful=$careful --boost-silence=$boost_silence \
     --silence-phones=`cat $lang/phones/optional_silence.csl` \
-    $(gpu_trainer_opts) $dir || exit 1;
+    --phone-stats=true $(gpu_trainer_opts) $dir || exit 1;
 
-steps/diagnostic/analyze_alignments.sh --cmd "$cmd" $lang $dir
+# analyze_alignments.sh, its per-job pipes done by the trainer
+gpu_analyze_alignments "$cmd" $lang $dir
 
 # Summarize warning messages...
 utils/summarize_warnings.pl  $dir/log

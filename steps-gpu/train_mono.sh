@@ -105,6 +105,7 @@ else
   start_opts=(--start-iter=$stage "--ali-in=ark:gunzip -c $dir/ali.JOB.gz|" --start-gauss=$numgauss)
 fi
 echo "$0: Pass 0 to $[$num_iters-1] in one process ($gpu_trainer)"
+rm -f $dir/phone_stats.*.gz  # the trainer's: none left from an earlier run
 $cmd $dir/log/train.log \
   $gpu_trainer --nj=$nj --lang=$lang --sdata=$sdata --feats="$feats" \
     --text="ark:sym2int.pl --map-oov $oov_sym -f 2- $lang/words.txt < $sdata/JOB/text|" \
@@ -113,9 +114,10 @@ $cmd $dir/log/train.log \
     $scale_opts --first-beam=$initial_beam --beam=$regular_beam --retry-beam=$retry_beam \
     --careful=$careful --boost-silence=$boost_silence --ali-text=true \
     --silence-phones=`cat $lang/phones/optional_silence.csl` \
-    $(gpu_trainer_opts) $dir || exit 1;
+    --phone-stats=true $(gpu_trainer_opts) $dir || exit 1;
 
-steps/diagnostic/analyze_alignments.sh --cmd "$cmd" $lang $dir
+# analyze_alignments.sh, its per-job pipes done by the trainer
+gpu_analyze_alignments "$cmd" $lang $dir
 utils/summarize_warnings.pl $dir/log
 
 steps/info/gmm_dir_info.pl $dir

@@ -56,6 +56,7 @@ typedef struct {
   galign_use_gpu use_gpu;
   int write_graphs;           /* also fsts.JOB.gz */
   int ali_text;               /* ali.JOB.gz in text form (train_mono's) */
+  int phone_stats;            /* with the final ali.JOB.gz: phone_stats.JOB.gz */
   int threads;                /* CPU threads (<= 0: this process's share) */
   /* stochastic mode (0: off) */
   double stoch_batch;         /* fraction of the frames per update */
@@ -114,7 +115,11 @@ int trn_graphs_wait(trn_data *d);
 int trn_data_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm);
 /* Features again (after an MLLT update) from rspec (JOB, ITER replaced). */
 int trn_data_reload_feats(trn_data *d, const char *rspec, int iter);
-int trn_data_write_ali(const trn_data *d, const char *dir, int text);
+/* ali.JOB.gz of every job; with phones (the model's transitions, NULL: not)
+ * also phone_stats.JOB.gz and log/get_phone_alignments.JOB.log, the first
+ * step of analyze_alignments.sh (trn-phones.c). */
+int trn_data_write_ali(const trn_data *d, const char *dir, int text, const kio_tmodel *phones);
+int trn_phone_stats_job(const trn_data *d, const kio_tmodel *tm, const char *dir, int j);
 void trn_data_free(trn_data *d);
 
 /* "JOB" (and "ITER") replaced in a template; malloc'ed. */

@@ -300,15 +300,24 @@ static int write_ali_job(const trn_data *d, const char *dir, int text, int j) {
 
 /* The jobs' ali.JOB.gz written side by side (each waits for its gzip),
  * every job's log lines deferred and logged in job order afterwards, up to
- * the first that failed, as the jobs one after the other would have. */
+ * the first that failed, as the jobs one after the other would have; a
+ * job's phone statistics right after its alignments (their own log). */
 typedef struct {
   const trn_data *d;
   const char *dir;
   int text, next;
+  const kio_tmodel *phones;
   pthread_mutex_t mu;
   int *rc;
   kio_log_deferred **lines;
 } ali_out;
+
+static int ali_and_phones(ali_out *a, int j) {
+  int rc = write_ali_job(a->d, a->dir, a->text, j);
+  kio_log_defer(NULL);
+  if (rc == KIO_OK && a->phones) rc = trn_phone_stats_job(a->d, a->phones, a->dir, j);
+  return rc;
+}
 
 static void *ali_worker(void *arg) {
   ali_out *a = arg;
@@ -318,16 +327,15 @@ static void *ali_worker(void *arg) {
     pthread_mutex_unlock(&a->mu);
     if (j >= a->d->nj) break;
     kio_log_defer(&a->lines[j]);
-    a->rc[j] = write_ali_job(a->d, a->dir, a->text, j);
-    kio_log_defer(NULL);
+    a->rc[j] = ali_and_phones(a, j);
   }
   return NULL;
 }
 
-static int write_ali_jobs(const trn_data *d, const char *dir, int text) {
+static int write_ali_jobs(const trn_data *d, const char *dir, int text, const kio_tmodel *phones) {
   int nj = d->nj, nth = kio_cpu_share(0);
   if (nth > nj) nth = nj;
-  ali_out a = { d, dir, text, 0, PTHREAD_MUTEX_INITIALIZER, calloc((size_t)nj, sizeof(int)),
+  ali_out a = { d, dir, text, 0, phones, PTHREAD_MUTEX_INITIALIZER, calloc((size_t)nj, sizeof(int)),
                 calloc((size_t)nj, sizeof(kio_log_deferred *)) };
   pthread_t *th = calloc((size_t)(nth > 1 ? nth : 1), sizeof *th);
   if (nth <= 1 || !a.rc || !a.lines || !th) {
@@ -335,7 +343,7 @@ static int write_ali_jobs(const trn_data *d, const char *dir, int text) {
     free(a.lines);
     free(th);
     for (int j = 0; j < nj; j++)
-      if (write_ali_job(d, dir, text, j) != KIO_OK) return KIO_ERR;
+      if (ali_and_phones(&a, j) != KIO_OK) return KIO_ERR;
     return KIO_OK;
   }
   int started = 0;
@@ -354,11 +362,12 @@ static int write_ali_jobs(const trn_data *d, const char *dir, int text) {
   return rc;
 }
 
-int trn_data_write_ali(const trn_data *d, const char *dir, int text) {
+int trn_data_write_ali(const trn_data *d, const char *dir, int text, const kio_tmodel *phones) {
   double t0 = kio_now_s();
-  int rc = write_ali_jobs(d, dir, text);
-  if (rc == KIO_OK) KIO_VLOG(1, "Alignments: ali.JOB.gz of %d jobs written in %.2f s", d->nj,
-                             kio_now_s() - t0);
+  int rc = write_ali_jobs(d, dir, text, phones);
+  if (rc == KIO_OK)
+    KIO_VLOG(1, "Alignments: ali.JOB.gz%s of %d jobs written in %.2f s",
+             phones ? " and phone_stats.JOB.gz" : "", d->nj, kio_now_s() - t0);
   return rc;
 }
 

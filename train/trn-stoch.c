@@ -280,7 +280,7 @@ int trn_stoch_run(trn_ctx *t) {
     snprintf(l, sizeof l, "%d.occs", U + 1);
     unlink(a);
     if (rc == KIO_OK && symlink(l, a) != 0) { KIO_ERROR("Could not link %s", a); rc = KIO_ERR; }
-    if (rc == KIO_OK) rc = trn_data_write_ali(d, c->dir, c->ali_text);
+    if (rc == KIO_OK) rc = trn_data_write_ali(d, c->dir, c->ali_text, c->phone_stats ? &t->tm : NULL);
     KIO_LOG("Stochastic training: %d updates, %.3g data passes of accumulation (%.3g of them "
             "realigning) in %.1f s", U, U * b, realigned_frames / (double)d->frames,
             kio_now_s() - t0);

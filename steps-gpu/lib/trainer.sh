@@ -39,3 +39,31 @@ if [ "$stochastic_batch" != 0 ] && _gpu_num "$stochastic_batch" 1e-12 1 && [ "$s
   _gpu_fail "--stage $stage: the stochastic mode (--stochastic-batch) runs from the first iteration; restarting it at a later one is not supported"
 fi
 unset -f _gpu_num
+
+# gpu_analyze_alignments CMD LANG DIR: steps/diagnostic/analyze_alignments.sh
+# --cmd CMD LANG DIR, whose first step (a pipe of seven programs per job,
+# ali-to-phones ... | gzip -c >DIR/phone_stats.JOB.gz, and its
+# log/get_phone_alignments.JOB.log) the trainer did as it wrote the final
+# alignments (--phone-stats=true); the rest as the stock script, with its
+# lines. Without the trainer's files: the stock script.
+gpu_analyze_alignments() {
+  local cmd=$1 lang=$2 dir=$3 n j me=steps/diagnostic/analyze_alignments.sh
+  n=$(cat $dir/num_jobs 2>/dev/null) || n=0
+  for j in $(seq $n); do
+    [ -f $dir/phone_stats.$j.gz ] || n=0
+  done
+  [ "$n" -gt 0 ] || { $me --cmd "$cmd" $lang $dir; return; }
+  echo "$me --cmd $cmd $lang $dir"
+  for f in $lang/words.txt $dir/final.mdl $dir/ali.1.gz $dir/num_jobs; do
+    [ ! -f $f ] && echo "$me: expecting file $f to exist" && return 1
+  done
+  if ! $cmd $dir/log/analyze_alignments.log \
+    gunzip -c "$dir/phone_stats.*.gz" \| \
+    steps/diagnostic/analyze_phone_length_stats.py $lang; then
+    echo "$me: analyze_phone_length_stats.py failed, but ignoring the error (it's just for diagnostics)"
+  fi
+  grep WARNING $dir/log/analyze_alignments.log
+  echo "$me: see stats in $dir/log/analyze_alignments.log"
+  rm $dir/phone_stats.*.gz
+  return 0
+}

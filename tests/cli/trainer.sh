@@ -14,8 +14,10 @@
 # training graphs (ali.*.gz and fsts.*.gz gunzipped, alignments in text for
 # mono as the stock script writes), the same files (but log/train.log and
 # the MLLT hook), and update.X.log / acc.X.JOB.log / align.X.JOB.log /
-# compile_graphs.JOB.log with the same messages (the framing and echoed
-# command lines aside). Then the stochastic mode (seeded, reproducible),
+# compile_graphs.JOB.log / get_phone_alignments.JOB.log with the same
+# messages (the framing and echoed command lines aside), the same
+# analyze_alignments.log (its per-job step is the trainer's), and mono's
+# phone_stats.JOB.gz as the stock pipe makes them. Then the stochastic mode (seeded, reproducible),
 # wrong options (an error before any work), and the rest of a recipe on our
 # directories (align_si --use-graphs true, align_si, train_sat, mkgraph,
 # decode), and train_deltas on the emulated device (make emu). Needs the Kaldi bundle and
@@ -62,7 +64,7 @@ compare() {
   for f in $k/ali.*.gz; do
     cmp -s <(gunzip -c "$f") <(gunzip -c "$g/${f##*/}") || fail "$1: ${f##*/} differs (gunzipped)"
   done
-  for f in $k/log/update.*.log $k/log/acc.*.log $k/log/align.*.log; do
+  for f in $k/log/update.*.log $k/log/acc.*.log $k/log/align.*.log $k/log/get_phone_alignments.*.log; do
     [ -f "$g/log/${f##*/}" ] || { fail "$1: no log/${f##*/}"; continue; }
     # the lines of the feature pipes (computed once, in process) aside; pass
     # 0's log holds the two programs of one pipe (align-equal-compiled |
@@ -80,6 +82,16 @@ compare() {
     diff <(msgs "$f") <(msgs "$g/log/${f##*/}") >"$tmp/d" ||
       { fail "$1: log/${f##*/} messages differ:"; head -n 6 "$tmp/d"; }
   done
+  # analyze_alignments.sh (its per-job step done by the trainer): the same
+  # summary, and the same lines on the script's output
+  diff <(grep -v '^#' $k/log/analyze_alignments.log) <(grep -v '^#' $g/log/analyze_alignments.log) \
+    >"$tmp/d" || { fail "$1: log/analyze_alignments.log differs:"; head -n 6 "$tmp/d"; }
+  [ -s $k/log/analyze_alignments.log ] || fail "$1: no log/analyze_alignments.log"
+  local ak ag
+  ak=$(grep -c '^steps/diagnostic/analyze_alignments.sh' "$tmp/$1.k.out")
+  ag=$(diff <(grep '^steps/diagnostic/analyze_alignments.sh' "$tmp/$1.k.out" | sed "s#$k#D#g") \
+            <(grep '^steps/diagnostic/analyze_alignments.sh' "$tmp/$1.g.out" | sed "s#$g#D#g") | wc -l)
+  [ "$ak" -ge 2 ] && [ "$ag" = 0 ] || fail "$1: analyze_alignments.sh's lines differ from the stock script's"
   # the same files, but for the trainer's log and the MLLT hook
   diff <(cd $k && find . | sort) <(cd $g && find . | grep -vxE './(log/train.log|mllt_step.sh)' | sort) \
     >"$tmp/d" || { fail "$1: not the stock script's files:"; head -n 6 "$tmp/d"; }
@@ -95,6 +107,25 @@ run() {  # NAME SCRIPT ARGS...: stock (NAME_k) and ours (NAME_g)
 }
 t0=$(date +%s)
 run mono train_mono.sh --nj 11 --num-iters 5 --totgauss 300 data/train_300 data/lang && compare mono
+# The trainer's phone_stats.JOB.gz (the script removes them once used)
+# against the stock pipe of analyze_alignments.sh on its alignments, byte
+# for byte uncompressed: its command of exp/mono_g again, into a copy.
+if [ -f exp/mono_g/final.mdl ]; then
+  rm -rf exp/mono_p && cp -r exp/mono_g exp/mono_p &&
+    line=$(head -n 1 exp/mono_g/log/train.log | sed 's/^# //; s# exp/mono_g $# exp/mono_p#')
+  if ( eval "$line" ) >"$tmp/p.out" 2>&1; then
+    for f in exp/mono_p/ali.*.gz; do
+      j=${f##*/ali.}; j=${j%.gz}
+      cmp -s <(gunzip -c exp/mono_p/phone_stats.$j.gz) \
+        <(ali-to-phones --write-lengths=true exp/mono_p/final.mdl "ark:gunzip -c $f|" ark,t:- 2>/dev/null |
+          sed -E 's/^[^ ]+ //' |
+          awk 'BEGIN{FS=" ; "; OFS="\n";} {print "begin " $1; if (NF>1) print "end " $NF; for (n=1;n<=NF;n++) print "all " $n; }' |
+          sort | uniq -c) || fail "phone_stats.$j.gz differs from the stock pipe's"
+    done
+  else
+    tail -n 5 "$tmp/p.out"; fail "the trainer's command again (phone_stats)"
+  fi
+fi
 run tri train_deltas.sh --num-iters 6 --realign-iters "2 5" --boost-silence 1.25 \
   200 800 data/train_300 data/lang exp/mono_k && compare tri
 run lda train_lda_mllt.sh --num-iters 6 --realign-iters 4 --mllt-iters "2 3" \
