@@ -96,6 +96,103 @@ static int load_feats(trn_data *d, int job, const char *rspec, int32_t *cap) {
   return rc;
 }
 
+/* Every job's features, the jobs read side by side (each job's pipe, e.g.
+ * apply-cmvn | add-deltas, runs beside the others': 16 jobs one after the
+ * other took 1.2 s for data/train_x4 on the H200) into arrays of their own,
+ * then appended to d in job order. Each job's log lines are deferred and
+ * logged in job order up to the first job that failed, as the jobs one after
+ * the other would have; a job after a failed one is not started. */
+typedef struct {
+  const trn_cfg *c;
+  trn_data *jd;           /* per job: its utterances and features */
+  int *rc;
+  kio_log_deferred **lines;
+  int next, failed;       /* failed: the first job that failed (nj: none) */
+  pthread_mutex_t mu;
+} feat_in;
+
+static void *feat_worker(void *arg) {
+  feat_in *f = arg;
+  for (;;) {
+    pthread_mutex_lock(&f->mu);
+    int j = f->next++, stop = j > f->failed;
+    pthread_mutex_unlock(&f->mu);
+    if (j >= f->c->nj || stop) break;
+    kio_log_defer(&f->lines[j]);
+    char *rs = trn_subst(f->c->feats, j + 1, -1);
+    int32_t cap = 0;
+    if (!rs) KIO_ERROR("out of memory");
+    f->rc[j] = rs ? load_feats(&f->jd[j], j, rs, &cap) : KIO_ERR;
+    free(rs);
+    kio_log_defer(NULL);
+    if (f->rc[j] != KIO_OK) {
+      pthread_mutex_lock(&f->mu);
+      if (j < f->failed) f->failed = j;
+      pthread_mutex_unlock(&f->mu);
+    }
+  }
+  return NULL;
+}
+
+static void free_job_feats(trn_data *jd) {
+  for (int32_t i = 0; i < jd->n; i++) {
+    free(jd->u[i].key);
+    kio_matrix_free(&jd->feat_store[i]);
+  }
+  free(jd->u);
+  free(jd->feat_store);
+}
+
+static int load_all_feats(trn_data *d, const trn_cfg *c) {
+  int nj = c->nj, nth = kio_cpu_share(0);
+  if (nth > nj) nth = nj;
+  if (nth < 1) nth = 1;
+  feat_in f = { c, calloc((size_t)nj, sizeof(trn_data)), calloc((size_t)nj, sizeof(int)),
+                calloc((size_t)nj, sizeof(kio_log_deferred *)), 0, nj, PTHREAD_MUTEX_INITIALIZER };
+  pthread_t *th = calloc((size_t)nth, sizeof *th);
+  if (!f.jd || !f.rc || !f.lines || !th) {
+    free(f.jd); free(f.rc); free(f.lines); free(th);
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  for (int j = 0; j < nj; j++) f.rc[j] = KIO_ERR;
+  int started = 0;
+  while (started < nth - 1 && pthread_create(&th[started], NULL, feat_worker, &f) == 0) started++;
+  feat_worker(&f);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  int rc = KIO_OK;
+  int32_t total = 0;
+  for (int j = 0; j < nj; j++) {
+    if (rc == KIO_OK) kio_log_replay(&f.lines[j]);
+    else kio_log_discard(&f.lines[j]);
+    if (f.rc[j] != KIO_OK) rc = KIO_ERR;
+    total += f.jd[j].n;
+  }
+  if (rc == KIO_OK) {
+    d->u = malloc(sizeof *d->u * (size_t)(total ? total : 1));
+    d->feat_store = malloc(sizeof *d->feat_store * (size_t)(total ? total : 1));
+    if (!d->u || !d->feat_store) { KIO_ERROR("out of memory"); rc = KIO_ERR; }
+  }
+  for (int j = 0; j < nj; j++) {
+    trn_data *jd = &f.jd[j];
+    if (rc == KIO_OK) {
+      d->job_start[j] = d->n;
+      if (jd->n) {
+        memcpy(d->u + d->n, jd->u, sizeof *jd->u * (size_t)jd->n);
+        memcpy(d->feat_store + d->n, jd->feat_store, sizeof *jd->feat_store * (size_t)jd->n);
+      }
+      d->n += jd->n;
+      d->frames += jd->frames;
+      free(jd->u);
+      free(jd->feat_store);
+    } else {
+      free_job_feats(jd);
+    }
+  }
+  free(f.jd); free(f.rc); free(f.lines); free(th);
+  return rc;
+}
+
 int trn_data_reload_feats(trn_data *d, const char *rspec_tmpl, int iter) {
   int32_t i = 0;
   for (int j = 0; j < d->nj; j++) {
@@ -244,15 +341,8 @@ int trn_data_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm) {
   d->nj = c->nj;
   d->job_start = calloc((size_t)c->nj + 1, sizeof(int32_t));
   if (!d->job_start) { KIO_ERROR("out of memory"); return KIO_ERR; }
-  int32_t cap = 0;
   double t0 = kio_now_s();
-  for (int j = 0; j < c->nj; j++) {
-    d->job_start[j] = d->n;
-    char *rs = trn_subst(c->feats, j + 1, -1);
-    int rc = rs ? load_feats(d, j, rs, &cap) : KIO_ERR;
-    free(rs);
-    if (rc != KIO_OK) return KIO_ERR;
-  }
+  if (load_all_feats(d, c) != KIO_OK) return KIO_ERR;
   d->job_start[c->nj] = d->n;
   d->n_store = d->n;
   d->store_key = malloc(sizeof(char *) * (size_t)(d->n ? d->n : 1));

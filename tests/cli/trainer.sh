@@ -217,6 +217,26 @@ if [ -f exp/tri_k/final.mdl ] && [ -f exp/tri_g/fsts.1.gz ]; then
     fail "unreadable transcripts: job 2 has graphs or a log"
 fi
 
+# Features that cannot be read, of jobs 2 and 4 (the jobs' features are read
+# side by side): it stops at job 2 with the reader's errors naming it, as
+# when the jobs were read one by one; job 4 says nothing.
+if [ -f exp/tri_k/final.mdl ]; then
+  rm -rf exp/feat_bad "$tmp/fsd" && mkdir -p exp/feat_bad/log &&
+    cp exp/tri_k/tree exp/feat_bad/ && cp exp/tri_k/final.mdl exp/feat_bad/1.mdl || exit 1
+  for j in $(seq 11); do
+    mkdir -p "$tmp/fsd/$j" && cp data/train_300/split11/$j/feats.scp "$tmp/fsd/$j/" || exit 1
+  done
+  echo "bad-utt $tmp/missing-2.ark:9" >"$tmp/fsd/2/feats.scp"
+  echo "bad-utt $tmp/missing-4.ark:9" >"$tmp/fsd/4/feats.scp"
+  "$BIN/gmm-train-gpu" --nj=11 --lang=data/lang --sdata=data/train_300/split11 --use-gpu=no \
+    --feats="scp:$tmp/fsd/JOB/feats.scp" --text="ark:cat data/train_300/split11/JOB/text |" \
+    --num-iters=1 exp/feat_bad 2>"$tmp/feat_bad.err"
+  r=$?
+  [ $r -eq 255 ] || fail "unreadable features: exit $r, not 255"
+  grep -q "^ERROR .*missing-2.ark" "$tmp/feat_bad.err" || fail "unreadable features: no ERROR naming job 2's"
+  ! grep -q "missing-4" "$tmp/feat_bad.err" || fail "unreadable features: lines of job 4, never reached"
+fi
+
 # The rest of a recipe on our directories: the mono graphs reused by
 # align_si.sh --use-graphs true, SAT on the LDA+MLLT system's alignments, a
 # decoding graph and a decode (a few test utterances).
@@ -236,4 +256,4 @@ later mkgraph.out utils/mkgraph.sh data/lang_test exp/lda_g exp/lda_g/graph &&
 grep -q "training passes 1 to 5 in one process ($tmp/trainer-bin/gmm-train-gpu)" "$tmp/lda.g.out" ||
   fail "lda: the trainer of $BIN did not run"
 [ $fails -eq 0 ] || exit 1
-echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, graphs, files, log messages), train_deltas on another split under Prescott too, stochastic mode seeded, wrong options refused, unreadable transcripts stop at their job, align_si/train_sat/mkgraph/decode on our directories ($(( $(date +%s) - t0 )) s)$note"
+echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, graphs, files, log messages), train_deltas on another split under Prescott too, stochastic mode seeded, wrong options refused, unreadable transcripts and features stop at their job, align_si/train_sat/mkgraph/decode on our directories ($(( $(date +%s) - t0 )) s)$note"
