@@ -106,7 +106,8 @@ static int utt_lines(lines *l, const kio_tmodel *tm, const int32_t *a, int32_t n
 }
 
 static int write_stats(const char *path, lines *l) {
-  gzFile z = gzopen(path, "wb");
+  /* read once by the summary and removed: the fastest level */
+  gzFile z = gzopen(path, "wb1");
   if (!z) {
     KIO_ERROR("Could not open %s for writing", path);
     return KIO_ERR;
