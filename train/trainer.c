@@ -100,9 +100,8 @@ static int pick_backend(galign_use_gpu mode, int *gpu) {
 }
 
 /* The device started on a thread of its own (CUDA's start-up, ~0.3 s on
- * an H200) while the model, graphs and features are read; its log lines
- * are held and logged when it is joined, where the serial start put them
- * but after the data's. */
+ * an H200) while the features and graphs are read; its log lines are held
+ * and logged when it is joined, after the data's. */
 typedef struct {
   galign_use_gpu mode;
   int gpu, rc, threaded;
