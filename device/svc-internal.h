@@ -18,7 +18,7 @@ struct kio_svc {
   uint8_t *rbuf;           /* the last message's payload */
   size_t rcap;
   double wait_s, stall_s;  /* see kio_svc_set_timeouts */
-  double fired_s;          /* the bound that expired last */
+
   uint64_t max_len;        /* longest message accepted */
   _Atomic double last_io;  /* kio_now_s of the last byte either way (read by
                               the service's main and ticker threads) */
@@ -27,7 +27,9 @@ struct kio_svc {
   uint8_t hb[16];          /* a heartbeat's header ... */
   size_t hb_left;          /* ... and how much of it is still to send */
   int broken;              /* a heartbeat found the link broken */
-  char err[200];
+  char err[200];           /* why a send failed (under send_mu) */
+  char rerr[200];          /* why a receive failed (the receiving thread) */
+  _Atomic int err_rx;      /* the latest failure was a receive's */
 };
 
 /* Wraps a connected fd (made non-blocking): the job's side gets the job's

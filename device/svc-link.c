@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,10 +265,7 @@ static int write_all_iov(kio_svc *s, struct iovec *iov, int n, int fd) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
       int r = wait_fd(s->fd, POLLOUT, s->stall_s, since);
-      if (r == 0) {
-        s->fired_s = s->stall_s;
-        return -2;
-      }
+      if (r == 0) return -2;  /* for stall_s */
       if (r < 0) return -1;
       continue;
     }
@@ -288,8 +286,8 @@ static int write_all_iov(kio_svc *s, struct iovec *iov, int n, int fd) {
 
 /* Reads exactly n bytes. 0; 1 the peer closed before any byte; -1 error or
  * closed mid-way; -2 timed out (first_s for the first byte, then stall_s
- * without progress). */
-static int read_all(kio_svc *s, void *p, size_t n, double first_s) {
+ * without progress: the bound that expired in *fired). */
+static int read_all(kio_svc *s, void *p, size_t n, double first_s, double *fired) {
   uint8_t *b = p;
   int any = 0;
   double since = kio_now_s();
@@ -325,7 +323,7 @@ static int read_all(kio_svc *s, void *p, size_t n, double first_s) {
     double lim = any ? s->stall_s : first_s;
     int w = wait_fd(s->fd, POLLIN, lim, since);
     if (w == 0) {
-      s->fired_s = lim;
+      *fired = lim;
       return -2;
     }
     if (w < 0) return -1;
@@ -333,13 +331,36 @@ static int read_all(kio_svc *s, void *p, size_t n, double first_s) {
   return 0;
 }
 
-static void set_io_error(kio_svc *s, int rc, const char *what) {
-  if (rc == -2)
-    snprintf(s->err, sizeof s->err, "no sign of life from the %s for %g s", what,
-             s->fired_s);
+/* A receive's failure (the receiving thread's reason). */
+static void rx_error(kio_svc *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rx_error(kio_svc *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->rerr, sizeof s->rerr, fmt, ap);
+  va_end(ap);
+  s->err_rx = 1;
+}
+
+/* A send's failure (with send_mu held). */
+static void tx_error(kio_svc *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tx_error(kio_svc *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->err, sizeof s->err, fmt, ap);
+  va_end(ap);
+  s->err_rx = 0;
+}
+
+static void set_io_error(kio_svc *s, int rc, int sending, double fired) {
+  int e = errno;
+  if (rc == -2 && sending)
+    tx_error(s, "no sign of life from the %s for %g s", s->peer, fired);
+  else if (rc == -2)
+    rx_error(s, "no sign of life from the %s for %g s", s->peer, fired);
+  else if (sending)
+    tx_error(s, "write to the %s failed: %s", s->peer, strerror(e));
   else
-    snprintf(s->err, sizeof s->err, "%s the %s failed: %s",
-             s->sending ? "write to" : "read from", what, strerror(errno));
+    rx_error(s, "read from the %s failed: %s", s->peer, strerror(e));
 }
 
 /* Finishes a heartbeat another thread began (with s->send_mu held). */
@@ -363,13 +384,20 @@ int kio_svc_take_fd(kio_svc *s) {
 }
 
 static int send_msg(kio_svc *s, uint32_t type, const kio_msg *m, int fd) {
-  if (m->failed) { snprintf(s->err, sizeof s->err, "out of memory"); return KIO_ERR; }
+  if (m->failed) {
+    pthread_mutex_lock(&s->send_mu);
+    tx_error(s, "out of memory");
+    pthread_mutex_unlock(&s->send_mu);
+    return KIO_ERR;
+  }
   uint32_t hdr[4] = {MSG_MAGIC, type, (uint32_t)(m->total & 0xffffffffu),
                      (uint32_t)((uint64_t)m->total >> 32)};
   struct iovec stack[64], *iov = stack;
   int n = m->nseg + 1;
   if (n > 64 && !(iov = malloc((size_t)n * sizeof *iov))) {
-    snprintf(s->err, sizeof s->err, "out of memory");
+    pthread_mutex_lock(&s->send_mu);
+    tx_error(s, "out of memory");
+    pthread_mutex_unlock(&s->send_mu);
     return KIO_ERR;
   }
   iov[0].iov_base = hdr;
@@ -385,7 +413,7 @@ static int send_msg(kio_svc *s, uint32_t type, const kio_msg *m, int fd) {
   s->sending = 1;
   int rc = finish_heartbeat(s);
   if (rc == 0) rc = write_all_iov(s, iov, k, fd);
-  if (rc != 0) set_io_error(s, rc, s->peer);
+  if (rc != 0) set_io_error(s, rc, 1, s->stall_s);
   s->sending = 0;
   pthread_mutex_unlock(&s->send_mu);
   if (iov != stack) free(iov);
@@ -407,7 +435,7 @@ void kio_svc_heartbeat(kio_svc *s) {
 
 /* The payload buffer grows with the bytes that arrive (a peer that claims a
  * huge length and sends little costs little). */
-static int read_payload(kio_svc *s, uint64_t len) {
+static int read_payload(kio_svc *s, uint64_t len, double *fired) {
   size_t got = 0;
   while (got < len) {
     if (got == s->rcap) {
@@ -416,14 +444,14 @@ static int read_payload(kio_svc *s, uint64_t len) {
       /* 8-aligned (malloc is), so arrays can be used in place */
       uint8_t *b = realloc(s->rbuf, cap);
       if (!b) {
-        snprintf(s->err, sizeof s->err, "out of memory (%zu bytes)", cap);
+        rx_error(s, "out of memory (%zu bytes)", cap);
         return -3;
       }
       s->rbuf = b;
       s->rcap = cap;
     }
     size_t want = (size_t)(len < s->rcap ? len : s->rcap) - got;
-    int rc = read_all(s, s->rbuf + got, want, s->stall_s);
+    int rc = read_all(s, s->rbuf + got, want, s->stall_s, fired);
     if (rc != 0) return rc == 1 ? -1 : rc;
     got += want;
   }
@@ -434,11 +462,12 @@ int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *pa
   uint32_t hdr[4];
   memset(payload, 0, sizeof *payload);
   uint64_t len;
+  double fired = 0;
   for (;;) {
-    int rc = read_all(s, hdr, sizeof hdr, s->wait_s);
+    int rc = read_all(s, hdr, sizeof hdr, s->wait_s, &fired);
     if (rc != 0) {
-      if (rc == 1) snprintf(s->err, sizeof s->err, "the %s closed the connection", s->peer);
-      else set_io_error(s, rc, s->peer);
+      if (rc == 1) rx_error(s, "the %s closed the connection", s->peer);
+      else set_io_error(s, rc, 0, fired);
       return KIO_ERR;
     }
     len = (uint64_t)hdr[2] | ((uint64_t)hdr[3] << 32);
@@ -446,20 +475,19 @@ int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *pa
     break;
   }
   if (hdr[0] != MSG_MAGIC || (expect && hdr[1] != expect)) {
-    snprintf(s->err, sizeof s->err, "unexpected message from the %s (type %u)", s->peer,
+    rx_error(s, "unexpected message from the %s (type %u)", s->peer,
              (unsigned)hdr[1]);
     return KIO_ERR;
   }
   if (len > s->max_len) {
-    snprintf(s->err, sizeof s->err, "message of %llu bytes from the %s refused (limit %llu)",
+    rx_error(s, "message of %llu bytes from the %s refused (limit %llu)",
              (unsigned long long)len, s->peer, (unsigned long long)s->max_len);
     return KIO_ERR;
   }
-  int rc = len ? read_payload(s, len) : 0;
+  int rc = len ? read_payload(s, len, &fired) : 0;
   if (rc != 0) {
-    if (rc == -2) set_io_error(s, -2, s->peer);
-    else if (rc == -1)
-      snprintf(s->err, sizeof s->err, "the %s connection broke mid-message", s->peer);
+    if (rc == -2) set_io_error(s, -2, 0, fired);
+    else if (rc == -1) rx_error(s, "the %s connection broke mid-message", s->peer);
     return KIO_ERR;
   }
   if (type) *type = hdr[1];
@@ -468,7 +496,7 @@ int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *pa
   return KIO_OK;
 }
 
-const char *kio_svc_error(const kio_svc *s) { return s ? s->err : ""; }
+const char *kio_svc_error(const kio_svc *s) { return !s ? "" : s->err_rx ? s->rerr : s->err; }
 
 void kio_svc_swap_payload(kio_svc *s, uint8_t **buf, size_t *cap) {
   uint8_t *b = s->rbuf;

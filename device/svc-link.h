@@ -42,9 +42,20 @@
 extern "C" {
 #endif
 
-/* 3: ALIGN requests carry accumulation flags (FUSE). A job and a service of
- * other protocols refuse each other at HELLO (the job then works alone). */
-enum { KIO_SVC_PROTOCOL = 3 };
+/* 3: ALIGN requests carry accumulation flags (FUSE). 4: a job keeps several
+ * requests in flight on a connection (KIO_SVC_MAX_INFLIGHT; the service
+ * reads ahead and answers in order), shared memory in KIO_SVC_REGIONS
+ * regions. A job and a service of other protocols refuse each other at
+ * HELLO (the job then works alone). */
+enum { KIO_SVC_PROTOCOL = 4 };
+/* Requests a job may have sent and not yet had answered on one connection;
+ * the service reads that many ahead, so a job's send never waits for a
+ * reply it has not read (no deadlock with both ends writing). */
+enum { KIO_SVC_MAX_INFLIGHT = 3 };
+/* The job's shared-memory regions of a connection, used in turn: request k
+ * writes region k mod REGIONS, which the service is done with (alignment
+ * and accumulation) once it has answered request k - REGIONS + 1. */
+enum { KIO_SVC_REGIONS = KIO_SVC_MAX_INFLIGHT + 1 };
 
 /* Message types. Requests from a job, replies from the service. */
 enum {
@@ -158,7 +169,9 @@ int kio_svc_recv(kio_svc *s, uint32_t expect, uint32_t *type, kio_msg_reader *pa
  * *buf / *cap (which may be NULL / 0): the caller keeps using the payload
  * while the next message goes to the other buffer. */
 void kio_svc_swap_payload(kio_svc *s, uint8_t **buf, size_t *cap);
-/* Why the last send/recv failed ("" if it did not). */
+/* Why the last send/recv failed ("" if it did not). One thread may send
+ * while another receives (the service's reader): each side keeps its own
+ * reason, this is the latest. */
 const char *kio_svc_error(const kio_svc *s);
 /* Bounds on waiting for the peer, in seconds (< 0: none): wait_s for the
  * first byte of a message, stall_s for the rest of it and for a send that

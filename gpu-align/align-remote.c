@@ -40,10 +40,11 @@ enum { MAX_CONN = 16 };
 
 /* Features through shared memory: a request's features are copied into a
  * sealed memfd the service maps (one copy in the job instead of two in the
- * kernel and a wake-up per socket buffer). Two per connection, request by
- * request in turn: the service reads request k's (its accumulation too)
- * until it answers k+1, and the job fills the other one for k+1. Batches
- * of less than SHM_MIN go inline. */
+ * kernel and a wake-up per socket buffer). KIO_SVC_REGIONS per connection,
+ * request by request in turn: the service reads request k's (its
+ * accumulation too) until it answers k+1, and the job, with at most
+ * KIO_SVC_REGIONS - 1 requests unanswered, fills region k only once it has
+ * that answer. Batches of less than SHM_MIN go inline. */
 #define SHM_MIN ((size_t)1 << 20)
 #define SHM_MAX ((size_t)1 << 31)
 typedef struct {
@@ -123,11 +124,20 @@ static int shm_reserve(shm_region *g, size_t bytes) {
 /* One connection per GPU the job asked for (--num-gpus): the service puts
  * each on the device with the fewest connections, and a batch is split
  * among them. */
+/* A request of a batch: utterances [first, first + n) on connection c,
+ * its flags and sequence number (fused), its reply's log lines. */
+typedef struct {
+  int first, n, c;
+  uint32_t flags, seq;
+  kio_log_deferred *lines;
+} req_part;
+
 struct galign_remote {
   int nconn;
   galign_acc_link *link;  /* fused (connection 0 only; NULL: not) */
-  uint32_t flags, seq;    /* of the request in flight on connection 0 */
-  shm_region shm[MAX_CONN][2];
+  int inflight;           /* requests a connection may have unanswered */
+  uint64_t req_bytes;     /* a batch goes in requests of about this size */
+  shm_region shm[MAX_CONN][KIO_SVC_REGIONS];
   int shm_next[MAX_CONN];
   int shm_off;            /* shared memory not usable here: inline */
   size_t shm_min;         /* smaller requests' features go inline */
@@ -191,7 +201,13 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
   galign_remote *r = calloc(1, sizeof *r);
   if (!r) { snprintf(why, why_len, "out of memory"); return KIO_ERR; }
   for (int c = 0; c < MAX_CONN; c++)
-    for (int k = 0; k < 2; k++) r->shm[c][k].fd = -1;
+    for (int k = 0; k < KIO_SVC_REGIONS; k++) r->shm[c][k].fd = -1;
+  /* Several requests in flight: the job fills and sends the next while the
+   * service aligns one, reads a reply while it aligns the next, and the
+   * service accumulates one while it aligns the next. */
+  r->inflight = (int)kio_setting_int(KIO_SET_DEV_SERVICE_INFLIGHT, 2, 1, KIO_SVC_MAX_INFLIGHT);
+  r->req_bytes = (uint64_t)kio_setting_int(KIO_SET_DEV_SERVICE_REQUEST_KB, 64 << 10, 1,
+                                           (long long)(KIO_SVC_MAX_REQUEST >> 10)) << 10;
   r->shm_min = SHM_MIN;
   const char *t = kio_test_hook(KIO_SET_TEST_SERVICE_SHM);
   if (t) r->shm_min = (size_t)strtoull(t, NULL, 10);
@@ -231,8 +247,7 @@ void galign_remote_free(galign_remote *r) {
   for (int c = 0; c < MAX_CONN; c++) {
     kio_svc_close(r->svc[c]);
     kio_msg_free(&r->msg[c]);
-    shm_release(&r->shm[c][0]);
-    shm_release(&r->shm[c][1]);
+    for (int k = 0; k < KIO_SVC_REGIONS; k++) shm_release(&r->shm[c][k]);
   }
   free(r);
 }
@@ -298,20 +313,20 @@ int galign_remote_fuse(galign_remote *r, galign_acc_link *l, char *why, size_t w
   return KIO_OK;
 }
 
-/* The flags of the next request on a fused connection (first: the first
- * request of a batch, where the statistics may be asked for: they then
- * cover whole batches). */
-static void fused_flags(galign_remote *r, int first) {
-  r->flags = 0;
-  r->seq = 0;
+/* The flags of request p on a fused connection (first: the first request
+ * of a batch, where the statistics may be asked for: they then cover whole
+ * batches). Called in sending order. */
+static void fused_flags(galign_remote *r, req_part *p, int first) {
+  p->flags = 0;
+  p->seq = 0;
   galign_acc_link *l = r->link;
-  if (!l) return;
+  if (!l || p->c != 0) return;
   pthread_mutex_lock(&l->mu);
   if (l->on) {
-    r->flags = KIO_SVC_ALIGN_ACC;
-    r->seq = ++l->seq;
+    p->flags = KIO_SVC_ALIGN_ACC;
+    p->seq = ++l->seq;
     if (first && l->want_stats) {
-      r->flags |= KIO_SVC_ALIGN_STATS;
+      p->flags |= KIO_SVC_ALIGN_STATS;
       l->want_stats = 0;
     }
   }
@@ -320,8 +335,9 @@ static void fused_flags(galign_remote *r, int first) {
 
 /* The accumulation part of a fused reply (rd at its start), as a record for
  * the accumulator: the aligned utterances of [first, first + n). */
-static int fused_record(galign_remote *r, kio_msg_reader *rd, int first, int n,
+static int fused_record(galign_remote *r, const req_part *p, kio_msg_reader *rd,
                         const kio_matrix *const *feats, const galign_result *results) {
+  const int first = p->first, n = p->n;
   galign_acc_link *l = r->link;
   pthread_mutex_lock(&l->mu);
   int on = l->on;
@@ -329,7 +345,7 @@ static int fused_record(galign_remote *r, kio_msg_reader *rd, int first, int n,
   if (!on) return KIO_OK;  /* nobody reads it */
   galign_acc_rec *rec = calloc(1, sizeof *rec);
   if (!rec) return KIO_ERR;
-  rec->seq = r->flags & KIO_SVC_ALIGN_ACC ? r->seq : 0;
+  rec->seq = p->flags & KIO_SVC_ALIGN_ACC ? p->seq : 0;
   rec->tail_len = rd->len - rd->pos;
   rec->feats = malloc((size_t)(n > 0 ? n : 1) * sizeof *rec->feats);
   rec->tail = malloc(rec->tail_len ? rec->tail_len : 1);
@@ -363,10 +379,10 @@ static uint64_t utt_bytes(const galign_graph *g, const kio_matrix *f) {
   return b;
 }
 
-/* Sends utterances [first, first + n) as one ALIGN request on connection c. */
-static int send_chunk(galign_remote *r, int c, int first, int n,
-                      const galign_graph *const *graphs, const kio_matrix *const *feats,
-                      int want_per_frame) {
+/* Sends request p as one ALIGN request on its connection. */
+static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *const *graphs,
+                      const kio_matrix *const *feats, int want_per_frame) {
+  const int c = p->c, first = p->first, n = p->n;
   kio_msg *m = &r->msg[c];
   kio_msg_reset(m);
   size_t fbytes = 0;
@@ -389,11 +405,11 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
     }
     shm_fill(sh->map, feats + first, offs, n, fbytes);
   }
-  uint32_t flags = (c == 0 ? r->flags : 0) | (sh ? KIO_SVC_ALIGN_SHM : 0);
+  uint32_t flags = p->flags | (sh ? KIO_SVC_ALIGN_SHM : 0);
   kio_msg_put_u32(m, (uint32_t)n);
   kio_msg_put_u32(m, (uint32_t)want_per_frame);
   kio_msg_put_u32(m, flags);
-  kio_msg_put_u32(m, c == 0 ? r->seq : 0);
+  kio_msg_put_u32(m, p->seq);
   kio_msg_put_u32(m, (uint32_t)r->shm_next[c]);
   for (int i = first; i < first + n; i++) {
     const galign_graph *g = graphs[i];
@@ -423,18 +439,18 @@ static int send_chunk(galign_remote *r, int c, int first, int n,
   }
   free(offs);
   if (!sh) return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
-  r->shm_next[c] ^= 1;
+  r->shm_next[c] = (r->shm_next[c] + 1) % KIO_SVC_REGIONS;
   if (sh->sent) return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
   sh->sent = 1;
   return kio_svc_send_fd(r->svc[c], KIO_SVC_ALIGN, m, sh->fd);
 }
 
-/* Receives the reply for [first, first + n) on connection c: its lines
- * into *lines (logged once the whole batch is in), the results. KIO_OK or
- * GALIGN_REMOTE_LOST. */
-static int recv_chunk(galign_remote *r, int c, int first, int n,
-                      const kio_matrix *const *feats, int want_per_frame,
-                      galign_result *results, kio_log_deferred **lines) {
+/* Receives the reply to request p: its lines into p->lines (logged once the
+ * whole batch is in), the results. KIO_OK or GALIGN_REMOTE_LOST. */
+static int recv_chunk(galign_remote *r, req_part *p, const kio_matrix *const *feats,
+                      int want_per_frame, galign_result *results) {
+  const int c = p->c, first = p->first, n = p->n;
+  kio_log_deferred **lines = &p->lines;
   kio_msg_reader rd;
   if (kio_svc_recv(r->svc[c], KIO_SVC_ALIGNED, NULL, &rd) != KIO_OK)
     return lost(r, kio_svc_error(r->svc[c]));
@@ -481,16 +497,50 @@ static int recv_chunk(galign_remote *r, int c, int first, int n,
       res->per_frame = p;
     }
   }
-  if (c == 0 && r->link && fused_record(r, &rd, first, n, feats, results) != KIO_OK)
+  if (c == 0 && r->link && fused_record(r, p, &rd, feats, results) != KIO_OK)
     return lost(r, "out of memory");
+  return KIO_OK;
+}
+
+/* Splits utterances [from, to) of connection c into requests of about
+ * r->req_bytes (even parts), none over KIO_SVC_MAX_REQUEST, appended to
+ * *parts. KIO_OK, or GALIGN_REMOTE_LOST (one utterance too large, memory). */
+static int split_chunk(galign_remote *r, int c, int from, int to,
+                       const galign_graph *const *graphs, const kio_matrix *const *feats,
+                       req_part **parts, int *nparts, int *cap) {
+  uint64_t total = 0;
+  for (int i = from; i < to; i++) total += utt_bytes(graphs[i], feats[i]);
+  uint64_t k = (total + r->req_bytes - 1) / r->req_bytes, done = 0, cum = 0;
+  if (k < 1) k = 1;
+  int i = from;
+  while (i < to) {
+    uint64_t bytes = 64, goal = total * (done + 1) / k - cum;
+    int first = i;
+    for (; i < to; i++) {
+      uint64_t u = utt_bytes(graphs[i], feats[i]);
+      if (i > first && (bytes + u > KIO_SVC_MAX_REQUEST || bytes - 64 + u / 2 > goal)) break;
+      bytes += u;
+      cum += u;
+    }
+    if (bytes > KIO_SVC_MAX_REQUEST)
+      return lost(r, "an utterance too large for a request to the GPU service");
+    if (*nparts == *cap) {
+      *cap = *cap ? 2 * *cap : 4 * MAX_CONN;
+      req_part *np = realloc(*parts, (size_t)*cap * sizeof *np);
+      if (!np) return lost(r, "out of memory");
+      *parts = np;
+    }
+    (*parts)[(*nparts)++] = (req_part){first, i - first, c, 0, 0, NULL};
+    done++;
+  }
   return KIO_OK;
 }
 
 int galign_remote_align(galign_remote *r, int n, const galign_graph *const *graphs,
                         const kio_matrix *const *feats, int want_per_frame,
                         galign_result *results) {
-  /* Contiguous chunks of about equal frames, one per connection; every
-   * chunk is sent before any reply is read, so the devices work together. */
+  /* Contiguous chunks of about equal frames, one per connection, so the
+   * devices work together. */
   int k = r->nconn < n ? r->nconn : n;
   int start[MAX_CONN + 1];
   int64_t total = 0, cum = 0;
@@ -503,58 +553,39 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
   }
   for (; c < k; c++) start[c] = n - (k - c);
   start[k] = n;
-  /* Each chunk in requests of at most KIO_SVC_MAX_REQUEST bytes: in rounds,
-   * one request per connection each. The replies' log lines are kept, and
-   * logged in input order once the whole batch is in (a batch the service
-   * loses is aligned again here, with its own lines). */
-  int pos[MAX_CONN], end_of[MAX_CONN];
-  for (int c = 0; c < k; c++) pos[c] = start[c];
-  struct part { int first; kio_log_deferred *lines; } *parts = NULL;
+  /* Each chunk in requests, up to r->inflight of them unanswered per
+   * connection: a reply is read while the service works on the next
+   * request. Replies come in the order of the requests. Their log lines
+   * are kept and logged in input order once the whole batch is in (a
+   * batch the service loses is aligned again here, with its own lines). */
+  req_part *parts = NULL;
   int nparts = 0, cap = 0, rc = KIO_OK;
-  while (rc == KIO_OK) {
-    int sent = 0;
-    for (int c = 0; c < k && rc == KIO_OK; c++) {
-      end_of[c] = pos[c];
-      uint64_t bytes = 64;
-      while (end_of[c] < start[c + 1]) {
-        uint64_t u = utt_bytes(graphs[end_of[c]], feats[end_of[c]]);
-        if (end_of[c] > pos[c] && bytes + u > KIO_SVC_MAX_REQUEST) break;
-        bytes += u;
-        end_of[c]++;
+  int beg[MAX_CONN + 1], sent[MAX_CONN], got[MAX_CONN];
+  for (c = 0; c < k && rc == KIO_OK; c++) {
+    beg[c] = nparts;
+    rc = split_chunk(r, c, start[c], start[c + 1], graphs, feats, &parts, &nparts, &cap);
+  }
+  beg[k] = nparts;
+  for (c = 0; c < k; c++) sent[c] = got[c] = beg[c];
+  int more = rc == KIO_OK;
+  while (more && rc == KIO_OK) {
+    more = 0;
+    for (c = 0; c < k && rc == KIO_OK; c++)
+      while (rc == KIO_OK && sent[c] < beg[c + 1] && sent[c] - got[c] < r->inflight) {
+        req_part *p = &parts[sent[c]];
+        fused_flags(r, p, sent[c] == beg[c]);
+        if (send_chunk(r, p, graphs, feats, want_per_frame) != KIO_OK)
+          rc = lost(r, kio_svc_error(r->svc[c]));
+        sent[c]++;
       }
-      if (end_of[c] == pos[c]) continue;
-      if (c == 0) fused_flags(r, nparts == 0);
-      if (bytes > KIO_SVC_MAX_REQUEST)
-        rc = lost(r, "an utterance too large for a request to the GPU service");
-      else if (send_chunk(r, c, pos[c], end_of[c] - pos[c], graphs, feats, want_per_frame) !=
-               KIO_OK)
-        rc = lost(r, kio_svc_error(r->svc[c]));
-      sent = 1;
-    }
-    if (!sent) break;
-    for (int c = 0; c < k && rc == KIO_OK; c++) {
-      if (end_of[c] == pos[c]) continue;
-      if (nparts == cap) {
-        cap = cap ? 2 * cap : 2 * MAX_CONN;
-        struct part *np = realloc(parts, (size_t)cap * sizeof *np);
-        if (!np) { rc = lost(r, "out of memory"); break; }
-        parts = np;
-      }
-      parts[nparts].first = pos[c];
-      parts[nparts].lines = NULL;
-      rc = recv_chunk(r, c, pos[c], end_of[c] - pos[c], feats, want_per_frame, results,
-                      &parts[nparts].lines);
-      nparts++;
-      pos[c] = end_of[c];
+    for (c = 0; c < k && rc == KIO_OK; c++) {
+      if (got[c] == sent[c]) continue;
+      rc = recv_chunk(r, &parts[got[c]], feats, want_per_frame, results);
+      got[c]++;
+      more = 1;
     }
   }
-  /* in input order: by first utterance (parts of one round are in order) */
-  for (int i = 1; i < nparts; i++)
-    for (int j = i; j > 0 && parts[j - 1].first > parts[j].first; j--) {
-      struct part t = parts[j];
-      parts[j] = parts[j - 1];
-      parts[j - 1] = t;
-    }
+  /* parts are in input order: connections' chunks in order, each in order */
   for (int i = 0; i < nparts; i++) {
     if (rc == KIO_OK) kio_log_replay(&parts[i].lines);
     else kio_log_discard(&parts[i].lines);
@@ -565,10 +596,16 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
 
 /* ---------------- the service's side ---------------- */
 
+/* The job's shared memory, per region. */
+typedef struct {
+  struct { const uint8_t *map; size_t len; } reg[KIO_SVC_REGIONS];
+  int refs;  /* the serves sharing it (one thread) */
+} serve_regions;
+
 struct galign_serve {
   int cap, n;
   uint32_t flags, seq;
-  struct { const uint8_t *map; size_t len; } reg[2];  /* the job's shared memory */
+  serve_regions *rg;
   int fd;  /* a descriptor received with the request, not mapped yet (-1) */
   galign_graph *graphs;
   const galign_graph **gptr;
@@ -578,11 +615,20 @@ struct galign_serve {
   kio_log_deferred *lines;
 };
 
-galign_serve *galign_serve_new(void) {
+galign_serve *galign_serve_new_sharing(galign_serve *other) {
   galign_serve *s = calloc(1, sizeof(galign_serve));
-  if (s) s->fd = -1;
+  if (!s) return NULL;
+  s->fd = -1;
+  s->rg = other ? other->rg : calloc(1, sizeof *s->rg);
+  if (!s->rg) {
+    free(s);
+    return NULL;
+  }
+  s->rg->refs++;
   return s;
 }
+
+galign_serve *galign_serve_new(void) { return galign_serve_new_sharing(NULL); }
 
 void galign_serve_give_fd(galign_serve *s, int fd) {
   if (fd < 0) return;
@@ -601,9 +647,9 @@ static int serve_map(galign_serve *s, uint32_t k) {
   void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
   close(fd);
   if (p == MAP_FAILED) return KIO_ERR;
-  if (s->reg[k].map) munmap((void *)s->reg[k].map, s->reg[k].len);
-  s->reg[k].map = p;
-  s->reg[k].len = (size_t)st.st_size;
+  if (s->rg->reg[k].map) munmap((void *)s->rg->reg[k].map, s->rg->reg[k].len);
+  s->rg->reg[k].map = p;
+  s->rg->reg[k].len = (size_t)st.st_size;
   return KIO_OK;
 }
 
@@ -615,8 +661,11 @@ static void serve_clear_results(galign_serve *s) {
 void galign_serve_free(galign_serve *s) {
   if (!s) return;
   serve_clear_results(s);
-  for (int k = 0; k < 2; k++)
-    if (s->reg[k].map) munmap((void *)s->reg[k].map, s->reg[k].len);
+  if (--s->rg->refs == 0) {
+    for (int k = 0; k < KIO_SVC_REGIONS; k++)
+      if (s->rg->reg[k].map) munmap((void *)s->rg->reg[k].map, s->rg->reg[k].len);
+    free(s->rg);
+  }
   if (s->fd >= 0) close(s->fd);
   free(s->graphs);
   free(s->gptr);
@@ -684,9 +733,11 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
   s->seq = kio_rd_u32(req);
   uint32_t region = kio_rd_u32(req);
   const int shm = (s->flags & KIO_SVC_ALIGN_SHM) != 0;
-  if (req->bad || region > 1) return KIO_ERR;
+  if (req->bad || region >= KIO_SVC_REGIONS) return KIO_ERR;
   if (shm && s->fd >= 0 && serve_map(s, region) != KIO_OK) return KIO_ERR;
-  if (shm && !s->reg[region].map) return KIO_ERR;
+  const uint8_t *rmap = s->rg->reg[region].map;
+  const size_t rlen = s->rg->reg[region].len;
+  if (shm && !rmap) return KIO_ERR;
   /* an utterance takes more than 64 bytes of the request: a count the
    * payload cannot hold allocates nothing */
   if (req->bad || n > req->len / 64 || grow(s, (int)n) != KIO_OK) return KIO_ERR;
@@ -708,8 +759,8 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
     if (shm) {  /* an offset into the shared memory, checked below */
       uint64_t off = kio_rd_u64(req);
       uint64_t fb = (uint64_t)(rows > 0 ? rows : 0) * (uint64_t)(cols > 0 ? cols : 0) * 4;
-      int in = off % 8 == 0 && off <= s->reg[region].len && fb <= s->reg[region].len - off;
-      f->data = in ? (float *)(s->reg[region].map + off) : NULL;
+      int in = off % 8 == 0 && off <= rlen && fb <= rlen - off;
+      f->data = in ? (float *)(rmap + off) : NULL;
       c6 = in ? (size_t)rows * (size_t)cols : (size_t)-1;
     } else {
       f->data = (float *)kio_rd_arr(req, sizeof(float), big, &c6);

@@ -91,6 +91,10 @@ int galign_serve_hello(kio_msg_reader *req, galign_opts *o, const void **model,
 /* Per-connection scratch of the service (decoded batch, results). */
 typedef struct galign_serve galign_serve;
 galign_serve *galign_serve_new(void);
+/* Another scratch of the same connection, sharing other's view of the
+ * job's shared memory (two alternate: one request's accumulation reads its
+ * scratch while the next request is aligned in the other). */
+galign_serve *galign_serve_new_sharing(galign_serve *other);
 void galign_serve_free(galign_serve *s);
 /* Decodes an ALIGN request, aligns it with a (on the calling thread, its
  * log lines captured), encodes the ALIGNED reply into reply (which refers

@@ -130,7 +130,9 @@ static struct {
   int nrun;
 } dm[MAX_DEV];
 static pthread_mutex_t dm_mu = PTHREAD_MUTEX_INITIALIZER;
-static __thread size_t t_grant;  /* the running batch's grant (begin .. end) */
+/* The running batches' grants (begin .. end) of this thread: its
+ * alignment's [0] and its accumulation's [1], which may overlap. */
+static __thread size_t t_grant[2];
 
 /* Bytes our accounts hold on device k outside the running batches' grants:
  * the models and statistics of every connection and pooled aligner. */
@@ -231,23 +233,29 @@ size_t gsvc_mem_want(size_t share, size_t capacity, int conns, int acc) {
   return even > share ? even : share;
 }
 
-static void begin(int k, kio_gpu_acct *acct, kio_gpu_part part) {
-  t_grant = 0;
-  if (!acct || k < 0 || k >= MAX_DEV || !dm[k].pool) return;
+static size_t want_of(int k, kio_gpu_part part) {
   pthread_mutex_lock(&dm_mu);
   int conns = dm[k].conns;
   pthread_mutex_unlock(&dm_mu);
-  size_t want = gsvc_mem_want(kio_gpu_share(dm[k].gpu, part), dm[k].pool->capacity, conns,
-                              part == KIO_GPU_PART_ACC);
-  t_grant = gsvc_mem_pool_admit(dm[k].pool, want, want / 8);
+  return gsvc_mem_want(kio_gpu_share(dm[k].gpu, part), dm[k].pool->capacity, conns,
+                       part == KIO_GPU_PART_ACC);
+}
+
+static void begin(int k, kio_gpu_acct *acct, kio_gpu_part part) {
+  size_t *t_g = &t_grant[part == KIO_GPU_PART_ACC];
+  *t_g = 0;
+  if (!acct || k < 0 || k >= MAX_DEV || !dm[k].pool) return;
+  size_t want = want_of(k, part);
+  *t_g = gsvc_mem_pool_admit(dm[k].pool, want, want / 8);
   size_t base = kio_gpu_acct_live(acct);
-  kio_gpu_acct_set_limit(acct, base + t_grant);
+  kio_gpu_acct_set_limit(acct, base + *t_g);
   pthread_mutex_lock(&dm_mu);
   if (dm[k].nrun < MAX_RUNNING) dm[k].run[dm[k].nrun++] = (running){acct, base};
   pthread_mutex_unlock(&dm_mu);
 }
 
-static void end(int k, kio_gpu_acct *acct) {
+static void end(int k, kio_gpu_acct *acct, kio_gpu_part part) {
+  size_t *t_g = &t_grant[part == KIO_GPU_PART_ACC];
   if (!acct || k < 0 || k >= MAX_DEV || !dm[k].pool) return;
   close_account(acct);
   pthread_mutex_lock(&dm_mu);
@@ -259,8 +267,8 @@ static void end(int k, kio_gpu_acct *acct) {
   dm[k].last_busy = kio_now_s();
   dm[k].trimmed = 0;
   pthread_mutex_unlock(&dm_mu);
-  gsvc_mem_pool_release(dm[k].pool, t_grant);
-  t_grant = 0;
+  gsvc_mem_pool_release(dm[k].pool, *t_g);
+  *t_g = 0;
 }
 
 void gsvc_mem_begin_align(int k, struct galign_aligner *a) {
@@ -269,7 +277,7 @@ void gsvc_mem_begin_align(int k, struct galign_aligner *a) {
 
 void gsvc_mem_end_align(int k, struct galign_aligner *a) {
   galign_aligner_trim(a);  /* the batch's buffers: nothing stays with the job */
-  end(k, galign_aligner_acct(a));
+  end(k, galign_aligner_acct(a), KIO_GPU_PART_ALIGN);
 }
 
 void gsvc_mem_begin_acc(int k, struct gacc_acc *a) {
@@ -278,7 +286,18 @@ void gsvc_mem_begin_acc(int k, struct gacc_acc *a) {
 
 void gsvc_mem_end_acc(int k, struct gacc_acc *a) {
   gacc_trim(a);
-  end(k, gacc_acct(a));
+  end(k, gacc_acct(a), KIO_GPU_PART_ACC);
+}
+
+int gsvc_mem_fits_align(int k, struct galign_aligner *a) {
+  if (!galign_aligner_acct(a) || k < 0 || k >= MAX_DEV || !dm[k].pool) return 1;
+  size_t want = want_of(k, KIO_GPU_PART_ALIGN);
+  gsvc_mem_pool *p = dm[k].pool;
+  pthread_mutex_lock(&p->mu);
+  size_t used = p->granted + (p->held ? p->held(p->user) : 0);
+  int fits = p->waiting == 0 && p->capacity > used && want <= p->capacity - used;
+  pthread_mutex_unlock(&p->mu);
+  return fits;
 }
 
 void gsvc_mem_idle(void) {

@@ -52,6 +52,10 @@ void gsvc_mem_job_acc(struct gacc_acc *a);
 void gsvc_mem_begin_align(int k, struct galign_aligner *a);
 void gsvc_mem_end_align(int k, struct galign_aligner *a);
 void gsvc_mem_begin_acc(int k, struct gacc_acc *a);
+/* 1 if a batch of a on device k would be admitted now without waiting
+ * (nobody in line, its want fits): the connection may then keep its
+ * accumulation running beside it. */
+int gsvc_mem_fits_align(int k, struct galign_aligner *a);
 void gsvc_mem_end_acc(int k, struct gacc_acc *a);
 /* From the service's loop: trims the pools of devices idle for 5 s. */
 void gsvc_mem_idle(void);

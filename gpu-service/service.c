@@ -31,6 +31,7 @@
 #include "device/cuda-util.h"
 #include "gpu-service/admission.h"
 #include "gpu-service/svc-fused.h"
+#include "gpu-service/svc-reader.h"
 #include "base/sys/log.h"
 #include "device/svc-link.h"
 #include "gpu-acc/acc-remote.h"
@@ -66,7 +67,8 @@ enum { MAX_DEV = 16 };
 typedef struct conn {
   struct conn *next;
   kio_svc *s;
-  _Atomic int busy;      /* a request is being worked on: heartbeats go out */
+  _Atomic int busy;      /* requests received and not yet answered: heartbeats
+                            go out */
   double beat;           /* seconds between heartbeats: a quarter of the job's
                             timeout, at most 1 */
 } conn;
@@ -285,9 +287,12 @@ static int next_request(conn *c, uint32_t expect, uint32_t *type, kio_msg_reader
 
 static int reply(conn *c, uint32_t type, kio_msg *m) {
   int rc = kio_svc_send(c->s, type, m);
-  c->busy = 0;
+  if (c->busy > 0) c->busy--;
   return rc;
 }
+
+/* The reader's question before each receive: read no more? */
+static int reading_stops(void) { return g.broken || g.stop; }
 
 /* The accumulation of a fused connection's request ends (svc-fused.c); a
  * failed one: is the device still well? */
@@ -327,47 +332,65 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
   }
   kio_svc_set_timeouts(s, -1, g.stall_s);
   kio_svc_set_limit(s, KIO_SVC_MAX_REQUEST);
-  kio_msg_reader rd;
+  /* Requests are read ahead (the job keeps several in flight), two parsed
+   * requests alternate: the accumulation of one reads its features and
+   * alignments while the next is aligned. */
+  galign_serve *sv2 = galign_serve_new_sharing(sv);
+  gsvc_reader *rdr = sv2 ? gsvc_reader_start(s, &c->busy, reading_stops) : NULL;
+  if (!rdr) KIO_WARN("Cannot start a connection's reader: out of memory or threads");
+  galign_serve *svs[2] = {sv, sv2};
+  int cur = 0;
   gsvc_fused f = {0};
-  uint32_t type;
+  gsvc_request *q;
   int served = 0, failed = 0;
   double t0 = kio_now_s(), busy = 0;
-  while ((!g.drop_after || served++ < g.drop_after) &&
-         next_request(c, 0, &type, &rd) == KIO_OK) {
-    /* the accumulation of the previous request first: its memory goes back
-     * before this batch asks for its own */
-    fused_end(&f, d);
+  while (rdr && (!g.drop_after || served++ < g.drop_after) && (q = gsvc_reader_next(rdr))) {
+    kio_msg_reader rd = {q->buf, q->len, 0, 0};
+    uint32_t type = q->type;
     double t1 = kio_now_s();
+    if (type != KIO_SVC_ALIGN) fused_end(&f, d);  /* statistics cover every request before */
     if (type == KIO_SVC_FUSE) {
       char why[200] = "";
       int frc = f.acc ? KIO_ERR : gsvc_fuse(&f, &e->tm, &e->am, g.use_cpu, why, sizeof why);
-      if (send_ready(s, m, frc, frc == KIO_OK ? g.dev_desc[d] : why[0] ? why : "fused already") !=
-          KIO_OK)
-        break;
-      c->busy = 0;
+      int src = send_ready(s, m, frc, frc == KIO_OK ? g.dev_desc[d] : why[0] ? why : "fused already");
+      if (c->busy > 0) c->busy--;
+      gsvc_reader_done(rdr, q);
+      if (src != KIO_OK) break;
       continue;
     }
     if (type == KIO_SVC_STATS && f.acc) {
       kio_msg_reset(m);
       gacc_serve_fused_put(f.sv, f.acc, m, 1);
+      gsvc_reader_done(rdr, q);
       if (reply(c, KIO_SVC_STATS_ARE, m) != KIO_OK) break;
       continue;
     }
-    if (type != KIO_SVC_ALIGN) break;
+    if (type != KIO_SVC_ALIGN) {
+      gsvc_reader_done(rdr, q);
+      break;
+    }
+    galign_serve *cv = svs[cur];
     int batch_rc = KIO_OK;
     if (test_faults()) {
+      fused_end(&f, d);
       failed_reply(m, g.broken_why);
       batch_rc = KIO_ERR;
     } else {
-      galign_serve_give_fd(sv, kio_svc_take_fd(s));  /* the job's shared memory */
+      galign_serve_give_fd(cv, q->fd);  /* the job's shared memory */
+      q->fd = -1;
+      /* the previous request's accumulation goes on beside this alignment
+       * if the device memory allows both now; else it ends first */
+      if (!gsvc_mem_fits_align(d, a)) fused_end(&f, d);
       gsvc_mem_begin_align(d, a);  /* waits its turn for device memory */
-      int bad = galign_serve_align(sv, a, &rd, m, &batch_rc) != KIO_OK;
+      int bad = galign_serve_align(cv, a, &rd, m, &batch_rc) != KIO_OK;
       gsvc_mem_end_align(d, a);
+      fused_end(&f, d);  /* its outcome goes with this reply */
       if (bad) {
         KIO_WARN("Malformed alignment request; closing the connection");
+        gsvc_reader_done(rdr, q);
         break;
       }
-      if (f.acc) gacc_serve_fused_put(f.sv, f.acc, m, galign_serve_flags(sv, NULL) &
+      if (f.acc) gacc_serve_fused_put(f.sv, f.acc, m, galign_serve_flags(cv, NULL) &
                                                          KIO_SVC_ALIGN_STATS);
     }
     busy += kio_now_s() - t1;
@@ -375,17 +398,24 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
       failed = 1;
       check_device();
     }
-    if (reply(c, KIO_SVC_ALIGNED, m) != KIO_OK || failed) break;
-    gsvc_fused_start(&f, c->s, sv, d);
+    if (reply(c, KIO_SVC_ALIGNED, m) != KIO_OK || failed) {
+      gsvc_reader_done(rdr, q);
+      break;
+    }
+    gsvc_fused_start(&f, cv, d, &q->buf, &q->cap);  /* its payload kept while it runs */
+    gsvc_reader_done(rdr, q);
+    cur ^= 1;
   }
   double t_end = kio_now_s();
   gsvc_fused_free(&f, d);
   f.t_wait += kio_now_s() - t_end;
+  gsvc_reader_stop(rdr);
   if (g.verbose)
     KIO_LOG("align connection (device %d): %.3f s setting up (%s aligner), %d batches, "
             "%.3f s aligning, %.3f s connected; %d accumulated here, %.3f s waiting for them",
             d, t_new, pooled_one ? "pooled" : "new", served, busy, kio_now_s() - t0, f.started,
             f.t_wait);
+  galign_serve_free(sv2);
   galign_serve_free(sv);
   /* an aligner keeps no state between batches; one that failed is not trusted */
   if (failed || g.broken) galign_aligner_free(a);

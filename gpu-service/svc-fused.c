@@ -49,7 +49,7 @@ int gsvc_fused_end(gsvc_fused *f, int d) {
   return rc;
 }
 
-void gsvc_fused_start(gsvc_fused *f, kio_svc *s, galign_serve *sv, int d) {
+void gsvc_fused_start(gsvc_fused *f, galign_serve *sv, int d, uint8_t **buf, size_t *cap) {
   uint32_t seq, flags = galign_serve_flags(sv, &seq);
   if (!f->acc || !(flags & KIO_SVC_ALIGN_ACC)) return;
   int n = galign_serve_count(sv), k = 0;
@@ -68,7 +68,12 @@ void gsvc_fused_start(gsvc_fused *f, kio_svc *s, galign_serve *sv, int d) {
     f->admitted = 1;
   }
   if (gacc_serve_fused_start(f->sv, f->acc, k, feats && ali ? feats : NULL, ali, seq)) {
-    kio_svc_swap_payload(s, &f->held, &f->held_cap);  /* read by the worker */
+    uint8_t *b = f->held;  /* read by the accumulation */
+    size_t c = f->held_cap;
+    f->held = *buf;
+    f->held_cap = *cap;
+    *buf = b;
+    *cap = c;
     f->started++;
   } else {
     gsvc_fused_end(f, d);

@@ -1,9 +1,10 @@
 /* Internal to gpu-service: the accumulation of a fused alignment
  * connection (FUSE, the one pass: gpu-acc/acc-remote.c has the job's side
  * and the wire format). service.c's serve_align calls these around each
- * request: end the previous request's accumulation before aligning the
- * next (its device memory goes back first), start the aligned utterances
- * of a request after answering it. */
+ * request: the previous request's accumulation runs beside the next one's
+ * alignment (ended before it where device memory is short) and ends before
+ * that request is answered; the aligned utterances of a request start after
+ * answering it. */
 #ifndef GSVC_SVC_FUSED_H
 #define GSVC_SVC_FUSED_H
 
@@ -23,7 +24,7 @@ typedef struct {
   gacc_acc *acc;     /* NULL: not fused */
   gacc_serve *sv;
   uint8_t *held;     /* the payload an accumulation reads (swapped out of the
-                        connection, so the next request goes to another) */
+                        request, whose slot gets the one held before) */
   size_t held_cap;
   int admitted;      /* an accumulation holds its grant of device memory */
   int started;       /* accumulations started */
@@ -42,8 +43,11 @@ int gsvc_fuse(gsvc_fused *f, const kio_tmodel *tm, const kio_am_gmm *am, int use
 /* The running accumulation ends on device d (its outcome kept for the next
  * reply, its grant given back). KIO_ERR if an accumulation failed. */
 int gsvc_fused_end(gsvc_fused *f, int d);
-/* After sv's request was answered on s: its aligned utterances start. */
-void gsvc_fused_start(gsvc_fused *f, kio_svc *s, galign_serve *sv, int d);
+/* After sv's request was answered: its aligned utterances start, reading
+ * the request's payload (*buf, *cap: kept until the accumulation ends,
+ * exchanged for the payload kept before). sv must not parse another request
+ * until then. */
+void gsvc_fused_start(gsvc_fused *f, galign_serve *sv, int d, uint8_t **buf, size_t *cap);
 void gsvc_fused_free(gsvc_fused *f, int d);
 
 #ifdef __cplusplus

@@ -103,6 +103,11 @@ extern "C" {
     "KIO_GACC_STREAM_PRIORITY", DEV, "high: the accumulator's stream at high priority")    \
   X(DEV_SERVICE_SYNC, "KALDI_GPU_DEV_SERVICE_SYNC", NULL, DEV,                             \
     "spin: the GPU service waits for the device spinning, not blocking (measuring)")      \
+  X(DEV_SERVICE_INFLIGHT, "KALDI_GPU_DEV_SERVICE_INFLIGHT", NULL, DEV,                     \
+    "Alignment requests a job keeps unanswered on a GPU service connection, 1 to 3 "      \
+    "(default 2; 1: each reply awaited before the next request)")                         \
+  X(DEV_SERVICE_REQUEST_KB, "KALDI_GPU_DEV_SERVICE_REQUEST_KB", NULL, DEV,                 \
+    "A batch goes to the GPU service in requests of about this many KiB (default 65536)") \
   X(DEV_ACC_STATS, "KALDI_GPU_DEV_ACC_STATS", NULL, DEV,                                   \
     "Device statistics kernel: cells (default: a pdf's cells over many blocks) or tiled "  \
     "(one block per pdf); the same bits")                                                  \
