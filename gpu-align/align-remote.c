@@ -514,11 +514,12 @@ static int split_chunk(galign_remote *r, int c, int from, int to,
   if (k < 1) k = 1;
   int i = from;
   while (i < to) {
-    uint64_t bytes = 64, goal = total * (done + 1) / k - cum;
+    /* part done ends where the bytes so far pass (done + 1) / k of all */
+    uint64_t bytes = 64, goal = total / k * (done + 1) + total % k * (done + 1) / k;
     int first = i;
     for (; i < to; i++) {
       uint64_t u = utt_bytes(graphs[i], feats[i]);
-      if (i > first && (bytes + u > KIO_SVC_MAX_REQUEST || bytes - 64 + u / 2 > goal)) break;
+      if (i > first && (bytes + u > KIO_SVC_MAX_REQUEST || cum + u / 2 > goal)) break;
       bytes += u;
       cum += u;
     }
@@ -574,8 +575,15 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
       while (rc == KIO_OK && sent[c] < beg[c + 1] && sent[c] - got[c] < r->inflight) {
         req_part *p = &parts[sent[c]];
         fused_flags(r, p, sent[c] == beg[c]);
-        if (send_chunk(r, p, graphs, feats, want_per_frame) != KIO_OK)
-          rc = lost(r, kio_svc_error(r->svc[c]));
+        if (send_chunk(r, p, graphs, feats, want_per_frame) != KIO_OK) {
+          /* a service that failed an earlier request and closed: its
+           * answer, waiting here, says why */
+          char why[200];
+          snprintf(why, sizeof why, "%s", kio_svc_error(r->svc[c]));
+          while (rc == KIO_OK && got[c] < sent[c])
+            rc = recv_chunk(r, &parts[got[c]++], feats, want_per_frame, results);
+          if (rc == KIO_OK) rc = lost(r, why);
+        }
         sent[c]++;
       }
     for (c = 0; c < k && rc == KIO_OK; c++) {

@@ -344,7 +344,8 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
   gsvc_request *q;
   int served = 0, failed = 0;
   double t0 = kio_now_s(), busy = 0;
-  while (rdr && (!g.drop_after || served++ < g.drop_after) && (q = gsvc_reader_next(rdr))) {
+  while (rdr && (!g.drop_after || served < g.drop_after) && (q = gsvc_reader_next(rdr))) {
+    served++;
     kio_msg_reader rd = {q->buf, q->len, 0, 0};
     uint32_t type = q->type;
     double t1 = kio_now_s();
@@ -409,12 +410,13 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
   double t_end = kio_now_s();
   gsvc_fused_free(&f, d);
   f.t_wait += kio_now_s() - t_end;
+  int most = rdr ? gsvc_reader_most(rdr) : 0;
   gsvc_reader_stop(rdr);
   if (g.verbose)
-    KIO_LOG("align connection (device %d): %.3f s setting up (%s aligner), %d batches, "
-            "%.3f s aligning, %.3f s connected; %d accumulated here, %.3f s waiting for them",
-            d, t_new, pooled_one ? "pooled" : "new", served, busy, kio_now_s() - t0, f.started,
-            f.t_wait);
+    KIO_LOG("align connection (device %d): %.3f s setting up (%s aligner), %d requests "
+            "(up to %d in flight), %.3f s aligning, %.3f s connected; %d accumulated here, "
+            "%.3f s waiting for them", d, t_new, pooled_one ? "pooled" : "new", served, most,
+            busy, kio_now_s() - t0, f.started, f.t_wait);
   galign_serve_free(sv2);
   galign_serve_free(sv);
   /* an aligner keeps no state between batches; one that failed is not trusted */

@@ -25,6 +25,7 @@ struct gsvc_reader {
   gsvc_request *spare[SLOTS];  /* slots not in use */
   int nspare;
   int quit, ended;
+  int most;  /* unanswered at once, at most */
 };
 
 static void *reader_main(void *arg) {
@@ -50,8 +51,9 @@ static void *reader_main(void *arg) {
     q->len = rd.len;
     kio_svc_swap_payload(r->s, &q->buf, &q->cap);  /* the next message goes elsewhere */
     q->fd = kio_svc_take_fd(r->s);
-    atomic_fetch_add(r->busy, 1);  /* heartbeats from now until its reply */
+    int unanswered = atomic_fetch_add(r->busy, 1) + 1;  /* heartbeats until its reply */
     pthread_mutex_lock(&r->mu);
+    if (unanswered > r->most) r->most = unanswered;
     r->queue[(r->head + r->count) % DEPTH] = q;
     r->count++;
     pthread_cond_broadcast(&r->cv);
@@ -107,6 +109,13 @@ void gsvc_reader_done(gsvc_reader *r, gsvc_request *q) {
   r->spare[r->nspare++] = q;
   pthread_cond_broadcast(&r->cv);
   pthread_mutex_unlock(&r->mu);
+}
+
+int gsvc_reader_most(gsvc_reader *r) {
+  pthread_mutex_lock(&r->mu);
+  int n = r->most;
+  pthread_mutex_unlock(&r->mu);
+  return n;
 }
 
 void gsvc_reader_stop(gsvc_reader *r) {

@@ -5,7 +5,8 @@
 # on its CPU backend. Checked: outputs through the service = outputs of the
 # CPU path (and Kaldi's stats), many jobs at once, a stale socket, an unsafe
 # directory, a service that drops the connection mid-run (the job finishes on
-# its own backend), the idle exit, margin mode's bands on the wire. Env: BIN, TOP. Exit 0 pass, 1 fail, 77 skip.
+# its own backend), the idle exit, margin mode's bands on the wire, several
+# requests in flight on a connection. Env: BIN, TOP. Exit 0 pass, 1 fail, 77 skip.
 set -u
 # The fixtures come from a Kaldi whose OpenBLAS rounds as our "skx" CPU
 # profile (gpu-acc/acc-cpu-fast.c; tests/cli/acc-fast.sh checks the others).
@@ -132,6 +133,55 @@ grep -q "$fused_line" "$tmp/after.log" || fail "after a killed job: not fused"
 grep -q 'through the GPU service' "$tmp/after.log" || fail "after a killed job: the service was not used"
 same_onepass fcpu.clean after
 [ "$(pgrep -f -- "--socket=$KALDI_GPU_SERVICE_DIR/" | wc -l)" = 1 ] || fail "after a killed job: the service is gone"
+
+# 2c. Several requests in flight (KALDI_GPU_DEV_SERVICE_INFLIGHT=3, each
+#     utterance its own request: KALDI_GPU_DEV_SERVICE_REQUEST_KB=1): the
+#     service reads ahead and answers in order, so nothing is lost or
+#     matched to the wrong request (a reply of another utterance's length is
+#     a malformed reply: the job would say the service was lost and redo the
+#     batch). Checked: outputs and messages of the CPU path, no loss, every
+#     request answered (the service's count), more than one in flight; then
+#     a service that drops the connection with several in flight: the job
+#     goes on by itself within its timeout, same outputs.
+stop_service
+export KALDI_GPU_DEV_SERVICE_INFLIGHT=3 KALDI_GPU_DEV_SERVICE_REQUEST_KB=1 KALDI_GPU_SERVICE_TIMEOUT=5
+KALDI_GPU_SERVICE_VERBOSE=1 align flight models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" \
+  ark:noisy/delta.ark --batch-size=7
+grep -q 'through the GPU service' "$tmp/flight.log" || fail "in flight: the service was not used"
+grep -q 'GPU service not usable' "$tmp/flight.log" && fail "in flight: $(grep 'GPU service not usable' "$tmp/flight.log")"
+same_run mono.cpu flight
+for v in 1.x 4.0 1000.0; do
+  bs=${v%.*} shm=${v#*.}; [ "$shm" = x ] && shm=1048576
+  KALDI_GPU_TEST_SERVICE_SHM=$shm KALDI_GPU_TEST_ACC_KEEP_BYTES=300000 \
+    onepass "fflight.$bs" ark:noisy/delta.ark --batch-size=$bs --verbose=1
+  grep -q "$fused_line" "$tmp/fflight.$bs.log" || fail "in flight, one pass $bs: not fused"
+  grep -q 'GPU service lost' "$tmp/fflight.$bs.log" && fail "in flight, one pass $bs: $(grep 'GPU service lost' "$tmp/fflight.$bs.log")"
+  same_onepass fcpu.noisy "fflight.$bs"
+done
+stop_service
+slog=$(ls "$KALDI_GPU_SERVICE_DIR"/service-*.log)
+# every request answered: as many as utterances aligned (one each), per job
+sed -n 's/.*align connection.*, \([0-9]*\) requests (up to \([0-9]*\) in flight).*/\1 \2/p' $slog >"$tmp/flight.counts"
+[ "$(wc -l <"$tmp/flight.counts")" = 4 ] || fail "in flight: $(wc -l <"$tmp/flight.counts") connections logged, 4 expected"
+nali=$(grep -c . "$tmp/flight.ali")
+read -r nreq most < <(head -n 1 "$tmp/flight.counts")
+[ "${nreq:-0}" -ge "$nali" ] || fail "in flight: $nreq requests for $nali utterances aligned"
+# (one utterance per batch, the second one pass, has one at a time)
+awk 'NR != 2 && $2 < 2 { bad = 1 } END { exit bad }' "$tmp/flight.counts" ||
+  fail "in flight: never more than one request in flight: $(tr '\n' ' ' <"$tmp/flight.counts")"
+# dropped with several in flight (after 5 requests): the job goes on alone
+t0=$(date +%s)
+KALDI_GPU_TEST_SERVICE_DROP=5 align fdrop models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" \
+  ark:noisy/delta.ark --batch-size=7
+KALDI_GPU_TEST_SERVICE_DROP=5 onepass fdrop1 ark:noisy/delta.ark --batch-size=4
+[ $(( $(date +%s) - t0 )) -lt 20 ] || fail "in flight, dropped: the jobs took $(( $(date +%s) - t0 )) s"
+grep -q 'GPU service not usable: lost' "$tmp/fdrop.log" || fail "in flight, dropped: no LOG line about the lost service"
+same_run mono.cpu fdrop
+grep -q 'GPU service lost' "$tmp/fdrop1.log" || fail "in flight, dropped: the one pass did not lose the service"
+sed -i '/GPU service lost during accumulation/d' "$tmp/fdrop1.log"  # said once, the rest as the CPU's
+same_onepass fcpu.noisy fdrop1
+stop_service
+unset KALDI_GPU_DEV_SERVICE_INFLIGHT KALDI_GPU_DEV_SERVICE_REQUEST_KB KALDI_GPU_SERVICE_TIMEOUT
 
 # 3. Sixteen jobs at once, two models: every output identical.
 for j in $(seq 16); do
