@@ -40,11 +40,12 @@ enum { MAX_CONN = 16 };
 
 /* Features through shared memory: a request's features are copied into a
  * sealed memfd the service maps (one copy in the job instead of two in the
- * kernel and a wake-up per socket buffer). KIO_SVC_REGIONS per connection,
- * request by request in turn: the service reads request k's (its
- * accumulation too) until it answers k+1, and the job, with at most
- * KIO_SVC_REGIONS - 1 requests unanswered, fills region k only once it has
- * that answer. Batches of less than SHM_MIN go inline. */
+ * kernel and a wake-up per socket buffer). inflight + 1 per connection (at
+ * most KIO_SVC_REGIONS), request by request in turn: the service reads
+ * request k's (its accumulation too) until it answers k+1, and the job,
+ * with at most inflight requests unanswered, sends request k + inflight + 1
+ * (region k's again) only after that answer. Batches of less than SHM_MIN
+ * go inline. */
 #define SHM_MIN ((size_t)1 << 20)
 #define SHM_MAX ((size_t)1 << 31)
 typedef struct {
@@ -143,6 +144,10 @@ struct galign_remote {
   size_t shm_min;         /* smaller requests' features go inline */
   kio_svc *svc[MAX_CONN];
   kio_msg msg[MAX_CONN];
+  /* where the time goes (--verbose=2, at the end) */
+  int nreq, nbatch;
+  double t_fill, t_send, t_wait;
+  uint64_t sent_bytes, shm_bytes;
   char desc[160];
   char err[200];
 };
@@ -243,6 +248,11 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
 
 void galign_remote_free(galign_remote *r) {
   if (!r) return;
+  if (r->nreq)
+    KIO_VLOG(2, "Through the GPU service: %d requests in %d batches; %.1f MB on the socket, "
+             "%.1f MB through shared memory; sending %.3f s (shared memory copies %.3f s), "
+             "waiting for replies %.3f s", r->nreq, r->nbatch, r->sent_bytes / 1e6,
+             r->shm_bytes / 1e6, r->t_send, r->t_fill, r->t_wait);
   galign_acc_link_put(r->link);
   for (int c = 0; c < MAX_CONN; c++) {
     kio_svc_close(r->svc[c]);
@@ -396,6 +406,7 @@ static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *c
   }
   size_t *offs = sh ? malloc((size_t)(n > 0 ? n : 1) * sizeof *offs) : NULL;
   if (sh && !offs) return KIO_ERR;
+  double t0 = kio_now_s();
   if (sh) {  /* the features' places in the shared memory, then the copy */
     size_t o = 0;
     for (int i = 0; i < n; i++) {
@@ -404,7 +415,9 @@ static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *c
            64 * 64;
     }
     shm_fill(sh->map, feats + first, offs, n, fbytes);
+    r->shm_bytes += fbytes;
   }
+  r->t_fill += kio_now_s() - t0;
   uint32_t flags = p->flags | (sh ? KIO_SVC_ALIGN_SHM : 0);
   kio_msg_put_u32(m, (uint32_t)n);
   kio_msg_put_u32(m, (uint32_t)want_per_frame);
@@ -438,11 +451,18 @@ static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *c
     kio_msg_put_ref(m, g->band_hi, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
   }
   free(offs);
-  if (!sh) return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
-  r->shm_next[c] = (r->shm_next[c] + 1) % KIO_SVC_REGIONS;
-  if (sh->sent) return kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
-  sh->sent = 1;
-  return kio_svc_send_fd(r->svc[c], KIO_SVC_ALIGN, m, sh->fd);
+  int fd = -1;
+  if (sh) {
+    r->shm_next[c] = (r->shm_next[c] + 1) % (r->inflight + 1);  /* fewer to fill first */
+    if (!sh->sent) fd = sh->fd;  /* the region's first request brings it */
+    sh->sent = 1;
+  }
+  int rc = fd >= 0 ? kio_svc_send_fd(r->svc[c], KIO_SVC_ALIGN, m, fd)
+                   : kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
+  r->nreq++;
+  r->sent_bytes += m->total;
+  r->t_send += kio_now_s() - t0;
+  return rc;
 }
 
 /* Receives the reply to request p: its lines into p->lines (logged once the
@@ -452,8 +472,10 @@ static int recv_chunk(galign_remote *r, req_part *p, const kio_matrix *const *fe
   const int c = p->c, first = p->first, n = p->n;
   kio_log_deferred **lines = &p->lines;
   kio_msg_reader rd;
-  if (kio_svc_recv(r->svc[c], KIO_SVC_ALIGNED, NULL, &rd) != KIO_OK)
-    return lost(r, kio_svc_error(r->svc[c]));
+  double t0 = kio_now_s();
+  int got = kio_svc_recv(r->svc[c], KIO_SVC_ALIGNED, NULL, &rd);
+  r->t_wait += kio_now_s() - t0;
+  if (got != KIO_OK) return lost(r, kio_svc_error(r->svc[c]));
   int32_t status = kio_rd_i32(&rd);
   if (status != KIO_OK) {
     char text[160], why[200];
@@ -503,8 +525,11 @@ static int recv_chunk(galign_remote *r, req_part *p, const kio_matrix *const *fe
 }
 
 /* Splits utterances [from, to) of connection c into requests of about
- * r->req_bytes (even parts), none over KIO_SVC_MAX_REQUEST, appended to
- * *parts. KIO_OK, or GALIGN_REMOTE_LOST (one utterance too large, memory). */
+ * r->req_bytes, none over KIO_SVC_MAX_REQUEST, appended to *parts: k even
+ * parts, the first and the last of them halved (k + 1 requests), since
+ * the first one's transfer and the last one's reply are what the service
+ * cannot overlap with other work of the batch. KIO_OK, or
+ * GALIGN_REMOTE_LOST (one utterance too large, out of memory). */
 static int split_chunk(galign_remote *r, int c, int from, int to,
                        const galign_graph *const *graphs, const kio_matrix *const *feats,
                        req_part **parts, int *nparts, int *cap) {
@@ -514,8 +539,10 @@ static int split_chunk(galign_remote *r, int c, int from, int to,
   if (k < 1) k = 1;
   int i = from;
   while (i < to) {
-    /* part done ends where the bytes so far pass (done + 1) / k of all */
-    uint64_t bytes = 64, goal = total / k * (done + 1) + total % k * (done + 1) / k;
+    /* part done ends where the bytes so far pass (done + 1/2) / k of all
+     * (k > 1), (done + 1) / k (one part) */
+    uint64_t num = k > 1 ? 2 * done + 1 : 2, den = 2 * k;
+    uint64_t bytes = 64, goal = num >= den ? total : total / den * num + total % den * num / den;
     int first = i;
     for (; i < to; i++) {
       uint64_t u = utt_bytes(graphs[i], feats[i]);
@@ -567,6 +594,7 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
     rc = split_chunk(r, c, start[c], start[c + 1], graphs, feats, &parts, &nparts, &cap);
   }
   beg[k] = nparts;
+  r->nbatch++;
   for (c = 0; c < k; c++) sent[c] = got[c] = beg[c];
   int more = rc == KIO_OK;
   while (more && rc == KIO_OK) {

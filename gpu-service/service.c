@@ -353,6 +353,7 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     if (type == KIO_SVC_FUSE) {
       char why[200] = "";
       int frc = f.acc ? KIO_ERR : gsvc_fuse(&f, &e->tm, &e->am, g.use_cpu, why, sizeof why);
+      gsvc_reader_answering(rdr);
       int src = send_ready(s, m, frc, frc == KIO_OK ? g.dev_desc[d] : why[0] ? why : "fused already");
       if (c->busy > 0) c->busy--;
       gsvc_reader_done(rdr, q);
@@ -363,6 +364,7 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
       kio_msg_reset(m);
       gacc_serve_fused_put(f.sv, f.acc, m, 1);
       gsvc_reader_done(rdr, q);
+      gsvc_reader_answering(rdr);
       if (reply(c, KIO_SVC_STATS_ARE, m) != KIO_OK) break;
       continue;
     }
@@ -399,6 +401,7 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
       failed = 1;
       check_device();
     }
+    gsvc_reader_answering(rdr);
     if (reply(c, KIO_SVC_ALIGNED, m) != KIO_OK || failed) {
       gsvc_reader_done(rdr, q);
       break;

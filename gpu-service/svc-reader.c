@@ -25,6 +25,8 @@ struct gsvc_reader {
   gsvc_request *spare[SLOTS];  /* slots not in use */
   int nspare;
   int quit, ended;
+  long received;
+  _Atomic long answered;
   int most;  /* unanswered at once, at most */
 };
 
@@ -51,8 +53,9 @@ static void *reader_main(void *arg) {
     q->len = rd.len;
     kio_svc_swap_payload(r->s, &q->buf, &q->cap);  /* the next message goes elsewhere */
     q->fd = kio_svc_take_fd(r->s);
-    int unanswered = atomic_fetch_add(r->busy, 1) + 1;  /* heartbeats until its reply */
+    atomic_fetch_add(r->busy, 1);  /* heartbeats until its reply */
     pthread_mutex_lock(&r->mu);
+    int unanswered = (int)(++r->received - atomic_load(&r->answered));
     if (unanswered > r->most) r->most = unanswered;
     r->queue[(r->head + r->count) % DEPTH] = q;
     r->count++;
@@ -110,6 +113,8 @@ void gsvc_reader_done(gsvc_reader *r, gsvc_request *q) {
   pthread_cond_broadcast(&r->cv);
   pthread_mutex_unlock(&r->mu);
 }
+
+void gsvc_reader_answering(gsvc_reader *r) { atomic_fetch_add(&r->answered, 1); }
 
 int gsvc_reader_most(gsvc_reader *r) {
   pthread_mutex_lock(&r->mu);

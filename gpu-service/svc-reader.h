@@ -41,7 +41,10 @@ gsvc_request *gsvc_reader_next(gsvc_reader *r);
 /* The request is done with: its buffer goes back to the pool, unless *buf
  * was swapped out (then what was swapped in). */
 void gsvc_reader_done(gsvc_reader *r, gsvc_request *q);
-/* The most requests the job had unanswered at once (received here). */
+/* The reply to the oldest request taken is about to be sent (before the
+ * job can have read it: what counts as answered for gsvc_reader_most). */
+void gsvc_reader_answering(gsvc_reader *r);
+/* The most requests the job had unanswered at once. */
 int gsvc_reader_most(gsvc_reader *r);
 /* Ends the reading (the connection is shut if the reader still waits on
  * it) and frees everything. */
