@@ -118,9 +118,13 @@ $(BUILD)/tools/gpu-hog: dev/device/gpu-hog.cu
 # tests (tests/cli/alloc-fail.sh: a failure at every point of a job). Needs
 # the CUDA headers only (HAVE_CUDA=1); built by `make test`.
 EMU_DIR := $(BUILD)/emu
-EMU_PROGS := gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled gmm-train-gpu
+# (the GPU service too: its device path, tests/cli/service-emu.sh; its
+# trapping kernel is the emulator's stand-in)
+EMU_PROGS := gmm-align-compiled gmm-acc-stats-ali gmm-align-acc-compiled gmm-train-gpu \
+             kaldi-gpu-service
 EMU_C := $(filter-out base/sys/test-hooks.c,$(sort $(wildcard base/*/*.c device/*.c gpu-feats/*.c \
-           gpu-align/*.c gpu-acc/*.c api/*.c train-graphs/*.c train/*.c))) tests/lib/test-hooks.c
+           gpu-align/*.c gpu-acc/*.c api/*.c train-graphs/*.c train/*.c gpu-service/*.c))) \
+         tests/lib/test-hooks.c
 EMU_CU := $(sort $(wildcard gpu-feats/*.cu gpu-align/*.cu gpu-acc/*.cu))
 EMU_CC := $(sort $(wildcard base/*/*.cc train-graphs/*.cc))
 EMU_OBJS := $(patsubst %,$(EMU_DIR)/%.o,$(EMU_C) $(EMU_CU) $(EMU_CC) tests/emu/cuda-emu.cc)

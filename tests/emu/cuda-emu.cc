@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <atomic>
 #include <mutex>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -336,6 +337,26 @@ int kio_cuda_host_alloc(void **p, size_t bytes) {
 }
 void kio_cuda_host_free(void *p, void *stream) { (void)stream; free(p); }
 int kio_cuda_device_count(void) { return 1; }
+/* The GPU service's broken context (gpu-service/fault-cuda.cu's trapping
+ * kernel): marked here, reported by the health check. */
+static std::atomic<int> emu_broken;
+extern "C" void gsvc_cuda_break_context(void) { emu_broken = 1; }
+int kio_cuda_context_broken(char *why, int why_len) {
+  if (emu_broken) snprintf(why, (size_t)why_len, "the emulated device context is broken");
+  return emu_broken;
+}
+/* kaldi-gpu-service --describe: one emulated device, no device code. */
+void kio_cuda_env_info(kio_cuda_env *e) {
+  memset(e, 0, sizeof *e);
+  e->count = 1;
+}
+int kio_cuda_device_info(int dev, kio_cuda_dev_info *d) {
+  memset(d, 0, sizeof *d);
+  snprintf(d->name, sizeof d->name, "emulated device %d", dev);
+  snprintf(d->why, sizeof d->why, "emulated");
+  return KIO_ERR;
+}
+const char *kio_cuda_build_archs(void) { return "emulated"; }
 int kio_cuda_debug_sync(void) { return 0; }
 void kio_cuda_warm_up(void) {}
 void kio_cuda_prefer_blocking_sync(void) {}
