@@ -11,7 +11,9 @@
 #            cells over many blocks) or tiled (one block per pdf)
 #   service  own context (KALDI_GPU_SERVICE=no) or the GPU service (a fresh,
 #            warmed-up one per variant), its blocking waits
-#            (KALDI_GPU_DEV_SERVICE_SYNC=spin)
+#            (KALDI_GPU_DEV_SERVICE_SYNC=spin), the job's requests in
+#            flight and their size (KALDI_GPU_DEV_SERVICE_INFLIGHT,
+#            KALDI_GPU_DEV_SERVICE_REQUEST_KB)
 #   old      other builds' programs (packed as NAME=DIR), same data
 # and gmm-acc-stats-ali as 16 jobs of 1/16 of the data at once through the
 # service: what one process should match; then, where the host has nsys,
@@ -121,7 +123,7 @@ declare -A first  # kind -> the first output of that kind
 # the splits worth a column: the aligner's and the accumulator's totals
 split_of() {
   local subs; subs=$(sed -n 's/^device sub-batches: //p' "$1")
-  { grep -h -o -E 'budget [0-9.]+ MiB \([a-z ]+\)|reading [0-9.]+ s|alignment [0-9.]+ s|Viterbi [0-9.]+ s|per-batch hook [0-9.]+ s|peak [0-9.]+ MiB|[0-9]+ batches, [0-9]+ frames|staging [0-9.]+ s|waiting for the device [0-9.]+ s|[0-9.]+ s in the accumulator|total [0-9.]+ s' "$1"
+  { grep -h -o -E 'budget [0-9.]+ MiB \([a-z ]+\)|reading [0-9.]+ s|alignment [0-9.]+ s|Viterbi [0-9.]+ s|per-batch hook [0-9.]+ s|peak [0-9.]+ MiB|[0-9]+ batches, [0-9]+ frames|staging [0-9.]+ s|waiting for the device [0-9.]+ s|[0-9.]+ s in the accumulator|total [0-9.]+ s|[0-9]+ requests in [0-9]+ batches|sending [0-9.]+ s|shared memory copies [0-9.]+ s|waiting for replies [0-9.]+ s' "$1"
     [ "${subs:-0}" -gt 0 ] && echo "$subs device sub-batches"; } | awk '!seen[$0]++' | tr '\n' ';' | sed 's/;$//; s/;/; /g'
 }
 same() {  # kind file: sets res (identical to the first output of that kind?)
@@ -231,6 +233,10 @@ case $steps in *" fused "*)
   fused "$NEW" svc "default, cells"
   acc "$NEW" svc "default, cells"
   align "$NEW" svc "default"
+  # the job's requests: one at a time (no transfer overlapped), or smaller
+  # and more of them in flight
+  fused "$NEW" svc "one request in flight (KALDI_GPU_DEV_SERVICE_INFLIGHT=1)" KALDI_GPU_DEV_SERVICE_INFLIGHT=1
+  fused "$NEW" svc "3 in flight, 32 MB requests" KALDI_GPU_DEV_SERVICE_INFLIGHT=3 KALDI_GPU_DEV_SERVICE_REQUEST_KB=32768
   svc_stop
   svc_start "$NEW/kaldi-gpu-service" KALDI_GPU_DEV_SERVICE_SYNC=spin
   fused "$NEW" svc "service spinning (KALDI_GPU_DEV_SERVICE_SYNC=spin)"
