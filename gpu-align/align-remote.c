@@ -100,11 +100,16 @@ static void shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t 
   for (int t = started; t < nt; t++) shm_copy_main(&j[t]);  /* threads not started */
 }
 
-/* Room for bytes in g (a new sealed memfd when it is too small). */
-static int shm_reserve(shm_region *g, size_t bytes) {
+/* Room for bytes in g (a new sealed memfd when it is too small), of
+ * least_cap bytes or more: a region sized for a whole request from the
+ * start is not made and first written again (page faults: ~10x a copy)
+ * each time a larger request comes; untouched pages cost nothing. */
+static int shm_reserve(shm_region *g, size_t bytes, size_t least_cap) {
   if (g->map && g->cap >= bytes) return KIO_OK;
   shm_release(g);
-  size_t cap = (bytes + bytes / 4 + (SHM_MIN - 1)) / SHM_MIN * SHM_MIN;
+  size_t want = bytes + bytes / 4 > least_cap ? bytes + bytes / 4 : least_cap;
+  if (want > SHM_MAX) want = bytes;
+  size_t cap = (want + (SHM_MIN - 1)) / SHM_MIN * SHM_MIN;
   int fd = memfd_create("kaldi-gpu-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return KIO_ERR;
   void *p = MAP_FAILED;
@@ -400,7 +405,7 @@ static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *c
     fbytes += ((size_t)feats[i]->rows * (size_t)feats[i]->cols * sizeof(float) + 63) / 64 * 64;
   shm_region *sh = &r->shm[c][r->shm_next[c]];
   if (r->shm_off || fbytes < r->shm_min || fbytes > SHM_MAX) sh = NULL;
-  if (sh && shm_reserve(sh, fbytes) != KIO_OK) {
+  if (sh && shm_reserve(sh, fbytes, (size_t)r->req_bytes) != KIO_OK) {
     r->shm_off = 1;  /* no memfd here: inline from now on */
     sh = NULL;
   }
