@@ -346,6 +346,10 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
   double t0 = kio_now_s(), busy = 0;
   while (rdr && (!g.drop_after || served < g.drop_after) && (q = gsvc_reader_next(rdr))) {
     served++;
+    if (g.broken || g.stop) {  /* requests read ahead are the job's to redo */
+      gsvc_reader_done(rdr, q);
+      break;
+    }
     kio_msg_reader rd = {q->buf, q->len, 0, 0};
     uint32_t type = q->type;
     double t1 = kio_now_s();
