@@ -199,15 +199,11 @@ static void prep_batch(galign_pipeline *p, batch *b) {
     if (b->slots[i].prep_rc != KIO_OK) { b->first_bad = i; break; }
 }
 
-static void *align_main(void *arg) {
-  galign_pipeline *p = arg;
-  batch *b = p->wb;
-  double t0 = kio_now_s();
-  if (!b->prepped) prep_batch(p, b);
-  double t1 = kio_now_s();
-  p->t_prep += t1 - t0;
-  /* Utterances after a failed preparation are never reached (Kaldi dies
-   * there); with beams that make no sense nothing is aligned. */
+/* The utterances of a prepared batch that reach the aligner, in b->graphs,
+ * b->feats (grown by grow_lists). Utterances after a failed preparation
+ * are never reached (Kaldi dies there); with beams that make no sense
+ * nothing is aligned. */
+static void collect(galign_pipeline *p, batch *b) {
   b->nalign = 0;
   if (p->beams_ok)
     for (int i = 0; i < b->first_bad; i++) {
@@ -217,6 +213,16 @@ static void *align_main(void *arg) {
       b->res_slot[b->nalign] = i;
       b->nalign++;
     }
+}
+
+static void *align_main(void *arg) {
+  galign_pipeline *p = arg;
+  batch *b = p->wb;
+  double t0 = kio_now_s();
+  if (!b->prepped) prep_batch(p, b);
+  double t1 = kio_now_s();
+  p->t_prep += t1 - t0;
+  collect(p, b);
   galign_t_capture = &b->align_lines;
   g_align_capture = &b->align_lines;
   b->align_rc = KIO_OK;
@@ -232,21 +238,29 @@ static void *align_main(void *arg) {
   return NULL;
 }
 
-/* Starts preparing and aligning b in the worker thread. */
-static int align_start(galign_pipeline *p, batch *b) {
-  galign_ev_clear(&b->align_lines);
-  b->nalign = 0;
+/* The batch's lists and results for its slots. KIO_ERR without memory. */
+static int grow_lists(batch *b) {
   if (b->nslots > b->res_cap) {
     if (galign_grow((void **)&b->graphs, b->nslots, sizeof *b->graphs) ||
         galign_grow((void **)&b->feats, b->nslots, sizeof *b->feats) ||
         galign_grow((void **)&b->res_slot, b->nslots, sizeof *b->res_slot) ||
         galign_grow((void **)&b->utts, b->nslots, sizeof *b->utts) ||
         galign_grow((void **)&b->res, b->nslots, sizeof *b->res)) {
-      KIO_ERROR("Out of memory");
       return KIO_ERR;
     }
     memset(b->res + b->res_cap, 0, (size_t)(b->nslots - b->res_cap) * sizeof *b->res);
     b->res_cap = b->nslots;
+  }
+  return KIO_OK;
+}
+
+/* Starts preparing and aligning b in the worker thread. */
+static int align_start(galign_pipeline *p, batch *b) {
+  galign_ev_clear(&b->align_lines);
+  b->nalign = 0;
+  if (grow_lists(b) != KIO_OK) {
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
   }
   p->wb = b;
   atomic_store(&p->wb_done, 0);
@@ -516,6 +530,14 @@ int galign_pipeline_run(galign_pipeline *p, galign_pipeline_hook hook, void *use
       double t0 = kio_now_s();
       prep_batch(p, next);
       next->prepped = 1;
+      /* through the GPU service: next goes to it now, so that it aligns
+       * next right after cur (the same lists the worker will pass) */
+      if (!p->gf && grow_lists(next) == KIO_OK) {
+        collect(p, next);
+        if (next->nalign > 0)
+          galign_aligner_send_ahead(p->aligner, next->nalign, next->graphs, next->feats,
+                                    p->want_per_frame);
+      }
       p->t_prep_main += kio_now_s() - t0;
     }
     align_wait(p);

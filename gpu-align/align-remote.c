@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/sys/cpu-share.h"
@@ -140,8 +141,28 @@ typedef struct {
   kio_log_deferred *lines;
 } req_part;
 
+/* A batch's requests: parts[beg[c] .. beg[c + 1]) go on connection c,
+ * sent[c] and got[c] of them sent and answered. */
+typedef struct {
+  int active, n, want_pf, k;
+  const galign_graph **graphs;  /* a batch sent ahead: its lists (copies) */
+  const kio_matrix **feats;
+  req_part *parts;
+  int nparts, cap;
+  int beg[MAX_CONN + 1], sent[MAX_CONN], got[MAX_CONN];
+  int failed;                   /* sending ahead failed: why in err */
+  char err[200];
+} batch_plan;
+
 struct galign_remote {
   int nconn;
+  /* the batch being aligned, and the next one sent ahead of it (one
+   * connection only: galign_remote_send_ahead); sends, both plans and the
+   * shared memory under mu (a receive is not: one thread receives) */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;      /* the current batch's requests all out, or it ended */
+  int ended;              /* galign_remote_align calls ended */
+  batch_plan cur, ahead;
   galign_acc_link *link;  /* fused (connection 0 only; NULL: not) */
   int inflight;           /* requests a connection may have unanswered */
   uint64_t req_bytes;     /* a batch goes in requests of about this size */
@@ -152,7 +173,7 @@ struct galign_remote {
   kio_svc *svc[MAX_CONN];
   kio_msg msg[MAX_CONN];
   /* where the time goes (--verbose=2, at the end) */
-  int nreq, nbatch;
+  int nreq, nbatch, nahead;
   double t_fill, t_send, t_wait;
   uint64_t sent_bytes, shm_bytes;
   char desc[160];
@@ -212,6 +233,8 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
   *out = NULL;
   galign_remote *r = calloc(1, sizeof *r);
   if (!r) { snprintf(why, why_len, "out of memory"); return KIO_ERR; }
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, NULL);
   for (int c = 0; c < MAX_CONN; c++)
     for (int k = 0; k < KIO_SVC_REGIONS; k++) r->shm[c][k].fd = -1;
   /* Several requests in flight: the job fills and sends the next while the
@@ -256,11 +279,20 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
 void galign_remote_free(galign_remote *r) {
   if (!r) return;
   if (r->nreq)
-    KIO_VLOG(2, "Through the GPU service: %d requests in %d batches; %.1f MB on the socket, "
-             "%.1f MB through shared memory; sending %.3f s (shared memory copies %.3f s), "
-             "waiting for replies %.3f s", r->nreq, r->nbatch, r->sent_bytes / 1e6,
+    KIO_VLOG(2, "Through the GPU service: %d requests in %d batches (%d sent ahead); %.1f MB on "
+             "the socket, %.1f MB through shared memory; sending %.3f s (shared memory copies "
+             "%.3f s), waiting for replies %.3f s", r->nreq, r->nbatch, r->nahead, r->sent_bytes / 1e6,
              r->shm_bytes / 1e6, r->t_send, r->t_fill, r->t_wait);
   galign_acc_link_put(r->link);
+  batch_plan *pl[2] = {&r->cur, &r->ahead};
+  for (int i = 0; i < 2; i++) {
+    for (int j = 0; j < pl[i]->nparts; j++) kio_log_discard(&pl[i]->parts[j].lines);
+    free(pl[i]->parts);
+    free(pl[i]->graphs);
+    free(pl[i]->feats);
+  }
+  pthread_cond_destroy(&r->cv);
+  pthread_mutex_destroy(&r->mu);
   for (int c = 0; c < MAX_CONN; c++) {
     kio_svc_close(r->svc[c]);
     kio_msg_free(&r->msg[c]);
@@ -539,7 +571,9 @@ static int recv_chunk(galign_remote *r, req_part *p, const kio_matrix *const *fe
  * GALIGN_REMOTE_LOST (one utterance too large, out of memory). */
 static int split_chunk(galign_remote *r, int c, int from, int to,
                        const galign_graph *const *graphs, const kio_matrix *const *feats,
-                       req_part **parts, int *nparts, int *cap) {
+                       batch_plan *pl) {
+  req_part **parts = &pl->parts;
+  int *nparts = &pl->nparts, *cap = &pl->cap;
   uint64_t total = 0;
   for (int i = from; i < to; i++) total += utt_bytes(graphs[i], feats[i]);
   uint64_t k = (total + r->req_bytes - 1) / r->req_bytes, done = 0, cum = 0;
@@ -571,11 +605,16 @@ static int split_chunk(galign_remote *r, int c, int from, int to,
   return KIO_OK;
 }
 
-int galign_remote_align(galign_remote *r, int n, const galign_graph *const *graphs,
-                        const kio_matrix *const *feats, int want_per_frame,
-                        galign_result *results) {
-  /* Contiguous chunks of about equal frames, one per connection, so the
-   * devices work together. */
+/* Plans the requests of a batch into pl: contiguous chunks of about equal
+ * frames, one per connection (so the devices work together), each in
+ * requests (split_chunk). KIO_OK or GALIGN_REMOTE_LOST. */
+static int plan_batch(galign_remote *r, batch_plan *pl, int n, const galign_graph *const *graphs,
+                      const kio_matrix *const *feats, int want_per_frame) {
+  for (int i = 0; i < pl->nparts; i++) kio_log_discard(&pl->parts[i].lines);
+  pl->nparts = 0;
+  pl->n = n;
+  pl->want_pf = want_per_frame;
+  pl->failed = 0;
   int k = r->nconn < n ? r->nconn : n;
   int start[MAX_CONN + 1];
   int64_t total = 0, cum = 0;
@@ -588,51 +627,162 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
   }
   for (; c < k; c++) start[c] = n - (k - c);
   start[k] = n;
-  /* Each chunk in requests, up to r->inflight of them unanswered per
-   * connection: a reply is read while the service works on the next
-   * request. Replies come in the order of the requests. Their log lines
-   * are kept and logged in input order once the whole batch is in (a
-   * batch the service loses is aligned again here, with its own lines). */
-  req_part *parts = NULL;
-  int nparts = 0, cap = 0, rc = KIO_OK;
-  int beg[MAX_CONN + 1], sent[MAX_CONN], got[MAX_CONN];
+  int rc = KIO_OK;
   for (c = 0; c < k && rc == KIO_OK; c++) {
-    beg[c] = nparts;
-    rc = split_chunk(r, c, start[c], start[c + 1], graphs, feats, &parts, &nparts, &cap);
+    pl->beg[c] = pl->nparts;
+    rc = split_chunk(r, c, start[c], start[c + 1], graphs, feats, pl);
   }
-  beg[k] = nparts;
-  r->nbatch++;
-  for (c = 0; c < k; c++) sent[c] = got[c] = beg[c];
+  pl->k = rc == KIO_OK ? k : 0;
+  pl->beg[pl->k] = pl->nparts;
+  for (c = 0; c < pl->k; c++) pl->sent[c] = pl->got[c] = pl->beg[c];
+  pl->active = rc == KIO_OK;
+  return rc;
+}
+
+/* Requests unanswered on connection c (both plans). */
+static int unanswered(const galign_remote *r, int c) {
+  int u = 0;
+  if (r->cur.active && c < r->cur.k) u += r->cur.sent[c] - r->cur.got[c];
+  if (r->ahead.active && c < r->ahead.k) u += r->ahead.sent[c] - r->ahead.got[c];
+  return u;
+}
+
+/* Sends what the window allows of pl's requests on connection c (under
+ * r->mu). KIO_OK, or KIO_ERR with the link's reason in why. */
+static int send_some(galign_remote *r, batch_plan *pl, int c, const galign_graph *const *graphs,
+                     const kio_matrix *const *feats, char *why, size_t why_len) {
+  while (pl->sent[c] < pl->beg[c + 1] && unanswered(r, c) < r->inflight) {
+    req_part *p = &pl->parts[pl->sent[c]];
+    fused_flags(r, p, pl->sent[c] == pl->beg[c]);
+    int rc = send_chunk(r, p, graphs, feats, pl->want_pf);
+    pl->sent[c]++;
+    if (rc != KIO_OK) {
+      snprintf(why, why_len, "%s", kio_svc_error(r->svc[c]));
+      return KIO_ERR;
+    }
+  }
+  return KIO_OK;
+}
+
+/* 1 if the batch sent ahead is this one (the same utterances). */
+static int is_ahead(const galign_remote *r, int n, const galign_graph *const *graphs,
+                    const kio_matrix *const *feats, int want_per_frame) {
+  const batch_plan *a = &r->ahead;
+  return a->n == n && a->want_pf == want_per_frame &&
+         !memcmp(a->graphs, graphs, (size_t)n * sizeof *graphs) &&
+         !memcmp(a->feats, feats, (size_t)n * sizeof *feats);
+}
+
+void galign_remote_send_ahead(galign_remote *r, int n, const galign_graph *const *graphs,
+                              const kio_matrix *const *feats, int want_per_frame) {
+  if (!r || r->nconn != 1 || n <= 0) return;
+  pthread_mutex_lock(&r->mu);
+  batch_plan *a = &r->ahead;
+  /* only behind a batch being aligned, once all of its requests are out:
+   * replies stay in order. The caller's aligning thread may not have begun
+   * it yet: a short wait for that; a batch that ends meanwhile is not passed. */
+  int ended = r->ended;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += 50 * 1000 * 1000;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  while (!a->active && !(r->cur.active && r->cur.sent[0] == r->cur.beg[1]) && r->ended == ended &&
+         pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0) {
+  }
+  int ok = !a->active && r->ended == ended && r->cur.active && r->cur.sent[0] == r->cur.beg[1];
+  if (ok) {
+    const galign_graph **g = realloc(a->graphs, (size_t)n * sizeof *g);
+    if (g) a->graphs = g;
+    const kio_matrix **f = realloc(a->feats, (size_t)n * sizeof *f);
+    if (f) a->feats = f;
+    ok = g && f && plan_batch(r, a, n, graphs, feats, want_per_frame) == KIO_OK;
+  }
+  if (ok) {
+    memcpy(a->graphs, graphs, (size_t)n * sizeof *graphs);
+    memcpy(a->feats, feats, (size_t)n * sizeof *feats);
+    r->nbatch++;
+    r->nahead++;
+    if (send_some(r, a, 0, graphs, feats, a->err, sizeof a->err) != KIO_OK) a->failed = 1;
+  } else if (!a->active) {
+    a->nparts = 0;
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+int galign_remote_align(galign_remote *r, int n, const galign_graph *const *graphs,
+                        const kio_matrix *const *feats, int want_per_frame,
+                        galign_result *results) {
+  /* Each connection's requests, up to r->inflight of them unanswered: a
+   * reply is read while the service works on the next request. Replies
+   * come in the order of the requests. Their log lines are kept and logged
+   * in input order once the whole batch is in (a batch the service loses
+   * is aligned again here, with its own lines). */
+  pthread_mutex_lock(&r->mu);
+  batch_plan *pl = &r->cur;
+  int rc = KIO_OK;
+  if (r->ahead.active) {
+    if (!is_ahead(r, n, graphs, feats, want_per_frame)) {
+      rc = lost(r, "another batch than the one sent ahead to the GPU service");
+    } else {  /* the batch sent ahead becomes the current one */
+      batch_plan t = r->cur;
+      r->cur = r->ahead;
+      r->ahead = t;
+      r->ahead.active = 0;
+      if (pl->failed) {
+        char why[200];
+        snprintf(why, sizeof why, "%s", pl->err);
+        /* its answers before the failure say why, if the service failed */
+        while (rc == KIO_OK && pl->got[0] < pl->sent[0] - 1) {
+          pthread_mutex_unlock(&r->mu);
+          rc = recv_chunk(r, &pl->parts[pl->got[0]], feats, want_per_frame, results);
+          pthread_mutex_lock(&r->mu);
+          pl->got[0]++;
+        }
+        if (rc == KIO_OK) rc = lost(r, why);
+      }
+    }
+  } else {
+    rc = plan_batch(r, pl, n, graphs, feats, want_per_frame);
+    if (rc == KIO_OK) r->nbatch++;
+  }
   int more = rc == KIO_OK;
   while (more && rc == KIO_OK) {
     more = 0;
-    for (c = 0; c < k && rc == KIO_OK; c++)
-      while (rc == KIO_OK && sent[c] < beg[c + 1] && sent[c] - got[c] < r->inflight) {
-        req_part *p = &parts[sent[c]];
-        fused_flags(r, p, sent[c] == beg[c]);
-        if (send_chunk(r, p, graphs, feats, want_per_frame) != KIO_OK) {
-          /* a service that failed an earlier request and closed: its
-           * answer, waiting here, says why */
-          char why[200];
-          snprintf(why, sizeof why, "%s", kio_svc_error(r->svc[c]));
-          while (rc == KIO_OK && got[c] < sent[c])
-            rc = recv_chunk(r, &parts[got[c]++], feats, want_per_frame, results);
-          if (rc == KIO_OK) rc = lost(r, why);
-        }
-        sent[c]++;
+    for (int c = 0; c < pl->k && rc == KIO_OK; c++) {
+      char why[200];
+      if (send_some(r, pl, c, graphs, feats, why, sizeof why) == KIO_OK) {
+        if (pl->sent[c] == pl->beg[c + 1]) pthread_cond_broadcast(&r->cv);  /* may send ahead */
+        continue;
       }
-    for (c = 0; c < k && rc == KIO_OK; c++) {
-      if (got[c] == sent[c]) continue;
-      rc = recv_chunk(r, &parts[got[c]], feats, want_per_frame, results);
-      got[c]++;
+      /* a service that failed an earlier request and closed: its answer,
+       * waiting here, says why */
+      pthread_mutex_unlock(&r->mu);
+      while (rc == KIO_OK && pl->got[c] < pl->sent[c] - 1)
+        rc = recv_chunk(r, &pl->parts[pl->got[c]++], feats, want_per_frame, results);
+      pthread_mutex_lock(&r->mu);
+      if (rc == KIO_OK) rc = lost(r, why);
+    }
+    for (int c = 0; c < pl->k && rc == KIO_OK; c++) {
+      if (pl->got[c] == pl->sent[c]) continue;
+      pthread_mutex_unlock(&r->mu);  /* the next batch may be sent meanwhile */
+      rc = recv_chunk(r, &pl->parts[pl->got[c]], feats, want_per_frame, results);
+      pthread_mutex_lock(&r->mu);
+      pl->got[c]++;
       more = 1;
     }
   }
   /* parts are in input order: connections' chunks in order, each in order */
-  for (int i = 0; i < nparts; i++) {
-    if (rc == KIO_OK) kio_log_replay(&parts[i].lines);
-    else kio_log_discard(&parts[i].lines);
+  for (int i = 0; i < pl->nparts; i++) {
+    if (rc == KIO_OK) kio_log_replay(&pl->parts[i].lines);
+    else kio_log_discard(&pl->parts[i].lines);
   }
-  free(parts);
+  pl->nparts = 0;
+  pl->active = 0;
+  r->ended++;
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
   return rc;
 }

@@ -42,6 +42,17 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
                         const kio_matrix *const *feats, int want_per_frame,
                         galign_result *results);
 
+/* Sends the next batch now, while the current one is being aligned on
+ * another thread, so that the service goes from one batch to the next
+ * without waiting for the job: only with one connection, a
+ * galign_remote_align in progress whose requests are all out, as the
+ * window of requests in flight allows; else nothing (the next call sends
+ * it). Once sent, the next galign_remote_align must be for the same lists
+ * (else it returns GALIGN_REMOTE_LOST); their arrays must stay valid until
+ * then. A failure is told by that call. */
+void galign_remote_send_ahead(galign_remote *r, int n, const galign_graph *const *graphs,
+                              const kio_matrix *const *feats, int want_per_frame);
+
 /* ---- the one pass through the service (gpu-acc/acc-remote.c) ----
  * The job's accumulator asks the service to accumulate, from the features
  * it already holds, every batch it aligns on the connection (FUSE); what the

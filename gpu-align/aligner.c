@@ -21,6 +21,7 @@ struct galign_aligner {
   int is_gpu;             /* the GPU: the service's or our own context */
   galign_use_gpu mode;
   galign_remote *remote;  /* batches go to the GPU service */
+  pthread_mutex_t remote_mu;  /* remote replaced (lost) vs sent ahead to */
   galign_opts opts;
   galign_gmm gmm;
   galign_cuda *cuda;
@@ -67,9 +68,14 @@ int galign_aligner_new(galign_aligner **out, galign_use_gpu mode, const kio_tmod
   *out = NULL;
   galign_aligner *a = calloc(1, sizeof *a);
   if (!a) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+  pthread_mutex_init(&a->remote_mu, NULL);
   a->opts = *o;
   a->mode = mode;
-  if (galign_gmm_init(&a->gmm, am) != KIO_OK) { free(a); return KIO_ERR; }
+  if (galign_gmm_init(&a->gmm, am) != KIO_OK) {
+    pthread_mutex_destroy(&a->remote_mu);
+    free(a);
+    return KIO_ERR;
+  }
   a->nthreads = cpu_threads();
   char why[256] = "";
   if (mode != GALIGN_GPU_NO && !o->no_service && kio_svc_wanted()) {
@@ -117,6 +123,7 @@ void galign_aligner_free(galign_aligner *a) {
   galign_cuda_free(a->cuda);
   for (int i = 0; i < GALIGN_MAX_THREADS; i++) galign_cpu_ws_free(a->ws[i]);
   galign_gmm_free(&a->gmm);
+  pthread_mutex_destroy(&a->remote_mu);
   free(a);
 }
 
@@ -408,6 +415,14 @@ static int gpu_batch(galign_aligner *a, int n, const galign_graph *const *graphs
   return rc;
 }
 
+void galign_aligner_send_ahead(galign_aligner *a, int n, const galign_graph *const *graphs,
+                               const kio_matrix *const *feats, int want_per_frame) {
+  if (!a) return;
+  pthread_mutex_lock(&a->remote_mu);
+  if (a->remote) galign_remote_send_ahead(a->remote, n, graphs, feats, want_per_frame);
+  pthread_mutex_unlock(&a->remote_mu);
+}
+
 int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *graphs,
                        const kio_matrix *const *feats, int want_per_frame,
                        galign_result *results) {
@@ -426,8 +441,10 @@ int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *grap
      * same results. */
     char why[256];
     snprintf(why, sizeof why, "lost: %s", galign_remote_error(a->remote));
+    pthread_mutex_lock(&a->remote_mu);
     galign_remote_free(a->remote);
     a->remote = NULL;
+    pthread_mutex_unlock(&a->remote_mu);
     a->is_gpu = 0;
     char line[640];
     if (local_backend(a, why, line, sizeof line) != KIO_OK) return KIO_ERR;

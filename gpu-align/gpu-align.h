@@ -125,6 +125,12 @@ int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *grap
                        const kio_matrix *const *feats, int want_per_frame,
                        galign_result *results);
 
+/* Through the GPU service: hands it the next batch while the current one
+ * is aligned on another thread (galign_remote_send_ahead); the next
+ * galign_align_batch must be for the same lists. No-op otherwise. */
+void galign_aligner_send_ahead(galign_aligner *a, int n, const galign_graph *const *graphs,
+                               const kio_matrix *const *feats, int want_per_frame);
+
 /* Features computed on the device (gpu-feats; the pipeline's
  * align-gfeat.c): the CUDA device of our own backend, -1 when the aligner
  * has none (CPU, or the GPU service); rows registered for the next

@@ -123,7 +123,7 @@ declare -A first  # kind -> the first output of that kind
 # the splits worth a column: the aligner's and the accumulator's totals
 split_of() {
   local subs; subs=$(sed -n 's/^device sub-batches: //p' "$1")
-  { grep -h -o -E 'budget [0-9.]+ MiB \([a-z ]+\)|reading [0-9.]+ s|alignment [0-9.]+ s|Viterbi [0-9.]+ s|per-batch hook [0-9.]+ s|peak [0-9.]+ MiB|[0-9]+ batches, [0-9]+ frames|staging [0-9.]+ s|waiting for the device [0-9.]+ s|[0-9.]+ s in the accumulator|total [0-9.]+ s|[0-9]+ requests in [0-9]+ batches|sending [0-9.]+ s|shared memory copies [0-9.]+ s|waiting for replies [0-9.]+ s' "$1"
+  { grep -h -o -E 'budget [0-9.]+ MiB \([a-z ]+\)|reading [0-9.]+ s|alignment [0-9.]+ s|Viterbi [0-9.]+ s|per-batch hook [0-9.]+ s|peak [0-9.]+ MiB|[0-9]+ batches, [0-9]+ frames|staging [0-9.]+ s|waiting for the device [0-9.]+ s|[0-9.]+ s in the accumulator|total [0-9.]+ s|[0-9]+ requests in [0-9]+ batches \([0-9]+ sent ahead\)|sending [0-9.]+ s|shared memory copies [0-9.]+ s|waiting for replies [0-9.]+ s' "$1"
     [ "${subs:-0}" -gt 0 ] && echo "$subs device sub-batches"; } | awk '!seen[$0]++' | tr '\n' ';' | sed 's/;$//; s/;/; /g'
 }
 same() {  # kind file: sets res (identical to the first output of that kind?)

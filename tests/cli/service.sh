@@ -169,6 +169,27 @@ read -r nreq most < <(head -n 1 "$tmp/flight.counts")
 # (one utterance per batch, the second one pass, has one at a time)
 awk 'NR != 2 && $2 < 2 { bad = 1 } END { exit bad }' "$tmp/flight.counts" ||
   fail "in flight: never more than one request in flight: $(tr '\n' ' ' <"$tmp/flight.counts")"
+# a batch sent ahead while the previous one is aligned (the service slow:
+# the job has read the next batch by then), one request per batch: as
+# above, and the service saw two in flight
+stop_service
+export KALDI_GPU_DEV_SERVICE_INFLIGHT=2 KALDI_GPU_DEV_SERVICE_REQUEST_KB=65536
+KALDI_GPU_TEST_SERVICE_SLOW=0.1 KALDI_GPU_SERVICE_VERBOSE=1 align ahead models/mono/final.mdl \
+  "ark:gunzip -c graphs/mono.fsts.gz|" ark:noisy/delta.ark --batch-size=8 --verbose=2
+onepass fahead ark:noisy/delta.ark --batch-size=8 --verbose=2
+for j in ahead fahead; do
+  grep -q 'GPU service not usable\|GPU service lost' "$tmp/$j.log" &&
+    fail "sent ahead, $j: $(grep -m1 'GPU service not usable\|GPU service lost' "$tmp/$j.log")"
+  n=$(sed -n 's/.*batches (\([0-9]*\) sent ahead).*/\1/p' "$tmp/$j.log")
+  [ "${n:-0}" -ge 2 ] || fail "sent ahead, $j: ${n:-no} batches sent ahead"
+done
+sed -i '/VLOG/d' "$tmp/ahead.log"
+same_run mono.cpu ahead
+same_onepass fcpu.noisy fahead
+stop_service
+sed -n 's/.*align connection.*(up to \([0-9]*\) in flight).*/\1/p' $slog | tail -n 2 | grep -qv 2 &&
+  fail "sent ahead: the service saw $(sed -n 's/.*align connection.*(up to \([0-9]*\) in flight).*/\1/p' $slog | tail -n 2 | tr '\n' ' ')in flight, 2 expected"
+export KALDI_GPU_DEV_SERVICE_INFLIGHT=3 KALDI_GPU_DEV_SERVICE_REQUEST_KB=1
 # dropped with several in flight (after 5 requests): the job goes on alone
 t0=$(date +%s)
 KALDI_GPU_TEST_SERVICE_DROP=5 align fdrop models/mono/final.mdl "ark:gunzip -c graphs/mono.fsts.gz|" \
