@@ -26,113 +26,18 @@
  * the service answers them in order (protocol 4), and while it aligns one
  * the job fills and sends the next and reads the previous reply. */
 #include "align-remote.h"
+#include "align-shm.h"
 
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "base/sys/cpu-share.h"
 #include "base/sys/log.h"
 #include "base/sys/settings.h"
 
 enum { MAX_CONN = 16 };
 
-/* Features through shared memory: a request's features are copied into a
- * sealed memfd the service maps (one copy in the job instead of two in the
- * kernel and a wake-up per socket buffer). inflight + 1 per connection (at
- * most KIO_SVC_REGIONS), request by request in turn: the service reads
- * request k's (its accumulation too) until it answers k+1, and the job,
- * with at most inflight requests unanswered, sends request k + inflight + 1
- * (region k's again) only after that answer. Batches of less than SHM_MIN
- * go inline. */
-#define SHM_MIN ((size_t)1 << 20)
-#define SHM_MAX ((size_t)1 << 31)
-typedef struct {
-  int fd;
-  uint8_t *map;
-  size_t cap;
-  int sent;   /* the service has the descriptor */
-} shm_region;
-
-static void shm_release(shm_region *g) {
-  if (g->map) munmap(g->map, g->cap);
-  if (g->fd >= 0) close(g->fd);
-  g->map = NULL;
-  g->fd = -1;
-  g->cap = 0;
-  g->sent = 0;
-}
-
-/* The copy into the shared memory, on the job's share of the cores (the
- * reading thread is busy with the next batch meanwhile, the cores mostly
- * idle): pieces i = first, first + step, ... */
-typedef struct {
-  uint8_t *dst;
-  const kio_matrix *const *feats;
-  const size_t *off;
-  int n, first, step;
-} shm_copy;
-
-static void *shm_copy_main(void *arg) {
-  const shm_copy *j = arg;
-  for (int i = j->first; i < j->n; i += j->step)
-    memcpy(j->dst + j->off[i], j->feats[i]->data,
-           (size_t)j->feats[i]->rows * (size_t)j->feats[i]->cols * sizeof(float));
-  return NULL;
-}
-
-static void shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,
-                     size_t bytes) {
-  enum { MAX_T = 8 };
-  int nt = kio_cpu_share(0);
-  if (nt > MAX_T) nt = MAX_T;
-  if ((size_t)nt > bytes / ((size_t)8 << 20)) nt = (int)(bytes / ((size_t)8 << 20));
-  if (nt < 1) nt = 1;
-  shm_copy j[MAX_T];
-  pthread_t th[MAX_T];
-  int started = 1;
-  for (int t = 0; t < nt; t++) j[t] = (shm_copy){dst, feats, off, n, t, nt};
-  for (; started < nt; started++)
-    if (pthread_create(&th[started], NULL, shm_copy_main, &j[started]) != 0) break;
-  shm_copy_main(&j[0]);
-  for (int t = 1; t < started; t++) pthread_join(th[t], NULL);
-  for (int t = started; t < nt; t++) shm_copy_main(&j[t]);  /* threads not started */
-}
-
-/* Room for bytes in g (a new sealed memfd when it is too small), of
- * least_cap bytes or more: a region sized for a whole request from the
- * start is not made and first written again (page faults: ~10x a copy)
- * each time a larger request comes; untouched pages cost nothing. */
-static int shm_reserve(shm_region *g, size_t bytes, size_t least_cap) {
-  if (g->map && g->cap >= bytes) return KIO_OK;
-  shm_release(g);
-  size_t want = bytes + bytes / 4 > least_cap ? bytes + bytes / 4 : least_cap;
-  if (want > SHM_MAX) want = bytes;
-  size_t cap = (want + (SHM_MIN - 1)) / SHM_MIN * SHM_MIN;
-  int fd = memfd_create("kaldi-gpu-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return KIO_ERR;
-  void *p = MAP_FAILED;
-  if (ftruncate(fd, (off_t)cap) == 0 &&
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
-    p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    close(fd);
-    return KIO_ERR;
-  }
-  g->fd = fd;
-  g->map = p;
-  g->cap = cap;
-  g->sent = 0;
-  return KIO_OK;
-}
-
-/* One connection per GPU the job asked for (--num-gpus): the service puts
- * each on the device with the fewest connections, and a batch is split
- * among them. */
 /* A request of a batch: utterances [first, first + n) on connection c,
  * its flags and sequence number (fused), its reply's log lines. */
 typedef struct {
@@ -145,6 +50,7 @@ typedef struct {
  * sent[c] and got[c] of them sent and answered. */
 typedef struct {
   int active, n, want_pf, k;
+  const void *id;               /* its first graph: which batch it is */
   const galign_graph **graphs;  /* a batch sent ahead: its lists (copies) */
   const kio_matrix **feats;
   req_part *parts;
@@ -163,10 +69,14 @@ struct galign_remote {
   pthread_cond_t cv;      /* the current batch's requests all out, or it ended */
   int ended;              /* galign_remote_align calls ended */
   batch_plan cur, ahead;
+  pthread_t sender;       /* sending ahead (sender_main), not joined yet */
+  int sender_started, sender_done, abandon;
+  int send_n, send_pf;    /* what it sends */
+  int send_ended;         /* behind call send_ended + 1 (calls ended then) */
   galign_acc_link *link;  /* fused (connection 0 only; NULL: not) */
   int inflight;           /* requests a connection may have unanswered */
   uint64_t req_bytes;     /* a batch goes in requests of about this size */
-  shm_region shm[MAX_CONN][KIO_SVC_REGIONS];
+  galign_shm shm[MAX_CONN][KIO_SVC_REGIONS];
   int shm_next[MAX_CONN];
   int shm_off;            /* shared memory not usable here: inline */
   size_t shm_min;         /* smaller requests' features go inline */
@@ -179,6 +89,8 @@ struct galign_remote {
   char desc[160];
   char err[200];
 };
+
+static void join_sender(galign_remote *r, int all);
 
 /* ---------------- the job's side ---------------- */
 
@@ -278,6 +190,7 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
 
 void galign_remote_free(galign_remote *r) {
   if (!r) return;
+  join_sender(r, 1);
   if (r->nreq)
     KIO_VLOG(2, "Through the GPU service: %d requests in %d batches (%d sent ahead); %.1f MB on "
              "the socket, %.1f MB through shared memory; sending %.3f s (shared memory copies "
@@ -296,7 +209,7 @@ void galign_remote_free(galign_remote *r) {
   for (int c = 0; c < MAX_CONN; c++) {
     kio_svc_close(r->svc[c]);
     kio_msg_free(&r->msg[c]);
-    for (int k = 0; k < KIO_SVC_REGIONS; k++) shm_release(&r->shm[c][k]);
+    for (int k = 0; k < KIO_SVC_REGIONS; k++) galign_shm_release(&r->shm[c][k]);
   }
   free(r);
 }
@@ -437,9 +350,9 @@ static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *c
   size_t fbytes = 0;
   for (int i = first; i < first + n; i++)
     fbytes += ((size_t)feats[i]->rows * (size_t)feats[i]->cols * sizeof(float) + 63) / 64 * 64;
-  shm_region *sh = &r->shm[c][r->shm_next[c]];
+  galign_shm *sh = &r->shm[c][r->shm_next[c]];
   if (r->shm_off || fbytes < r->shm_min || fbytes > SHM_MAX) sh = NULL;
-  if (sh && shm_reserve(sh, fbytes, (size_t)r->req_bytes) != KIO_OK) {
+  if (sh && galign_shm_reserve(sh, fbytes, (size_t)r->req_bytes) != KIO_OK) {
     r->shm_off = 1;  /* no memfd here: inline from now on */
     sh = NULL;
   }
@@ -453,7 +366,7 @@ static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *c
       o += ((size_t)feats[first + i]->rows * (size_t)feats[first + i]->cols * sizeof(float) + 63) /
            64 * 64;
     }
-    shm_fill(sh->map, feats + first, offs, n, fbytes);
+    galign_shm_fill(sh->map, feats + first, offs, n, fbytes);
     r->shm_bytes += fbytes;
   }
   r->t_fill += kio_now_s() - t0;
@@ -613,6 +526,7 @@ static int plan_batch(galign_remote *r, batch_plan *pl, int n, const galign_grap
   for (int i = 0; i < pl->nparts; i++) kio_log_discard(&pl->parts[i].lines);
   pl->nparts = 0;
   pl->n = n;
+  pl->id = n > 0 ? (const void *)graphs[0] : NULL;
   pl->want_pf = want_per_frame;
   pl->failed = 0;
   int k = r->nconn < n ? r->nconn : n;
@@ -673,41 +587,86 @@ static int is_ahead(const galign_remote *r, int n, const galign_graph *const *gr
          !memcmp(a->feats, feats, (size_t)n * sizeof *feats);
 }
 
+/* Sending ahead, on a thread of its own (the caller reads the next batch
+ * meanwhile: the shared-memory copies and the transfer stay off its path).
+ * Only behind a batch being aligned, once all of its requests are out, so
+ * replies stay in order; not if that batch ends first or the next
+ * galign_remote_align begins (abandon). */
+static void *sender_main(void *arg) {
+  galign_remote *r = arg;
+  batch_plan *a = &r->ahead;
+  pthread_mutex_lock(&r->mu);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 1;  /* a bound in case nobody signals */
+  int ready = 0;
+  while (!r->abandon && r->ended == r->send_ended &&
+         !(ready = r->cur.active && r->cur.sent[0] == r->cur.beg[1]))
+    if (pthread_cond_timedwait(&r->cv, &r->mu, &until) != 0) break;
+  /* the batch being aligned may be this one (the call it was to follow
+   * ended before it was asked for) */
+  if (ready && !r->abandon && r->ended == r->send_ended && r->cur.id != (const void *)a->graphs[0] &&
+      plan_batch(r, a, r->send_n, a->graphs, a->feats, r->send_pf) == KIO_OK) {
+    r->nbatch++;
+    r->nahead++;
+    if (send_some(r, a, 0, a->graphs, a->feats, a->err, sizeof a->err) != KIO_OK) a->failed = 1;
+  } else {
+    a->active = 0;
+  }
+  r->sender_done = 1;
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+/* Ends the sending ahead (waits for a send in progress): all, or (a call
+ * beginning) the one behind an earlier call, which sent this call's batch
+ * or never will; one behind this call (the caller's next batch) goes on.
+ * Not under mu. */
+static void join_sender(galign_remote *r, int all) {
+  pthread_mutex_lock(&r->mu);
+  int mine = r->sender_started && (all || r->send_ended != r->ended);
+  pthread_t t = r->sender;
+  if (mine) {
+    r->sender_started = 0;
+    r->abandon = 1;
+    pthread_cond_broadcast(&r->cv);
+  }
+  pthread_mutex_unlock(&r->mu);
+  if (!mine) return;
+  pthread_join(t, NULL);
+  pthread_mutex_lock(&r->mu);
+  r->abandon = 0;
+  pthread_mutex_unlock(&r->mu);
+}
+
 void galign_remote_send_ahead(galign_remote *r, int n, const galign_graph *const *graphs,
                               const kio_matrix *const *feats, int want_per_frame) {
   if (!r || r->nconn != 1 || n <= 0) return;
   pthread_mutex_lock(&r->mu);
+  if (r->sender_started && r->sender_done) {  /* the last one's thread, done */
+    pthread_t t = r->sender;
+    r->sender_started = 0;
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(t, NULL);
+    pthread_mutex_lock(&r->mu);
+  }
   batch_plan *a = &r->ahead;
-  /* only behind a batch being aligned, once all of its requests are out:
-   * replies stay in order. The caller's aligning thread may not have begun
-   * it yet: a short wait for that; a batch that ends meanwhile is not passed. */
-  int ended = r->ended;
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_nsec += 50 * 1000 * 1000;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
-  while (!a->active && !(r->cur.active && r->cur.sent[0] == r->cur.beg[1]) && r->ended == ended &&
-         pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0) {
-  }
-  int ok = !a->active && r->ended == ended && r->cur.active && r->cur.sent[0] == r->cur.beg[1];
-  if (ok) {
+  int ok = !r->sender_started && !a->active;
+  if (ok) {  /* the lists copied: the caller's arrays may be rewritten */
     const galign_graph **g = realloc(a->graphs, (size_t)n * sizeof *g);
     if (g) a->graphs = g;
     const kio_matrix **f = realloc(a->feats, (size_t)n * sizeof *f);
     if (f) a->feats = f;
-    ok = g && f && plan_batch(r, a, n, graphs, feats, want_per_frame) == KIO_OK;
+    ok = g && f;
   }
   if (ok) {
     memcpy(a->graphs, graphs, (size_t)n * sizeof *graphs);
     memcpy(a->feats, feats, (size_t)n * sizeof *feats);
-    r->nbatch++;
-    r->nahead++;
-    if (send_some(r, a, 0, graphs, feats, a->err, sizeof a->err) != KIO_OK) a->failed = 1;
-  } else if (!a->active) {
-    a->nparts = 0;
+    r->send_n = n;
+    r->send_pf = want_per_frame;
+    r->send_ended = r->ended;
+    r->sender_done = 0;
+    r->sender_started = pthread_create(&r->sender, NULL, sender_main, r) == 0;
   }
   pthread_mutex_unlock(&r->mu);
 }
@@ -720,6 +679,7 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
    * come in the order of the requests. Their log lines are kept and logged
    * in input order once the whole batch is in (a batch the service loses
    * is aligned again here, with its own lines). */
+  join_sender(r, 0);  /* this batch may have been sent ahead */
   pthread_mutex_lock(&r->mu);
   batch_plan *pl = &r->cur;
   int rc = KIO_OK;

@@ -1,0 +1,83 @@
+/* The job's shared memory for requests to the GPU service (align-shm.h). */
+#include "align-shm.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/sys/cpu-share.h"
+#include "base/sys/log.h"
+
+void galign_shm_release(galign_shm *g) {
+  if (g->map) munmap(g->map, g->cap);
+  if (g->fd >= 0) close(g->fd);
+  g->map = NULL;
+  g->fd = -1;
+  g->cap = 0;
+  g->sent = 0;
+}
+
+/* The copy into the shared memory, on the job's share of the cores (the
+ * reading thread is busy with the next batch meanwhile, the cores mostly
+ * idle): pieces i = first, first + step, ... */
+typedef struct {
+  uint8_t *dst;
+  const kio_matrix *const *feats;
+  const size_t *off;
+  int n, first, step;
+} shm_copy;
+
+static void *shm_copy_main(void *arg) {
+  const shm_copy *j = arg;
+  for (int i = j->first; i < j->n; i += j->step)
+    memcpy(j->dst + j->off[i], j->feats[i]->data,
+           (size_t)j->feats[i]->rows * (size_t)j->feats[i]->cols * sizeof(float));
+  return NULL;
+}
+
+void galign_shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,
+                     size_t bytes) {
+  enum { MAX_T = 8 };
+  int nt = kio_cpu_share(0);
+  if (nt > MAX_T) nt = MAX_T;
+  if ((size_t)nt > bytes / ((size_t)8 << 20)) nt = (int)(bytes / ((size_t)8 << 20));
+  if (nt < 1) nt = 1;
+  shm_copy j[MAX_T];
+  pthread_t th[MAX_T];
+  int started = 1;
+  for (int t = 0; t < nt; t++) j[t] = (shm_copy){dst, feats, off, n, t, nt};
+  for (; started < nt; started++)
+    if (pthread_create(&th[started], NULL, shm_copy_main, &j[started]) != 0) break;
+  shm_copy_main(&j[0]);
+  for (int t = 1; t < started; t++) pthread_join(th[t], NULL);
+  for (int t = started; t < nt; t++) shm_copy_main(&j[t]);  /* threads not started */
+}
+
+int galign_shm_reserve(galign_shm *g, size_t bytes, size_t least_cap) {
+  if (g->map && g->cap >= bytes) return KIO_OK;
+  galign_shm_release(g);
+  size_t want = bytes + bytes / 4 > least_cap ? bytes + bytes / 4 : least_cap;
+  if (want > SHM_MAX) want = bytes;
+  size_t cap = (want + (SHM_MIN - 1)) / SHM_MIN * SHM_MIN;
+  int fd = memfd_create("kaldi-gpu-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return KIO_ERR;
+  void *p = MAP_FAILED;
+  if (ftruncate(fd, (off_t)cap) == 0 &&
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+    p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return KIO_ERR;
+  }
+  g->fd = fd;
+  g->map = p;
+  g->cap = cap;
+  g->sent = 0;
+  return KIO_OK;
+}
+
+/* One connection per GPU the job asked for (--num-gpus): the service puts
+ * each on the device with the fewest connections, and a batch is split
+ * among them. */

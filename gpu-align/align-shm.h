@@ -1,0 +1,40 @@
+/* Internal to gpu-align: the job's shared memory for requests to the GPU
+ * service (align-remote.c). A request's features are copied into a sealed
+ * memfd the service maps (one copy in the job instead of two in the kernel
+ * and a wake-up per socket buffer). inflight + 1 regions per connection (at
+ * most KIO_SVC_REGIONS), request by request in turn: the service reads
+ * request k's (its accumulation too) until it answers k+1, and the job,
+ * with at most inflight requests unanswered, sends request k + inflight + 1
+ * (region k's again) only after that answer. Batches of less than SHM_MIN
+ * go inline. */
+#ifndef GALIGN_ALIGN_SHM_H
+#define GALIGN_ALIGN_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/matrix/matrix.h"
+
+#define SHM_MIN ((size_t)1 << 20)
+#define SHM_MAX ((size_t)1 << 31)
+/* One region. */
+typedef struct {
+  int fd;
+  uint8_t *map;
+  size_t cap;
+  int sent;   /* the service has the descriptor */
+} galign_shm;
+
+void galign_shm_release(galign_shm *g);
+/* Room for bytes in g (a new sealed memfd when it is too small), of
+ * least_cap bytes or more: a region sized for a whole request from the
+ * start is not made and first written again (page faults: ~10x a copy)
+ * each time a larger request comes; untouched pages cost nothing. KIO_ERR
+ * if no memfd can be made here. */
+int galign_shm_reserve(galign_shm *g, size_t bytes, size_t least_cap);
+/* Copies the n matrices' data to dst + off[i], on the job's share of the
+ * cores. */
+void galign_shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,
+                     size_t bytes);
+
+#endif
