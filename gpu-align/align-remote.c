@@ -153,7 +153,11 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
    * service aligns one, reads a reply while it aligns the next, and the
    * service accumulates one while it aligns the next. */
   r->inflight = (int)kio_setting_int(KIO_SET_DEV_SERVICE_INFLIGHT, 2, 1, KIO_SVC_MAX_INFLIGHT);
-  r->req_bytes = (uint64_t)kio_setting_int(KIO_SET_DEV_SERVICE_REQUEST_KB, 64 << 10, 1,
+  /* One request per batch by default: a device batch costs the Viterbi
+   * search its longest utterance's frames one after another, so small ones
+   * cost (docs/benchmarks.md: 86 device batches took 2.1 s of Viterbi
+   * where 27 took 1.1 s); batches overlap by being sent ahead instead. */
+  r->req_bytes = (uint64_t)kio_setting_int(KIO_SET_DEV_SERVICE_REQUEST_KB, 1 << 20, 1,
                                            (long long)(KIO_SVC_MAX_REQUEST >> 10)) << 10;
   r->shm_min = SHM_MIN;
   const char *t = kio_test_hook(KIO_SET_TEST_SERVICE_SHM);
@@ -352,7 +356,8 @@ static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *c
     fbytes += ((size_t)feats[i]->rows * (size_t)feats[i]->cols * sizeof(float) + 63) / 64 * 64;
   galign_shm *sh = &r->shm[c][r->shm_next[c]];
   if (r->shm_off || fbytes < r->shm_min || fbytes > SHM_MAX) sh = NULL;
-  if (sh && galign_shm_reserve(sh, fbytes, (size_t)r->req_bytes) != KIO_OK) {
+  size_t least = r->req_bytes < SHM_LEAST ? (size_t)r->req_bytes : SHM_LEAST;
+  if (sh && galign_shm_reserve(sh, fbytes, least) != KIO_OK) {
     r->shm_off = 1;  /* no memfd here: inline from now on */
     sh = NULL;
   }

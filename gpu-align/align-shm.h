@@ -17,6 +17,7 @@
 
 #define SHM_MIN ((size_t)1 << 20)
 #define SHM_MAX ((size_t)1 << 31)
+#define SHM_LEAST ((size_t)256 << 20)  /* a new region's least size, at most */
 /* One region. */
 typedef struct {
   int fd;

@@ -107,7 +107,8 @@ extern "C" {
     "Alignment requests a job keeps unanswered on a GPU service connection, 1 to 3 "      \
     "(default 2; 1: each reply awaited before the next request)")                         \
   X(DEV_SERVICE_REQUEST_KB, "KALDI_GPU_DEV_SERVICE_REQUEST_KB", NULL, DEV,                 \
-    "A batch goes to the GPU service in requests of about this many KiB (default 65536)") \
+    "A batch goes to the GPU service in requests of about this many KiB (default "        \
+    "1048576: one request per batch, the next batch sent ahead)")                          \
   X(DEV_ACC_STATS, "KALDI_GPU_DEV_ACC_STATS", NULL, DEV,                                   \
     "Device statistics kernel: cells (default: a pdf's cells over many blocks) or tiled "  \
     "(one block per pdf); the same bits")                                                  \

@@ -235,8 +235,8 @@ case $steps in *" fused "*)
   align "$NEW" svc "default"
   # the job's requests: one at a time (no transfer overlapped), or smaller
   # and more of them in flight
-  fused "$NEW" svc "one request in flight (KALDI_GPU_DEV_SERVICE_INFLIGHT=1)" KALDI_GPU_DEV_SERVICE_INFLIGHT=1
-  fused "$NEW" svc "3 in flight, 32 MB requests" KALDI_GPU_DEV_SERVICE_INFLIGHT=3 KALDI_GPU_DEV_SERVICE_REQUEST_KB=32768
+  fused "$NEW" svc "one request in flight: none sent ahead (KALDI_GPU_DEV_SERVICE_INFLIGHT=1)" KALDI_GPU_DEV_SERVICE_INFLIGHT=1
+  fused "$NEW" svc "3 in flight, batches in 64 MB requests (KALDI_GPU_DEV_SERVICE_REQUEST_KB=65536)" KALDI_GPU_DEV_SERVICE_INFLIGHT=3 KALDI_GPU_DEV_SERVICE_REQUEST_KB=65536
   svc_stop
   svc_start "$NEW/kaldi-gpu-service" KALDI_GPU_DEV_SERVICE_SYNC=spin
   fused "$NEW" svc "service spinning (KALDI_GPU_DEV_SERVICE_SYNC=spin)"
