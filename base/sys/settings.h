@@ -105,7 +105,7 @@ extern "C" {
     "spin: the GPU service waits for the device spinning, not blocking (measuring)")      \
   X(DEV_SERVICE_INFLIGHT, "KALDI_GPU_DEV_SERVICE_INFLIGHT", NULL, DEV,                     \
     "Alignment requests a job keeps unanswered on a GPU service connection, 1 to 3 "      \
-    "(default 2; 1: each reply awaited before the next request)")                         \
+    "(default 2: the next batch sent ahead; 1: one at a time)")                           \
   X(DEV_SERVICE_REQUEST_KB, "KALDI_GPU_DEV_SERVICE_REQUEST_KB", NULL, DEV,                 \
     "A batch goes to the GPU service in requests of about this many KiB (default "        \
     "1048576: one request per batch, the next batch sent ahead)")                          \
