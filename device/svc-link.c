@@ -269,7 +269,8 @@ static int write_all_iov(kio_svc *s, struct iovec *iov, int n, int fd) {
       if (r < 0) return -1;
       continue;
     }
-    since = s->last_io = kio_now_s();
+    since = kio_now_s();
+    s->last_io = since;
     size_t left = (size_t)w;
     while (n > 0 && left >= iov->iov_len) {
       left -= iov->iov_len;
@@ -314,7 +315,8 @@ static int read_all(kio_svc *s, void *p, size_t n, double first_s, double *fired
       b += r;
       n -= (size_t)r;
       any = 1;
-      since = s->last_io = kio_now_s();
+      since = kio_now_s();
+      s->last_io = since;
       continue;
     }
     if (r == 0) return any ? -1 : 1;

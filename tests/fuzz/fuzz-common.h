@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/sys/log.h"
 
 /* Library messages are expected on bad input: count them, print nothing. */
 static inline void fuzz_quiet_log(int level, const char *func, const char *file, int line,

@@ -5,10 +5,10 @@
  *   selector & 4: random-access reader (look up a few keys) instead of
  *                 the sequential one; selector & 8: ",p" (permissive),
  *                 & 16: ",s", & 32: ",cs" (sorted modes of the RA reader). */
-#include "fst.h"
+#include "base/model/fst.h"
 #include "fuzz-common.h"
-#include "matrix.h"
-#include "table.h"
+#include "base/matrix/matrix.h"
+#include "base/io/table.h"
 
 static const kio_holder *pick(int sel) {
   switch (sel & 3) {

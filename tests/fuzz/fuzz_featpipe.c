@@ -10,7 +10,7 @@
  *     close status must be one the shell pipeline can give (0, 1, 255). */
 #include <signal.h>
 
-#include "feat.h"
+#include "base/feat/feat.h"
 #include "fuzz-common.h"
 
 static const char *mat_path(void) {

@@ -3,7 +3,7 @@
  * for CSR consistency, written back (OpenFst binary vector) and re-read. */
 #include <math.h>
 
-#include "fst.h"
+#include "base/model/fst.h"
 #include "fuzz-common.h"
 
 static void check_graph(const kio_fst *g) {

@@ -13,8 +13,8 @@
 #include <fst/fstlib.h>
 
 extern "C" {
-#include "fst.h"
-#include "log.h"
+#include "base/model/fst.h"
+#include "base/sys/log.h"
 }
 
 static void quiet(int, const char *, const char *, int, const char *, void *) {}

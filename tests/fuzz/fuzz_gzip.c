@@ -13,7 +13,7 @@
 #include <zlib.h>
 
 #include "fuzz-common.h"
-#include "gzip-input.h"
+#include "base/io/gzip-input.h"
 
 static int devnull = -1;
 

@@ -6,7 +6,7 @@
  * and compared bit for bit; a float matrix is also compressed with method
  * 1 + (selector >> 3) % 7 and decompressed. */
 #include "fuzz-common.h"
-#include "matrix.h"
+#include "base/matrix/matrix.h"
 
 /* A matrix that reads is also compressed with method 1..7 (selector bits
  * 3-5) and decompressed: the codec must cope with any float (NaN, inf,

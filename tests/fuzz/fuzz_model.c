@@ -5,8 +5,8 @@
  *   selector & 1 == 1: a tree: kio_ctx_dep_read on a temporary file, then a
  *                      few kio_ctx_dep_compute lookups. */
 #include "fuzz-common.h"
-#include "io.h"
-#include "model.h"
+#include "base/io/io.h"
+#include "base/model/model.h"
 
 static void check_tmodel(const kio_tmodel *tm) {
   FUZZ_CHECK(tm->num_tids > 0 && tm->num_tuples > 0);

@@ -4,7 +4,7 @@
  * --config=FILE. Usage and --print-args text go to stdout/stderr, so run.sh
  * runs this harness with -close_fd_mask=3. */
 #include "fuzz-common.h"
-#include "options.h"
+#include "base/sys/options.h"
 
 #define MAX_ARGS 64
 

@@ -9,7 +9,7 @@
 
 #include "fuzz-common.h"
 #include "gpu-acc/mllt.h"
-#include "table.h"
+#include "base/io/table.h"
 
 static void check_value(const gacc_post *p) {
   if (!p) return;

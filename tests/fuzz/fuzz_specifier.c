@@ -4,9 +4,9 @@
  * the line splitter; and as the range of an scp entry applied to a fixed
  * 5 x 4 matrix file (nothing the input names is ever opened). */
 #include "fuzz-common.h"
-#include "io.h"
-#include "matrix.h"
-#include "table.h"
+#include "base/io/io.h"
+#include "base/matrix/matrix.h"
+#include "base/io/table.h"
 #include "base/io/table-internal.h"
 
 static char path[256];

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "fuzz-common.h"
-#include "model.h"
-#include "table.h"
+#include "base/model/model.h"
+#include "base/io/table.h"
 #include "train-graphs/train-graphs.h"
 
 static kio_tmodel g_tm[2];

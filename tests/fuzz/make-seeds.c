@@ -10,13 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "compressed-matrix.h"
-#include "fst.h"
-#include "io.h"
-#include "log.h"
-#include "matrix.h"
-#include "model.h"
-#include "table.h"
+#include "base/matrix/compressed-matrix.h"
+#include "base/model/fst.h"
+#include "base/io/io.h"
+#include "base/sys/log.h"
+#include "base/matrix/matrix.h"
+#include "base/model/model.h"
+#include "base/io/table.h"
 
 static const char *outdir;
 static int nseed;
