@@ -25,16 +25,8 @@ fix=$top/tests/data
 for p in "$bin/gmm-acc-stats-ali" "$tools/replicate-archive" "$tools/acc-read-bench"; do
   [ -x "$p" ] || { echo "acc-read-bench: $p not built (run make)"; exit 1; }
 done
-mkdir -p "$data/out"
-if [ "$(cat "$data/stamp" 2>/dev/null)" != "$copies" ]; then
-  rm -f "$data/stamp"
-  "$tools/replicate-archive" --print-args=false --type=matrix --copies="$copies" \
-    "ark:$fix/feats/lda.ark" "ark:$data/feats.ark" 2>"$data/out/rep.log" &&
-  "$tools/replicate-archive" --print-args=false --type=ali --copies="$copies" \
-    "ark:$fix/kaldi/tri2/ali.ark" "ark:$data/ali.ark" 2>>"$data/out/rep.log" ||
-    { cat "$data/out/rep.log"; exit 1; }
-  echo "$copies" >"$data/stamp"
-fi
+. "$top/dev/bench/acc-bench-data.sh"
+acc_bench_data tri2 || exit 1
 cat "$data/feats.ark" "$data/ali.ark" >/dev/null
 mdl=$fix/models/tri2/final.mdl
 feats="ark,s,cs:$data/feats.ark" ali="ark:$data/ali.ark"

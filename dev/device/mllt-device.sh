@@ -8,7 +8,8 @@
 #      train_lda_mllt.sh, Kaldi's pipeline against ours.
 # Needs the programs built (make all; or .carry/gmmbin-gpu as gpu-session.sh
 # carries them), the corpus and Kaldi unpacked by `dev/device/recipe-device.sh
-# prepare` (/tmp/recipe-device/work/{synth-s5,kaldi/kb}) or RECIPE_DIR and
+# prepare` (its WORK: synth-s5 and kaldi/kb under RECIPE_DEVICE_BASE's work folder,
+# as trainer-device.sh finds them) or RECIPE_DIR and
 # KALDI_BUNDLE set. Writes $OUT/mllt.log (default OUT=/tmp/out). Usage:
 #   dev/device/mllt-device.sh
 set -uo pipefail
@@ -17,7 +18,8 @@ top=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 bin=$top/gmmbin-gpu
 [ -d .carry/gmmbin-gpu ] && [ ! -x "$bin/gmm-acc-mllt" ] && bin=$top/.carry/gmmbin-gpu
-w=/tmp/recipe-device/work
+base=${RECIPE_DEVICE_BASE:-/tmp/recipe-device}  # recipe-device.sh's folder on the device host
+w=$base/work
 rec=${RECIPE_DIR:-$w/synth-s5}
 export KALDI_BUNDLE=${KALDI_BUNDLE:-$w/kaldi/kb}
 exec > >(tee "$OUT/mllt.log") 2>&1

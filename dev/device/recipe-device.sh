@@ -5,7 +5,7 @@
 # INPUT_DIR holds kaldi-bin.tar.xz, synth-s5.tar.xz and unpack.sh (and, if
 # packed with `pack` below, gmmbin-gpu/, tools/ali-compare and
 # tools/blas-order-check). Unpacks into
-# WORK (default /tmp/recipe-device/work), runs egs/synth/s5/run.sh all-Kaldi
+# WORK (default: the folder work under /tmp/recipe-device), runs egs/synth/s5/run.sh all-Kaldi
 # (--exp exp_kaldi), then with our programs (--exp exp_ours), one after the
 # other, then tools/compare-recipe.sh. Writes into OUT_DIR: progress.log
 # (one line per stage and side), report.md, stage_times.{kaldi,ours},
@@ -87,7 +87,7 @@ case ${1:-} in
     # The trained tri2/tri3 models of both sides (what decoding needs), into
     # $OUT as models.part.NN of at most 15 MB (a device call returns files of
     # at most 16 MiB): decode them elsewhere with run.sh --stage 8.
-    c=$base/work/synth-s5
+    w=$base/work; c=$w/synth-s5
     [ -n "${OUT:-}" ] && [ -d "$c" ] || { echo "models: no \$OUT or no $c" >&2; exit 1; }
     # final.mdl is a symbolic link (to N.mdl): -type l too, and tar -h.
     (cd "$c" && find exp_kaldi exp_ours -maxdepth 3 \( -path '*/tri2/*' -o -path '*/tri3/*' \) \( -type f -o -type l \) \
