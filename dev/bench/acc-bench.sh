@@ -26,6 +26,8 @@ kaldi=""
 if [ -n "${KALDI_BUNDLE:-}" ] && [ -x "$KALDI_BUNDLE/bin/gmm-acc-stats-ali" ]; then
   kaldi=$KALDI_BUNDLE/bin/gmm-acc-stats-ali
   export LD_LIBRARY_PATH="$KALDI_BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # on PATH as a user's Kaldi is: ours matches its rounding by finding it there
+  export PATH="$KALDI_BUNDLE/bin:$PATH"
 elif [ -n "${KALDI_ROOT:-}" ] && [ -x "$KALDI_ROOT/src/gmmbin/gmm-acc-stats-ali" ]; then
   kaldi=$KALDI_ROOT/src/gmmbin/gmm-acc-stats-ali
 fi
