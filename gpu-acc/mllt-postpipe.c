@@ -246,3 +246,28 @@ int gacc_post_src_close(gacc_post_src *s) {
   gacc_post_src_free(s);
   return rc;
 }
+
+int gacc_posts_open(gacc_posts_in *in, const char *rspecifier) {
+  in->ra = NULL;
+  in->src = NULL;
+  int r = gacc_post_src_open(&in->src, rspecifier);
+  if (r < 0) return KIO_ERR;
+  if (r == 0 && kio_ra_open(&in->ra, rspecifier, &gacc_post_holder) != KIO_OK) return KIO_ERR;
+  return KIO_OK;
+}
+
+int gacc_posts_has_key(gacc_posts_in *in, const char *key) {
+  return in->src ? gacc_post_src_has_key(in->src, key) : kio_ra_has_key(in->ra, key);
+}
+
+const gacc_post *gacc_posts_value(gacc_posts_in *in, const char *key) {
+  return in->src ? gacc_post_src_value(in->src, key) : kio_ra_value(in->ra, key);
+}
+
+int gacc_posts_finish(gacc_posts_in *in) {
+  return in->src ? gacc_post_src_finish(in->src) : KIO_OK;
+}
+
+int gacc_posts_close(gacc_posts_in *in) {
+  return in->src ? gacc_post_src_close(in->src) : kio_ra_close(in->ra);
+}

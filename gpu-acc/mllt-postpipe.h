@@ -24,4 +24,18 @@ int gacc_post_src_finish(gacc_post_src *s);
 int gacc_post_src_close(gacc_post_src *s);
 void gacc_post_src_free(gacc_post_src *s);
 
+/* A posteriors rspecifier as the programs read it: the steps scripts' pipe
+ * in-process (above) or any other as a random-access table. */
+typedef struct {
+  kio_ra_reader *ra;
+  gacc_post_src *src;
+} gacc_posts_in;
+/* KIO_OK, or KIO_ERR after an ERROR (the rspecifier could not be opened). */
+int gacc_posts_open(gacc_posts_in *in, const char *rspecifier);
+int gacc_posts_has_key(gacc_posts_in *in, const char *key);
+const gacc_post *gacc_posts_value(gacc_posts_in *in, const char *key);
+/* The in-process pipe's end (gacc_post_src_finish); a no-op for a table. */
+int gacc_posts_finish(gacc_posts_in *in);
+int gacc_posts_close(gacc_posts_in *in);
+
 #endif

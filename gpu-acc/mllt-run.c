@@ -57,32 +57,14 @@ static int utt(gacc_mllt *m, const kio_tmodel *tm, const kio_am_gmm *am, const c
   return KIO_OK;
 }
 
-/* the posteriors: a table, or the recipe's pipe in-process */
-typedef struct {
-  kio_ra_reader *ra;
-  gacc_post_src *src;
-} posts_in;
-
-static int has_key(posts_in *in, const char *key) {
-  return in->src ? gacc_post_src_has_key(in->src, key) : kio_ra_has_key(in->ra, key);
-}
-
-static const gacc_post *value(posts_in *in, const char *key) {
-  return in->src ? gacc_post_src_value(in->src, key) : kio_ra_value(in->ra, key);
-}
-
-static int close_posts(posts_in *in) {
-  return in->src ? gacc_post_src_close(in->src) : kio_ra_close(in->ra);
-}
-
 static int run(gacc_mllt *m, const kio_tmodel *tm, const kio_am_gmm *am, kio_seq_reader *feats,
-               posts_in *posts, long *num_done) {
+               gacc_posts_in *posts, long *num_done) {
   long done = 0, no_post = 0, other = 0;
   double tot_like = 0.0, tot_t = 0.0;
   char b1[32], b2[32];
   for (; !kio_seq_done(feats); kio_seq_next(feats)) {
     const char *key = kio_seq_key(feats);
-    int has = has_key(posts, key);
+    int has = gacc_posts_has_key(posts, key);
     if (has < 0) return KIO_ERR;
     if (!has) {
       no_post++;
@@ -90,7 +72,7 @@ static int run(gacc_mllt *m, const kio_tmodel *tm, const kio_am_gmm *am, kio_seq
     }
     const kio_matrix *x = kio_seq_value(feats);
     if (!x) return KIO_ERR;
-    const gacc_post *p = value(posts, key);
+    const gacc_post *p = gacc_posts_value(posts, key);
     if (!p) return KIO_ERR;
     if (p->frames != x->rows) {
       KIO_KALDI(MLLT_WRONG_SIZE, (int)p->frames, (int)x->rows);
@@ -105,7 +87,7 @@ static int run(gacc_mllt *m, const kio_tmodel *tm, const kio_am_gmm *am, kio_seq
     tot_t += weight;
     if (done % 10 == 0) KIO_KALDI(MLLT_SO_FAR, kio_fmt_g(b1, tot_like / tot_t));
   }
-  if (posts->src && gacc_post_src_finish(posts->src) != KIO_OK) return KIO_ERR;
+  if (gacc_posts_finish(posts) != KIO_OK) return KIO_ERR;
   KIO_KALDI(MLLT_DONE, done, no_post, other);
   KIO_KALDI(MLLT_OVERALL, kio_fmt_g(b1, tot_like / tot_t), kio_fmt_g(b2, tot_t));
   *num_done = done;
@@ -116,11 +98,10 @@ int gacc_mllt_run(gacc_mllt *m, const kio_tmodel *tm, const kio_am_gmm *am,
                   const char *feature_rspecifier, const char *posteriors_rspecifier,
                   long *num_done) {
   kio_seq_reader *feats = NULL;
-  posts_in posts = {NULL, NULL};
+  gacc_posts_in posts;
   *num_done = 0;
   if (kio_seq_open(&feats, feature_rspecifier, &kio_matrix_holder) != KIO_OK) return KIO_ERR;
-  int r = gacc_post_src_open(&posts.src, posteriors_rspecifier);
-  if (r < 0 || (r == 0 && kio_ra_open(&posts.ra, posteriors_rspecifier, &gacc_post_holder) != KIO_OK)) {
+  if (gacc_posts_open(&posts, posteriors_rspecifier) != KIO_OK) {
     kio_seq_close(feats);
     return KIO_ERR;
   }
@@ -130,7 +111,7 @@ int gacc_mllt_run(gacc_mllt *m, const kio_tmodel *tm, const kio_am_gmm *am,
     void *u;
     kio_log_get_handler(&h, &u);
     kio_log_set_handler(quiet, NULL);
-    close_posts(&posts);
+    gacc_posts_close(&posts);
     kio_seq_close(feats);
     kio_log_set_handler(h, u);
     return KIO_ERR;
@@ -138,7 +119,7 @@ int gacc_mllt_run(gacc_mllt *m, const kio_tmodel *tm, const kio_am_gmm *am,
   /* A reader's failure at close (read error, failed pipe) is fatal; Kaldi
    * finds it in the destructors, after writing the statistics: here it
    * comes first, so that no statistics of failed inputs are written. */
-  int failed = close_posts(&posts) != KIO_OK;
+  int failed = gacc_posts_close(&posts) != KIO_OK;
   if (kio_seq_close(feats) != KIO_OK) failed = 1;
   return failed ? KIO_ERR : KIO_OK;
 }

@@ -25,7 +25,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 version=$(sed -n 's/^#define KIO_PLUGIN_VERSION "\(.*\)"$/\1/p' "$TOP/base/sys/version.h")
 [ -n "$version" ] || { echo "FAIL: no KIO_PLUGIN_VERSION in base/sys/version.h"; exit 1; }
 id="kaldi-gpu-align $version"
-replaced="gmm-align-compiled align-equal-compiled gmm-acc-stats-ali compile-train-graphs gmm-align align-equal gmm-est gmm-sum-accs gmm-acc-mllt ali-to-post weight-silence-post"
+replaced="gmm-align-compiled align-equal-compiled gmm-acc-stats-ali compile-train-graphs gmm-align align-equal gmm-est gmm-sum-accs gmm-acc-mllt ali-to-post weight-silence-post gmm-acc-stats-twofeats"
 # Our service directory and its sockets stay in the test's directory.
 export KALDI_GPU_SERVICE_DIR=$tmp/svc
 mkdir -m 700 "$tmp/svc"
@@ -77,7 +77,8 @@ count() { grep -c "$1" "$2"; }
 # 1. Stock: Kaldi's programs, NOT ENABLED; and the README's old advice
 #    (export PATH=ours:$PATH before the recipe) does not survive path.sh.
 check_out stock 1
-[ "$(count "KALDI'S" "$tmp/stock.out")" = 11 ] || fail "stock: expected 11 programs reported as Kaldi's"
+nrep=$(echo $replaced | wc -w)
+[ "$(count "KALDI'S" "$tmp/stock.out")" = "$nrep" ] || fail "stock: expected $nrep programs reported as Kaldi's"
 grep -q '^NOT ENABLED' "$tmp/stock.out" || fail "stock: no NOT ENABLED verdict"
 check_out exported 1 PATH="$BIN:$PATH"
 grep -q "^gmm-align-compiled .*KALDI'S.*$K/egs/wsj/s5/../../../src/gmmbin/gmm-align-compiled (hides $BIN/gmm-align-compiled)" \
@@ -89,7 +90,9 @@ grep -q '^fake Kaldi gmm-align-compiled$' "$tmp/exported.log" || fail "exported 
 "$enable" --bin "$BIN" "$R" >"$tmp/enable.out" 2>&1 || { fail "enable-recipe failed"; cat "$tmp/enable.out"; }
 cp "$R/path.sh" "$tmp/enabled.path.sh"
 check_out enabled 0
-[ "$(count "ours ($id)" "$tmp/enabled.out")" = 13 ] || fail "enabled: expected 13 programs reported as ours ($id)"
+# the replaced programs, gmm-align-acc-compiled and the service
+[ "$(count "ours ($id)" "$tmp/enabled.out")" = $((nrep + 2)) ] ||
+  fail "enabled: expected $((nrep + 2)) programs reported as ours ($id)"
 grep -q '^ENABLED' "$tmp/enabled.out" || fail "enabled: no ENABLED verdict"
 for k in "program: $id (kaldi-gpu-service)" "CUDA_VISIBLE_DEVICES: " "service directory: $tmp/svc" \
          "service socket: $tmp/svc/gpu-" "rounding profile: " "gpus\?[ :]"; do
