@@ -335,7 +335,8 @@ START_TEST(test_policy_wait_and_yes) {
       retries++;
     double took = kio_now_s() - t0;
     ck_assert_int_ge(retries, 2);  /* a back-off, not a busy loop */
-    ck_assert(took >= 0.9 && took < 2.0);
+    /* waited the 1 s asked for, and stopped then (the bound leaves room for a loaded machine) */
+    ck_assert(took >= 0.9 && took < 5.0);
     ck_assert_int_eq(act, yes ? KIO_GPU_FAIL : KIO_GPU_USE_CPU);
     ck_assert_int_gt(fake_trims, 0);  /* the pool trimmed while waiting */
     /* the bound is the job's: the next piece does not wait again */
