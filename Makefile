@@ -169,8 +169,9 @@ test-asan:
 bench: all
 	@dev/bench/bench.sh; a=$$?; echo; dev/bench/bench-graphs.sh; b=$$?; echo; \
 	  dev/bench/est-bench.sh; c=$$?; echo; \
-	  ACC_READ_COPIES=100 ACC_READ_PROGRAM=0 dev/bench/acc-read-bench.sh; d=$$?; \
-	  exit $$((a | b | c | d))
+	  ACC_READ_COPIES=100 ACC_READ_PROGRAM=0 dev/bench/acc-read-bench.sh; d=$$?; echo; \
+	  dev/bench/twofeats-bench.sh; e=$$?; \
+	  exit $$((a | b | c | d | e))
 
 # CPU gmm-acc-stats-ali vs Kaldi's (KALDI_BUNDLE or KALDI_ROOT), 1 and 2 jobs at once.
 bench-acc: all
