@@ -23,8 +23,7 @@ struct tstat_acc {
   int32_t *ci, nci;        /* sorted */
   int32_t *map, nmap;      /* phone map, empty: none */
   tstat_table t;           /* the statistics, in order of creation */
-  uint32_t *slot;          /* hash: entry index + 1, 0 empty */
-  size_t nslot;
+  tstat_index ix;
   int32_t *ends, *phones, cap;  /* per utterance */
 };
 
@@ -164,73 +163,10 @@ void tstat_acc_free(tstat_acc *a) {
   free(a->ci);
   free(a->map);
   tstat_free(&a->t);
-  free(a->slot);
+  tstat_index_free(&a->ix);
   free(a->ends);
   free(a->phones);
   free(a);
-}
-
-static uint64_t hash_ev(const int32_t *ev, int32_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (int32_t i = 0; i < 2 * n; i++) {
-    h ^= (uint32_t)ev[i];
-    h *= 1099511628211ull;
-  }
-  return h ^ (h >> 29);
-}
-
-static int rehash(tstat_acc *a, size_t nslot) {
-  uint32_t *s = calloc(nslot, sizeof *s);
-  if (!s) return KIO_ERR;
-  for (size_t i = 0; i < a->t.n; i++) {
-    const tstat_entry *e = &a->t.v[i];
-    size_t k = hash_ev(a->t.ev + e->off, e->nev) & (nslot - 1);
-    while (s[k]) k = (k + 1) & (nslot - 1);
-    s[k] = (uint32_t)(i + 1);
-  }
-  free(a->slot);
-  a->slot = s;
-  a->nslot = nslot;
-  return KIO_OK;
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return KIO_OK;
-  size_t c = *cap ? *cap : 4096;
-  while (c < need) c *= 2;
-  void *q = realloc(*p, c * elem);
-  if (!q) return KIO_ERR;
-  *p = q;
-  *cap = c;
-  return KIO_OK;
-}
-
-/* The entry of event ev (n pairs), made (count 0, statistics 0) if new;
- * -1: out of memory. */
-static long lookup(tstat_acc *a, const int32_t *ev, int32_t n, int32_t dim) {
-  if (2 * (a->t.n + 1) > a->nslot && rehash(a, a->nslot ? 2 * a->nslot : 4096) != KIO_OK)
-    return -1;
-  tstat_table *t = &a->t;
-  size_t k = hash_ev(ev, n) & (a->nslot - 1);
-  for (; a->slot[k]; k = (k + 1) & (a->nslot - 1)) {
-    const tstat_entry *e = &t->v[a->slot[k] - 1];
-    if (e->nev == n && memcmp(t->ev + e->off, ev, 2 * (size_t)n * sizeof *ev) == 0)
-      return (long)a->slot[k] - 1;
-  }
-  size_t m = 2 * (size_t)dim;
-  if (grow((void **)&t->v, &t->cap, t->n + 1, sizeof *t->v) ||
-      grow((void **)&t->ev, &t->ev_cap, t->ev_n + 2 * (size_t)n, sizeof *t->ev) ||
-      grow((void **)&t->st, &t->st_cap, t->st_n + m, sizeof *t->st))
-    return -1;
-  tstat_entry *e = &t->v[t->n];
-  *e = (tstat_entry){.nev = n, .rows = 2, .cols = dim, .off = t->ev_n, .soff = t->st_n,
-                     .count = 0.0, .var_floor = a->var_floor};
-  memcpy(t->ev + t->ev_n, ev, 2 * (size_t)n * sizeof *ev);
-  t->ev_n += 2 * (size_t)n;
-  memset(t->st + t->st_n, 0, m * sizeof *t->st);
-  t->st_n += m;
-  a->slot[k] = (uint32_t)(++t->n);
-  return (long)t->n - 1;
 }
 
 /* GaussClusterable::AddStats(x, 1.0) */
@@ -307,8 +243,10 @@ int tstat_acc_utt(tstat_acc *a, const kio_tmodel *tm, const char *key, const int
       int32_t pc = kio_tid_to_pdf_class(tm, ali[t]);
       if (pc != last_class) {
         ev[1] = pc;
-        ei = lookup(a, ev, ne, x->cols);
+        int created;
+        ei = tstat_index_get(&a->ix, &a->t, ev, ne, 2, x->cols, 0, &created);
         if (ei < 0) { KIO_ERROR("out of memory"); return KIO_ERR; }
+        if (created) a->t.v[ei].var_floor = a->var_floor;
         if (a->t.v[ei].cols != x->cols) {  /* Kaldi asserts */
           KIO_ERROR("Features of dimension %d for utterance %s, statistics of dimension %d",
                     (int)x->cols, key, (int)a->t.v[ei].cols);
@@ -322,19 +260,10 @@ int tstat_acc_utt(tstat_acc *a, const kio_tmodel *tm, const char *key, const int
   return KIO_OK;
 }
 
-static const tstat_table *sort_t;
-static int by_event(const void *x, const void *y) {
-  const tstat_entry *a = x, *b = y;
-  return tstat_event_cmp(sort_t->ev + a->off, a->nev, sort_t->ev + b->off, b->nev);
-}
-
 int tstat_acc_take(tstat_acc *a, tstat_table *out) {
-  sort_t = &a->t;  /* events are unique: any sort gives std::map's order */
-  qsort(a->t.v, a->t.n, sizeof *a->t.v, by_event);
+  tstat_sort(&a->t);
   *out = a->t;
   memset(&a->t, 0, sizeof a->t);
-  free(a->slot);
-  a->slot = NULL;
-  a->nslot = 0;
+  tstat_index_free(&a->ix);
   return KIO_OK;
 }

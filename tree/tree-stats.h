@@ -45,6 +45,20 @@ void tstat_free(tstat_table *t);
  * order of std::vector<std::pair<int32, int32>>. */
 int tstat_event_cmp(const int32_t *a, int32_t na, const int32_t *b, int32_t nb);
 
+/* A hash index over a table's events (Kaldi: a std::map). */
+typedef struct {
+  uint32_t *slot;  /* entry index + 1, 0: empty */
+  size_t nslot;
+} tstat_index;
+void tstat_index_free(tstat_index *ix);
+/* The entry of event (ev, nev) in t; if absent, appended (count 0, the
+ * statistics rows x cols zeros, or null) and *created = 1. -1: out of
+ * memory. */
+long tstat_index_get(tstat_index *ix, tstat_table *t, const int32_t *ev, int32_t nev,
+                     int32_t rows, int32_t cols, int is_null, int *created);
+/* t's entries put in event order (its events unique). */
+void tstat_sort(tstat_table *t);
+
 /* ReadBuildTreeStats of one rxfilename (binary or text, "\0B" header as
  * Kaldi's Input). ERROR naming the file on failure. */
 int tstat_read(const char *rxfilename, tstat_table *t);
