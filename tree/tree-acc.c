@@ -25,6 +25,7 @@ struct tstat_acc {
   tstat_table t;           /* the statistics, in order of creation */
   tstat_index ix;
   int32_t *ends, *phones, cap;  /* per utterance */
+  int32_t *ev;             /* one event: 1 + context_width pairs */
 };
 
 static int cmp_int(const void *x, const void *y) {
@@ -146,6 +147,12 @@ int tstat_acc_new(tstat_acc **out, const tstat_acc_opts *o) {
   if (!a) { KIO_ERROR("out of memory"); return KIO_ERR; }
   a->o = *o;
   a->var_floor = o->var_floor;
+  a->ev = malloc(sizeof *a->ev * 2 * ((size_t)o->context_width + 1));
+  if (!a->ev) {
+    KIO_ERROR("out of memory");
+    tstat_acc_free(a);
+    return KIO_ERR;
+  }
   if (o->phone_map[0] && read_phone_map(o->phone_map, &a->map, &a->nmap) != KIO_OK) {
     tstat_acc_free(a);
     return KIO_ERR;
@@ -177,6 +184,7 @@ void tstat_acc_free(tstat_acc *a) {
   tstat_index_free(&a->ix);
   free(a->ends);
   free(a->phones);
+  free(a->ev);
   free(a);
 }
 
@@ -231,11 +239,7 @@ int tstat_acc_utt(tstat_acc *a, const kio_tmodel *tm, const char *key, const int
     if (map_phone(a, kio_tid_to_phone(tm, ali[k ? a->ends[k - 1] : 0]), &a->phones[k]) != KIO_OK)
       return KIO_ERR;
   const int32_t N = a->o.context_width, P = a->o.central_position;
-  int32_t ev[2 * 64 + 2];
-  if (N > 64) {
-    KIO_ERROR("--context-width=%d is more than this program supports (64)", (int)N);
-    return KIO_ERR;
-  }
+  int32_t *ev = a->ev;
   for (int32_t c = 0; c < m; c++) {  /* the window starting at c - P */
     int32_t central = a->phones[c];
     int ctx_dep = !a->nci || !bsearch(&central, a->ci, (size_t)a->nci, sizeof *a->ci, cmp_int);
