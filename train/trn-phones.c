@@ -16,47 +16,6 @@
 #include "train/trainer.h"
 #include "train/trn-log.h"
 
-/* TransitionModel::IsFinal: the transition goes to the topology entry's
- * final (last) state. */
-static int tid_is_final(const kio_tmodel *tm, int32_t tid) {
-  int32_t ts = tm->tid2ts[tid];
-  const kio_tuple *t = &tm->tuples[ts - 1];
-  const kio_topo_entry *e = &tm->topo.entries[tm->topo.phone2idx[t->phone]];
-  const kio_topo_state *s = &e->states[t->hmm_state];
-  return s->trans[tid - tm->first_tid[ts]].dest + 1 == e->num_states;
-}
-
-/* SplitToPhones' IsReordered: the self-loop after the forward transition. */
-static int is_reordered(const kio_tmodel *tm, const int32_t *a, int32_t n) {
-  for (int32_t i = 0; i + 1 < n; i++) {
-    if (tm->tid2ts[a[i]] == tm->tid2ts[a[i + 1]]) continue;
-    if (tm->tid_is_self_loop[a[i]]) return 1;
-    if (tm->tid_is_self_loop[a[i + 1]]) return 0;
-  }
-  if (n == 0 || tm->tid_is_self_loop[a[0]]) return 0;
-  return tm->tid_is_self_loop[a[n - 1]] != 0;
-}
-
-/* SplitToPhones: each phone instance's end (one past), in ends[]; their
- * count. ends must hold n entries. */
-static int32_t split_to_phones(const kio_tmodel *tm, const int32_t *a, int32_t n, int32_t *ends) {
-  int reordered = is_reordered(tm, a, n);
-  int32_t m = 0;
-  for (int32_t i = 0; i < n; i++) {
-    if (tid_is_final(tm, a[i])) {
-      if (reordered)
-        while (i + 1 < n && tm->tid_is_self_loop[a[i + 1]]) i++;
-      ends[m++] = i + 1;
-    } else if (i + 1 == n) {
-      ends[m++] = i + 1;
-    } else {
-      int32_t s0 = tm->tid2ts[a[i]], s1 = tm->tid2ts[a[i + 1]];
-      if (s0 != s1 && tm->tuples[s0 - 1].phone != tm->tuples[s1 - 1].phone) ends[m++] = i + 1;
-    }
-  }
-  return m;
-}
-
 typedef struct {
   char **v;
   size_t n, cap;
@@ -90,7 +49,7 @@ static int line_cmp(const void *x, const void *y) {
  * so the last keeps the writer's trailing space; "begin " alone when the
  * alignment is empty. Their order does not matter (sorted after). */
 static int utt_lines(lines *l, const kio_tmodel *tm, const int32_t *a, int32_t n, int32_t *ends) {
-  int32_t m = split_to_phones(tm, a, n, ends);
+  int32_t m = kio_split_to_phones(tm, a, n, ends, NULL);
   if (m == 0) return add_line(l, "begin", "");
   char f[64];
   int rc = KIO_OK;

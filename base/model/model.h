@@ -90,6 +90,16 @@ static inline int32_t kio_tid_to_pdf(const kio_tmodel *tm, int32_t tid) { return
 static inline int kio_tid_is_self_loop(const kio_tmodel *tm, int32_t tid) { return tm->tid_is_self_loop[tid]; }
 static inline int32_t kio_tid_to_ts(const kio_tmodel *tm, int32_t tid) { return tm->tid2ts[tid]; }
 int32_t kio_tid_to_phone(const kio_tmodel *tm, int32_t tid);
+/* TransitionModel::IsFinal: the transition enters the topology's final state. */
+int kio_tid_is_final(const kio_tmodel *tm, int32_t tid);
+/* TransitionIdToPdfClass: the self-loop's or the forward pdf-class. */
+int32_t kio_tid_to_pdf_class(const kio_tmodel *tm, int32_t tid);
+/* SplitToPhones (hmm-utils.cc) on tids that are all valid (1..num_tids):
+ * each phone instance's end (one past) in ends[] (room for n), their count;
+ * *ok (if not NULL): Kaldi's return value, 0 where the alignment does not
+ * start or end at a phone's boundary. */
+int32_t kio_split_to_phones(const kio_tmodel *tm, const int32_t *a, int32_t n, int32_t *ends,
+                            int *ok);
 /* Tid of the self-loop of transition-state ts, or 0. */
 int32_t kio_ts_self_loop(const kio_tmodel *tm, int32_t ts);
 

@@ -117,6 +117,63 @@ int32_t kio_tid_to_phone(const kio_tmodel *tm, int32_t tid) {
   return ts > 0 ? tm->tuples[ts - 1].phone : 0;
 }
 
+int kio_tid_is_final(const kio_tmodel *tm, int32_t tid) {
+  int32_t ts = tm->tid2ts[tid];
+  const kio_tuple *t = &tm->tuples[ts - 1];
+  const kio_topo_entry *e = &tm->topo.entries[tm->topo.phone2idx[t->phone]];
+  const kio_topo_state *s = &e->states[t->hmm_state];
+  return s->trans[tid - tm->first_tid[ts]].dest + 1 == e->num_states;
+}
+
+int32_t kio_tid_to_pdf_class(const kio_tmodel *tm, int32_t tid) {
+  const kio_tuple *t = &tm->tuples[tm->tid2ts[tid] - 1];
+  const kio_topo_state *s =
+      &tm->topo.entries[tm->topo.phone2idx[t->phone]].states[t->hmm_state];
+  return tm->tid_is_self_loop[tid] ? s->self_loop_pdf_class : s->forward_pdf_class;
+}
+
+/* IsReordered: the self-loop after the forward transition. */
+static int is_reordered(const kio_tmodel *tm, const int32_t *a, int32_t n) {
+  for (int32_t i = 0; i + 1 < n; i++) {
+    if (tm->tid2ts[a[i]] == tm->tid2ts[a[i + 1]]) continue;
+    if (tm->tid_is_self_loop[a[i]]) return 1;
+    if (tm->tid_is_self_loop[a[i + 1]]) return 0;
+  }
+  if (n == 0 || tm->tid_is_self_loop[a[0]]) return 0;
+  return tm->tid_is_self_loop[a[n - 1]] != 0;
+}
+
+int32_t kio_split_to_phones(const kio_tmodel *tm, const int32_t *a, int32_t n, int32_t *ends,
+                            int *ok) {
+  int reordered = is_reordered(tm, a, n);
+  int32_t m = 0;
+  int good = 1;
+  for (int32_t i = 0; i < n; i++) {
+    if (kio_tid_is_final(tm, a[i])) {
+      if (reordered)
+        while (i + 1 < n && tm->tid_is_self_loop[a[i + 1]]) i++;
+      ends[m++] = i + 1;
+    } else if (i + 1 == n) {
+      good = 0;
+      ends[m++] = i + 1;
+    } else {
+      int32_t s0 = tm->tid2ts[a[i]], s1 = tm->tid2ts[a[i + 1]];
+      if (s0 != s1 && tm->tuples[s0 - 1].phone != tm->tuples[s1 - 1].phone) {
+        good = 0;
+        ends[m++] = i + 1;
+      }
+    }
+  }
+  /* each phone starts in its topology's first state, where that one emits */
+  for (int32_t k = 0; k < m; k++) {
+    const kio_tuple *t = &tm->tuples[tm->tid2ts[a[k ? ends[k - 1] : 0]] - 1];
+    const kio_topo_entry *e = &tm->topo.entries[tm->topo.phone2idx[t->phone]];
+    if (e->states[0].forward_pdf_class != -1 && t->hmm_state != 0) good = 0;
+  }
+  if (ok) *ok = good;
+  return m;
+}
+
 /* ComputeDerivedOfProbs(): BaseFloat p = Exp(logp); BaseFloat q = 1.0 - p
  * (evaluated in double, then narrowed); Log(q) in float. */
 static int tm_compute_derived_of_probs(kio_tmodel *tm) {

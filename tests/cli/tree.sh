@@ -1,0 +1,78 @@
+#!/bin/bash
+# acc-tree-stats and sum-tree-stats against Kaldi's own (bin/acc-tree-stats.cc,
+# bin/sum-tree-stats.cc): every case of tests/cli/lib/tree-cases.sh (context
+# widths, --ci-phones, --phone-map, text and binary, an alignment archive
+# with files missing, of another length and ending inside a phone, the
+# stage's feature pipe computed in-process, sums of overlapping parts and
+# of text and binary inputs): the output's md5, the exit status and the
+# lines of Kaldi's log as recorded by dev/oracles/tree-refs.sh
+# (tests/data/tree). Where Kaldi's ERROR does not name the file (a treeacc
+# that is not one, a missing input) ours must: checked by its own. Also:
+# a truncated input, an alignment with a transition-id out of range (Kaldi
+# asserts): ERROR naming the file or utterance, exit 255, no output; the
+# parallel sum equal to the one-thread sum of a pipe input.
+# Env: BIN, TOP. Exit 0 pass, 1 fail.
+set -u
+: "${BIN:?}" "${TOP:?}"
+for p in acc-tree-stats sum-tree-stats; do
+  if [ ! -x "$BIN/$p" ]; then echo "SKIP: $BIN/$p not built"; exit 77; fi
+done
+cd "$TOP/tests/data" || exit 1
+# the pipe case's add-deltas rounds as the kernels the references had
+export KALDI_GPU_BLAS_PROFILE=hsw
+tmp=$(mktemp -d /tmp/tree.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$TOP/tests/cli/lib/tree-cases.sh"
+tree_inputs "$tmp" "$BIN/acc-tree-stats" || fail "making the inputs"
+T=$tmp
+n=0
+for c in "${tree_cases[@]}"; do
+  IFS='|' read -r name prog args <<<"$c"
+  o=$tmp/out.$name
+  rm -f "$o"
+  rc=0
+  eval "\"$BIN/$prog\" ${args//@OUT@/$o}" 2>"$tmp/log" || rc=$?
+  md5=-
+  [ -f "$o" ] && md5=$(md5sum <"$o" | cut -d' ' -f1)
+  want=$(grep "^$name " tree/expect.txt)
+  [ "$name $md5 $rc" = "$want" ] || fail "$name: got '$name $md5 $rc', Kaldi '$want'"
+  case $name in
+    sumbad|summiss)  # Kaldi's ERROR names no file; ours names it
+      f=models/mono/tree
+      [ $name = summiss ] && f=$tmp/no-such.acc
+      grep -q "^ERROR .*$f" "$tmp/log" || fail "$name: no ERROR naming $f"
+      ;;
+    *)
+      grep -E "(tree-stats|tree-accu|io-funcs)\.cc:|^(Usage|Accumulate|Sum)" "$tmp/log" |
+        sed 's/\[[^]]*\]//; s#'"$tmp"'#$T#g' | diff -q - "tree/$name.log" >/dev/null ||
+        fail "$name: log lines differ from Kaldi's (tests/data/tree/$name.log)"
+      ;;
+  esac
+  n=$((n + 1))
+done
+
+# a truncated treeacc: ERROR naming it, 255, no output
+head -c 100000 "$tmp/a.acc" >"$tmp/cut.acc"
+rc=0
+"$BIN/sum-tree-stats" "$tmp/cut-sum" "$tmp/a.acc" "$tmp/cut.acc" 2>"$tmp/log" || rc=$?
+[ $rc = 255 ] && [ ! -e "$tmp/cut-sum" ] && grep -q "^ERROR .*cut.acc" "$tmp/log" ||
+  fail "truncated input: exit $rc, $(grep -c ERROR "$tmp/log") ERROR lines"
+[ "$(grep -c ERROR "$tmp/log")" = 1 ] || fail "truncated input: more than one ERROR"
+# a transition-id out of range (Kaldi asserts): ERROR naming the utterance
+awk 'NR == 3 { $2 = 99999 } { print }' kaldi/mono/ali.txt >"$tmp/badtid.txt"
+rc=0
+"$BIN/acc-tree-stats" models/mono/final.mdl ark:feats/delta.ark ark,t:"$tmp/badtid.txt" \
+  "$tmp/badtid.acc" 2>"$tmp/log" || rc=$?
+u=$(awk 'NR == 3 { print $1 }' kaldi/mono/ali.txt)
+[ $rc = 255 ] && [ ! -e "$tmp/badtid.acc" ] && grep -q "^ERROR .*$u" "$tmp/log" ||
+  fail "transition-id out of range: exit $rc"
+# the threads' sum equals the sum read in order (a pipe input: one thread)
+"$BIN/sum-tree-stats" "$tmp/s1" "$tmp/a.acc" "$tmp/b.acc" "$tmp/c.acc" "$tmp/d.acc" 2>/dev/null
+"$BIN/sum-tree-stats" "$tmp/s2" "$tmp/a.acc" "$tmp/b.acc" "$tmp/c.acc" "cat $tmp/d.acc |" \
+  2>/dev/null
+cmp -s "$tmp/s1" "$tmp/s2" || fail "threaded and in-order sums differ"
+if [ $fails -gt 0 ]; then echo "tree: $fails failures"; exit 1; fi
+echo "tree: $n cases as Kaldi's, plus 3 error and order checks"
+exit 0
