@@ -174,7 +174,11 @@ FILE *kio_model_stage_open(const char *cmd, kio_model_stage **out) {
     if (f) {
       if (print_args) {
         flockfile(stderr);
-        for (int k = 0; k < n; k++) fprintf(stderr, "%s ", w[k]);
+        for (int k = 0; k < n; k++) {
+          char *e = kio_escape_arg(w[k]);  /* Kaldi's ParseOptions::Escape */
+          fprintf(stderr, "%s ", e ? e : w[k]);
+          free(e);
+        }
         fputc('\n', stderr);
         funlockfile(stderr);
       }
