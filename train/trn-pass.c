@@ -16,45 +16,6 @@ static int picked(const trn_range *r, int32_t i) { return !r->pick || r->pick[i]
 
 /* ---- gmm-boost-silence ---- */
 
-static int has(const int32_t *v, int32_t n, int32_t x) {
-  int32_t lo = 0, hi = n - 1;
-  while (lo <= hi) {
-    int32_t m = (lo + hi) / 2;
-    if (v[m] == x) return 1;
-    if (v[m] < x) lo = m + 1; else hi = m - 1;
-  }
-  return 0;
-}
-static int cmp_i32(const void *a, const void *b) {
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return (x > y) - (x < y);
-}
-
-/* GetPdfsForPhones: the pdfs of the phones' transition-states (sorted,
- * unique) in pdfs (room for 2 per state); *shared: some is used by another
- * phone too. */
-static int32_t silence_pdfs(const kio_tmodel *tm, const int32_t *phones, int32_t nphones,
-                            int32_t *pdfs, int *shared) {
-  int32_t np = 0;
-  for (int32_t ts = 1; ts <= tm->num_tuples; ts++)
-    if (has(phones, nphones, tm->tuples[ts - 1].phone)) {
-      pdfs[np++] = tm->tuples[ts - 1].forward_pdf;
-      pdfs[np++] = tm->tuples[ts - 1].self_loop_pdf;
-    }
-  qsort(pdfs, (size_t)np, sizeof *pdfs, cmp_i32);
-  int32_t k = 0;
-  for (int32_t i = 0; i < np; i++)
-    if (k == 0 || pdfs[k - 1] != pdfs[i]) pdfs[k++] = pdfs[i];
-  *shared = 0;
-  for (int32_t ts = 1; ts <= tm->num_tuples && !*shared; ts++) {
-    const kio_tuple *t = &tm->tuples[ts - 1];
-    if (!has(phones, nphones, t->phone) &&
-        (has(pdfs, k, t->forward_pdf) || has(pdfs, k, t->self_loop_pdf)))
-      *shared = 1;
-  }
-  return k;
-}
-
 static void boost_lines(int32_t np, int shared, float boost) {
   const char *old = kio_log_thread_program();
   kio_log_set_thread_program("gmm-boost-silence");
@@ -70,7 +31,7 @@ void trn_boost_lines(const kio_tmodel *tm, const int32_t *phones, int32_t nphone
   int32_t *pdfs = malloc(sizeof(int32_t) * (2 * (size_t)tm->num_tuples + 1));
   if (!pdfs) return;
   int shared;
-  int32_t np = silence_pdfs(tm, phones, nphones, pdfs, &shared);
+  int32_t np = kio_tmodel_pdfs_for_phones(tm, phones, nphones, pdfs, &shared);
   boost_lines(np, shared, boost);
   free(pdfs);
 }
@@ -81,7 +42,7 @@ int trn_boost_silence(const kio_tmodel *tm, const kio_am_gmm *am, const int32_t 
   int32_t *pdfs = malloc(sizeof(int32_t) * (2 * (size_t)tm->num_tuples + 1));
   if (!pdfs) { KIO_ERROR("out of memory"); return KIO_ERR; }
   int shared;
-  int32_t np = silence_pdfs(tm, phones, nphones, pdfs, &shared);
+  int32_t np = kio_tmodel_pdfs_for_phones(tm, phones, nphones, pdfs, &shared);
   int rc = KIO_OK;
   if (boost != 1.0f) {  /* a copy with the weights scaled (1: the model as it is) */
     char *buf = NULL;

@@ -498,15 +498,35 @@ int kio_feat_close(kio_feat *h, FILE *f) {
   return status;
 }
 
+/* The provider's state: a feature chain or a model stage (feat-model.c). */
+typedef struct {
+  kio_feat *feat;
+  kio_model_stage *model;
+} provided;
+
 static FILE *provider_open(const char *cmd, void **state) {
-  kio_feat *h = NULL;
-  FILE *f = kio_feat_open(cmd, &h);
-  *state = h;
+  provided *p = calloc(1, sizeof *p);
+  *state = p;
+  if (!p) return NULL;
+  FILE *f = kio_model_stage_open(cmd, &p->model);
+  if (!f) f = kio_feat_open(cmd, &p->feat);
+  if (!f) {
+    free(p);
+    *state = NULL;
+  }
   return f;
 }
-static int provider_close(void *state, FILE *f) { return kio_feat_close(state, f); }
+static int provider_close(void *state, FILE *f) {
+  provided *p = state;
+  int status = p->model ? kio_model_stage_close(p->model, f) : kio_feat_close(p->feat, f);
+  free(p);
+  return status;
+}
 static int provider_take(void *state, char **key, size_t *keycap, void *obj) {
-  return kio_feat_take(state, key, keycap, obj);
+  provided *p = state;
+  if (p->feat) return kio_feat_take(p->feat, key, keycap, obj);
+  KIO_ERROR("A model is not a table of matrices");
+  return KIO_ERR;
 }
 
 void kio_feat_install(void) {

@@ -114,6 +114,16 @@ int kio_feat_close(kio_feat *h, FILE *f);
  * (kio_input_set_pipe_provider): programs call it at start (kio_program_start). */
 void kio_feat_install(void);
 
+/* The model rspecifier "gmm-boost-silence [--boost=B] [--binary=B] SIL MDL - |"
+ * (the steps scripts' alignment model) in process: a stream of the model
+ * bytes Kaldi's program writes, its stderr lines printed; NULL when cmd is
+ * not such a command, or anything about it is unusual (then the real pipe
+ * runs). KALDI_GPU_FEATS_PIPE=0 runs the real pipe too. */
+typedef struct kio_model_stage kio_model_stage;
+FILE *kio_model_stage_open(const char *cmd, kio_model_stage **st);
+/* Closes the stream and frees; the wait status (0). */
+int kio_model_stage_close(kio_model_stage *st, FILE *f);
+
 #ifdef __cplusplus
 }
 #endif

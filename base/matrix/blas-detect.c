@@ -11,7 +11,9 @@
  * our own programs run as "kaldi-gpu-blas-query", kio_blas_query_main) with
  * this environment and OPENBLAS_NUM_THREADS=1, so that OpenBLAS starts no
  * threads of its own and OPENBLAS_CORETYPE counts as it does for Kaldi.
- * Costs two short child processes, once per process. */
+ * Costs two short child processes, once per process, unless their answer
+ * is kept in the private directory for the same program, library and
+ * environment (KALDI_GPU_DEV_BLAS_CACHE=0: asked anew every time). */
 #include "blas-profile.h"
 
 #include <dlfcn.h>
@@ -28,8 +30,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "base/sys/private-dir.h"
 #include "base/sys/settings.h"
 #include "base/sys/version.h"
 
@@ -256,23 +260,157 @@ static int ask_in_process(const char *lib, kio_blas_found *f) {
   return 0;
 }
 
+/* What the two child processes found: the loader's BLAS (kind, soname,
+ * f->lib) and, for an OpenBLAS, ask_core's answer (f->core, f->config). */
+typedef struct {
+  int listed;  /* the loader listed the program's libraries */
+  int kind;
+  char soname[512];
+  int ask_rc;  /* ask_core's return; -1: not asked */
+} probe;
+
+static void probe_run(kio_blas_found *f, probe *pr) {
+  memset(pr, 0, sizeof *pr);
+  pr->ask_rc = -1;
+  char ebuf[64], list[16384];
+  char **envp = env_with("LD_TRACE_LOADED_OBJECTS", "1", ebuf, sizeof ebuf);
+  char *argv[] = {f->prog, NULL};
+  int rc = envp ? run_capture(f->prog, argv, envp, list, sizeof list) : -1;
+  free(envp);
+  if (rc != 0) return;
+  pr->listed = 1;
+  pr->kind = pick_blas(list, pr->soname, sizeof pr->soname, f->lib, sizeof f->lib);
+  if ((pr->kind == LIB_OPENBLAS || pr->kind == LIB_BLAS) && strcmp(f->lib, "not found"))
+    pr->ask_rc = ask_core(f->lib, f);
+}
+
+/* ---- the probe's answer kept in the private directory ----
+ * Keyed by everything the loader and OpenBLAS decide from: the program
+ * (path and file identity: its RUNPATH), the loader's cache, LD_LIBRARY_PATH
+ * (and its directories' change times), LD_PRELOAD, OPENBLAS_CORETYPE and
+ * this boot (the CPU); the library found is checked again on use, and an
+ * answer older than an hour is asked again. */
+enum { CACHE_MAX_AGE_S = 3600 };
+
+static uint64_t hash_stat(uint64_t h, const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return kio_fnv1a(h, "\1", 1);
+  long long v[5] = {(long long)st.st_dev, (long long)st.st_ino, (long long)st.st_size,
+                    (long long)st.st_mtim.tv_sec, (long long)st.st_mtim.tv_nsec};
+  return kio_fnv1a(h, v, sizeof v);
+}
+
+static uint64_t hash_str(uint64_t h, const char *s) {
+  return s ? kio_fnv1a(kio_fnv1a(h, s, strlen(s)), "\0", 1) : kio_fnv1a(h, "\1", 1);
+}
+
+/* The library's identity as the cache keeps it. */
+static void lib_id(const char *lib, char *out, size_t n) {
+  struct stat st;
+  if (stat(lib, &st) != 0) { snprintf(out, n, "-"); return; }
+  snprintf(out, n, "%llu.%llu.%lld.%lld.%ld", (unsigned long long)st.st_dev,
+           (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+           (long)st.st_mtim.tv_nsec);
+}
+
+static int cache_file(const char *prog, char *out, size_t n) {
+  if (!kio_setting_flag(KIO_SET_DEV_BLAS_CACHE, 1)) return -1;
+  char dir[PATH_MAX], buf[256];
+  if (kio_private_dir(dir, sizeof dir, NULL, 0) != 0) return -1;
+  uint64_t h = hash_str(KIO_FNV_START, "blas-probe 1");
+  int k = kio_read_small("/proc/sys/kernel/random/boot_id", buf, sizeof buf);
+  if (k <= 0) return -1;  /* no boot identity: the CPU cannot be told */
+  h = hash_str(h, buf);
+  h = hash_str(hash_stat(h, prog), prog);
+  h = hash_stat(h, "/etc/ld.so.cache");
+  static const kio_setting env[] = {KIO_SET_LD_LIBRARY_PATH, KIO_SET_LD_PRELOAD,
+                                    KIO_SET_OPENBLAS_CORETYPE};
+  for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) h = hash_str(h, kio_setting_str(env[i]));
+  const char *lp = kio_setting_str(KIO_SET_LD_LIBRARY_PATH);
+  while (lp && *lp) {  /* a library added to one of them changes its time */
+    const char *end = strchr(lp, ':');
+    size_t len = end ? (size_t)(end - lp) : strlen(lp);
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%.*s", (int)(len < sizeof d - 1 ? len : sizeof d - 1), lp);
+    h = hash_stat(h, d[0] ? d : ".");
+    lp = end ? end + 1 : NULL;
+  }
+  return snprintf(out, n, "%s/blas-%016llx", dir, (unsigned long long)h) < (int)n ? 0 : -1;
+}
+
+/* One "name value" line of the cache text. */
+static int field(const char *text, const char *name, char *out, size_t n) {
+  size_t nl = strlen(name);
+  for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    if (!strncmp(p, name, nl) && p[nl] == ' ') {
+      const char *v = p + nl + 1, *e = strchr(v, '\n');
+      size_t len = e ? (size_t)(e - v) : strlen(v);
+      if (len >= n) return 0;
+      memcpy(out, v, len);
+      out[len] = '\0';
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int cache_read(const char *path, kio_blas_found *f, probe *pr) {
+  struct stat st;
+  char text[8192], v[64], id[128];
+  if (stat(path, &st) != 0 || time(NULL) - st.st_mtime > CACHE_MAX_AGE_S ||
+      time(NULL) < st.st_mtime || kio_read_small(path, text, sizeof text) <= 0)
+    return 0;
+  memset(pr, 0, sizeof *pr);
+  pr->listed = 1;
+  if (!field(text, "kind", v, sizeof v) || sscanf(v, "%d", &pr->kind) != 1 ||
+      !field(text, "ask", v, sizeof v) || sscanf(v, "%d", &pr->ask_rc) != 1 ||
+      !field(text, "soname", pr->soname, sizeof pr->soname) ||
+      !field(text, "lib", f->lib, sizeof f->lib) || !field(text, "libid", v, sizeof v))
+    return 0;
+  field(text, "core", f->core, sizeof f->core);
+  field(text, "config", f->config, sizeof f->config);
+  lib_id(f->lib, id, sizeof id);
+  if (strcmp(id, v)) {  /* the library changed: ask again */
+    f->lib[0] = f->core[0] = f->config[0] = '\0';
+    return 0;
+  }
+  return 1;
+}
+
+static void cache_write(const char *path, const kio_blas_found *f, const probe *pr) {
+  /* only settled answers: a run that failed may work next time */
+  if (!pr->listed || !strcmp(f->lib, "not found") || !f->lib[0] ||
+      (pr->ask_rc != -1 && pr->ask_rc != 0 && pr->ask_rc != 3) || strchr(f->lib, '\n') ||
+      strchr(f->config, '\n'))
+    return;
+  char id[128], text[8192];
+  lib_id(f->lib, id, sizeof id);
+  if (!strcmp(id, "-")) return;
+  snprintf(text, sizeof text, "kind %d\nask %d\nsoname %s\nlib %s\nlibid %s\ncore %s\nconfig %s\n",
+           pr->kind, pr->ask_rc, pr->soname, f->lib, id, f->core, f->config);
+  kio_write_atomic(path, text);
+}
+
 int kio_blas_detect(kio_blas_found *f, char *why, size_t why_len, int *how) {
   memset(f, 0, sizeof *f);
   *how = KIO_BLAS_NO_KALDI;
   if (!find_kaldi(f->prog, sizeof f->prog, why, why_len)) return -1;
   const char *base = strrchr(f->prog, '/') ? strrchr(f->prog, '/') + 1 : f->prog;
   *how = KIO_BLAS_UNMATCHED;
-  char ebuf[64], list[16384], soname[512] = "";
-  char **envp = env_with("LD_TRACE_LOADED_OBJECTS", "1", ebuf, sizeof ebuf);
-  char *argv[] = {f->prog, NULL};
-  int rc = envp ? run_capture(f->prog, argv, envp, list, sizeof list) : -1;
-  free(envp);
-  if (rc != 0) {
+  probe pr;
+  char cpath[PATH_MAX + 64];
+  int cached = cache_file(f->prog, cpath, sizeof cpath) == 0;
+  if (!cached || !cache_read(cpath, f, &pr)) {
+    probe_run(f, &pr);
+    if (cached) cache_write(cpath, f, &pr);
+  }
+  if (!pr.listed) {
     setwhy(why, why_len, "the reference: the dynamic loader could not list the libraries of %s",
            f->prog);
     return -1;
   }
-  int kind = pick_blas(list, soname, sizeof soname, f->lib, sizeof f->lib);
+  int kind = pr.kind;
+  const char *soname = pr.soname;
   char what[2 * sizeof f->prog + 8];
   snprintf(what, sizeof what, "%s at %s", base, f->prog);
   if (kind == LIB_NONE) {
@@ -290,7 +428,7 @@ int kio_blas_detect(kio_blas_found *f, char *why, size_t why_len, int *how) {
            f->lib);
     return -1;
   }
-  rc = ask_core(f->lib, f);
+  int rc = pr.ask_rc;
   if (rc == 3) {
     setwhy(why, why_len, "the reference: %s uses %s, which is no OpenBLAS (%s)", what, f->lib,
            soname);

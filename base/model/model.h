@@ -102,6 +102,12 @@ int32_t kio_split_to_phones(const kio_tmodel *tm, const int32_t *a, int32_t n, i
                             int *ok);
 /* Tid of the self-loop of transition-state ts, or 0. */
 int32_t kio_ts_self_loop(const kio_tmodel *tm, int32_t ts);
+/* Kaldi's GetPdfsForPhones (phones sorted and unique): the pdfs of the
+ * phones' transition-states, sorted and unique, into pdfs (room for
+ * 2 * num_tuples); returns their count, *shared = 1 when a phone not listed
+ * uses one of them too (Kaldi's function then returns false). */
+int32_t kio_tmodel_pdfs_for_phones(const kio_tmodel *tm, const int32_t *phones,
+                                   int32_t nphones, int32_t *pdfs, int *shared);
 
 /* ---- ContextDependency (tree) ---- */
 typedef enum { KIO_EM_NULL = 0, KIO_EM_CONST, KIO_EM_TABLE, KIO_EM_SPLIT } kio_em_kind;

@@ -112,6 +112,43 @@ int32_t kio_ts_self_loop(const kio_tmodel *tm, int32_t ts) {
   return 0;
 }
 
+static int in_sorted(const int32_t *v, int32_t n, int32_t x) {
+  int32_t lo = 0, hi = n - 1;
+  while (lo <= hi) {
+    int32_t m = lo + (hi - lo) / 2;
+    if (v[m] == x) return 1;
+    if (v[m] < x) lo = m + 1; else hi = m - 1;
+  }
+  return 0;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+int32_t kio_tmodel_pdfs_for_phones(const kio_tmodel *tm, const int32_t *phones,
+                                   int32_t nphones, int32_t *pdfs, int *shared) {
+  int32_t np = 0;
+  for (int32_t ts = 1; ts <= tm->num_tuples; ts++)
+    if (in_sorted(phones, nphones, tm->tuples[ts - 1].phone)) {
+      pdfs[np++] = tm->tuples[ts - 1].forward_pdf;
+      pdfs[np++] = tm->tuples[ts - 1].self_loop_pdf;
+    }
+  qsort(pdfs, (size_t)np, sizeof *pdfs, cmp_i32);
+  int32_t k = 0;
+  for (int32_t i = 0; i < np; i++)
+    if (k == 0 || pdfs[k - 1] != pdfs[i]) pdfs[k++] = pdfs[i];
+  *shared = 0;
+  for (int32_t ts = 1; ts <= tm->num_tuples && !*shared; ts++) {
+    const kio_tuple *t = &tm->tuples[ts - 1];
+    if (!in_sorted(phones, nphones, t->phone) &&
+        (in_sorted(pdfs, k, t->forward_pdf) || in_sorted(pdfs, k, t->self_loop_pdf)))
+      *shared = 1;
+  }
+  return k;
+}
+
 int32_t kio_tid_to_phone(const kio_tmodel *tm, int32_t tid) {
   int32_t ts = tm->tid2ts[tid];
   return ts > 0 ? tm->tuples[ts - 1].phone : 0;

@@ -116,6 +116,10 @@ extern "C" {
     "Threads of the device accumulator's per-frame host work and of gmm-acc-mllt's "       \
     "statistics (default: this job's share of the cores, at most 16, less those of the "   \
     "process's other accumulators); the same bits whatever the number")                    \
+  X(DEV_BLAS_CACHE, "KALDI_GPU_DEV_BLAS_CACHE", NULL, DEV,                               \
+    "0: find the Kaldi's OpenBLAS core anew in every process (two short child processes) " \
+    "instead of the answer kept in the private directory for the same program, library "  \
+    "and environment")                                                                     \
   X(DEV_READ_THREADS, "KALDI_GPU_DEV_READ_THREADS", NULL, DEV,                           \
     "Threads reading gmm-acc-stats-ali's feature archive ahead (a regular file; default: " \
     "this job's share of the cores, at most 8; 0: read in order on the main thread)")    \
@@ -177,6 +181,12 @@ extern "C" {
   X(OMP_NUM_THREADS, "OMP_NUM_THREADS", NULL, EXTERNAL, "as OPENBLAS_NUM_THREADS")         \
   X(GLIBC_TUNABLES, "GLIBC_TUNABLES", NULL, EXTERNAL,                                      \
     "glibc's malloc settings (compile-train-graphs tunes them unless set)")                \
+  X(LD_LIBRARY_PATH, "LD_LIBRARY_PATH", NULL, EXTERNAL,                                    \
+    "Where the loader finds the Kaldi's libraries (part of the rounding profile's cache key)") \
+  X(LD_PRELOAD, "LD_PRELOAD", NULL, EXTERNAL,                                              \
+    "Libraries the loader adds (part of the rounding profile's cache key)")                \
+  X(OPENBLAS_CORETYPE, "OPENBLAS_CORETYPE", NULL, EXTERNAL,                                \
+    "OpenBLAS's kernels forced (part of the rounding profile's cache key)")                \
   X(PATH, "PATH", NULL, EXTERNAL,                                                          \
     "Where the Kaldi in use is looked for (its BLAS sets the rounding profile)")           \
   X(KALDI_ROOT, "KALDI_ROOT", NULL, EXTERNAL,                                              \
