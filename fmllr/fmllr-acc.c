@@ -30,7 +30,11 @@
 #include "fmllr/fmllr-internal.h"
 #include "gpu-acc/acc-internal.h"
 
+#define AVX2 __attribute__((target("avx2,fma")))
 #define BLOCK 64  /* committed frames per block of G updates */
+/* T holds the block's x+ x+^T in groups of 8 packed elements, frame by
+ * frame within a group: a tile's operands are contiguous. */
+#define TIDX(p, n) ((size_t)((p) >> 3) * (BLOCK * 8) + (size_t)(n) * 8 + ((p) & 7))
 
 int fmllr_accs_new(fmllr_accs **out, const fmllr_blas *b, int32_t dim, int full, int threads) {
   *out = NULL;
@@ -48,12 +52,14 @@ int fmllr_accs_new(fmllr_accs **out, const fmllr_blas *b, int32_t dim, int full,
   s->G = malloc(sizeof(double) * (size_t)dim * (size_t)s->P);
   s->x = malloc(sizeof(float) * (size_t)dim * 3);
   s->x2 = malloc(sizeof(float) * (size_t)dim);
-  if (!s->K || !s->G || !s->x || !s->x2) goto oom;
+  s->xp = malloc(sizeof(double) * ((size_t)dim + 1 + (size_t)((s->P + 7) & ~7)));
+  if (s->xp) s->row = s->xp + dim + 1;
+  if (!s->xp || !s->K || !s->G || !s->x || !s->x2) goto oom;
   s->a = s->x + dim;
   s->b = s->a + dim;
   if (full) {
     s->A = malloc(sizeof(double) * BLOCK * (size_t)dim);
-    s->T = malloc(sizeof(double) * BLOCK * (size_t)s->P);
+    s->T = malloc(sizeof(double) * BLOCK * (size_t)((s->P + 7) & ~7));
     if (!s->A || !s->T) goto oom;
     if (threads <= 0) threads = gacc_par_threads();
     if (threads > 1) s->par = gacc_par_new(threads);  /* NULL: serially */
@@ -74,6 +80,7 @@ void fmllr_accs_free(fmllr_accs *s) {
   free(s->G);
   free(s->x);
   free(s->x2);
+  free(s->xp);
   free(s->A);
   free(s->T);
   free(s->post);
@@ -99,7 +106,7 @@ static void upd_scalar(fmllr_accs *s, int32_t j0, int32_t j1, int32_t p0, int32_
     for (int32_t p = p0; p < p1; p++) {
       double g = s->G[(size_t)j * P + p];
       for (int n = 0; n < nb; n++) {
-        double a = s->A[(size_t)n * D + j], t = s->T[(size_t)n * P + p];
+        double a = s->A[(size_t)n * D + j], t = s->T[TIDX(p, n)];
         if (p < nf) g = fma(a, t, g);
         else {
           double q = a * t;
@@ -110,41 +117,98 @@ static void upd_scalar(fmllr_accs *s, int32_t j0, int32_t j1, int32_t p0, int32_
     }
 }
 
-#define AVX2 __attribute__((target("avx2,fma")))
 
-/* Rows j..j+3, elements p..p+7, all fused or none. */
+/* Rows j..j+3, elements p..p+7, all fused or none (the accumulators
+ * written out: the compiler keeps them in registers). */
+#define TILE_STEP(OP)                                                        \
+  for (int n = 0; n < nb; n++, a += D, t += 8) {                             \
+    __m256d t0 = _mm256_loadu_pd(t), t1 = _mm256_loadu_pd(t + 4);            \
+    __m256d a0 = _mm256_broadcast_sd(a), a1 = _mm256_broadcast_sd(a + 1);    \
+    c00 = OP(a0, t0, c00);                                                   \
+    c01 = OP(a0, t1, c01);                                                   \
+    c10 = OP(a1, t0, c10);                                                   \
+    c11 = OP(a1, t1, c11);                                                   \
+    __m256d a2 = _mm256_broadcast_sd(a + 2), a3 = _mm256_broadcast_sd(a + 3); \
+    c20 = OP(a2, t0, c20);                                                   \
+    c21 = OP(a2, t1, c21);                                                   \
+    c30 = OP(a3, t0, c30);                                                   \
+    c31 = OP(a3, t1, c31);                                                   \
+  }
+#define MULADD(x, y, c) _mm256_add_pd(c, _mm256_mul_pd(x, y))
+
 AVX2 static void tile_avx2(fmllr_accs *s, int32_t j, int32_t p, int fused) {
   const int32_t D = s->D, P = s->P, nb = s->nb;
   double *g = s->G + (size_t)j * P + p;
-  __m256d c[4][2];
-  for (int r = 0; r < 4; r++) {
-    c[r][0] = _mm256_loadu_pd(g + (size_t)r * P);
-    c[r][1] = _mm256_loadu_pd(g + (size_t)r * P + 4);
-  }
-  const double *a = s->A + j, *t = s->T + p;
+  __m256d c00 = _mm256_loadu_pd(g), c01 = _mm256_loadu_pd(g + 4);
+  __m256d c10 = _mm256_loadu_pd(g + P), c11 = _mm256_loadu_pd(g + P + 4);
+  __m256d c20 = _mm256_loadu_pd(g + 2 * P), c21 = _mm256_loadu_pd(g + 2 * P + 4);
+  __m256d c30 = _mm256_loadu_pd(g + 3 * P), c31 = _mm256_loadu_pd(g + 3 * P + 4);
+  const double *a = s->A + j, *t = s->T + TIDX(p, 0);
   if (fused) {
-    for (int n = 0; n < nb; n++, a += D, t += P) {
-      __m256d t0 = _mm256_loadu_pd(t), t1 = _mm256_loadu_pd(t + 4);
-      for (int r = 0; r < 4; r++) {
-        __m256d ar = _mm256_broadcast_sd(a + r);
-        c[r][0] = _mm256_fmadd_pd(ar, t0, c[r][0]);
-        c[r][1] = _mm256_fmadd_pd(ar, t1, c[r][1]);
-      }
-    }
+    TILE_STEP(_mm256_fmadd_pd)
   } else {
-    for (int n = 0; n < nb; n++, a += D, t += P) {
-      __m256d t0 = _mm256_loadu_pd(t), t1 = _mm256_loadu_pd(t + 4);
-      for (int r = 0; r < 4; r++) {
-        __m256d ar = _mm256_broadcast_sd(a + r);
-        c[r][0] = _mm256_add_pd(c[r][0], _mm256_mul_pd(ar, t0));
-        c[r][1] = _mm256_add_pd(c[r][1], _mm256_mul_pd(ar, t1));
-      }
-    }
+    TILE_STEP(MULADD)
   }
-  for (int r = 0; r < 4; r++) {
-    _mm256_storeu_pd(g + (size_t)r * P, c[r][0]);
-    _mm256_storeu_pd(g + (size_t)r * P + 4, c[r][1]);
+  _mm256_storeu_pd(g, c00);
+  _mm256_storeu_pd(g + 4, c01);
+  _mm256_storeu_pd(g + P, c10);
+  _mm256_storeu_pd(g + P + 4, c11);
+  _mm256_storeu_pd(g + 2 * P, c20);
+  _mm256_storeu_pd(g + 2 * P + 4, c21);
+  _mm256_storeu_pd(g + 3 * P, c30);
+  _mm256_storeu_pd(g + 3 * P + 4, c31);
+}
+
+/* Rows j..j+5, elements p..p+7: twelve accumulators (FMA latency hidden). */
+#define TILE6_STEP(OP)                                                       \
+  for (int n = 0; n < nb; n++, a += D, t += 8) {                             \
+    __m256d t0 = _mm256_loadu_pd(t), t1 = _mm256_loadu_pd(t + 4);            \
+    __m256d a0 = _mm256_broadcast_sd(a), a1 = _mm256_broadcast_sd(a + 1);    \
+    __m256d a2 = _mm256_broadcast_sd(a + 2);                                 \
+    c00 = OP(a0, t0, c00);                                                   \
+    c01 = OP(a0, t1, c01);                                                   \
+    c10 = OP(a1, t0, c10);                                                   \
+    c11 = OP(a1, t1, c11);                                                   \
+    c20 = OP(a2, t0, c20);                                                   \
+    c21 = OP(a2, t1, c21);                                                   \
+    a0 = _mm256_broadcast_sd(a + 3);                                         \
+    a1 = _mm256_broadcast_sd(a + 4);                                         \
+    a2 = _mm256_broadcast_sd(a + 5);                                         \
+    c30 = OP(a0, t0, c30);                                                   \
+    c31 = OP(a0, t1, c31);                                                   \
+    c40 = OP(a1, t0, c40);                                                   \
+    c41 = OP(a1, t1, c41);                                                   \
+    c50 = OP(a2, t0, c50);                                                   \
+    c51 = OP(a2, t1, c51);                                                   \
   }
+
+AVX2 static void tile6_avx2(fmllr_accs *s, int32_t j, int32_t p, int fused) {
+  const int32_t D = s->D, P = s->P, nb = s->nb;
+  double *g = s->G + (size_t)j * P + p;
+  __m256d c00 = _mm256_loadu_pd(g), c01 = _mm256_loadu_pd(g + 4);
+  __m256d c10 = _mm256_loadu_pd(g + P), c11 = _mm256_loadu_pd(g + P + 4);
+  __m256d c20 = _mm256_loadu_pd(g + 2 * P), c21 = _mm256_loadu_pd(g + 2 * P + 4);
+  __m256d c30 = _mm256_loadu_pd(g + 3 * P), c31 = _mm256_loadu_pd(g + 3 * P + 4);
+  __m256d c40 = _mm256_loadu_pd(g + 4 * P), c41 = _mm256_loadu_pd(g + 4 * P + 4);
+  __m256d c50 = _mm256_loadu_pd(g + 5 * P), c51 = _mm256_loadu_pd(g + 5 * P + 4);
+  const double *a = s->A + j, *t = s->T + TIDX(p, 0);
+  if (fused) {
+    TILE6_STEP(_mm256_fmadd_pd)
+  } else {
+    TILE6_STEP(MULADD)
+  }
+  _mm256_storeu_pd(g, c00);
+  _mm256_storeu_pd(g + 4, c01);
+  _mm256_storeu_pd(g + P, c10);
+  _mm256_storeu_pd(g + P + 4, c11);
+  _mm256_storeu_pd(g + 2 * P, c20);
+  _mm256_storeu_pd(g + 2 * P + 4, c21);
+  _mm256_storeu_pd(g + 3 * P, c30);
+  _mm256_storeu_pd(g + 3 * P + 4, c31);
+  _mm256_storeu_pd(g + 4 * P, c40);
+  _mm256_storeu_pd(g + 4 * P + 4, c41);
+  _mm256_storeu_pd(g + 5 * P, c50);
+  _mm256_storeu_pd(g + 5 * P + 4, c51);
 }
 
 /* Thread t of nt: its share of the 8-element column tiles (the columns
@@ -162,15 +226,16 @@ static void upd_part(void *arg, int t, int nt) {
     upd_scalar(s, 0, D, p0, p1);
     return;
   }
-  const int32_t D4 = D & ~3;
   for (int32_t p = p0; p < p1; p += 8) {
     int fused = p + 8 <= s->nfused, none = p >= s->nfused;
     if (!fused && !none) {
       upd_scalar(s, 0, D, p, p + 8);
       continue;
     }
-    for (int32_t j = 0; j < D4; j += 4) tile_avx2(s, j, p, fused);
-    if (D4 < D) upd_scalar(s, D4, D, p, p + 8);
+    int32_t j = 0;
+    for (; j + 6 <= D; j += 6) tile6_avx2(s, j, p, fused);
+    for (; j + 4 <= D; j += 4) tile_avx2(s, j, p, fused);
+    if (j < D) upd_scalar(s, j, D, p, p + 8);
   }
 }
 
@@ -185,24 +250,54 @@ static void flush_block(fmllr_accs *s) {
 
 /* ---------------- CommitSingleFrameStats ---------------- */
 
+/* y[0..n) += alpha * x[0..n) where every product is exact (products of
+ * floats): one rounding per element either way, so 4 at a time. */
+AVX2 static void axpy_exact_avx2(int32_t n, double alpha, const double *x, double *y) {
+  int32_t i = 0;
+  __m256d va = _mm256_set1_pd(alpha);
+  for (; i + 4 <= n; i += 4)
+    _mm256_storeu_pd(y + i, _mm256_add_pd(_mm256_loadu_pd(y + i),
+                                          _mm256_mul_pd(va, _mm256_loadu_pd(x + i))));
+  for (; i < n; i++) {
+    double q = alpha * x[i];
+    y[i] = y[i] + q;
+  }
+}
+/* y[0..n) = alpha * x[0..n) */
+AVX2 static void scale_avx2(int32_t n, double alpha, const double *x, double *y) {
+  int32_t i = 0;
+  __m256d va = _mm256_set1_pd(alpha);
+  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(y + i, _mm256_mul_pd(va, _mm256_loadu_pd(x + i)));
+  for (; i < n; i++) y[i] = alpha * x[i];
+}
+
 static void commit(fmllr_accs *s) {
   const int32_t D = s->D, P = s->P;
   if (s->count == 0.0) return;
   s->beta += s->count;
+  double *xp = s->xp;
+  for (int32_t j = 0; j < D; j++) xp[j] = (double)s->x[j];
+  xp[D] = 1.0;
   for (int32_t d = 0; d < D; d++) {
     double ad = (double)s->a[d], *k = s->K + (size_t)d * (D + 1);
-    for (int32_t j = 0; j < D; j++) {
-      double q = ad * (double)s->x[j];
+    if (s->simd) {
+      axpy_exact_avx2(D + 1, ad, xp, k);
+      continue;
+    }
+    for (int32_t j = 0; j <= D; j++) {
+      double q = ad * xp[j];
       k[j] = k[j] + q;
     }
-    k[D] = k[D] + ad;
   }
   if (s->full) {
-    double *a = s->A + (size_t)s->nb * D, *tmp = s->T + (size_t)s->nb * P;
-    for (int32_t r = 0, k = 0; r <= D; r++) {
-      double xr = r < D ? (double)s->x[r] : 1.0;
-      for (int32_t c = 0; c <= r; c++) tmp[k++] = xr * (c < D ? (double)s->x[c] : 1.0);
+    double *a = s->A + (size_t)s->nb * D, *row = s->row;
+    for (int32_t r = 0, k = 0; r <= D; k += ++r) {
+      if (s->simd) scale_avx2(r + 1, xp[r], xp, row + k);
+      else
+        for (int32_t c = 0; c <= r; c++) row[k + c] = xp[r] * xp[c];
     }
+    double *t = s->T + (size_t)s->nb * 8;
+    for (int32_t k = 0; k < P; k += 8, t += BLOCK * 8) memcpy(t, row + k, sizeof(double) * 8);
     for (int32_t i = 0; i < D; i++) a[i] = (double)s->b[i];
     if (++s->nb == BLOCK) flush_block(s);
   } else {

@@ -38,7 +38,8 @@ struct fmllr_accs {
   /* the block of G updates (full) */
   int nb;
   double *A;           /* BLOCK x D: b per frame */
-  double *T;           /* BLOCK x P: x+ x+^T packed */
+  double *T;           /* BLOCK x P: x+ x+^T packed (fmllr-acc.c's TIDX order) */
+  double *xp, *row;    /* scratch: x+ (D + 1), one packed x+ x+^T (P rounded up to 8) */
   float *post, *x2;
   int32_t cap_post;
   void *par;           /* gacc_par */
