@@ -109,7 +109,7 @@ static int acc_utt(run_ctx *c, const char *key, const kio_matrix *x, const gacc_
       }
       const kio_diag_gmm *g = &c->am.pdfs[pdf];
       if (x->cols != g->dim) {
-        KIO_KALDI(FMLLR_DIM, (int)x->cols, (int)g->dim);
+        KIO_KALDI(MLLT_DIM, (int)x->cols, (int)g->dim);
         return KIO_ERR;
       }
       if (fmllr_accs_frame(c->s, g, x->data + (size_t)t * x->cols, p->w[j], key, t) != KIO_OK)
