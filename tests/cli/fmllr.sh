@@ -7,7 +7,8 @@
 # wrong arguments) for each OpenBLAS core Kaldi's output was recorded with
 # (tests/data/fmllr/expect.txt, dev/oracles/fmllr-refs.sh): the transforms'
 # md5 and the exit status, with SIMD and scalar code, one and three
-# threads; Kaldi's log lines (Haswell). Ours calls the Kaldi's OpenBLAS for
+# threads; Kaldi's log lines (Haswell); five cases against Kaldi's program
+# run now with this CPU's own core. Ours calls the Kaldi's OpenBLAS for
 # the update, so it needs a Kaldi bundle (tests/cli/lib/kaldi-bundle.sh):
 # without one it must refuse (ERROR, exit 255), which is checked, and the
 # rest is skipped. Then the refusals: a profile that is not the library's.
@@ -91,6 +92,19 @@ done
 KALDI_GPU_BLAS_PROFILE=hsw OPENBLAS_CORETYPE=Haswell eval "\"\$prog\" --verbose=1 \
   ${fmllr_cases[11]#*|} ark:\$tmp/out" 2>"$tmp/log"
 grep -q "in-process" "$tmp/log" || fail "pipe: the feature chain did not run in-process"
+
+# Kaldi's gmm-est-fmllr run now on this CPU (its own core: SkylakeX on an
+# AVX-512 host) against ours with the profile it picks by itself.
+for i in 0 1 4 7 12; do
+  c=${fmllr_cases[$i]}
+  name=${c%%|*}
+  (unset KALDI_GPU_BLAS_PROFILE OPENBLAS_CORETYPE
+   eval "\"\$kb/bin/gmm-est-fmllr\" ${c#*|} ark:\$tmp/k" 2>"$tmp/klog"
+   eval "\"\$prog\" ${c#*|} ark:\$tmp/o" 2>"$tmp/log")
+  [ -s "$tmp/k" ] && cmp -s "$tmp/k" "$tmp/o" || fail "$name: ours differs from Kaldi's run now on this CPU"
+  diff <(kaldi_lines "$tmp/klog") <(kaldi_lines "$tmp/log") >/dev/null ||
+    fail "$name: lines differ from Kaldi's run now"
+done
 
 # A profile that is not the library's core: refused.
 OPENBLAS_CORETYPE=Haswell KALDI_GPU_BLAS_PROFILE=sse eval "\"\$prog\" $one ark:\$tmp/out" 2>"$tmp/log"
