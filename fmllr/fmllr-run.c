@@ -65,25 +65,12 @@ static void tv_free(void *obj) {
 static const kio_holder tokvec_holder = {"TokenVector", sizeof(tokvec), 0, tv_read, tv_write,
                                          tv_free, NULL};
 
-/* ---- the posteriors: a table, or the alignments' pipe in-process ---- */
-typedef struct {
-  kio_ra_reader *ra;
-  gacc_post_src *src;
-} posts_in;
-
-static int has_post(posts_in *in, const char *key) {
-  return in->src ? gacc_post_src_has_key(in->src, key) : kio_ra_has_key(in->ra, key);
-}
-static const gacc_post *post_value(posts_in *in, const char *key) {
-  return in->src ? gacc_post_src_value(in->src, key) : kio_ra_value(in->ra, key);
-}
-
 typedef struct {
   const fmllr_opts *o;
   kio_tmodel tm;
   kio_am_gmm am;
   fmllr_accs *s;
-  posts_in posts;
+  gacc_posts_in posts;
   kio_writer *w;
   float *xform;
   long done, no_post, other;
@@ -155,7 +142,7 @@ static int per_speaker(run_ctx *c, const char *spk2utt, const char *feats_rs) {
         c->other++;
         continue;
       }
-      h = has_post(&c->posts, utt);
+      h = gacc_posts_has_key(&c->posts, utt);
       if (h < 0) goto out;
       if (!h) {
         KIO_KALDI(FMLLR_NO_POST, utt);
@@ -164,7 +151,7 @@ static int per_speaker(run_ctx *c, const char *spk2utt, const char *feats_rs) {
       }
       const kio_matrix *x = kio_ra_value(feats, utt);
       if (!x) goto out;
-      const gacc_post *p = post_value(&c->posts, utt);
+      const gacc_post *p = gacc_posts_value(&c->posts, utt);
       if (!p) goto out;
       if (p->frames != x->rows) {
         KIO_KALDI(FMLLR_WRONG_SIZE, (int)p->frames, (int)x->rows);
@@ -191,7 +178,7 @@ static int per_utt(run_ctx *c, const char *feats_rs) {
   if (kio_seq_open(&feats, feats_rs, &kio_matrix_holder) != KIO_OK) return KIO_ERR;
   for (; !kio_seq_done(feats); kio_seq_next(feats)) {
     const char *utt = kio_seq_key(feats);
-    int h = has_post(&c->posts, utt);
+    int h = gacc_posts_has_key(&c->posts, utt);
     if (h < 0) goto fail;
     if (!h) {
       KIO_KALDI(FMLLR_UTT_NO_POST, utt);
@@ -200,7 +187,7 @@ static int per_utt(run_ctx *c, const char *feats_rs) {
     }
     const kio_matrix *x = kio_seq_value(feats);
     if (!x) goto fail;
-    const gacc_post *p = post_value(&c->posts, utt);
+    const gacc_post *p = gacc_posts_value(&c->posts, utt);
     if (!p) goto fail;
     if (p->frames != x->rows) {
       KIO_KALDI(FMLLR_UTT_WRONG_SIZE, (int)p->frames, (int)x->rows);
@@ -226,16 +213,15 @@ int fmllr_run(const fmllr_opts *o, const char *spk2utt, const char *model_in,
   *num_done = 0;
   fmllr_blas *blas = NULL;
   char why[512] = "";
-  int rc = KIO_ERR;
+  int rc = KIO_ERR, posts_open = 0;
   if (fmllr_blas_load(&blas, why, sizeof why) != KIO_OK) {
     KIO_ERROR("Cannot compute Kaldi's fMLLR transforms here: %s. Run Kaldi's own "
               "gmm-est-fmllr instead.", why);
     return KIO_ERR;
   }
   if (kio_model_read(model_in, &c.tm, &c.am) != KIO_OK) goto out;
-  int r = gacc_post_src_open(&c.posts.src, post_rs);
-  if (r < 0 || (r == 0 && kio_ra_open(&c.posts.ra, post_rs, &gacc_post_holder) != KIO_OK))
-    goto out;
+  if (gacc_posts_open(&c.posts, post_rs) != KIO_OK) goto out;
+  posts_open = 1;
   if (kio_writer_open(&c.w, trans_ws, &kio_matrix_holder) != KIO_OK) goto out;
   c.xform = malloc(sizeof(float) * (size_t)c.am.dim * (size_t)(c.am.dim + 1));
   if (!c.xform) {
@@ -246,21 +232,18 @@ int fmllr_run(const fmllr_opts *o, const char *spk2utt, const char *model_in,
     goto out;
   if ((spk2utt[0] ? per_speaker(&c, spk2utt, feats_rs) : per_utt(&c, feats_rs)) != KIO_OK)
     goto out;
-  if (c.posts.src && gacc_post_src_finish(c.posts.src) != KIO_OK) goto out;
+  if (gacc_posts_finish(&c.posts) != KIO_OK) goto out;
   char b1[32], b2[32];
   KIO_KALDI(FMLLR_DONE, c.done, c.no_post, c.other);
   KIO_KALDI(FMLLR_OVERALL, kio_fmt_g(b1, c.tot_impr / c.tot_t), kio_fmt_g(b2, c.tot_t));
   rc = kio_writer_close(c.w);
   c.w = NULL;
-  if ((c.posts.src ? gacc_post_src_close(c.posts.src) : kio_ra_close(c.posts.ra)) != KIO_OK)
-    rc = KIO_ERR;
-  c.posts.src = NULL;
-  c.posts.ra = NULL;
+  posts_open = 0;
+  if (gacc_posts_close(&c.posts) != KIO_OK) rc = KIO_ERR;
   *num_done = c.done;
 out:
   if (c.w) kio_writer_close(c.w);
-  if (c.posts.src) gacc_post_src_close(c.posts.src);
-  if (c.posts.ra) kio_ra_close(c.posts.ra);
+  if (posts_open) gacc_posts_close(&c.posts);
   fmllr_accs_free(c.s);
   free(c.xform);
   kio_tmodel_free(&c.tm);
