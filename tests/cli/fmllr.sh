@@ -90,14 +90,13 @@ done
   fail "the cores' expectations are not distinct"
 # the in-process pipes ran in-process (not as real pipes)
 KALDI_GPU_BLAS_PROFILE=hsw OPENBLAS_CORETYPE=Haswell eval "\"\$prog\" --verbose=1 \
-  ${fmllr_cases[11]#*|} ark:\$tmp/out" 2>"$tmp/log"
-grep -q "in-process" "$tmp/log" || fail "pipe: the feature chain did not run in-process"
+  $(fmllr_args pipe) ark:\$tmp/out" 2>"$tmp/log"
+grep -q "Feature pipeline computed in-process" "$tmp/log" || fail "pipe: the feature chain did not run in-process"
 
 # Kaldi's gmm-est-fmllr run now on this CPU (its own core: SkylakeX on an
 # AVX-512 host) against ours with the profile it picks by itself.
-for i in 0 1 4 7 12; do
-  c=${fmllr_cases[$i]}
-  name=${c%%|*}
+for name in full diag utt uttdiag pipe; do
+  c="$name|$(fmllr_args $name)"
   (unset KALDI_GPU_BLAS_PROFILE OPENBLAS_CORETYPE
    eval "\"\$kb/bin/gmm-est-fmllr\" ${c#*|} ark:\$tmp/k" 2>"$tmp/klog"
    eval "\"\$prog\" ${c#*|} ark:\$tmp/o" 2>"$tmp/log")
