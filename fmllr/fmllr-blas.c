@@ -63,3 +63,7 @@ int fmllr_blas_load(fmllr_blas **out, char *why, size_t why_len) {
   *out = b;
   return KIO_OK;
 }
+
+/* The library stays loaded (as in Kaldi's process, OpenBLAS's threads are
+ * never shut down mid-run). */
+void fmllr_blas_free(fmllr_blas *b) { free(b); }

@@ -248,5 +248,6 @@ out:
   free(c.xform);
   kio_tmodel_free(&c.tm);
   kio_am_gmm_free(&c.am);
+  fmllr_blas_free(blas);
   return rc;
 }

@@ -29,6 +29,8 @@ typedef struct fmllr_blas fmllr_blas;
  * our rounding profile reproduces. KIO_ERR with why (no Kaldi, another BLAS,
  * another core): the program refuses. */
 int fmllr_blas_load(fmllr_blas **b, char *why, size_t why_len);
+/* Frees b (NULL: nothing); the library stays loaded. */
+void fmllr_blas_free(fmllr_blas *b);
 
 /* ---- statistics (fmllr-acc.c) ---- */
 typedef struct fmllr_accs fmllr_accs;

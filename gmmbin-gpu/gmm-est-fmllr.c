@@ -38,5 +38,7 @@ int main(int argc, char **argv) {
                 kio_opts_arg(po, 3), kio_opts_arg(po, 4), &done) != KIO_OK)
     kio_fatal_exit();
   kio_opts_free(po);
+  free(spk2utt);
+  free(update_type);
   return done != 0 ? 0 : 1;
 }
