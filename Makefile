@@ -24,7 +24,7 @@ NVCCFLAGS = -O3 -std=c++17 -I. $(CUDA_GENCODE) -DKIO_HAVE_CUDA=1 -Xcompiler -Wal
 # One static library per folder, linked top to bottom: a call from a lower
 # folder to a higher one fails to link, so the dependencies stay one-way
 # (docs/architecture.md draws them).
-LAYERS := train api gpu-service gpu-acc gpu-align gpu-feats train-graphs device tree base/program \
+LAYERS := train api gpu-service fmllr gpu-acc gpu-align gpu-feats train-graphs device tree base/program \
           base/feat base/model base/matrix base/io base/sys
 # The public library (include/kaldi-gpu-align.h): api/ and the layers below
 # it that a client needs (not the service's own side), one shared object
@@ -190,7 +190,7 @@ settings-doc: all
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-	  --suppress=missingIncludeSystem -I. base device train-graphs gpu-feats gpu-align gpu-acc gpu-service api train tree gmmbin-gpu tools
+	  --suppress=missingIncludeSystem -I. base device train-graphs gpu-feats gpu-align gpu-acc fmllr gpu-service api train tree gmmbin-gpu tools
 
 PREFIX ?= /usr/local
 install: all

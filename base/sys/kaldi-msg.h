@@ -24,7 +24,8 @@ enum {
   KIO_KLV_LOG = KIO_LOG_INFO,
   KIO_KLV_WARNING = KIO_LOG_WARNING,
   KIO_KLV_ERROR = KIO_LOG_ERROR,
-  KIO_KLV_ASSERT = KIO_LOG_ASSERT
+  KIO_KLV_ASSERT = KIO_LOG_ASSERT,
+  KIO_KLV_VLOG2 = 2  /* VLOG[2]: print only with --verbose >= 2 */
 };
 
 typedef enum {

@@ -36,7 +36,8 @@ START_TEST(entries_well_formed) {
     const kio_kaldi_msg *m = &kio_kaldi_msgs[i];
     ck_assert_msg(m->id && m->id[0], "entry %d: no id", i);
     ck_assert_msg(m->level == KIO_LOG_INFO || m->level == KIO_LOG_WARNING ||
-                      m->level == KIO_LOG_ERROR || m->level == KIO_LOG_ASSERT,
+                      m->level == KIO_LOG_ERROR || m->level == KIO_LOG_ASSERT ||
+                      m->level == KIO_KLV_VLOG2,
                   "%s: level %d", m->id, m->level);
     ck_assert_msg(m->func[0] && !strpbrk(m->func, " ()"), "%s: function '%s'", m->id, m->func);
     size_t fl = strlen(m->file);
@@ -129,7 +130,7 @@ static int used(const char *text, const char *id) {
 }
 
 START_TEST(every_id_used) {
-  static const char *const dirs[] = {"api", "base", "device", "gmmbin-gpu", "gpu-acc",
+  static const char *const dirs[] = {"api", "base", "device", "fmllr", "gmmbin-gpu", "gpu-acc",
                                      "gpu-align", "gpu-feats", "gpu-service", "train",
                                      "train-graphs", "tree", "tools", "dev"};
   buf b = {0};
