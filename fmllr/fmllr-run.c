@@ -206,19 +206,14 @@ fail:
 
 int fmllr_run(const fmllr_opts *o, const char *spk2utt, const char *model_in,
               const char *feats_rs, const char *post_rs, const char *trans_ws,
-              long *num_done) {
+              long *num_done, char *why, size_t why_len) {
   run_ctx c;
   memset(&c, 0, sizeof c);
   c.o = o;
   *num_done = 0;
   fmllr_blas *blas = NULL;
-  char why[512] = "";
   int rc = KIO_ERR, posts_open = 0;
-  if (fmllr_blas_load(&blas, why, sizeof why) != KIO_OK) {
-    KIO_ERROR("Cannot compute Kaldi's fMLLR transforms here: %s. Run Kaldi's own "
-              "gmm-est-fmllr instead.", why);
-    return KIO_ERR;
-  }
+  if (fmllr_blas_load(&blas, why, why_len) != KIO_OK) return FMLLR_UNAVAILABLE;
   if (kio_model_read(model_in, &c.tm, &c.am) != KIO_OK) goto out;
   if (gacc_posts_open(&c.posts, post_rs) != KIO_OK) goto out;
   posts_open = 1;

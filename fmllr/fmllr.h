@@ -53,9 +53,12 @@ int fmllr_accs_update(fmllr_accs *s, const fmllr_opts *o, float *xform, float *i
                       float *count);
 
 /* ---- the program (fmllr-run.c) ---- */
-/* gmm-est-fmllr's loop; *num_done: files accumulated. KIO_ERR after an ERROR. */
+/* gmm-est-fmllr's loop; *num_done: files accumulated. KIO_ERR after an ERROR;
+ * FMLLR_UNAVAILABLE, with why and nothing read or written, when the Kaldi's
+ * OpenBLAS cannot be used here (the program runs Kaldi's own then). */
+enum { FMLLR_UNAVAILABLE = 2 };
 int fmllr_run(const fmllr_opts *o, const char *spk2utt, const char *model_in,
               const char *feature_rspecifier, const char *post_rspecifier,
-              const char *trans_wspecifier, long *num_done);
+              const char *trans_wspecifier, long *num_done, char *why, size_t why_len);
 
 #endif

@@ -101,6 +101,19 @@ static int ours(const char *path) {
 
 static const char *const kaldi_progs[] = {"gmm-est", "gmm-sum-accs", "copy-feats"};
 
+int kio_find_kaldi_program(const char *name, char *out, size_t n) {
+  const char *path = kio_setting_str(KIO_SET_PATH);
+  while (path) {
+    const char *end = strchr(path, ':');
+    size_t len = end ? (size_t)(end - path) : strlen(path);
+    if (snprintf(out, n, "%.*s/%s", (int)len, len ? path : ".", name) < (int)n &&
+        access(out, X_OK) == 0 && !ours(out))
+      return 1;
+    path = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
 /* The Kaldi program to ask (prog), or 0 with why. */
 static int find_kaldi(char *prog, size_t n, char *why, size_t why_len) {
   char skipped[4096] = "";

@@ -68,6 +68,9 @@ typedef struct {
  * profile (>= 0) when the core is one we reproduce, else -1 with why; how:
  * KIO_BLAS_BY_KALDI, KIO_BLAS_NO_KALDI or KIO_BLAS_UNMATCHED. */
 int kio_blas_detect(kio_blas_found *f, char *why, size_t why_len, int *how);
+/* The first program called name on PATH that is not one of ours (Kaldi's),
+ * into out: 1 found, 0 none. */
+int kio_find_kaldi_program(const char *name, char *out, size_t n);
 
 /* Called by kio_program_start: when argv[0] is the core query's name, runs
  * the query (dlopen argv[1], print its OpenBLAS core and configuration)
