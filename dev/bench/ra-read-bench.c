@@ -4,7 +4,7 @@
  * the pipeline does). What the job's reading costs, on a machine without a
  * GPU.
  *
- *   ra-read-bench [--threads=N] <key-list> <feature-rspecifier>
+ *   ra-read-bench [--threads=N] [--checksum=false] <key-list> <feature-rspecifier>
  *
  * key-list: a text file, a key first on each line (a graphs' or scp's keys).
  * --threads: the archive parsed ahead on N threads (kio_ra_open_ahead, as
@@ -29,8 +29,11 @@ int main(int argc, char *argv[]) {
       "The aligning programs' feature lookups (has_key, take), timed.\n"
       "Usage: ra-read-bench [options] <key-list> <feature-rspecifier>\n";
   int32_t threads = 0;
+  int sum_values = 1;
   kio_opts *po = kio_opts_new(usage);
   kio_opts_int(po, "threads", &threads, "Threads parsing the feature archive ahead (0: none)");
+  kio_opts_bool(po, "checksum", &sum_values,
+                "Sum every value (false: the lookups alone, as the pipeline's reading thread)");
   kio_program_args(po, argc, argv, 2, 2);
   FILE *kf = fopen(kio_opts_arg(po, 1), "r");
   if (!kf) {
@@ -68,7 +71,7 @@ int main(int argc, char *argv[]) {
     frames += v->rows;
     size_t n = (size_t)v->rows * (size_t)v->cols;
     bytes += (double)n * sizeof(float);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; sum_values && i < n; i++) {
       unsigned u;
       memcpy(&u, &v->data[i], sizeof u);
       sum = sum * 1099511628211ULL + u;
