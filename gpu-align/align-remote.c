@@ -56,15 +56,17 @@ typedef struct {
   req_part *parts;
   int nparts, cap;
   int beg[MAX_CONN + 1], sent[MAX_CONN], got[MAX_CONN];
-  int failed;                   /* sending ahead failed: why in err */
+  int failed;                   /* sending ahead failed on connection
+                                   fail_c: why in err */
+  int fail_c;
   char err[200];
 } batch_plan;
 
 struct galign_remote {
   int nconn;
-  /* the batch being aligned, and the next one sent ahead of it (one
-   * connection only: galign_remote_send_ahead); sends, both plans and the
-   * shared memory under mu (a receive is not: one thread receives) */
+  /* the batch being aligned, and the next one sent ahead of it
+   * (galign_remote_send_ahead, on every connection); sends, both plans and
+   * the shared memory under mu (a receive is not: one thread receives) */
   pthread_mutex_t mu;
   pthread_cond_t cv;      /* the current batch's requests all out, or it ended */
   int ended;              /* galign_remote_align calls ended */
@@ -534,6 +536,7 @@ static int plan_batch(galign_remote *r, batch_plan *pl, int n, const galign_grap
   pl->id = n > 0 ? (const void *)graphs[0] : NULL;
   pl->want_pf = want_per_frame;
   pl->failed = 0;
+  pl->fail_c = 0;
   int k = r->nconn < n ? r->nconn : n;
   int start[MAX_CONN + 1];
   int64_t total = 0, cum = 0;
@@ -592,11 +595,21 @@ static int is_ahead(const galign_remote *r, int n, const galign_graph *const *gr
          !memcmp(a->feats, feats, (size_t)n * sizeof *feats);
 }
 
+/* 1 if all of the current batch's requests are out, on every connection. */
+static int cur_all_sent(const galign_remote *r) {
+  if (!r->cur.active) return 0;
+  for (int c = 0; c < r->cur.k; c++)
+    if (r->cur.sent[c] != r->cur.beg[c + 1]) return 0;
+  return 1;
+}
+
 /* Sending ahead, on a thread of its own (the caller reads the next batch
  * meanwhile: the shared-memory copies and the transfer stay off its path).
- * Only behind a batch being aligned, once all of its requests are out, so
- * replies stay in order; not if that batch ends first or the next
- * galign_remote_align begins (abandon). */
+ * Only behind a batch being aligned, once all of its requests are out on
+ * every connection, so each connection's replies stay in order; not if
+ * that batch ends first or the next galign_remote_align begins (abandon).
+ * Each connection gets what its window allows (with several GPUs each one
+ * goes from its part of batch k to its part of k+1 without waiting). */
 static void *sender_main(void *arg) {
   galign_remote *r = arg;
   batch_plan *a = &r->ahead;
@@ -606,7 +619,7 @@ static void *sender_main(void *arg) {
   until.tv_sec += 1;  /* a bound in case nobody signals */
   int ready = 0;
   while (!r->abandon && r->ended == r->send_ended &&
-         !(ready = r->cur.active && r->cur.sent[0] == r->cur.beg[1]))
+         !(ready = cur_all_sent(r)))
     if (pthread_cond_timedwait(&r->cv, &r->mu, &until) != 0) break;
   /* the batch being aligned may be this one (the call it was to follow
    * ended before it was asked for) */
@@ -614,7 +627,11 @@ static void *sender_main(void *arg) {
       plan_batch(r, a, r->send_n, a->graphs, a->feats, r->send_pf) == KIO_OK) {
     r->nbatch++;
     r->nahead++;
-    if (send_some(r, a, 0, a->graphs, a->feats, a->err, sizeof a->err) != KIO_OK) a->failed = 1;
+    for (int c = 0; c < a->k && !a->failed; c++)
+      if (send_some(r, a, c, a->graphs, a->feats, a->err, sizeof a->err) != KIO_OK) {
+        a->failed = 1;
+        a->fail_c = c;
+      }
   } else {
     a->active = 0;
   }
@@ -646,7 +663,7 @@ static void join_sender(galign_remote *r, int all) {
 
 void galign_remote_send_ahead(galign_remote *r, int n, const galign_graph *const *graphs,
                               const kio_matrix *const *feats, int want_per_frame) {
-  if (!r || r->nconn != 1 || n <= 0) return;
+  if (!r || n <= 0) return;
   pthread_mutex_lock(&r->mu);
   if (r->sender_started && r->sender_done) {  /* the last one's thread, done */
     pthread_t t = r->sender;
@@ -700,11 +717,12 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
         char why[200];
         snprintf(why, sizeof why, "%s", pl->err);
         /* its answers before the failure say why, if the service failed */
-        while (rc == KIO_OK && pl->got[0] < pl->sent[0] - 1) {
+        int fc = pl->fail_c;
+        while (rc == KIO_OK && pl->got[fc] < pl->sent[fc] - 1) {
           pthread_mutex_unlock(&r->mu);
-          rc = recv_chunk(r, &pl->parts[pl->got[0]], feats, want_per_frame, results);
+          rc = recv_chunk(r, &pl->parts[pl->got[fc]], feats, want_per_frame, results);
           pthread_mutex_lock(&r->mu);
-          pl->got[0]++;
+          pl->got[fc]++;
         }
         if (rc == KIO_OK) rc = lost(r, why);
       }

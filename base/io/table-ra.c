@@ -12,7 +12,12 @@
  * caller's work; read_next() then only takes the next queued entry, so the
  * lookup logic and its errors are the same. The thread stops at EOF or at the
  * first read error (reported only if the caller gets that far, as before);
- * close stops it before closing the stream. */
+ * close stops it before closing the stream.
+ *
+ * Opened with kio_ra_open_ahead, an archive in a regular file is instead
+ * parsed ahead on several threads by entry boundaries (table-ahead.c, as
+ * kio_seq_read_ahead): entries still come to read_next in archive order,
+ * with the same values, lines and point of error. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -72,6 +77,7 @@ struct kio_ra_reader {
   long last_found;        /* SORTED */
   char *last_requested;   /* DSORTED */
   ra_ahead *ahead;        /* read-ahead thread, or NULL */
+  kio_seq_ahead *mt;      /* entries parsed ahead on threads, or NULL */
   /* Float matrices from our own feature chain: taken as they are, not
    * written as archive bytes and parsed back (the same values; as the
    * sequential reader does). For one process over 100 h the bytes' round
@@ -219,9 +225,10 @@ static void read_next(kio_ra_reader *r) {
     return;
   }
   r->cur_taken = 0;
-  int ret = r->take_in ? kio_input_take(r->take_in, &r->cur_key, &r->cur_keycap, r->cur_obj)
-                    : kio_ark_read_entry(kio_input_stream(r->in), r->spec.filename, r->h,
-                                         &r->cur_key, &r->cur_keycap, r->cur_obj);
+  int ret = r->mt        ? kio_ahead_next(r->mt, r->cur_obj, &r->cur_key, &r->cur_keycap)
+            : r->take_in ? kio_input_take(r->take_in, &r->cur_key, &r->cur_keycap, r->cur_obj)
+                         : kio_ark_read_entry(kio_input_stream(r->in), r->spec.filename, r->h,
+                                              &r->cur_key, &r->cur_keycap, r->cur_obj);
   if (ret == KIO_OK) {
     r->state = A_HAVE_OBJECT;
   } else if (ret == KIO_EOF) {
@@ -476,7 +483,9 @@ static int scp_load(kio_ra_reader *r, long idx) {
 
 /* ---- public ---- */
 
-int kio_ra_open(kio_ra_reader **pr, const char *rspecifier, const kio_holder *h) {
+/* threads > 0: archives in a regular file parsed ahead on threads. */
+static int ra_open(kio_ra_reader **pr, const char *rspecifier, const kio_holder *h,
+                   kio_body_bytes_fn body_bytes, int threads, int window) {
   *pr = NULL;
   kio_ra_reader *r = calloc(1, sizeof *r);
   if (!r) return KIO_ERR;
@@ -497,7 +506,12 @@ int kio_ra_open(kio_ra_reader **pr, const char *rspecifier, const kio_holder *h)
     }
     r->state = A_NO_OBJECT;
     if (kio_input_can_take(r->in, h)) r->take_in = r->in;
-    if (r->spec.sorted || r->spec.background) ahead_start(r);
+    /* kio_ahead_start declines what it cannot read at offsets (not a
+     * regular file): then the one thread, as without threads */
+    if (threads > 0 && !r->take_in && kio_classify_rxfilename(r->spec.filename) == KIO_RX_FILE)
+      kio_ahead_start(&r->mt, r->spec.filename, r->spec.filename, h, body_bytes,
+                      kio_input_stream(r->in), threads, window);
+    if (!r->mt && (threads > 0 || r->spec.sorted || r->spec.background)) ahead_start(r);
   }
   *pr = r;
   return KIO_OK;
@@ -509,8 +523,21 @@ fail:
   return KIO_ERR;
 }
 
+int kio_ra_open(kio_ra_reader **r, const char *rspecifier, const kio_holder *h) {
+  return ra_open(r, rspecifier, h, NULL, 0, 0);
+}
+
+int kio_ra_open_ahead(kio_ra_reader **r, const char *rspecifier, const kio_holder *h,
+                      kio_body_bytes_fn body_bytes, int threads, int window) {
+  return ra_open(r, rspecifier, h, body_bytes, threads, window);
+}
+
+int kio_ra_reads_ahead(const kio_ra_reader *r) {
+  return !r ? 0 : r->mt ? 2 : r->ahead ? 1 : 0;
+}
+
 int kio_ra_read_ahead(kio_ra_reader *r) {
-  if (!r || r->fatal || r->mode != M_UNSORTED || r->ahead || r->n || r->cur_obj) return 0;
+  if (!r || r->fatal || r->mode != M_UNSORTED || r->ahead || r->mt || r->n || r->cur_obj) return 0;
   ahead_start(r);
   return r->ahead != NULL;
 }
@@ -646,6 +673,8 @@ int kio_ra_close(kio_ra_reader *r) {
     if (r->state == A_ERROR) r->state = A_NO_OBJECT;
   }
   ahead_stop(r);
+  kio_ahead_stop(r->mt);
+  r->mt = NULL;
   int pipe_failed = kio_input_close(r->in) != KIO_OK;
   kio_input_close(r->data_in);
   if (!r->fatal && r->state == A_EOF && pipe_failed && !r->spec.permissive) {

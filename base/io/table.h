@@ -107,6 +107,15 @@ int kio_ra_take(kio_ra_reader *r, const char *key, void *obj);
  * (the same lookups, the same messages at the same point). Call after
  * kio_ra_open, before any lookup. 1: on, 0: not (scp, already on). */
 int kio_ra_read_ahead(kio_ra_reader *r);
+/* kio_ra_open for archives read whole in order (sorted ones looked up in
+ * order, or unsorted ones read ahead): an archive in a regular file is
+ * parsed ahead on threads (up to window entries, as kio_seq_read_ahead;
+ * the same lookups, values, messages and point of error); other archives
+ * read ahead on one thread. threads <= 0: kio_ra_open. */
+int kio_ra_open_ahead(kio_ra_reader **r, const char *rspecifier, const kio_holder *h,
+                      kio_body_bytes_fn body_bytes, int threads, int window);
+/* How r reads ahead: 2 on threads, 1 on one thread, 0 not (tests). */
+int kio_ra_reads_ahead(const kio_ra_reader *r);
 int kio_ra_close(kio_ra_reader *r);
 /* kio_ra_close's ERROR for an input pipe read to its end that failed (also
  * printed by the device feature path, gpu-align/align-gfeat.c). */

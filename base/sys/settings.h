@@ -121,8 +121,9 @@ extern "C" {
     "instead of the answer kept in the private directory for the same program, library "  \
     "and environment")                                                                     \
   X(DEV_READ_THREADS, "KALDI_GPU_DEV_READ_THREADS", NULL, DEV,                           \
-    "Threads reading gmm-acc-stats-ali's feature archive ahead (a regular file; default: " \
-    "this job's share of the cores, at most 8; 0: read in order on the main thread)")    \
+    "Threads reading the feature archive ahead (a regular file) in gmm-acc-stats-ali and " \
+    "the aligning programs (default: this job's share of the cores, at most 8; 0: read "  \
+    "as without it)")                                                                     \
   X(DEV_GRAPHS_NO_TUNE, "KALDI_GPU_DEV_GRAPHS_NO_TUNE", "TGRAPH_NO_TUNE", DEV,             \
     "1: compile-train-graphs keeps glibc's malloc settings")                               \
   /* ---- test hooks (test builds only) ---- */                                            \

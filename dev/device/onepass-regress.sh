@@ -207,10 +207,12 @@ case $steps in *" fused "*)
   fused "$NEW" own "KALDI_GPU_MEMORY=$big, tiled (= no budgets, 2026-11-26)" KALDI_GPU_MEMORY=$big KALDI_GPU_DEV_ACC_STATS=tiled
   fused "$NEW" own "KALDI_GPU_MEMORY=$big, cells" KALDI_GPU_MEMORY=$big
   fused "$NEW" own "default, cells (again)"
+  fused "$NEW" own "features on one reading thread (KALDI_GPU_DEV_READ_THREADS=0)" KALDI_GPU_DEV_READ_THREADS=0
 ;; esac
 case $steps in *" align "*)
   align "$NEW" own "default (alone)"
   align "$NEW" own "KALDI_GPU_MEMORY=2G" KALDI_GPU_MEMORY=2G
+  align "$NEW" own "features on one reading thread (KALDI_GPU_DEV_READ_THREADS=0)" KALDI_GPU_DEV_READ_THREADS=0
 ;; esac
 case $steps in *" acc "*)
   acc "$NEW" own "default, cells, reading overlapped"
@@ -231,6 +233,7 @@ case $steps in *" old "*)
 case $steps in *" fused "*)
   svc_start "$NEW/kaldi-gpu-service"
   fused "$NEW" svc "default, cells"
+  fused "$NEW" svc "features on one reading thread (KALDI_GPU_DEV_READ_THREADS=0)" KALDI_GPU_DEV_READ_THREADS=0
   acc "$NEW" svc "default, cells"
   align "$NEW" svc "default"
   # the job's requests: one at a time (no transfer overlapped), or smaller

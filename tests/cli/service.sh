@@ -261,6 +261,28 @@ grep -q '(device 1 of 2), 2 connections (through the GPU service)' "$tmp/two.log
   fail "--num-gpus=2: $(grep galign_aligner_new "$tmp/two.log")"
 same_run tri1.cpu two
 grep -q '2 device(s)' "$KALDI_GPU_SERVICE_DIR"/service-*.log || fail "the service did not serve 2 devices"
+# 8b. The next batch sent ahead on both connections (the service slowed:
+#     the job has read it by then): batches sent ahead, the same output;
+#     the service dropping a connection after 5 requests with batches sent
+#     ahead: the job goes on alone, the same output.
+stop_service
+export KALDI_GPU_DEV_SERVICE_INFLIGHT=2 KALDI_GPU_DEV_SERVICE_REQUEST_KB=65536
+KALDI_GPU_TEST_SERVICE_CPU=2 KALDI_GPU_TEST_SERVICE_SLOW=0.1 align twoahead models/tri1/final.mdl \
+  "ark:gunzip -c graphs/tri1.fsts.gz|" ark:noisy/delta.ark --num-gpus=2 --batch-size=7 --verbose=2
+grep -q '2 connections (through the GPU service)' "$tmp/twoahead.log" ||
+  fail "--num-gpus=2, sent ahead: $(grep galign_aligner_new "$tmp/twoahead.log")"
+n=$(sed -n 's/.*batches (\([0-9]*\) sent ahead).*/\1/p' "$tmp/twoahead.log")
+[ "${n:-0}" -ge 2 ] || fail "--num-gpus=2: ${n:-no} batches sent ahead"
+sed -i '/VLOG/d' "$tmp/twoahead.log"
+same_run tri1.cpu twoahead
+stop_service
+KALDI_GPU_TEST_SERVICE_CPU=2 KALDI_GPU_TEST_SERVICE_SLOW=0.05 KALDI_GPU_TEST_SERVICE_DROP=5 \
+  align twodrop models/tri1/final.mdl "ark:gunzip -c graphs/tri1.fsts.gz|" ark:noisy/delta.ark \
+  --num-gpus=2 --batch-size=7
+grep -q 'GPU service not usable: lost' "$tmp/twodrop.log" ||
+  fail "--num-gpus=2, dropped: no LOG line about the lost service"
+same_run tri1.cpu twodrop
+unset KALDI_GPU_DEV_SERVICE_INFLIGHT KALDI_GPU_DEV_SERVICE_REQUEST_KB
 
 # 9. Idle exit: the service goes away and removes its socket.
 stop_service

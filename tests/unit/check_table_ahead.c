@@ -3,7 +3,11 @@
  * keys and values, the same log lines (level, place, text) in the same
  * order, the same end (EOF or a read error at the same key) and close
  * status, for float, double, compressed and text entries mixed, an archive
- * cut at many points, corrupt headers and sizes, and a reader closed early. */
+ * cut at many points, corrupt headers and sizes, and a reader closed early.
+ * Random-access readers opened with kio_ra_open_ahead (the features of the
+ * aligning programs) against kio_ra_open likewise: sorted, doubly sorted
+ * and unsorted archives looked up with present, skipped, absent and
+ * out-of-order keys, cut and corrupt archives, scp with offsets. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +248,190 @@ START_TEST(not_for_every_table) {
 }
 END_TEST
 
+/* ---- random-access readers parsed ahead on threads ---- */
+
+/* Looks up keys[0..n) in turn (has_key, then value or take alternately),
+ * as kio_ra_open (threads 0) or kio_ra_open_ahead; stops at an error. */
+static void ra_lookups(const char *spec, const char *const *keys, int n, int threads, int window,
+                       result *res) {
+  memset(res, 0, sizeof *res);
+  put(&res->out, "");
+  put(&res->lines, "");
+  kio_log_set_handler(on_line, &res->lines);
+  kio_ra_reader *r;
+  res->opened = (threads > 0 ? kio_ra_open_ahead(&r, spec, &kio_matrix_holder,
+                                                 kio_matrix_body_bytes, threads, window)
+                             : kio_ra_open(&r, spec, &kio_matrix_holder)) == KIO_OK;
+  if (!res->opened) {
+    kio_log_set_handler(NULL, NULL);
+    return;
+  }
+  res->ahead = kio_ra_reads_ahead(r);
+  kio_matrix m = {0, 0, NULL, 0};
+  for (int i = 0; i < n; i++) {
+    char b[256];
+    int has = kio_ra_has_key(r, keys[i]);
+    snprintf(b, sizeof b, "%s has %d", keys[i], has);
+    put(&res->out, b);
+    if (has != 1) {
+      put(&res->out, "\n");
+      if (has < 0) break;
+      continue;
+    }
+    const kio_matrix *v = &m;
+    if (i % 2) {
+      v = kio_ra_value(r, keys[i]);
+    } else {
+      int t = kio_ra_take(r, keys[i], &m);
+      if (t == 1) v = kio_ra_value(r, keys[i]);
+      else if (t != KIO_OK) v = NULL;
+    }
+    if (!v) {
+      put(&res->out, " no value\n");
+      break;
+    }
+    snprintf(b, sizeof b, " %dx%d:", v->rows, v->cols);
+    put(&res->out, b);
+    for (size_t k = 0; k < (size_t)v->rows * v->cols; k++) {
+      snprintf(b, sizeof b, " %a", v->data[k]);
+      put(&res->out, b);
+    }
+    put(&res->out, "\n");
+  }
+  res->close_rc = kio_ra_close(r);
+  kio_matrix_free(&m);
+  kio_log_set_handler(NULL, NULL);
+}
+
+/* The same lookups without and with threads; ahead: what
+ * kio_ra_reads_ahead must say with threads. */
+static void ra_same_both_ways(const char *spec, const char *const *keys, int n, int ahead) {
+  result a;
+  ra_lookups(spec, keys, n, 0, 0, &a);
+  const int threads[] = {1, 2, 4, 3}, windows[] = {1, 3, 64, 7};
+  for (int i = 0; i < 4; i++) {
+    result b;
+    ra_lookups(spec, keys, n, threads[i], windows[i], &b);
+    ck_assert_int_eq(a.opened, b.opened);
+    if (b.opened) ck_assert_int_eq(b.ahead, ahead);
+    ck_assert_str_eq(a.out.s, b.out.s);
+    ck_assert_str_eq(a.lines.s, b.lines.s);
+    ck_assert_int_eq(a.close_rc, b.close_rc);
+    free_result(&b);
+  }
+  free_result(&a);
+}
+
+/* Key lists: every key in order; every third with absent ones between; a
+ * few out of order (an ERROR for "cs", found again for "s" and unsorted). */
+static char **key_list(int kind, int *n) {
+  char **k = malloc(sizeof *k * (N * 2 + 8));
+  *n = 0;
+  char b[32];
+  for (int i = 0; i < N; i++) {
+    if (kind == 1 && i % 3) continue;
+    snprintf(b, sizeof b, "utt%04d", i);
+    k[(*n)++] = strdup(b);
+    if (kind == 1 && i % 2) {
+      snprintf(b, sizeof b, "utt%04d_x", i);  /* absent, between two present */
+      k[(*n)++] = strdup(b);
+    }
+    if (kind == 2 && i % 50 == 49) {
+      snprintf(b, sizeof b, "utt%04d", i - 30);  /* back */
+      k[(*n)++] = strdup(b);
+    }
+  }
+  if (kind == 1) k[(*n)++] = strdup("zzz");  /* past the end */
+  return k;
+}
+
+static void free_keys(char **k, int n) {
+  for (int i = 0; i < n; i++) free(k[i]);
+  free(k);
+}
+
+static void ra_all_kinds(const char *path, int ahead) {
+  const char *flags[] = {"ark", "ark,s", "ark,s,cs", "ark,p", "ark,s,cs,p"};
+  char spec[1200];
+  for (int kind = 0; kind < 3; kind++) {
+    int n;
+    char **keys = key_list(kind, &n);
+    for (int f = 0; f < 5; f++) {
+      snprintf(spec, sizeof spec, "%s:%s", flags[f], path);
+      ra_same_both_ways(spec, (const char *const *)keys, n, ahead);
+    }
+    free_keys(keys, n);
+  }
+}
+
+START_TEST(ra_mixed_entries) {
+  long offs[N + 1];
+  char p[1024];
+  snprintf(p, sizeof p, "%s", make_mixed(N, offs));
+  ra_all_kinds(p, 2);
+  /* keys out of the archive's order: the "s" order ERROR, the same way */
+  char q[1024];
+  snprintf(q, sizeof q, "%s", variant(p, offs[N], offs[60] + 3, '9'));
+  ra_all_kinds(q, 2);
+}
+END_TEST
+
+START_TEST(ra_cut_and_corrupt) {
+  long offs[N + 1];
+  char p[1024];
+  snprintf(p, sizeof p, "%s", make_mixed(N, offs));
+  int n;
+  char **keys = key_list(1, &n);
+  char spec[1200];
+  for (int i = 1; i < N; i += 23) {
+    const long cuts[] = {offs[i] + 3, offs[i] + 13, (offs[i] + offs[i + 1]) / 2};
+    for (int c = 0; c < 3; c++) {
+      const char *v = variant(p, cuts[c], -1, 0);
+      snprintf(spec, sizeof spec, "ark,s,cs:%s", v);
+      ra_same_both_ways(spec, (const char *const *)keys, n, 2);
+      snprintf(spec, sizeof spec, "ark:%s", v);
+      ra_same_both_ways(spec, (const char *const *)keys, n, 2);
+    }
+    const long at[] = {offs[i] + 9, offs[i] + 11, offs[i] + 16};
+    const int to[] = {'X', 'Z', 0xff};
+    for (int c = 0; c < 3; c++) {
+      snprintf(spec, sizeof spec, "ark,s,cs:%s", variant(p, offs[N], at[c], to[c]));
+      ra_same_both_ways(spec, (const char *const *)keys, n, 2);
+    }
+  }
+  free_keys(keys, n);
+}
+END_TEST
+
+START_TEST(ra_not_for_every_table) {
+  long offs[N + 1];
+  char p[1024];
+  snprintf(p, sizeof p, "%s", make_mixed(N, offs));
+  int n;
+  char **keys = key_list(1, &n);
+  char spec[1200];
+  /* pipes read ahead on one thread; scp (offsets) and offsets not ahead */
+  snprintf(spec, sizeof spec, "ark,s,cs:cat %s |", p);
+  ra_same_both_ways(spec, (const char *const *)keys, n, 1);
+  snprintf(spec, sizeof spec, "ark,s,cs:%s:%ld", p, offs[5]);
+  ra_same_both_ways(spec, (const char *const *)keys, n, 1);
+  const char *scp = tu_tmp_path("offsets.scp");
+  FILE *f = fopen(scp, "w");
+  ck_assert_ptr_nonnull(f);
+  for (int i = 0; i < N; i += 2) fprintf(f, "utt%04d %s:%ld\n", i, p, offs[i] + 8);
+  fclose(f);
+  snprintf(spec, sizeof spec, "scp,s,cs:%s", scp);
+  ra_same_both_ways(spec, (const char *const *)keys, n, 0);
+  snprintf(spec, sizeof spec, "scp,p:%s", scp);
+  ra_same_both_ways(spec, (const char *const *)keys, n, 0);
+  free_keys(keys, n);
+  /* the fixture's features */
+  const char *lda[] = {"a", "en-029-f1-00014", "en-029-f1-00056", "en-029-f1-00057",
+                       "en-029-f1-00077", "zz"};
+  ra_same_both_ways("ark,s,cs:feats/lda.ark", lda, 6, 2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("table_ahead");
   TCase *tc = tcase_create("core");
@@ -253,6 +441,9 @@ int main(void) {
   tcase_add_test(tc, corrupt_headers);
   tcase_add_test(tc, closed_early);
   tcase_add_test(tc, not_for_every_table);
+  tcase_add_test(tc, ra_mixed_entries);
+  tcase_add_test(tc, ra_cut_and_corrupt);
+  tcase_add_test(tc, ra_not_for_every_table);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }
