@@ -35,6 +35,7 @@
 
 #include "base/matrix/blas-profile.h"
 #include "base/sys/log.h"
+#include "base/sys/private-dir.h"
 #include "base/sys/settings.h"
 #include "svc-internal.h"
 
@@ -57,40 +58,6 @@ static void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
-/* A whole small file into buf (NUL-terminated); -1 if unreadable. */
-static int read_small(const char *path, char *buf, size_t n) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  size_t got = 0;
-  while (got < n - 1) {
-    ssize_t r = read(fd, buf + got, n - 1 - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += (size_t)r;
-  }
-  close(fd);
-  buf[got] = '\0';
-  return (int)got;
-}
-
-/* Replaces path's content at once (a reader sees the old or the new). */
-static void write_atomic(const char *path, const char *text) {
-  char tmp[PATH_MAX + 32];
-  snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  size_t n = strlen(text);
-  int ok = write(fd, text, n) == (ssize_t)n;
-  close(fd);
-  if (!ok || rename(tmp, path) != 0) unlink(tmp);
-}
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-  const uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-#define FNV_START 1469598103934665603ull
 
 /* ---------------- identity ---------------- */
 
@@ -164,17 +131,17 @@ static int driver_uuids(char *out, size_t n) {
 static void gpu_cache_path(const char *dir, const char *host, char *out, size_t n) {
   static const char *const files[] = {"/proc/sys/kernel/random/boot_id", "/proc/self/cgroup",
                                       "/proc/driver/nvidia/version"};
-  uint64_t h = FNV_START;
+  uint64_t h = KIO_FNV_START;
   char buf[4096];
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-    int k = read_small(files[i], buf, sizeof buf);
-    h = fnv1a(h, buf, k > 0 ? (size_t)k : 0);
-    h = fnv1a(h, "\1", 1);
+    int k = kio_read_small(files[i], buf, sizeof buf);
+    h = kio_fnv1a(h, buf, k > 0 ? (size_t)k : 0);
+    h = kio_fnv1a(h, "\1", 1);
   }
   static const kio_setting keyed[] = {KIO_SET_CUDA_VISIBLE_DEVICES, KIO_SET_CUDA_DEVICE_ORDER};
   for (size_t k = 0; k < sizeof keyed / sizeof keyed[0]; k++) {
     const char *v = kio_setting_str(keyed[k]);
-    h = fnv1a(h, v ? v : "\1", v ? strlen(v) : 1);
+    h = kio_fnv1a(h, v ? v : "\1", v ? strlen(v) : 1);
   }
   snprintf(out, n, "%s/gpus-%s-%016llx", dir, host, (unsigned long long)h);
 }
@@ -190,7 +157,7 @@ static void gpu_uuids(const char *dir, const char *host, int fresh, char *out, s
   *how = "test stand-in";
   if (t) {
     snprintf(out, n, "%s", t);
-  } else if (!fresh && read_small(cache, out, n) > 0 && strchr(out, '\n')) {
+  } else if (!fresh && kio_read_small(cache, out, n) > 0 && strchr(out, '\n')) {
     *strchr(out, '\n') = '\0';
     *how = "cached";
   } else {
@@ -198,7 +165,7 @@ static void gpu_uuids(const char *dir, const char *host, int fresh, char *out, s
     if (driver_uuids(out, n) == 0) {
       char line[4200];
       snprintf(line, sizeof line, "%s\n", out);
-      write_atomic(cache, line);
+      kio_write_atomic(cache, line);
     }
   }
   *secs = kio_now_s() - t0;
@@ -242,30 +209,6 @@ static int service_bin(char *out, size_t n) {
   return 0;
 }
 
-static int private_dir(char *dir, size_t n, char *why, size_t why_len) {
-  const char *e = kio_setting_str(KIO_SET_SERVICE_DIR);
-  const char *xdg = kio_setting_str(KIO_SET_XDG_RUNTIME_DIR);
-  struct stat st;
-  if (e && *e) snprintf(dir, n, "%s", e);
-  else if (xdg && *xdg && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode))
-    snprintf(dir, n, "%s/kaldi-gpu", xdg);
-  else
-    snprintf(dir, n, "/tmp/kaldi-gpu-%u", (unsigned)getuid());
-  if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-    setwhy(why, why_len, "cannot create %s: %s", dir, strerror(errno));
-    return -1;
-  }
-  if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
-      (st.st_mode & 077)) {
-    setwhy(why, why_len, "%s is not a private directory of this user (0700)", dir);
-    return -1;
-  }
-  /* absolute: the service runs from / */
-  char abs[PATH_MAX];
-  if (dir[0] != '/' && realpath(dir, abs)) snprintf(dir, n, "%s", abs);
-  return 0;
-}
-
 /* Everything the identity is made of, in words (desc) and hashed (*h). */
 typedef struct {
   char host[48], full_host[256], bin[PATH_MAX], gpus[4096];
@@ -284,12 +227,12 @@ static int make_identity(const char *dir, int fresh, identity *id, char *why, si
     return -1;
   }
   gpu_uuids(dir, id->host, fresh, id->gpus, sizeof id->gpus, &id->gpus_how, &id->gpus_s);
-  uint64_t h = FNV_START;
-  h = fnv1a(h, id->full_host, strlen(id->full_host) + 1);
-  h = fnv1a(h, id->bin, strlen(id->bin));
-  h = fnv1a(h, &st.st_ino, sizeof st.st_ino);
-  h = fnv1a(h, &st.st_mtim, sizeof st.st_mtim);
-  h = fnv1a(h, id->gpus, strlen(id->gpus) + 1);
+  uint64_t h = KIO_FNV_START;
+  h = kio_fnv1a(h, id->full_host, strlen(id->full_host) + 1);
+  h = kio_fnv1a(h, id->bin, strlen(id->bin));
+  h = kio_fnv1a(h, &st.st_ino, sizeof st.st_ino);
+  h = kio_fnv1a(h, &st.st_mtim, sizeof st.st_mtim);
+  h = kio_fnv1a(h, id->gpus, strlen(id->gpus) + 1);
   /* The environment the service computes under: devices, and the rounding
    * profile its arithmetic follows (this job's: its Kaldi's, or
    * KALDI_GPU_BLAS_PROFILE; the service is started with it, spawn()). */
@@ -297,16 +240,16 @@ static int make_identity(const char *dir, int fresh, identity *id, char *why, si
                                       KIO_SET_DEVICE};
   for (size_t k = 0; k < sizeof keyed / sizeof keyed[0]; k++) {
     const char *v = kio_setting_str(keyed[k]);
-    h = fnv1a(h, v ? v : "\1", v ? strlen(v) : 1);
+    h = kio_fnv1a(h, v ? v : "\1", v ? strlen(v) : 1);
   }
   const char *prof = kio_blas_profile_name(kio_blas_profile());
-  h = fnv1a(h, prof, strlen(prof) + 1);
+  h = kio_fnv1a(h, prof, strlen(prof) + 1);
   id->h = h;
   return 0;
 }
 
 int kio_svc_paths(kio_svc_paths_t *p, int fresh, char *why, size_t why_len) {
-  if (private_dir(p->dir, sizeof p->dir, why, why_len) != 0) return KIO_ERR;
+  if (kio_private_dir(p->dir, sizeof p->dir, why, why_len) != 0) return KIO_ERR;
   identity id;
   if (make_identity(p->dir, fresh, &id, why, why_len) != 0) return KIO_ERR;
   const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
@@ -329,7 +272,7 @@ int kio_svc_paths(kio_svc_paths_t *p, int fresh, char *why, size_t why_len) {
 void kio_svc_describe(char *buf, size_t n, int fresh) {
   char dir[PATH_MAX], why[256];
   identity id;
-  if (private_dir(dir, sizeof dir, why, sizeof why) != 0 ||
+  if (kio_private_dir(dir, sizeof dir, why, sizeof why) != 0 ||
       make_identity(dir, fresh, &id, why, sizeof why) != 0) {
     snprintf(buf, n, "no identity: %s", why);
     return;
@@ -344,7 +287,7 @@ void kio_svc_describe(char *buf, size_t n, int fresh) {
 
 void kio_svc_forget_gpus(void) {
   char dir[PATH_MAX], host[48], full[256], cache[PATH_MAX + 64];
-  if (private_dir(dir, sizeof dir, NULL, 0) != 0) return;
+  if (kio_private_dir(dir, sizeof dir, NULL, 0) != 0) return;
   host_name(host, sizeof host, full, sizeof full);
   gpu_cache_path(dir, host, cache, sizeof cache);
   unlink(cache);
@@ -402,7 +345,7 @@ static int alive(pid_t pid) {
   if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return 0;
   char p[64], st[512];
   snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
-  if (read_small(p, st, sizeof st) <= 0) return 1;
+  if (kio_read_small(p, st, sizeof st) <= 0) return 1;
   const char *e = strrchr(st, ')');
   return !(e && e[1] == ' ' && e[2] == 'Z');
 }
@@ -434,7 +377,7 @@ static int failed_recently(const char *marker, double *age, char *reason, size_t
   if (stat(marker, &st) != 0) return 0;
   *age = wall_now() - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
   if (*age >= KIO_SVC_FAILED_FOR || *age < -60) return 0;
-  if (read_small(marker, reason, n) <= 0) snprintf(reason, n, "unknown reason");
+  if (kio_read_small(marker, reason, n) <= 0) snprintf(reason, n, "unknown reason");
   char *nl = strchr(reason, '\n');
   if (nl) *nl = '\0';
   return 1;
@@ -608,7 +551,7 @@ int kio_svc_connect(kio_svc **out, int may_start, char *why, size_t why_len) {
                                          : "the service did not listen within %g s", W);
     char line[PATH_MAX + 300];
     if (snprintf(line, sizeof line, "%s; see %s\n", reason, p.log) < (int)sizeof line)
-      write_atomic(failp, line);
+      kio_write_atomic(failp, line);
   }
   if (locked && now_pid == pid) write_start(lk, 0, 0);
   close(lk);
@@ -679,7 +622,7 @@ static void leave_cgroups(char *what, size_t n, int *moved) {
   const char *sge = kio_setting_str(KIO_SET_SGE_ROOT) ? kio_setting_str(KIO_SET_JOB_ID) : NULL;
   if (!slurm && !sge) return;
   char buf[8192];
-  if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0) return;
+  if (kio_read_small("/proc/self/cgroup", buf, sizeof buf) <= 0) return;
   enum { MAXH = 32 };
   char procs[MAXH][PATH_MAX], where[MAXH][256];
   int nh = 0, ok = 1;
@@ -760,7 +703,7 @@ int kio_svc_check_identity(const char *sock, char *gpus, size_t n, char *why, si
     const char *how;
     double secs;
     char out[8400] = "";
-    if (kio_svc_paths(&p, 1, NULL, 0) == KIO_OK && private_dir(dir, sizeof dir, NULL, 0) == 0) {
+    if (kio_svc_paths(&p, 1, NULL, 0) == KIO_OK && kio_private_dir(dir, sizeof dir, NULL, 0) == 0) {
       host_name(host, sizeof host, full, sizeof full);
       gpu_uuids(dir, host, 1, ids, sizeof ids, &how, &secs);
       snprintf(out, sizeof out, "%s\n%s\n", p.sock, ids);
