@@ -153,6 +153,41 @@ extern "C" void kio_cuda_warm_up(void) {
 static int blocking_sync;
 extern "C" void kio_cuda_prefer_blocking_sync(void) { blocking_sync = 1; }
 
+/* Seconds a wait polls before it sleeps: 0 unless the waits sleep. */
+static double wait_spin_s(void) {
+  static double s = -1.0;
+  if (s < 0.0)
+    s = blocking_sync ? (double)kio_setting_int(KIO_SET_DEV_SERVICE_SPIN_US, 1000, 0, 1000000) * 1e-6
+                      : 0.0;
+  return s;
+}
+
+cudaError_t kio_cuda_stream_wait(cudaStream_t st) {
+  const double spin = wait_spin_s();
+  if (spin > 0.0) {
+    const double t0 = kio_now_s();
+    for (;;) {
+      cudaError_t e = cudaStreamQuery(st);
+      if (e != cudaErrorNotReady) return e;
+      if (kio_now_s() - t0 >= spin) break;
+    }
+  }
+  return cudaStreamSynchronize(st);
+}
+
+cudaError_t kio_cuda_event_wait(cudaEvent_t ev) {
+  const double spin = wait_spin_s();
+  if (spin > 0.0) {
+    const double t0 = kio_now_s();
+    for (;;) {
+      cudaError_t e = cudaEventQuery(ev);
+      if (e != cudaErrorNotReady) return e;
+      if (kio_now_s() - t0 >= spin) break;
+    }
+  }
+  return cudaEventSynchronize(ev);
+}
+
 /* Creates the primary context of dev and makes it current; 0 when that fails
  * (e.g. a device in exclusive-process mode that another process holds). */
 static int try_context(int dev) {

@@ -116,6 +116,14 @@ const char *kio_cuda_build_archs(void);
       return KIO_ERR;                                                        \
     }                                                                        \
   } while (0)
+/* Waits for a stream's (an event's) work as cudaStreamSynchronize
+ * (cudaEventSynchronize) does. Where the process sleeps in its waits (the
+ * GPU service: kio_cuda_prefer_blocking_sync), it first polls for a short
+ * while (KALDI_GPU_DEV_SERVICE_SPIN_US), so that the many short waits of a
+ * request do not each pay a sleep and a wake-up, while a long wait still
+ * leaves the core to the jobs. */
+cudaError_t kio_cuda_stream_wait(cudaStream_t s);
+cudaError_t kio_cuda_event_wait(cudaEvent_t e);
 /* After a kernel launch: checks the launch, and synchronises when debugging. */
 #define KIO_CUDA_LAUNCHED()                                                  \
   do {                                                                       \

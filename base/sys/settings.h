@@ -103,6 +103,9 @@ extern "C" {
     "KIO_GACC_STREAM_PRIORITY", DEV, "high: the accumulator's stream at high priority")    \
   X(DEV_SERVICE_SYNC, "KALDI_GPU_DEV_SERVICE_SYNC", NULL, DEV,                             \
     "spin: the GPU service waits for the device spinning, not blocking (measuring)")      \
+  X(DEV_SERVICE_SPIN_US, "KALDI_GPU_DEV_SERVICE_SPIN_US", NULL, DEV,                       \
+    "Microseconds a wait of the GPU service polls the device before it sleeps (default "  \
+    "1000; 0: sleep at once)")                                                              \
   X(DEV_SERVICE_INFLIGHT, "KALDI_GPU_DEV_SERVICE_INFLIGHT", NULL, DEV,                     \
     "Alignment requests a job keeps unanswered on a GPU service connection, 1 to 3 "      \
     "(default 2: the next batch sent ahead; 1: one at a time)")                           \
