@@ -11,7 +11,8 @@
 #            cells over many blocks) or tiled (one block per pdf)
 #   service  own context (KALDI_GPU_SERVICE=no) or the GPU service (a fresh,
 #            warmed-up one per variant), its blocking waits
-#            (KALDI_GPU_DEV_SERVICE_SYNC=spin), the job's requests in
+#            (KALDI_GPU_DEV_SERVICE_SYNC=spin; KALDI_GPU_DEV_SERVICE_SPIN_US=0:
+#            no polling before a wait sleeps), the job's requests in
 #            flight and their size (KALDI_GPU_DEV_SERVICE_INFLIGHT,
 #            KALDI_GPU_DEV_SERVICE_REQUEST_KB)
 #   old      other builds' programs (packed as NAME=DIR), same data
@@ -243,6 +244,9 @@ case $steps in *" fused "*)
   svc_stop
   svc_start "$NEW/kaldi-gpu-service" KALDI_GPU_DEV_SERVICE_SYNC=spin
   fused "$NEW" svc "service spinning (KALDI_GPU_DEV_SERVICE_SYNC=spin)"
+  svc_stop
+  svc_start "$NEW/kaldi-gpu-service" KALDI_GPU_DEV_SERVICE_SPIN_US=0
+  fused "$NEW" svc "service waits sleep at once (KALDI_GPU_DEV_SERVICE_SPIN_US=0)"
   svc_stop
   svc_start "$NEW/kaldi-gpu-service" KALDI_GPU_DEV_ACC_STATS=tiled
   fused "$NEW" svc "tiled (the service's kernel)"
