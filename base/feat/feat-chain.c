@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feat-cache.h"
 #include "feat-check.h"
 #include "feat-ops.h"
 #include "feat-pool.h"
@@ -63,6 +64,8 @@ struct kio_feat {
   int profile, blas_threads;  /* transform-feats' rounding (blas-profile.h, blas-gemm.h) */
   stage_rt *rt;
   int status;  /* wait status */
+  kio_fcache *cache;  /* a hit to hand out, or the entry a miss writes (feat-cache.h) */
+  kio_ring *pring;    /* the producer's ring */
 };
 
 static void print_command_lines(const kio_feat_plan *p) { kio_feat_print_command_lines(p); }
@@ -340,8 +343,13 @@ static void stage_free(stage_rt *s) {
   free(s->sel);
 }
 
-/* The pool's commit: the job's result into the ring (input order). */
-static int commit(void *ring, kio_fjob *j) { return kio_ring_put(ring, j->key, &j->a); }
+/* The pool's commit: the job's result into the cache entry being written
+ * and the ring (input order). */
+static int commit(void *arg, kio_fjob *j) {
+  kio_feat *h = arg;
+  if (h->cache) kio_fcache_put(h->cache, j->key, &j->a);
+  return kio_ring_put(h->pring, j->key, &j->a);
+}
 
 /* The reader left: the last stage is killed by SIGPIPE, so are the others
  * when they next write. */
@@ -375,10 +383,9 @@ static void *chain_thread(kio_ring *ring, void *arg) {
   kio_feat *h = arg;
   int n = h->plan.nstages;
   stage_rt *rt = h->rt;
-  /* Read here, before any worker runs: they are cached on first use. */
-  h->profile = kio_blas_profile();
-  h->blas_threads = kio_blas_threads();
-  kio_fpool *pool = kio_fpool_new(kio_fpool_threads(), n, commit, ring);
+  h->pring = ring;
+  int warnings = kio_log_thread_num_warnings();
+  kio_fpool *pool = kio_fpool_new(kio_fpool_threads(), n, commit, h);
   /* Stage k opens its tables at its start; a failure kills it at once. */
   for (int k = 0; k < n; k++)
     if (stage_open(&rt[k]) != KIO_OK) { rt[k].dead = 1; rt[k].status = 255 << 8; }
@@ -448,6 +455,51 @@ static void *chain_thread(kio_ring *ring, void *arg) {
   kio_log_set_thread_program(NULL);
   kio_fpool_free(pool);
   h->status = rt[n - 1].status;
+  if (h->cache) {  /* only a clean run's output is kept: no line of it is lost on a hit */
+    int clean = pool && kio_log_thread_num_warnings() == warnings;
+    kio_feat_counts *c = calloc(n > 0 ? (size_t)n : 1, sizeof *c);
+    for (int k = 0; k < n; k++) {
+      clean = clean && !rt[k].dead && !rt[k].killed && !rt[k].status && !rt[k].num_err;
+      if (c) c[k] = (kio_feat_counts){rt[k].num_done, rt[k].num_err, rt[k].logdet_type,
+                                      rt[k].tot_t, rt[k].tot_logdet, rt[k].sel_ready};
+    }
+    kio_fcache_finish(h->cache, clean && c, c);
+    free(c);
+  }
+  return NULL;
+}
+
+/* A hit: the stored entries into the ring, then the stages' final lines
+ * from their stored counts, as the run that wrote them printed them (a
+ * reader that leaves early kills the stages: no final lines). */
+static void *cached_thread(kio_ring *ring, void *arg) {
+  kio_feat *h = arg;
+  int n = h->plan.nstages;
+  kio_matrix m = {0};
+  const char *key;
+  const float *data;
+  int32_t rows, cols;
+  int left = 0;
+  while (!left && kio_fcache_next(h->cache, &key, &rows, &cols, &data) == KIO_OK) {
+    if (kio_matrix_resize(&m, rows, cols) != KIO_OK) {
+      left = 1;  /* out of memory: as a stage that died */
+      h->status = 255 << 8;
+      break;
+    }
+    memcpy(m.data, data, sizeof(float) * (size_t)rows * (size_t)cols);
+    if (kio_ring_put(ring, key, &m) != 0) {
+      left = 1;
+      h->status = (128 + SIGPIPE) << 8;
+    }
+  }
+  kio_matrix_free(&m);
+  for (int k = 0; !left && k < n; k++) {
+    kio_feat_counts c;
+    kio_fcache_counts(h->cache, k, &c);
+    kio_log_set_thread_program(h->plan.stages[k].prog);
+    kio_feat_final_log(&h->plan.stages[k], &c);  /* 0: only clean runs are stored */
+  }
+  kio_log_set_thread_program(NULL);
   return NULL;
 }
 
@@ -471,10 +523,19 @@ FILE *kio_feat_open(const char *cmd, kio_feat **out) {
     return NULL;
   }
   for (int k = 0; k < h->plan.nstages; k++) h->rt[k].st = &h->plan.stages[k];
-  KIO_VLOG(1, "Feature pipeline computed in-process (%d stages): %s", h->plan.nstages, cmd);
+  /* The rounding, read here before any thread runs (cached on first use):
+   * the chain's and the cache key's. */
+  h->profile = kio_blas_profile();
+  h->blas_threads = kio_blas_threads();
+  char how[600];
+  h->cache = kio_fcache_open(&h->plan, h->profile, h->blas_threads, how, sizeof how);
+  int hit = h->cache && kio_fcache_hit(h->cache);
+  KIO_VLOG(1, "Feature pipeline %s (%d stages; feature cache: %s): %s",
+           hit ? "read from the feature cache" : "computed in-process", h->plan.nstages, how, cmd);
   print_command_lines(&h->plan);
-  FILE *f = kio_ring_start(chain_thread, h, &h->ring);
+  FILE *f = kio_ring_start(hit ? cached_thread : chain_thread, h, &h->ring);
   if (!f) {
+    kio_fcache_free(h->cache);
     free(h->rt);
     kio_feat_plan_free(&h->plan);
     free(h);
@@ -491,6 +552,7 @@ int kio_feat_take(kio_feat *h, char **key, size_t *keycap, kio_matrix *m) {
 int kio_feat_close(kio_feat *h, FILE *f) {
   fclose(f);  /* stops and joins the producer */
   int status = h->status;
+  kio_fcache_free(h->cache);
   for (int k = 0; k < h->plan.nstages; k++) stage_free(&h->rt[k]);
   free(h->rt);
   kio_feat_plan_free(&h->plan);
