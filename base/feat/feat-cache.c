@@ -80,6 +80,7 @@ struct kio_fcache {
   uint64_t budget;
   /* miss */
   FILE *w;
+  int anon;  /* w has no name yet (O_TMPFILE): a writer that dies leaves nothing */
   uint64_t written, nentries, sum;
   /* hit */
   int hit;
@@ -444,19 +445,23 @@ static void abandon(kio_fcache *c) {
   if (!c->w) return;
   fclose(c->w);
   c->w = NULL;
-  unlink(c->tmp);
+  if (!c->anon) unlink(c->tmp);
 }
 
 static const char zeros[8];
 
 static int start_write(kio_fcache *c) {
-  snprintf(c->tmp, sizeof c->tmp, "%s/tmp.XXXXXX", c->dir);
-  int fd = mkstemp(c->tmp);
-  if (fd < 0) return KIO_ERR;
+  int fd = open(c->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  c->anon = fd >= 0;
+  if (!c->anon) {  /* a file system without O_TMPFILE: a named one (a dead writer's goes after a day) */
+    snprintf(c->tmp, sizeof c->tmp, "%s/tmp.XXXXXX", c->dir);
+    fd = mkstemp(c->tmp);
+    if (fd < 0) return KIO_ERR;
+  }
   c->w = fdopen(fd, "wb");
   if (!c->w) {
     close(fd);
-    unlink(c->tmp);
+    if (!c->anon) unlink(c->tmp);
     return KIO_ERR;
   }
   setvbuf(c->w, NULL, _IOFBF, 1 << 20);
@@ -591,10 +596,19 @@ void kio_fcache_finish(kio_fcache *c, int clean, const kio_feat_counts *counts) 
   int ok = fseek(c->w, (long)coff, SEEK_SET) == 0 && fwrite(r, 1, rb, c->w) == rb &&
            fseek(c->w, 0, SEEK_SET) == 0 && fwrite(&h, sizeof h, 1, c->w) == 1;
   free(r);
+  ok = fflush(c->w) == 0 && ok;
+  if (ok && c->anon) {  /* a name for the finished file, then renamed into place */
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fileno(c->w));
+    snprintf(c->tmp, sizeof c->tmp, "%s/tmp.%d.%llx", c->dir, (int)getpid(),
+             (unsigned long long)kio_fnv1a(c->sum, &c, sizeof c));
+    ok = linkat(AT_FDCWD, proc, AT_FDCWD, c->tmp, AT_SYMLINK_FOLLOW) == 0;
+    c->anon = !ok;
+  }
   ok = fclose(c->w) == 0 && ok;
   c->w = NULL;
   if (!ok) {
-    unlink(c->tmp);
+    if (!c->anon) unlink(c->tmp);
     return;
   }
   publish(c);
