@@ -379,10 +379,51 @@ static int read_entry(kio_seq_reader *rd, kio_fjob *j, utt_state *u) {
   return kio_fjob_reserve(j, (size_t)u->rows * (size_t)u->cols);
 }
 
+/* A hit: the stored entries into the ring, then the stages' final lines
+ * from their stored counts, as the run that wrote them printed them (a
+ * reader that leaves early kills the stages: no final lines). */
+static void *cached_thread(kio_ring *ring, void *arg) {
+  kio_feat *h = arg;
+  int n = h->plan.nstages;
+  kio_matrix m = {0};
+  const char *key;
+  const float *data;
+  int32_t rows, cols;
+  int left = 0;
+  while (!left && kio_fcache_next(h->cache, &key, &rows, &cols, &data) == KIO_OK) {
+    if (kio_matrix_resize(&m, rows, cols) != KIO_OK) {
+      left = 1;  /* out of memory: as a stage that died */
+      h->status = 255 << 8;
+      break;
+    }
+    memcpy(m.data, data, sizeof(float) * (size_t)rows * (size_t)cols);
+    if (kio_ring_put(ring, key, &m) != 0) {
+      left = 1;
+      h->status = (128 + SIGPIPE) << 8;
+    }
+  }
+  kio_matrix_free(&m);
+  for (int k = 0; !left && k < n; k++) {
+    kio_feat_counts c;
+    kio_fcache_counts(h->cache, k, &c);
+    kio_log_set_thread_program(h->plan.stages[k].prog);
+    kio_feat_final_log(&h->plan.stages[k], &c);  /* 0: only clean runs are stored */
+  }
+  kio_log_set_thread_program(NULL);
+  return NULL;
+}
+
 static void *chain_thread(kio_ring *ring, void *arg) {
   kio_feat *h = arg;
   int n = h->plan.nstages;
   stage_rt *rt = h->rt;
+  /* Read here, before any worker runs: they are cached on first use. */
+  h->profile = kio_blas_profile();
+  h->blas_threads = kio_blas_threads();
+  char how[600];
+  h->cache = kio_fcache_open(&h->plan, h->profile, h->blas_threads, how, sizeof how);
+  KIO_VLOG(1, "Feature cache: %s", how);
+  if (h->cache && kio_fcache_hit(h->cache)) return cached_thread(ring, h);
   h->pring = ring;
   int warnings = kio_log_thread_num_warnings();
   kio_fpool *pool = kio_fpool_new(kio_fpool_threads(), n, commit, h);
@@ -469,40 +510,6 @@ static void *chain_thread(kio_ring *ring, void *arg) {
   return NULL;
 }
 
-/* A hit: the stored entries into the ring, then the stages' final lines
- * from their stored counts, as the run that wrote them printed them (a
- * reader that leaves early kills the stages: no final lines). */
-static void *cached_thread(kio_ring *ring, void *arg) {
-  kio_feat *h = arg;
-  int n = h->plan.nstages;
-  kio_matrix m = {0};
-  const char *key;
-  const float *data;
-  int32_t rows, cols;
-  int left = 0;
-  while (!left && kio_fcache_next(h->cache, &key, &rows, &cols, &data) == KIO_OK) {
-    if (kio_matrix_resize(&m, rows, cols) != KIO_OK) {
-      left = 1;  /* out of memory: as a stage that died */
-      h->status = 255 << 8;
-      break;
-    }
-    memcpy(m.data, data, sizeof(float) * (size_t)rows * (size_t)cols);
-    if (kio_ring_put(ring, key, &m) != 0) {
-      left = 1;
-      h->status = (128 + SIGPIPE) << 8;
-    }
-  }
-  kio_matrix_free(&m);
-  for (int k = 0; !left && k < n; k++) {
-    kio_feat_counts c;
-    kio_fcache_counts(h->cache, k, &c);
-    kio_log_set_thread_program(h->plan.stages[k].prog);
-    kio_feat_final_log(&h->plan.stages[k], &c);  /* 0: only clean runs are stored */
-  }
-  kio_log_set_thread_program(NULL);
-  return NULL;
-}
-
 FILE *kio_feat_open(const char *cmd, kio_feat **out) {
   *out = NULL;
   if (!kio_setting_flag(KIO_SET_FEATS_PIPE, 1)) {
@@ -523,19 +530,10 @@ FILE *kio_feat_open(const char *cmd, kio_feat **out) {
     return NULL;
   }
   for (int k = 0; k < h->plan.nstages; k++) h->rt[k].st = &h->plan.stages[k];
-  /* The rounding, read here before any thread runs (cached on first use):
-   * the chain's and the cache key's. */
-  h->profile = kio_blas_profile();
-  h->blas_threads = kio_blas_threads();
-  char how[600];
-  h->cache = kio_fcache_open(&h->plan, h->profile, h->blas_threads, how, sizeof how);
-  int hit = h->cache && kio_fcache_hit(h->cache);
-  KIO_VLOG(1, "Feature pipeline %s (%d stages; feature cache: %s): %s",
-           hit ? "read from the feature cache" : "computed in-process", h->plan.nstages, how, cmd);
+  KIO_VLOG(1, "Feature pipeline computed in-process (%d stages): %s", h->plan.nstages, cmd);
   print_command_lines(&h->plan);
-  FILE *f = kio_ring_start(hit ? cached_thread : chain_thread, h, &h->ring);
+  FILE *f = kio_ring_start(chain_thread, h, &h->ring);
   if (!f) {
-    kio_fcache_free(h->cache);
     free(h->rt);
     kio_feat_plan_free(&h->plan);
     free(h);

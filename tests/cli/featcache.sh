@@ -124,9 +124,9 @@ done
 f=$(chain "$d" lda)
 "$TOOLS/feat-copy" "$f" "ark:$tmp/v1.ark" 2>/dev/null
 "$TOOLS/feat-copy" --verbose=1 "$f" "ark:$tmp/v.ark" 2>"$tmp/v.log"
-grep -q "feature cache: hit" "$tmp/v.log" || fail "no 'feature cache: hit' VLOG line"
+grep -q "Feature cache: hit" "$tmp/v.log" || fail "no 'Feature cache: hit' VLOG line"
 KALDI_GPU_FEATS_CACHE=0 "$TOOLS/feat-copy" --verbose=1 "$f" "ark:$tmp/v0.ark" 2>"$tmp/v0.log"
-grep -q "feature cache: disabled" "$tmp/v0.log" || fail "no 'feature cache: disabled' VLOG line"
+grep -q "Feature cache: disabled" "$tmp/v0.log" || fail "no 'Feature cache: disabled' VLOG line"
 cmp -s "$tmp/v.ark" "$tmp/v0.ark" || fail "feat-copy: the hit's archive differs"
 
 # copy FEATS TAG: feat-copy through the cache (verbose: hit or miss) and
@@ -135,9 +135,9 @@ copy() {
   "$TOOLS/feat-copy" --verbose=1 "$1" "ark:$tmp/$2.ark" 2>"$tmp/$2.log"
   KALDI_GPU_FEATS_CACHE=0 "$TOOLS/feat-copy" "$1" "ark:$tmp/$2.ref.ark" 2>/dev/null
   cmp -s "$tmp/$2.ark" "$tmp/$2.ref.ark" || fail "$2: archive differs from the uncached one"
-  if grep -q "feature cache: hit" "$tmp/$2.log"; then echo hit
-  elif grep -q "feature cache: miss" "$tmp/$2.log"; then echo miss
-  else echo "other: $(grep -o 'feature cache: [^)]*' "$tmp/$2.log")"; fi
+  if grep -q "Feature cache: hit" "$tmp/$2.log"; then echo hit
+  elif grep -q "Feature cache: miss" "$tmp/$2.log"; then echo miss
+  else echo "other: $(grep -o 'Feature cache: .*' "$tmp/$2.log")"; fi
 }
 # Changed inputs (each on a fresh copy of the directory, cached first).
 change() {  # NAME KIND COMMAND (run in the copy's folder $e)
