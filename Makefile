@@ -68,6 +68,11 @@ $(BUILD)/%.cc.o: %.cc
 $(BUILD)/%.cu.o: %.cu config.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+# The feature cache's entries name the code that computed them: a hash of
+# base/'s sources (every program of one build shares its entries).
+FEAT_CODE_SRC = $(sort $(wildcard base/*/*.c base/*/*.h))
+$(BUILD)/base/feat/feat-cache.c.o: $(FEAT_CODE_SRC)
+$(BUILD)/base/feat/feat-cache.c.o: CFLAGS += -DKIO_FEAT_CODE_ID='"$(shell cat $(FEAT_CODE_SRC) | cksum | tr " " -)"'
 # The device code this build carries, for kaldi-gpu-service --describe.
 $(BUILD)/device/cuda-util.cu.o: NVCCFLAGS += -DKIO_CUDA_SASS='"$(CUDA_SASS)"' -DKIO_CUDA_PTX=$(CUDA_PTX)
 

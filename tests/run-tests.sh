@@ -13,6 +13,10 @@ build=${1:-build}
 # tests compare in that rounding unless they choose another (cli/rounding.sh
 # unsets it to test the automatic choice).
 export KALDI_GPU_BLAS_PROFILE=skx
+# The feature cache would carry chains' outputs from one test into the next
+# (and into the user's own): off, but where a test sets its own folder
+# (cli/featcache.sh).
+export KALDI_GPU_FEATS_CACHE=0
 top=$(cd "$(dirname "$0")/.." && pwd)
 pass=0; fail=0; skip=0; failed=""
 run_one() {  # name, command...

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feat-cache.h"
 #include "feat-check.h"
 #include "feat-ops.h"
 #include "feat-pool.h"
@@ -63,6 +64,8 @@ struct kio_feat {
   int profile, blas_threads;  /* transform-feats' rounding (blas-profile.h, blas-gemm.h) */
   stage_rt *rt;
   int status;  /* wait status */
+  kio_fcache *cache;  /* a hit to hand out, or the entry a miss writes (feat-cache.h) */
+  kio_ring *pring;    /* the producer's ring */
 };
 
 static void print_command_lines(const kio_feat_plan *p) { kio_feat_print_command_lines(p); }
@@ -340,8 +343,13 @@ static void stage_free(stage_rt *s) {
   free(s->sel);
 }
 
-/* The pool's commit: the job's result into the ring (input order). */
-static int commit(void *ring, kio_fjob *j) { return kio_ring_put(ring, j->key, &j->a); }
+/* The pool's commit: the job's result into the cache entry being written
+ * and the ring (input order). */
+static int commit(void *arg, kio_fjob *j) {
+  kio_feat *h = arg;
+  if (h->cache) kio_fcache_put(h->cache, j->key, &j->a);
+  return kio_ring_put(h->pring, j->key, &j->a);
+}
 
 /* The reader left: the last stage is killed by SIGPIPE, so are the others
  * when they next write. */
@@ -371,6 +379,40 @@ static int read_entry(kio_seq_reader *rd, kio_fjob *j, utt_state *u) {
   return kio_fjob_reserve(j, (size_t)u->rows * (size_t)u->cols);
 }
 
+/* A hit: the stored entries into the ring, then the stages' final lines
+ * from their stored counts, as the run that wrote them printed them (a
+ * reader that leaves early kills the stages: no final lines). */
+static void *cached_thread(kio_ring *ring, void *arg) {
+  kio_feat *h = arg;
+  int n = h->plan.nstages;
+  kio_matrix m = {0};
+  const char *key;
+  const float *data;
+  int32_t rows, cols;
+  int left = 0;
+  while (!left && kio_fcache_next(h->cache, &key, &rows, &cols, &data) == KIO_OK) {
+    if (kio_matrix_resize(&m, rows, cols) != KIO_OK) {
+      left = 1;  /* out of memory: as a stage that died */
+      h->status = 255 << 8;
+      break;
+    }
+    memcpy(m.data, data, sizeof(float) * (size_t)rows * (size_t)cols);
+    if (kio_ring_put(ring, key, &m) != 0) {
+      left = 1;
+      h->status = (128 + SIGPIPE) << 8;
+    }
+  }
+  kio_matrix_free(&m);
+  for (int k = 0; !left && k < n; k++) {
+    kio_feat_counts c;
+    kio_fcache_counts(h->cache, k, &c);
+    kio_log_set_thread_program(h->plan.stages[k].prog);
+    kio_feat_final_log(&h->plan.stages[k], &c);  /* 0: only clean runs are stored */
+  }
+  kio_log_set_thread_program(NULL);
+  return NULL;
+}
+
 static void *chain_thread(kio_ring *ring, void *arg) {
   kio_feat *h = arg;
   int n = h->plan.nstages;
@@ -378,7 +420,13 @@ static void *chain_thread(kio_ring *ring, void *arg) {
   /* Read here, before any worker runs: they are cached on first use. */
   h->profile = kio_blas_profile();
   h->blas_threads = kio_blas_threads();
-  kio_fpool *pool = kio_fpool_new(kio_fpool_threads(), n, commit, ring);
+  char how[600];
+  h->cache = kio_fcache_open(&h->plan, h->profile, h->blas_threads, how, sizeof how);
+  KIO_VLOG(1, "Feature cache: %s", how);
+  if (h->cache && kio_fcache_hit(h->cache)) return cached_thread(ring, h);
+  h->pring = ring;
+  int warnings = kio_log_thread_num_warnings();
+  kio_fpool *pool = kio_fpool_new(kio_fpool_threads(), n, commit, h);
   /* Stage k opens its tables at its start; a failure kills it at once. */
   for (int k = 0; k < n; k++)
     if (stage_open(&rt[k]) != KIO_OK) { rt[k].dead = 1; rt[k].status = 255 << 8; }
@@ -448,6 +496,17 @@ static void *chain_thread(kio_ring *ring, void *arg) {
   kio_log_set_thread_program(NULL);
   kio_fpool_free(pool);
   h->status = rt[n - 1].status;
+  if (h->cache) {  /* only a clean run's output is kept: no line of it is lost on a hit */
+    int clean = pool && kio_log_thread_num_warnings() == warnings;
+    kio_feat_counts *c = calloc(n > 0 ? (size_t)n : 1, sizeof *c);
+    for (int k = 0; k < n; k++) {
+      clean = clean && !rt[k].dead && !rt[k].killed && !rt[k].status && !rt[k].num_err;
+      if (c) c[k] = (kio_feat_counts){rt[k].num_done, rt[k].num_err, rt[k].logdet_type,
+                                      rt[k].tot_t, rt[k].tot_logdet, rt[k].sel_ready};
+    }
+    kio_fcache_finish(h->cache, clean && c, c);
+    free(c);
+  }
   return NULL;
 }
 
@@ -491,6 +550,7 @@ int kio_feat_take(kio_feat *h, char **key, size_t *keycap, kio_matrix *m) {
 int kio_feat_close(kio_feat *h, FILE *f) {
   fclose(f);  /* stops and joins the producer */
   int status = h->status;
+  kio_fcache_free(h->cache);
   for (int k = 0; k < h->plan.nstages; k++) stage_free(&h->rt[k]);
   free(h->rt);
   kio_feat_plan_free(&h->plan);

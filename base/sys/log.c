@@ -128,6 +128,7 @@ void kio_log_ours(void) {
 const char *kio_log_program(void) { return t_program ? t_program : g_program; }
 void kio_log_set_thread_program(const char *name) { t_program = name; }
 static _Thread_local int t_direct;
+static _Thread_local int t_num_logged; /* WARNING and worse, this thread */
 void kio_log_set_thread_direct(int on) { t_direct = on; }
 int kio_log_thread_direct(void) { return t_direct; }
 const char *kio_log_thread_program(void) { return t_program; }
@@ -150,6 +151,7 @@ void kio_log_get_handler(kio_log_handler *h, void **user) {
 
 int kio_log_num_warnings(void) { return atomic_load(&g_num_warnings); }
 int kio_log_num_errors(void) { return atomic_load(&g_num_errors); }
+int kio_log_thread_num_warnings(void) { return t_num_logged; }
 
 /* Kaldi sets stderr to line buffering; one line per message. */
 static void init_stderr(void) { setvbuf(stderr, NULL, _IOLBF, 0); }
@@ -215,6 +217,7 @@ void kio_vlogf(int level, const char *func, const char *file, int line,
     if (msg != stackbuf) free(msg);
     return;
   }
+  if (level <= KIO_LOG_WARNING) t_num_logged++;
   if (level == KIO_LOG_WARNING) atomic_fetch_add(&g_num_warnings, 1);
   else if (level < KIO_LOG_WARNING) atomic_fetch_add(&g_num_errors, 1);
   const char *fname = short_file_name(file);

@@ -63,6 +63,9 @@ int kio_log_format(char *buf, size_t n, int level, const char *func, const char 
 /* Counters of WARNING / ERROR lines logged since start (for tests). */
 int kio_log_num_warnings(void);
 int kio_log_num_errors(void);
+/* WARNING, ERROR and ASSERTION_FAILED lines logged by the calling thread
+ * (e.g. whether a producer thread's run was clean). */
+int kio_log_thread_num_warnings(void);
 
 void kio_logf(int level, const char *func, const char *file, int line,
               const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -54,6 +54,12 @@ extern "C" {
     "context; default 0)")                                                                 \
   X(FEATS_THREADS, "KALDI_GPU_FEATS_THREADS", "KIO_FEATS_THREADS", USER,                   \
     "Threads of the in-process feature chain (default: this job's share of the cores)")    \
+  X(FEATS_CACHE, "KALDI_GPU_FEATS_CACHE", NULL, USER,                                      \
+    "Folder of the in-process feature chains' cache (their output kept for the next "      \
+    "iterations; default: featcache in the private directory), or 0: no cache")           \
+  X(FEATS_CACHE_MAX, "KALDI_GPU_FEATS_CACHE_MAX", NULL, USER,                              \
+    "The feature cache's size: bytes with K/M/G (default: the smaller of 20% of the "      \
+    "memory and half the folder's free space); least recently used entries go first")     \
   X(CPU_THREADS, "KALDI_GPU_CPU_THREADS", "GALIGN_CPU_THREADS", USER,                      \
     "Threads of the CPU aligner (default: this job's share of the cores, at most 16)")     \
   X(GUNZIP_PIPE, "KALDI_GPU_GUNZIP_PIPE", "KIO_GUNZIP_PIPE", USER,                         \
