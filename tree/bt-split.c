@@ -1,0 +1,722 @@
+/* BuildTree (tree/build-tree.cc) and its steps of build-tree-utils.cc:
+ * SplitDecisionTree with DecisionTreeSplitter / FindBestSplitForKey /
+ * ComputeInitialSplit (AddToClustersOptimized), ClusterEventMapRestrictedByMap,
+ * ClusterEventMapToNClustersRestrictedByMap and RenumberEventMap. Sums are
+ * made in Kaldi's orders (the statistics' order, values ascending) and the
+ * objectives rounded as Kaldi's, so every comparison decides the same. */
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/sys/kaldi-msg.h"
+#include "base/sys/log.h"
+#include "tree/bt-internal.h"
+
+typedef struct {
+  const tstat_table *t;
+  const bt_questions *q;
+  int dim;
+  double *sum;      /* values x (2 dim) */
+  double *cnt, *vf;
+  uint8_t *present;
+  int32_t vcap;
+  double *c0, *c1;  /* 2 dim each */
+} ctx;
+
+static int lookup(const tstat_table *t, int32_t e, int32_t key, int32_t *val) {
+  const int32_t *ev = t->ev + t->v[e].off;
+  for (int32_t i = 0; i < t->v[e].nev; i++)
+    if (ev[2 * i] == key) {
+      *val = ev[2 * i + 1];
+      return 1;
+    }
+  return 0;
+}
+
+static const double *st_of(const tstat_table *t, int32_t e) { return t->st + t->v[e].soff; }
+
+/* FindBestSplitForKey without refinement: the best question's gain (float)
+ * and its index (-1: none). */
+static float best_split_for_key(ctx *c, const int32_t *idx, int32_t n, const bt_key_questions *kq,
+                                int32_t *best_q) {
+  const tstat_table *t = c->t;
+  int D = 2 * c->dim;
+  *best_q = -1;
+  if (n <= 1) return 0.0f;
+  int32_t vmax = -1, v;
+  for (int32_t i = 0; i < n; i++) {
+    if (!lookup(t, idx[i], kq->key, &v)) return 0.0f;
+    if (v > vmax) vmax = v;
+  }
+  int32_t V = vmax + 1;
+  if (V > c->vcap) {
+    int32_t cap = V + 64;
+    double *s = realloc(c->sum, sizeof(double) * (size_t)cap * (size_t)D);
+    if (s) c->sum = s;
+    double *a = realloc(c->cnt, sizeof(double) * (size_t)cap);
+    if (a) c->cnt = a;
+    double *b = realloc(c->vf, sizeof(double) * (size_t)cap);
+    if (b) c->vf = b;
+    uint8_t *p = realloc(c->present, (size_t)cap);
+    if (p) c->present = p;
+    if (!s || !a || !b || !p) return -1.0f;
+    c->vcap = cap;
+  }
+  memset(c->present, 0, (size_t)V);
+  for (int32_t i = 0; i < n; i++) {
+    int32_t e = idx[i];
+    if (t->v[e].is_null) continue;
+    lookup(t, e, kq->key, &v);
+    double *s = c->sum + (size_t)v * D;
+    const double *x = st_of(t, e);
+    if (!c->present[v]) {
+      c->present[v] = 1;
+      c->cnt[v] = 0.0 + t->v[e].count;
+      c->vf[v] = t->v[e].var_floor;
+      for (int k = 0; k < D; k++) s[k] = 0.0 + x[k];
+    } else {
+      c->cnt[v] += t->v[e].count;
+      for (int k = 0; k < D; k++) s[k] += x[k];
+    }
+  }
+  /* the total (SumClusterable) in c1's place first */
+  double *tot = malloc(sizeof(double) * (size_t)D);
+  if (!tot) return -1.0f;
+  double tcnt = 0, tvf = 0;
+  int32_t num_total = 0, first = -1;
+  for (v = 0; v < V; v++) {
+    if (!c->present[v]) continue;
+    const double *s = c->sum + (size_t)v * D;
+    if (first < 0) {
+      first = v;
+      tcnt = 0.0 + c->cnt[v];
+      tvf = c->vf[v];
+      for (int k = 0; k < D; k++) tot[k] = 0.0 + s[k];
+    } else {
+      tcnt += c->cnt[v];
+      for (int k = 0; k < D; k++) tot[k] += s[k];
+    }
+    num_total++;
+  }
+  if (first < 0) {
+    free(tot);
+    return 0.0f;
+  }
+  float unsplit = bt_objf(tot, tcnt, tvf, c->dim);
+  float best = 0.0f;
+  uint8_t *asg = malloc((size_t)V);
+  if (!asg) {
+    free(tot);
+    return -1.0f;
+  }
+  for (int32_t qi = 0; qi < kq->nq; qi++) {
+    memset(asg, 0, (size_t)V);
+    for (int32_t j = 0; j < kq->nqv[qi]; j++)
+      if (kq->q[qi][j] >= 0 && kq->q[qi][j] < V) asg[kq->q[qi][j]] = 1;
+    int32_t n1 = 0;
+    for (v = 0; v < V; v++) n1 += c->present[v] && asg[v];
+    int32_t n0 = num_total - n1, sub = n0 > num_total - n0 ? 0 : n1 > num_total - n1 ? 1 : -1;
+    double *cl[2] = {c->c0, c->c1};
+    double ccnt[2] = {0, 0}, cvf[2] = {0, 0};
+    int has[2] = {0, 0};
+    if (sub >= 0) {
+      memcpy(cl[sub], tot, sizeof(double) * (size_t)D);
+      for (int k = 0; k < D; k++) cl[sub][k] = 0.0 + tot[k];
+      ccnt[sub] = 0.0 + tcnt;
+      cvf[sub] = tvf;
+      has[sub] = 1;
+    }
+    for (v = 0; v < V; v++) {
+      if (!c->present[v]) continue;
+      int a = asg[v];
+      const double *s = c->sum + (size_t)v * D;
+      if (a != sub) {
+        if (!has[a]) {
+          has[a] = 1;
+          ccnt[a] = 0.0 + c->cnt[v];
+          cvf[a] = c->vf[v];
+          for (int k = 0; k < D; k++) cl[a][k] = 0.0 + s[k];
+        } else {
+          ccnt[a] += c->cnt[v];
+          for (int k = 0; k < D; k++) cl[a][k] += s[k];
+        }
+        if (sub >= 0) {
+          ccnt[sub] -= c->cnt[v];
+          for (int k = 0; k < D; k++) cl[sub][k] -= s[k];
+        }
+      }
+    }
+    float objf = 0.0f;
+    for (int a = 0; a < 2; a++)
+      if (has[a]) objf += bt_objf(cl[a], ccnt[a], cvf[a], c->dim);
+    float change = objf - unsplit;
+    if (change > best) {
+      best = change;
+      *best_q = qi;
+    }
+  }
+  free(asg);
+  free(tot);
+  return best;
+}
+
+/* ---- DecisionTreeSplitter ---- */
+typedef struct {
+  float best;
+  int32_t leaf, kq, q;    /* key's index in the questions, question index */
+  int32_t yes, no;        /* children (node indices), -1: a leaf */
+  int32_t *idx, n;        /* the statistics while a leaf */
+} node;
+
+typedef struct {
+  node *v;
+  int32_t n, cap;
+} nodes;
+
+static int find_best_split(ctx *c, node *nd) {
+  nd->best = 0.0f;
+  nd->kq = nd->q = -1;
+  for (int32_t k = 0; k < c->q->nkeys; k++) {
+    int32_t qi;
+    float g = best_split_for_key(c, nd->idx, nd->n, &c->q->k[k], &qi);
+    if (g < 0) return KIO_ERR;
+    if (g > nd->best) {
+      nd->best = g;
+      nd->kq = k;
+      nd->q = qi;
+    }
+  }
+  return KIO_OK;
+}
+
+static int32_t new_node(ctx *c, nodes *ns, int32_t leaf, int32_t *idx, int32_t n) {
+  if (ns->n == ns->cap) {
+    int32_t cap = ns->cap ? 2 * ns->cap : 1024;
+    node *nv = realloc(ns->v, sizeof *nv * (size_t)cap);
+    if (!nv) return -1;
+    ns->v = nv;
+    ns->cap = cap;
+  }
+  node *nd = &ns->v[ns->n];
+  *nd = (node){.leaf = leaf, .yes = -1, .no = -1, .idx = idx, .n = n};
+  if (find_best_split(c, nd) != KIO_OK) return -1;
+  return ns->n++;
+}
+
+static int set_has(const int32_t *s, int32_t n, int32_t v) {
+  for (int32_t i = 0; i < n; i++)
+    if (s[i] == v) return 1;
+  return 0;
+}
+
+static int do_split(ctx *c, nodes *ns, int32_t i, int32_t *next_leaf) {
+  node *nd = &ns->v[i];
+  if (nd->yes >= 0) {
+    int32_t ch = ns->v[nd->yes].best >= ns->v[nd->no].best ? nd->yes : nd->no;
+    if (do_split(c, ns, ch, next_leaf) != KIO_OK) return KIO_ERR;
+    nd = &ns->v[i];
+    float a = ns->v[nd->yes].best, b = ns->v[nd->no].best;
+    nd->best = a > b ? a : b;
+    return KIO_OK;
+  }
+  const bt_key_questions *kq = &c->q->k[nd->kq];
+  const int32_t *ys = kq->q[nd->q];
+  int32_t nys = kq->nqv[nd->q], key = kq->key;
+  int32_t *yi = malloc(sizeof(int32_t) * (size_t)(nd->n + 1));
+  int32_t *ni = malloc(sizeof(int32_t) * (size_t)(nd->n + 1));
+  if (!yi || !ni) {
+    free(yi);
+    free(ni);
+    return KIO_ERR;
+  }
+  int32_t ny = 0, nn = 0, v;
+  for (int32_t k = 0; k < nd->n; k++) {
+    lookup(c->t, nd->idx[k], key, &v);
+    if (set_has(ys, nys, v)) yi[ny++] = nd->idx[k];
+    else ni[nn++] = nd->idx[k];
+  }
+  int32_t yes_leaf = nd->leaf, no_leaf = (*next_leaf)++;
+  free(nd->idx);
+  nd->idx = NULL;
+  nd->leaf = -1;
+  int32_t y = new_node(c, ns, yes_leaf, yi, ny);
+  if (y < 0) return KIO_ERR;
+  int32_t o = new_node(c, ns, no_leaf, ni, nn);
+  if (o < 0) return KIO_ERR;
+  nd = &ns->v[i];
+  nd->yes = y;
+  nd->no = o;
+  float a = ns->v[y].best, b = ns->v[o].best;
+  nd->best = a > b ? a : b;
+  return KIO_OK;
+}
+
+static kio_event_map *node_map(const ctx *c, const nodes *ns, int32_t i) {
+  const node *nd = &ns->v[i];
+  if (nd->yes < 0) return bt_em_const(nd->leaf);
+  kio_event_map *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  const bt_key_questions *kq = &c->q->k[nd->kq];
+  m->kind = KIO_EM_SPLIT;
+  m->key = kq->key;
+  m->set = malloc(sizeof(int32_t) * (size_t)(kq->nqv[nd->q] + 1));
+  if (m->set) {
+    /* ConstIntegerSet: sorted (already) and unique */
+    for (int32_t k = 0; k < kq->nqv[nd->q]; k++)
+      if (!m->set_size || m->set[m->set_size - 1] != kq->q[nd->q][k])
+        m->set[m->set_size++] = kq->q[nd->q][k];
+    m->yes = node_map(c, ns, nd->yes);
+    m->no = m->yes ? node_map(c, ns, nd->no) : NULL;
+  }
+  if (!m->set || !m->yes || !m->no) {
+    bt_em_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+/* EventMap::Copy(new_leaves) with maps for leaves (sub[a] copied). */
+static kio_event_map *copy_subst(const kio_event_map *m, kio_event_map **sub, int32_t n) {
+  if (m->kind == KIO_EM_CONST) {
+    if (m->answer >= 0 && m->answer < n && sub[m->answer]) return bt_em_copy(sub[m->answer], NULL, 0);
+    return bt_em_const(m->answer);
+  }
+  kio_event_map *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  *c = *m;
+  c->table = NULL;
+  c->set = NULL;
+  c->yes = c->no = NULL;
+  c->table_size = 0;
+  c->set_size = 0;
+  if (m->kind == KIO_EM_TABLE) {
+    c->table = calloc(m->table_size + 1, sizeof *c->table);
+    if (!c->table) goto fail;
+    c->table_size = m->table_size;
+    for (uint32_t i = 0; i < m->table_size; i++)
+      if (m->table[i] && !(c->table[i] = copy_subst(m->table[i], sub, n))) goto fail;
+  } else {
+    c->set = malloc(sizeof(int32_t) * (size_t)(m->set_size + 1));
+    if (!c->set) goto fail;
+    memcpy(c->set, m->set, sizeof(int32_t) * (size_t)m->set_size);
+    c->set_size = m->set_size;
+    if (!(c->yes = copy_subst(m->yes, sub, n)) || !(c->no = copy_subst(m->no, sub, n))) goto fail;
+  }
+  return c;
+fail:
+  bt_em_free(c);
+  return NULL;
+}
+
+
+/* ---- per-leaf sums (SplitStatsByMap + SumStatsVec) ---- */
+typedef struct {
+  int32_t n;       /* leaves (max answer + 1) */
+  bt_gauss *g;     /* present: some non-NULL statistics reached it */
+  double *buf;
+  uint8_t *any;    /* some statistics (NULL or not) reached it */
+} leafsums;
+
+static void leafsums_free(leafsums *l) {
+  free(l->g);
+  free(l->buf);
+  free(l->any);
+  memset(l, 0, sizeof *l);
+}
+
+static int event_leaf(const tstat_table *t, int32_t e, const kio_event_map *m, int32_t *leaf) {
+  if (bt_em_map(m, t->ev + t->v[e].off, t->v[e].nev, leaf)) return KIO_OK;
+  KIO_ERROR("SplitStatsByMap: could not map an event vector of the statistics; check that "
+            "--context-width and --central-position match the stats, and that phones that "
+            "are context-independent (CI) during stats accumulation do not share roots "
+            "with non-CI phones.");
+  return KIO_ERR;
+}
+
+static int leaf_sums(const tstat_table *t, const int32_t *idx, int32_t n, const kio_event_map *m,
+                     int dim, leafsums *l) {
+  int D = 2 * dim;
+  memset(l, 0, sizeof *l);
+  int32_t *leaf = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  if (!leaf) return KIO_ERR;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t e = idx ? idx[i] : i;
+    if (event_leaf(t, e, m, &leaf[i]) != KIO_OK || leaf[i] < 0) {
+      free(leaf);
+      return KIO_ERR;
+    }
+    if (leaf[i] + 1 > l->n) l->n = leaf[i] + 1;
+  }
+  l->g = calloc((size_t)l->n + 1, sizeof *l->g);
+  l->buf = calloc((size_t)(l->n + 1) * D, sizeof(double));
+  l->any = calloc((size_t)l->n + 1, 1);
+  if (!l->g || !l->buf || !l->any) {
+    free(leaf);
+    leafsums_free(l);
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    int32_t e = idx ? idx[i] : i;
+    bt_gauss *g = &l->g[leaf[i]];
+    l->any[leaf[i]] = 1;
+    if (t->v[e].is_null) continue;
+    const double *x = st_of(t, e);
+    g->st = l->buf + (size_t)leaf[i] * D;
+    if (!g->present) {
+      g->present = 1;
+      g->count = 0.0 + t->v[e].count;
+      g->var_floor = t->v[e].var_floor;
+      for (int k = 0; k < D; k++) g->st[k] = 0.0 + x[k];
+    } else {
+      g->count += t->v[e].count;
+      for (int k = 0; k < D; k++) g->st[k] += x[k];
+    }
+  }
+  free(leaf);
+  return KIO_OK;
+}
+
+static int objf_given_map(const tstat_table *t, const kio_event_map *m, int dim, float *objf) {
+  leafsums l;
+  if (leaf_sums(t, NULL, (int32_t)t->n, m, dim, &l) != KIO_OK) return KIO_ERR;
+  float ans = 0.0f;
+  for (int32_t i = 0; i < l.n; i++)
+    if (l.g[i].present) ans += bt_objf(l.g[i].st, l.g[i].count, l.g[i].var_floor, dim);
+  leafsums_free(&l);
+  *objf = ans;
+  return KIO_OK;
+}
+
+int bt_leaf_normalizers(const tstat_table *t, const kio_event_map *m, float *norm,
+                        int32_t nleaves) {
+  for (int32_t i = 0; i < nleaves; i++) norm[i] = 0.0f;
+  for (size_t e = 0; e < t->n; e++) {
+    int32_t leaf;
+    if (event_leaf(t, (int32_t)e, m, &leaf) != KIO_OK) return KIO_ERR;
+    if (leaf >= 0 && leaf < nleaves && !t->v[e].is_null) norm[leaf] += (float)t->v[e].count;
+  }
+  return KIO_OK;
+}
+
+static float sum_normalizer(const tstat_table *t, const int32_t *idx, int32_t n) {
+  float ans = 0.0f;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t e = idx ? idx[i] : i;
+    if (!t->v[e].is_null) ans += (float)t->v[e].count;
+  }
+  return ans;
+}
+
+/* The statistics of each leaf of m (stub regions), as index lists. */
+static int split_by_map(const tstat_table *t, const int32_t *idx, int32_t n,
+                        const kio_event_map *m, int32_t ***lists, int32_t **sizes, int32_t *nl) {
+  int32_t *leaf = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  int32_t L = 0;
+  if (!leaf) return KIO_ERR;
+  for (int32_t i = 0; i < n; i++) {
+    if (event_leaf(t, idx ? idx[i] : i, m, &leaf[i]) != KIO_OK || leaf[i] < 0) {
+      free(leaf);
+      return KIO_ERR;
+    }
+    if (leaf[i] + 1 > L) L = leaf[i] + 1;
+  }
+  *lists = calloc((size_t)L + 1, sizeof **lists);
+  *sizes = calloc((size_t)L + 1, sizeof **sizes);
+  if (!*lists || !*sizes) {
+    free(leaf);
+    return KIO_ERR;
+  }
+  for (int32_t i = 0; i < n; i++) (*sizes)[leaf[i]]++;
+  for (int32_t j = 0; j < L; j++) {
+    (*lists)[j] = malloc(sizeof(int32_t) * (size_t)((*sizes)[j] + 1));
+    if (!(*lists)[j]) {
+      free(leaf);
+      return KIO_ERR;
+    }
+    (*sizes)[j] = 0;
+  }
+  for (int32_t i = 0; i < n; i++) (*lists)[leaf[i]][(*sizes)[leaf[i]]++] = idx ? idx[i] : i;
+  free(leaf);
+  *nl = L;
+  return KIO_OK;
+}
+
+static void lists_free(int32_t **lists, int32_t *sizes, int32_t n) {
+  for (int32_t i = 0; lists && i < n; i++) free(lists[i]);
+  free(lists);
+  free(sizes);
+}
+
+/* ClusterEventMapRestrictedByMap (compart 0, thresh) or
+ * ClusterEventMapToNClustersRestrictedByMap (compart 1, required): leaf
+ * mapping into map[0..nmap) (-1: unchanged), *removed. *skip: the case
+ * where Kaldi leaves the map as it is (with a warning ours does not know). */
+static int cluster_restricted(const tstat_table *t, const kio_event_map *e_in,
+                              const kio_event_map *e_restrict, int dim, float thresh,
+                              int compart, int32_t required, int32_t *map, int32_t nmap,
+                              int32_t *removed, int *skip) {
+  int32_t **reg = NULL, *nreg = NULL, nr = 0;
+  int rc = KIO_ERR;
+  *removed = 0;
+  *skip = 0;
+  if (split_by_map(t, NULL, (int32_t)t->n, e_restrict, &reg, &nreg, &nr) != KIO_OK) return KIO_ERR;
+  if (compart && required < nr) {
+    *skip = 1;
+    lists_free(reg, nreg, nr);
+    return KIO_OK;
+  }
+  leafsums *ls = calloc((size_t)nr + 1, sizeof *ls);
+  const bt_gauss **pts = calloc((size_t)nr + 1, sizeof *pts);
+  bt_gauss **ptsw = calloc((size_t)nr + 1, sizeof *ptsw);
+  int32_t **ix = calloc((size_t)nr + 1, sizeof *ix), *np = calloc((size_t)nr + 1, sizeof *np);
+  int32_t **asg = calloc((size_t)nr + 1, sizeof *asg);
+  int32_t nonempty_regions = 0, nonempty = 0, req = required;
+  if (!ls || !pts || !ptsw || !ix || !np || !asg) goto out;
+  for (int32_t i = 0; i < nr; i++) {
+    if (!nreg[i]) {
+      req--;
+      continue;
+    }
+    nonempty_regions++;
+    if (leaf_sums(t, reg[i], nreg[i], e_in, dim, &ls[i]) != KIO_OK) goto out;
+    ix[i] = malloc(sizeof(int32_t) * (size_t)(ls[i].n + 1));
+    ptsw[i] = malloc(sizeof(bt_gauss) * (size_t)(ls[i].n + 1));
+    asg[i] = malloc(sizeof(int32_t) * (size_t)(ls[i].n + 1));
+    if (!ix[i] || !ptsw[i] || !asg[i]) goto out;
+    for (int32_t j = 0; j < ls[i].n; j++)
+      if (ls[i].g[j].present) {
+        ix[i][np[i]] = j;
+        ptsw[i][np[i]++] = ls[i].g[j];
+      }
+    pts[i] = ptsw[i];
+    nonempty += np[i];
+  }
+  if (compart) {
+    if (kio_log_verbose() >= 1) {
+      KIO_KALDI(BT_NONEMPTY_MAP, (int)nonempty_regions);
+      KIO_KALDI(BT_NONEMPTY, (int)nonempty);
+    }
+    if (req > nonempty) {
+      *skip = 1;
+      rc = KIO_OK;
+      goto out;
+    }
+    if (bt_cluster_bottom_up(pts, np, nr, dim, FLT_MAX, req, 1, asg) != KIO_OK) goto out;
+  } else {
+    for (int32_t i = 0; i < nr; i++) {
+      if (!nreg[i]) continue;
+      if (!np[i]) {
+        KIO_WARN("ClusterBottomUp: nothing to cluster.");
+        continue;
+      }
+      if (np[i] >= 65535) {
+        KIO_ERROR("Too many leaves (%d) under one root to cluster", (int)np[i]);
+        goto out;
+      }
+      if (bt_cluster_bottom_up(&pts[i], &np[i], 1, dim, thresh, 0, 0, &asg[i]) != KIO_OK)
+        goto out;
+    }
+  }
+  for (int32_t i = 0; i < nr; i++) {
+    int32_t nclust = 0;
+    for (int32_t j = 0; j < np[i]; j++) {
+      if (asg[i][j] + 1 > nclust) nclust = asg[i][j] + 1;
+      if (ix[i][j] < nmap) map[ix[i][j]] = ix[i][asg[i][j]];
+    }
+    *removed += np[i] - nclust;
+  }
+  rc = KIO_OK;
+out:
+  for (int32_t i = 0; i < nr; i++) {
+    if (ls) leafsums_free(&ls[i]);
+    if (ix) free(ix[i]);
+    if (ptsw) free(ptsw[i]);
+    if (asg) free(asg[i]);
+  }
+  free(ls);
+  free(pts);
+  free(ptsw);
+  free(ix);
+  free(np);
+  free(asg);
+  lists_free(reg, nreg, nr);
+  if (rc != KIO_OK && !*skip) KIO_ERROR("clustering the tree's leaves failed");
+  return rc;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* RenumberEventMap */
+static kio_event_map *renumber(const kio_event_map *m, int32_t *num_leaves) {
+  int32_t n = 0, cnt = bt_em_count_leaves(m);
+  int32_t *lv = malloc(sizeof(int32_t) * (size_t)(cnt + 1));
+  if (!lv) return NULL;
+  bt_em_leaves(m, lv, &n);
+  qsort(lv, (size_t)n, sizeof(int32_t), cmp_i32);
+  int32_t top = n ? lv[n - 1] + 1 : 0, cur = 0;
+  int32_t *map = malloc(sizeof(int32_t) * (size_t)(top + 1));
+  if (!map) {
+    free(lv);
+    return NULL;
+  }
+  for (int32_t i = 0; i < top; i++) map[i] = -1;
+  for (int32_t i = 0; i < n; i++)
+    if (i == 0 || lv[i] != lv[i - 1]) map[lv[i]] = cur++;
+  kio_event_map *r = bt_em_copy(m, map, top);
+  *num_leaves = cur;
+  free(lv);
+  free(map);
+  return r;
+}
+
+static char *g(char *b, float v) { return (char *)kio_fmt_g(b, v); }
+
+kio_event_map *bt_build_tree(const bt_questions *q, const bt_roots *r, const int32_t *p2n,
+                             int32_t np, const tstat_table *t, const bt_opts *o, int *fallback) {
+  *fallback = 0;
+  float thresh = o->thresh, cluster_thresh = o->cluster_thresh;
+  for (int32_t k = 0; k < q->nkeys; k++)
+    if (q->k[k].refine_iters > 0) *fallback = 1; /* RefineClusters: not ours */
+  if (thresh < 0 || cluster_thresh == 0) *fallback = 1;
+  if (*fallback) return NULL;
+  if (!(thresh > 0 || o->max_leaves > 0) || t->n == 0) {
+    KIO_ERROR("BuildTree: needs --thresh > 0 or --max-leaves > 0, and statistics");
+    return NULL;
+  }
+  int dim = -1;
+  for (size_t e = 0; e < t->n; e++) {
+    if (t->v[e].is_null) continue;
+    if (dim < 0) dim = t->v[e].cols;
+    if (t->v[e].rows != 2 || t->v[e].cols != dim) {
+      KIO_ERROR("The tree statistics have entries of different dimensions");
+      return NULL;
+    }
+  }
+  if (dim < 0) dim = 0;
+  ctx c = {.t = t, .q = q, .dim = dim};
+  nodes ns = {0};
+  kio_event_map *stub = NULL, *split = NULL, *clustered = NULL, *rounded = NULL, *fin = NULL;
+  kio_event_map **subs = NULL;
+  int32_t *filt = NULL, **reg = NULL, *nreg = NULL, nr = 0, *bld = NULL, *map = NULL;
+  char b1[32], b2[32];
+  c.c0 = malloc(sizeof(double) * 2 * (size_t)(dim + 1));
+  c.c1 = malloc(sizeof(double) * 2 * (size_t)(dim + 1));
+  if (!c.c0 || !c.c1) goto out;
+  int32_t num_leaves = 0;
+  stub = bt_stub_map(o->P, r, 0, r->nsets, p2n, np, &num_leaves);
+  if (!stub) goto out;
+  KIO_KALDI(BT_BEFORE, (int)num_leaves);
+  /* FilterStatsByKey: the phones of not-split roots left out */
+  filt = malloc(sizeof(int32_t) * (t->n + 1));
+  if (!filt) goto out;
+  int32_t nf = 0, v;
+  for (size_t e = 0; e < t->n; e++) {
+    if (!lookup(t, (int32_t)e, o->P, &v)) {
+      KIO_ERROR("SplitStats: key %d is not present in an event vector of the statistics",
+                (int)o->P);
+      goto out;
+    }
+    int keep = 1;
+    for (int32_t i = 0; i < r->nsets && keep; i++)
+      if (!r->split[i] && set_has(r->set[i], r->nset[i], v)) keep = 0;
+    if (keep) filt[nf++] = (int32_t)e;
+  }
+  if (split_by_map(t, filt, nf, stub, &reg, &nreg, &nr) != KIO_OK) goto out;
+  if (nr == 0) {
+    KIO_ERROR("BuildTree: no statistics of phones whose roots are split");
+    goto out;
+  }
+  bld = malloc(sizeof(int32_t) * (size_t)nr);
+  if (!bld) goto out;
+  for (int32_t i = 0; i < nr; i++) {
+    bld[i] = new_node(&c, &ns, i, reg[i], nreg[i]);
+    reg[i] = NULL;
+    if (bld[i] < 0) goto out;
+  }
+  float like_impr = 0.0f, smallest = 1.0e+20f;
+  int32_t count = 0;
+  for (;;) {
+    int32_t top = 0;
+    for (int32_t i = 1; i < nr; i++)  /* the priority_queue's top: the largest (gain, i) */
+      if (ns.v[bld[i]].best >= ns.v[bld[top]].best) top = i;
+    float best = ns.v[bld[top]].best;
+    if (!(best > thresh && (o->max_leaves <= 0 || num_leaves < o->max_leaves))) break;
+    if (best < smallest) smallest = best;
+    like_impr += best;
+    if (do_split(&c, &ns, bld[top], &num_leaves) != KIO_OK) goto out;
+    count++;
+  }
+  KIO_KALDI(BT_SPLIT, (int)count, (int)num_leaves);
+  subs = calloc((size_t)nr, sizeof *subs);
+  if (!subs) goto out;
+  for (int32_t i = 0; i < nr; i++)
+    if (!(subs[i] = node_map(&c, &ns, bld[i]))) goto out;
+  if (!(split = copy_subst(stub, subs, nr))) goto out;
+  if (cluster_thresh < 0.0f) {
+    KIO_KALDI(BT_CLUSTER_THRESH, g(b1, smallest));
+    cluster_thresh = smallest;
+  }
+  float normalizer = sum_normalizer(t, NULL, (int32_t)t->n), nfilt = sum_normalizer(t, filt, nf);
+  if (kio_log_verbose() >= 1) {
+    KIO_KALDI(BT_AFTER_SPLIT, (int)num_leaves, g(b1, like_impr / normalizer), g(b2, normalizer));
+    KIO_KALDI(BT_SPLIT_PHONES, g(b1, like_impr / nfilt), g(b2, nfilt));
+  }
+  float before, after;
+  if (objf_given_map(t, split, dim, &before) != KIO_OK) goto out;
+  int32_t removed = 0, removed2 = 0, nmap = num_leaves;
+  int skip;
+  map = malloc(sizeof(int32_t) * (size_t)(nmap + 1));
+  if (!map) goto out;
+  for (int32_t i = 0; i < nmap; i++) map[i] = -1;
+  if (cluster_restricted(t, split, stub, dim, cluster_thresh, 0, 0, map, nmap, &removed,
+                         &skip) != KIO_OK)
+    goto out;
+  if (!(clustered = bt_em_copy(split, map, nmap))) goto out;
+  KIO_KALDI(BT_REMOVED, (int)removed);
+  if (o->round_num_leaves) {
+    int32_t required = ((num_leaves - removed) / 8) * 8;
+    for (int32_t i = 0; i < nmap; i++) map[i] = -1;
+    if (cluster_restricted(t, clustered, stub, dim, 0, 1, required, map, nmap, &removed2,
+                           &skip) != KIO_OK)
+      goto out;
+    if (skip) {
+      *fallback = 1;
+      goto out;
+    }
+    if (!(rounded = bt_em_copy(clustered, map, nmap))) goto out;
+    KIO_KALDI(BT_ROUNDED, (int)removed2);
+  }
+  int32_t final_leaves = 0;
+  if (!(fin = renumber(rounded ? rounded : clustered, &final_leaves))) goto out;
+  if (objf_given_map(t, fin, dim, &after) != KIO_OK) goto out;
+  if (kio_log_verbose() >= 1) {
+    KIO_KALDI(BT_OBJF_CHANGE, g(b1, (after - before) / normalizer));
+    KIO_KALDI(BT_OBJF_SPLIT, g(b1, (after - before) / nfilt));
+    KIO_KALDI(BT_NUM_LEAVES, (int)final_leaves);
+  }
+out:
+  if (!fin && !*fallback && kio_log_num_errors() == 0) KIO_ERROR("BuildTree failed (out of memory)");
+  for (int32_t i = 0; i < ns.n; i++) free(ns.v[i].idx);
+  free(ns.v);
+  for (int32_t i = 0; subs && i < nr; i++) bt_em_free(subs[i]);
+  free(subs);
+  lists_free(reg, nreg, nr);
+  free(bld);
+  free(filt);
+  free(map);
+  free(c.sum);
+  free(c.cnt);
+  free(c.vf);
+  free(c.present);
+  free(c.c0);
+  free(c.c1);
+  bt_em_free(stub);
+  bt_em_free(split);
+  bt_em_free(clustered);
+  bt_em_free(rounded);
+  return fin;
+}
