@@ -688,10 +688,14 @@ kio_event_map *bt_build_tree(const bt_questions *q, const bt_roots *r, const int
       goto out;
     }
     if (!(rounded = bt_em_copy(clustered, map, nmap))) goto out;
-    KIO_KALDI(BT_ROUNDED, (int)removed2);
+    if (removed2 > 0) KIO_KALDI(BT_ROUNDED, (int)removed2);
+    if (num_leaves - removed - removed2 != required)
+      KIO_KALDI(BT_EXPECTED, (int)num_leaves, (int)removed, (int)removed2, (int)required);
   }
   int32_t final_leaves = 0;
   if (!(fin = renumber(rounded ? rounded : clustered, &final_leaves))) goto out;
+  if (o->round_num_leaves && final_leaves != ((num_leaves - removed) / 8) * 8)
+    KIO_KALDI(BT_REQUIRED, (int)final_leaves, (int)(((num_leaves - removed) / 8) * 8));
   if (objf_given_map(t, fin, dim, &after) != KIO_OK) goto out;
   if (kio_log_verbose() >= 1) {
     KIO_KALDI(BT_OBJF_CHANGE, g(b1, (after - before) / normalizer));
