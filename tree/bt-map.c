@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/io/io.h"
+#include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "tree/build-tree.h"
 
@@ -174,11 +175,18 @@ int bt_roots_read(const char *rx, bt_roots *r) {
     size_t n1, n2;
     const char *w1 = next_word(&p, &n1);
     const char *w2 = w1 ? next_word(&p, &n2) : NULL;
-    if (!w1 || !w2) {
-      KIO_ERROR("Bad line in roots file: line %ld: %s", lineno, line);
+    if (!w1) {
+      KIO_KALDI(BT_ROOTS_LINE1, lineno, line);
       rc = KIO_ERR;
       break;
     }
+    /* Kaldi compares the first word here: "split" alone passes */
+    if (!w2 && !((n1 == 5 && !strncmp(w1, "split", 5)) || (n1 == 9 && !strncmp(w1, "not-split", 9)))) {
+      KIO_KALDI(BT_ROOTS_LINE2, lineno, line);
+      rc = KIO_ERR;
+      break;
+    }
+    if (!w2) n2 = 0;
     if (roots_push(r, &cap) != KIO_OK) {
       KIO_ERROR("out of memory reading %s", rx);
       rc = KIO_ERR;
@@ -209,8 +217,7 @@ int bt_roots_read(const char *rx, bt_roots *r) {
     for (int32_t j = 1; j < r->nset[i]; j++)
       if (r->set[i][j] == r->set[i][j - 1]) bad = 1;
     if (bad) {
-      KIO_ERROR("Bad line in roots file [empty, or contains non-positive  or duplicate "
-                "phone-ids]: line %ld: %s", lineno, line);
+      KIO_KALDI(BT_ROOTS_PHONES, lineno, line);
       rc = KIO_ERR;
       break;
     }
@@ -218,7 +225,7 @@ int bt_roots_read(const char *rx, bt_roots *r) {
   free(line);
   kio_input_close(in);
   if (rc == KIO_OK && r->nsets == 0) {
-    KIO_ERROR("Empty roots file ");
+    KIO_KALDI(BT_ROOTS_EMPTY);
     rc = KIO_ERR;
   }
   if (rc != KIO_OK) bt_roots_free(r);
@@ -425,7 +432,7 @@ kio_event_map *bt_stub_map(int32_t P, const bt_roots *r, int32_t lo, int32_t hi,
     return em_table(-1, vals, kids, max_len);
   }
   if (max_set == 1 && n <= 2 * top) {
-    int32_t *vals = malloc(sizeof(int32_t) * (size_t)n);
+    int32_t *vals = calloc((size_t)n, sizeof(int32_t));
     kio_event_map **kids = calloc((size_t)n, sizeof *kids);
     kio_event_map *m = NULL;
     if (vals && kids) {
