@@ -5,9 +5,11 @@
  * made in Kaldi's orders (the statistics' order, values ascending) and the
  * objectives rounded as Kaldi's, so every comparison decides the same. */
 #include <float.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/cpu-share.h"
 #include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
 #include "tree/bt-internal.h"
@@ -166,7 +168,14 @@ typedef struct {
   int32_t leaf, kq, q;    /* key's index in the questions, question index */
   int32_t yes, no;        /* children (node indices), -1: a leaf */
   int32_t *idx, n;        /* the statistics while a leaf */
+  struct pre *pre;        /* its split worked out ahead (a wave), or NULL */
 } node;
+
+/* A leaf's split done ahead: the two children's statistics and best
+ * splits (their leaf numbers are given when Kaldi's order splits it). */
+typedef struct pre {
+  node y, n;
+} pre;
 
 typedef struct {
   node *v;
@@ -189,7 +198,7 @@ static int find_best_split(ctx *c, node *nd) {
   return KIO_OK;
 }
 
-static int32_t new_node(ctx *c, nodes *ns, int32_t leaf, int32_t *idx, int32_t n) {
+static int32_t new_node(nodes *ns, const node *from) {
   if (ns->n == ns->cap) {
     int32_t cap = ns->cap ? 2 * ns->cap : 1024;
     node *nv = realloc(ns->v, sizeof *nv * (size_t)cap);
@@ -197,9 +206,7 @@ static int32_t new_node(ctx *c, nodes *ns, int32_t leaf, int32_t *idx, int32_t n
     ns->v = nv;
     ns->cap = cap;
   }
-  node *nd = &ns->v[ns->n];
-  *nd = (node){.leaf = leaf, .yes = -1, .no = -1, .idx = idx, .n = n};
-  if (find_best_split(c, nd) != KIO_OK) return -1;
+  ns->v[ns->n] = *from;
   return ns->n++;
 }
 
@@ -209,6 +216,37 @@ static int set_has(const int32_t *s, int32_t n, int32_t v) {
   return 0;
 }
 
+/* DoSplitInternal's work, apart from the tree: the leaf's statistics by
+ * its best question, and each side's best split. */
+static int split_leaf(ctx *c, const node *nd, pre *out) {
+  const bt_key_questions *kq = &c->q->k[nd->kq];
+  const int32_t *ys = kq->q[nd->q];
+  int32_t nys = kq->nqv[nd->q], key = kq->key;
+  memset(out, 0, sizeof *out);
+  out->y.idx = malloc(sizeof(int32_t) * (size_t)(nd->n + 1));
+  out->n.idx = malloc(sizeof(int32_t) * (size_t)(nd->n + 1));
+  if (!out->y.idx || !out->n.idx) return KIO_ERR;
+  int32_t v;
+  for (int32_t k = 0; k < nd->n; k++) {
+    lookup(c->t, nd->idx[k], key, &v);
+    if (set_has(ys, nys, v)) out->y.idx[out->y.n++] = nd->idx[k];
+    else out->n.idx[out->n.n++] = nd->idx[k];
+  }
+  out->y.yes = out->y.no = out->n.yes = out->n.no = -1;
+  if (find_best_split(c, &out->y) != KIO_OK || find_best_split(c, &out->n) != KIO_OK)
+    return KIO_ERR;
+  return KIO_OK;
+}
+
+static void pre_free(pre *p) {
+  if (!p) return;
+  free(p->y.idx);
+  free(p->n.idx);
+  free(p);
+}
+
+/* DecisionTreeSplitter::DoSplit: down to the leaf with the best split
+ * (yes first on a tie), split it, best splits updated on the way up. */
 static int do_split(ctx *c, nodes *ns, int32_t i, int32_t *next_leaf) {
   node *nd = &ns->v[i];
   if (nd->yes >= 0) {
@@ -219,36 +257,121 @@ static int do_split(ctx *c, nodes *ns, int32_t i, int32_t *next_leaf) {
     nd->best = a > b ? a : b;
     return KIO_OK;
   }
-  const bt_key_questions *kq = &c->q->k[nd->kq];
-  const int32_t *ys = kq->q[nd->q];
-  int32_t nys = kq->nqv[nd->q], key = kq->key;
-  int32_t *yi = malloc(sizeof(int32_t) * (size_t)(nd->n + 1));
-  int32_t *ni = malloc(sizeof(int32_t) * (size_t)(nd->n + 1));
-  if (!yi || !ni) {
-    free(yi);
-    free(ni);
-    return KIO_ERR;
+  pre *p = nd->pre;
+  if (!p) {
+    p = malloc(sizeof *p);
+    if (!p || split_leaf(c, nd, p) != KIO_OK) {
+      pre_free(p);
+      return KIO_ERR;
+    }
   }
-  int32_t ny = 0, nn = 0, v;
-  for (int32_t k = 0; k < nd->n; k++) {
-    lookup(c->t, nd->idx[k], key, &v);
-    if (set_has(ys, nys, v)) yi[ny++] = nd->idx[k];
-    else ni[nn++] = nd->idx[k];
-  }
-  int32_t yes_leaf = nd->leaf, no_leaf = (*next_leaf)++;
+  nd->pre = NULL;
+  p->y.leaf = nd->leaf;
+  p->n.leaf = (*next_leaf)++;
   free(nd->idx);
   nd->idx = NULL;
   nd->leaf = -1;
-  int32_t y = new_node(c, ns, yes_leaf, yi, ny);
-  if (y < 0) return KIO_ERR;
-  int32_t o = new_node(c, ns, no_leaf, ni, nn);
-  if (o < 0) return KIO_ERR;
+  int32_t y = new_node(ns, &p->y);
+  int32_t o = y < 0 ? -1 : new_node(ns, &p->n);
+  if (o < 0) {
+    pre_free(p);
+    return KIO_ERR;
+  }
+  free(p);
   nd = &ns->v[i];
   nd->yes = y;
   nd->no = o;
   float a = ns->v[y].best, b = ns->v[o].best;
   nd->best = a > b ? a : b;
   return KIO_OK;
+}
+
+/* The leaf do_split(i) would split. */
+static int32_t next_leaf_of(const nodes *ns, int32_t i) {
+  while (ns->v[i].yes >= 0) {
+    const node *nd = &ns->v[i];
+    i = ns->v[nd->yes].best >= ns->v[nd->no].best ? nd->yes : nd->no;
+  }
+  return i;
+}
+
+/* ---- waves: leaves likely split next, worked out on threads ---- */
+typedef struct {
+  ctx *c;
+  nodes *ns;
+  int32_t *task, ntask;
+  int32_t next;
+  pthread_mutex_t mu;
+  int failed;
+} wave;
+
+static void *wave_worker(void *arg) {
+  wave *w = arg;
+  ctx c = {.t = w->c->t, .q = w->c->q, .dim = w->c->dim};
+  c.c0 = malloc(sizeof(double) * 2 * (size_t)(c.dim + 1));
+  c.c1 = malloc(sizeof(double) * 2 * (size_t)(c.dim + 1));
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    int32_t k = w->failed ? w->ntask : w->next++;
+    pthread_mutex_unlock(&w->mu);
+    if (k >= w->ntask) break;
+    node *nd = &w->ns->v[w->task[k]];
+    pre *p = malloc(sizeof *p);
+    if (!c.c0 || !c.c1 || !p || split_leaf(&c, nd, p) != KIO_OK) {
+      pre_free(p);
+      pthread_mutex_lock(&w->mu);
+      w->failed = 1;
+      pthread_mutex_unlock(&w->mu);
+      break;
+    }
+    nd->pre = p;
+  }
+  free(c.sum);
+  free(c.cnt);
+  free(c.vf);
+  free(c.present);
+  free(c.c0);
+  free(c.c1);
+  return NULL;
+}
+
+static const nodes *g_sort_ns;
+static int by_gain(const void *a, const void *b) {
+  float x = g_sort_ns->v[*(const int32_t *)a].best, y = g_sort_ns->v[*(const int32_t *)b].best;
+  return (x < y) - (x > y);
+}
+
+/* Splits worked out ahead for the leaves with the largest gains above
+ * thresh (need among them): the results are what do_split would compute,
+ * so only time changes. */
+static int run_wave(ctx *c, nodes *ns, int32_t need, float thresh, int32_t remaining,
+                    int threads) {
+  int32_t *task = malloc(sizeof(int32_t) * (size_t)(ns->n + 1)), nt = 0;
+  if (!task) return KIO_ERR;
+  for (int32_t i = 0; i < ns->n; i++)
+    if (ns->v[i].yes < 0 && ns->v[i].idx && !ns->v[i].pre && ns->v[i].best > thresh &&
+        ns->v[i].best > 0 && i != need)
+      task[nt++] = i;
+  g_sort_ns = ns;
+  qsort(task, (size_t)nt, sizeof(int32_t), by_gain);
+  /* a few per thread: the largest gains are split soonest, so little of
+   * this is ever thrown away */
+  int32_t k = 4 * threads - 1;
+  if (remaining > 0 && k > remaining - 1) k = remaining - 1;
+  if (nt > k) nt = k > 0 ? k : 0;
+  task[nt++] = need;
+  wave w = {.c = c, .ns = ns, .task = task, .ntask = nt};
+  pthread_mutex_init(&w.mu, NULL);
+  if (threads > nt) threads = nt;
+  pthread_t th[64];
+  int started = 0;
+  for (int t = 1; t < threads && t < 64; t++)
+    if (pthread_create(&th[started], NULL, wave_worker, &w) == 0) started++;
+  wave_worker(&w);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+  pthread_mutex_destroy(&w.mu);
+  free(task);
+  return w.failed ? KIO_ERR : KIO_OK;
 }
 
 static kio_event_map *node_map(const ctx *c, const nodes *ns, int32_t i) {
@@ -573,6 +696,55 @@ static kio_event_map *renumber(const kio_event_map *m, int32_t *num_leaves) {
   return r;
 }
 
+typedef struct {
+  ctx *c;
+  nodes *ns;
+  const int32_t *bld;
+  int32_t n, next;
+  pthread_mutex_t mu;
+  int failed;
+} roots_job;
+
+static void *roots_worker(void *arg) {
+  roots_job *j = arg;
+  ctx c = {.t = j->c->t, .q = j->c->q, .dim = j->c->dim};
+  c.c0 = malloc(sizeof(double) * 2 * (size_t)(c.dim + 1));
+  c.c1 = malloc(sizeof(double) * 2 * (size_t)(c.dim + 1));
+  for (;;) {
+    pthread_mutex_lock(&j->mu);
+    int32_t k = j->failed ? j->n : j->next++;
+    pthread_mutex_unlock(&j->mu);
+    if (k >= j->n) break;
+    if (!c.c0 || !c.c1 || find_best_split(&c, &j->ns->v[j->bld[k]]) != KIO_OK) {
+      pthread_mutex_lock(&j->mu);
+      j->failed = 1;
+      pthread_mutex_unlock(&j->mu);
+      break;
+    }
+  }
+  free(c.sum);
+  free(c.cnt);
+  free(c.vf);
+  free(c.present);
+  free(c.c0);
+  free(c.c1);
+  return NULL;
+}
+
+/* Each root's FindBestSplit, on threads. */
+static int builders_best(ctx *c, nodes *ns, const int32_t *bld, int32_t n, int threads) {
+  roots_job j = {.c = c, .ns = ns, .bld = bld, .n = n};
+  pthread_mutex_init(&j.mu, NULL);
+  pthread_t th[64];
+  int started = 0;
+  for (int t = 1; t < threads && t < n && t < 64; t++)
+    if (pthread_create(&th[started], NULL, roots_worker, &j) == 0) started++;
+  roots_worker(&j);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+  pthread_mutex_destroy(&j.mu);
+  return j.failed ? KIO_ERR : KIO_OK;
+}
+
 static char *g(char *b, float v) { return (char *)kio_fmt_g(b, v); }
 
 kio_event_map *bt_build_tree(const bt_questions *q, const bt_roots *r, const int32_t *p2n,
@@ -606,6 +778,8 @@ kio_event_map *bt_build_tree(const bt_questions *q, const bt_roots *r, const int
   c.c0 = malloc(sizeof(double) * 2 * (size_t)(dim + 1));
   c.c1 = malloc(sizeof(double) * 2 * (size_t)(dim + 1));
   if (!c.c0 || !c.c1) goto out;
+  int threads = o->threads > 0 ? o->threads : kio_cpu_share(0);
+  if (threads > 64) threads = 64;
   int32_t num_leaves = 0;
   stub = bt_stub_map(o->P, r, 0, r->nsets, p2n, np, &num_leaves);
   if (!stub) goto out;
@@ -633,10 +807,12 @@ kio_event_map *bt_build_tree(const bt_questions *q, const bt_roots *r, const int
   bld = malloc(sizeof(int32_t) * (size_t)nr);
   if (!bld) goto out;
   for (int32_t i = 0; i < nr; i++) {
-    bld[i] = new_node(&c, &ns, i, reg[i], nreg[i]);
+    node b = {.leaf = i, .yes = -1, .no = -1, .idx = reg[i], .n = nreg[i]};
     reg[i] = NULL;
-    if (bld[i] < 0) goto out;
+    if ((bld[i] = new_node(&ns, &b)) < 0) goto out;
   }
+  /* the roots' best splits: a wave of their own */
+  if (builders_best(&c, &ns, bld, nr, threads) != KIO_OK) goto out;
   float like_impr = 0.0f, smallest = 1.0e+20f;
   int32_t count = 0;
   for (;;) {
@@ -647,6 +823,11 @@ kio_event_map *bt_build_tree(const bt_questions *q, const bt_roots *r, const int
     if (!(best > thresh && (o->max_leaves <= 0 || num_leaves < o->max_leaves))) break;
     if (best < smallest) smallest = best;
     like_impr += best;
+    int32_t leaf = next_leaf_of(&ns, bld[top]);
+    if (!ns.v[leaf].pre &&
+        run_wave(&c, &ns, leaf, thresh, o->max_leaves > 0 ? o->max_leaves - num_leaves : 0,
+                 threads) != KIO_OK)
+      goto out;
     if (do_split(&c, &ns, bld[top], &num_leaves) != KIO_OK) goto out;
     count++;
   }
@@ -704,7 +885,10 @@ kio_event_map *bt_build_tree(const bt_questions *q, const bt_roots *r, const int
   }
 out:
   if (!fin && !*fallback && kio_log_num_errors() == 0) KIO_ERROR("BuildTree failed (out of memory)");
-  for (int32_t i = 0; i < ns.n; i++) free(ns.v[i].idx);
+  for (int32_t i = 0; i < ns.n; i++) {
+    free(ns.v[i].idx);
+    pre_free(ns.v[i].pre);
+  }
   free(ns.v);
   for (int32_t i = 0; subs && i < nr; i++) bt_em_free(subs[i]);
   free(subs);
