@@ -1,13 +1,15 @@
 #!/bin/bash
-# acc-tree-stats, sum-tree-stats and build-tree against Kaldi's own
-# (bin/acc-tree-stats.cc, bin/sum-tree-stats.cc, bin/build-tree.cc): every case of tests/cli/lib/tree-cases.sh (context
+# acc-tree-stats, sum-tree-stats, build-tree and cluster-phones against
+# Kaldi's own (bin/acc-tree-stats.cc, bin/sum-tree-stats.cc,
+# bin/build-tree.cc, bin/cluster-phones.cc): every case of tests/cli/lib/tree-cases.sh (context
 # widths, --ci-phones, --phone-map, text and binary, an alignment archive
 # with files missing, of another length and ending inside a phone, the
 # stage's feature pipe computed in-process, sums of overlapping parts and
 # of text and binary inputs; trees of shared, not-shared and one-phone
 # roots, --max-leaves below and above the roots' count, --thresh,
 # --cluster-thresh, --round-num-leaves=false, text output, roots naming a
-# phone the topology lacks or missing one of the statistics): the output's md5, the exit status and the
+# phone the topology lacks or missing one of the statistics; questions of
+# the central state and of all three): the output's md5, the exit status and the
 # lines of Kaldi's log as recorded by dev/oracles/tree-refs.sh
 # (tests/data/tree). Where Kaldi's ERROR does not name the file (a treeacc
 # that is not one, a missing input) ours must: checked by its own. Also:
@@ -17,7 +19,7 @@
 # Env: BIN, TOP. Exit 0 pass, 1 fail.
 set -u
 : "${BIN:?}" "${TOP:?}"
-for p in acc-tree-stats sum-tree-stats build-tree; do
+for p in acc-tree-stats sum-tree-stats build-tree cluster-phones; do
   if [ ! -x "$BIN/$p" ]; then echo "SKIP: $BIN/$p not built"; exit 77; fi
 done
 cd "$TOP/tests/data" || exit 1
@@ -50,9 +52,10 @@ for c in "${tree_cases[@]}"; do
   case $name in
     btunk2)
       grep -q "^ERROR .*Phone 400 " "$tmp/log" || fail "$name: no ERROR naming phone 400" ;;
-    btnostats|btbadq)  # Kaldi's ERROR has its stream's words; ours names the file
+    btnostats|btbadq|cpnostats|cpbadsets)  # Kaldi's ERROR: its stream's words
       f=$tmp/no-such.acc
       [ $name = btbadq ] && f=models/mono/tree
+      [ $name = cpbadsets ] && f=$tmp/sets-bad
       grep -q "^ERROR .*$f" "$tmp/log" || fail "$name: no ERROR naming $f"
       ;;
     sumbad|summiss)  # Kaldi's ERROR names no file; ours names it

@@ -7,7 +7,7 @@
 # (edge.txt), phone maps.
 sil=1:2:3:4:5:6:7:8:9:10
 # the log lines compared, and how (program versions and VLOG levels left out)
-tree_log_lines='(tree-stats|tree-accu|io-funcs|build-tree|build-tree-utils)\.cc:|^(Usage|Accumulate|Sum|Train)'
+tree_log_lines='(tree-stats|tree-accu|io-funcs|build-tree|build-tree-utils|cluster-phones)\.cc:|^(Usage|Accumulate|Sum|Train|Cluster)'
 tree_log_sed='s/^VLOG\[[0-9]*\]/VLOG/; s/\[[^]]*\]//'
 pipe_feats='ark,s,cs:apply-cmvn --utt2spk=ark:featpipe/utt2spk scp:featpipe/cmvn.scp scp:featpipe/feats.scp ark:- | add-deltas ark:- ark:- |'
 tree_cases=(
@@ -51,6 +51,12 @@ tree_cases=(
   "btnostats|build-tree|\$T/no-such.acc \$T/roots tree/questions.qst models/topo @OUT@"
   "btbadq|build-tree|\$T/all.acc \$T/roots models/mono/tree models/topo @OUT@"
   "btbadroots|build-tree|\$T/all.acc \$T/roots-bad tree/questions.qst models/topo @OUT@"
+  "cp|cluster-phones|\$T/all.acc \$T/sets @OUT@"
+  "cppcl|cluster-phones|--pdf-class-list=0:1:2 \$T/all.acc \$T/sets @OUT@"
+  "cppcl2|cluster-phones|--pdf-class-list=2 --context-width=3 \$T/all.acc \$T/sets @OUT@"
+  "cpnostats|cluster-phones|\$T/no-such.acc \$T/sets @OUT@"
+  "cpbadsets|cluster-phones|\$T/all.acc \$T/sets-bad @OUT@"
+  "cpusage|cluster-phones|\$T/all.acc \$T/sets"
   "btusage|build-tree|\$T/all.acc \$T/roots tree/questions.qst models/topo"
 )
 
@@ -76,6 +82,7 @@ tree_inputs() {
     awk '$1 <= 10 { s = s " " $1; next } { b[int(($1 - 11) / 4)] = b[int(($1 - 11) / 4)] " " $1 }
          END { print substr(s, 2); for (i = 0; i in b; i++) print substr(b[i], 2) }' >"$t/sets"
   awk '{ print "shared split", $0 }' "$t/sets" >"$t/roots"
+  { head -n 3 "$t/sets"; echo "11 x"; } >"$t/sets-bad"
   awk 'NR == 1 { print "not-shared not-split", $0; next } { print "shared split", $0 }' \
     "$t/sets" >"$t/roots-mono"
   awk '$1 !~ /^#/ && $2 > 0 { print "shared split", $2 }' models/phones.txt >"$t/roots-single"
