@@ -4,10 +4,11 @@
 #   acc-tree-stats --ci-phones=CI ALI/final.mdl "apply-cmvn ... | add-deltas ... |"
 #     "ark:gunzip -c ALI/ali.JOB.gz|" JOB.treeacc
 # at once (as run.pl starts them), then sum-tree-stats treeacc *.treeacc,
-# then (questions made once by Kaldi's cluster-phones and compile-questions)
-#   build-tree --verbose=1 --max-leaves=LEAVES treeacc roots.int questions.qst topo tree:
+# then cluster-phones treeacc sets.int questions.int, (Kaldi's compile-questions
+# on both sides) and build-tree --verbose=1 --max-leaves=LEAVES treeacc roots.int
+# questions.qst topo tree:
 # Kaldi's programs against ours, each side REPEAT times (median wall
-# seconds), and whether the treeacc files and trees are identical.
+# seconds), and whether the treeacc files, questions and trees are identical.
 # usage: dev/bench/tree-bench.sh CORPUS ALI_DIR [DATA]
 #   CORPUS: a synth-s5 corpus dir (egs/synth/s5/run.sh --work), ALI_DIR: an
 #   alignment dir in it (e.g. exp_kaldi/mono_ali: ali.*.gz, final.mdl,
@@ -40,15 +41,8 @@ trap 'rm -rf "$tmp"' EXIT
 export PATH=$kb:$PATH LC_ALL=C
 
 lang=data/lang
-questions() {  # the stage's questions, from the first sum (Kaldi's programs)
-  [ -f "$tmp/questions.qst" ] && return
-  "$kb/cluster-phones" "$1" $lang/phones/sets.int "$tmp/questions.int" 2>/dev/null
-  cat $lang/phones/extra_questions.int >>"$tmp/questions.int"
-  "$kb/compile-questions" $lang/topo "$tmp/questions.int" "$tmp/questions.qst" 2>/dev/null
-}
-
-side() {  # side NAME BINDIR: the jobs, the sum, the tree; "acc sum tree" seconds
-  local d=$tmp/$1 j t0 t1 t2 t2b t3
+side() {  # side NAME BINDIR: the jobs, the sum, the questions, the tree; seconds
+  local d=$tmp/$1 j t0 t1 t2 t3 t4 t5
   rm -rf "$d"
   mkdir -p "$d"
   t0=$(date +%s.%N)
@@ -61,13 +55,16 @@ side() {  # side NAME BINDIR: the jobs, the sum, the tree; "acc sum tree" second
   t1=$(date +%s.%N)
   "$2/sum-tree-stats" "$d/treeacc" "$d"/*.treeacc 2>"$d/sum.log"
   t2=$(date +%s.%N)
-  questions "$d/treeacc"
-  t2b=$(date +%s.%N)
-  "$2/build-tree" --verbose=1 --max-leaves="$leaves" "$d/treeacc" $lang/phones/roots.int \
-    "$tmp/questions.qst" $lang/topo "$d/tree" 2>"$d/tree.log"
+  "$2/cluster-phones" "$d/treeacc" $lang/phones/sets.int "$d/questions.int" 2>"$d/cp.log"
   t3=$(date +%s.%N)
-  echo "$t0 $t1 $t2 $t2b $t3" |
-    awk '{ printf "%.3f %.3f %.3f\n", $2 - $1, $3 - $2, $5 - $4 }'
+  cat $lang/phones/extra_questions.int >>"$d/questions.int"
+  "$kb/compile-questions" $lang/topo "$d/questions.int" "$d/questions.qst" 2>/dev/null
+  t4=$(date +%s.%N)
+  "$2/build-tree" --verbose=1 --max-leaves="$leaves" "$d/treeacc" $lang/phones/roots.int \
+    "$d/questions.qst" $lang/topo "$d/tree" 2>"$d/tree.log"
+  t5=$(date +%s.%N)
+  echo "$t0 $t1 $t2 $t3 $t4 $t5" |
+    awk '{ printf "%.3f %.3f %.3f %.3f\n", $2 - $1, $3 - $2, $4 - $3, $6 - $5 }'
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 for s in kaldi ours; do
@@ -79,15 +76,18 @@ same=no
 cmp -s "$tmp/kaldi/treeacc" "$tmp/ours/treeacc" && same=yes
 for j in $(seq "$nj"); do cmp -s "$tmp/kaldi/$j.treeacc" "$tmp/ours/$j.treeacc" || same=no; done
 tsame=no
-cmp -s "$tmp/kaldi/tree" "$tmp/ours/tree" && tsame=yes
-kt=$(cut -d' ' -f3 "$tmp/kaldi.times" | median) ot=$(cut -d' ' -f3 "$tmp/ours.times" | median)
+cmp -s "$tmp/kaldi/questions.int" "$tmp/ours/questions.int" && cmp -s "$tmp/kaldi/tree" "$tmp/ours/tree" &&
+  tsame=yes
+kc=$(cut -d' ' -f3 "$tmp/kaldi.times" | median) oc=$(cut -d' ' -f3 "$tmp/ours.times" | median)
+kt=$(cut -d' ' -f4 "$tmp/kaldi.times" | median) ot=$(cut -d' ' -f4 "$tmp/ours.times" | median)
 ka=$(cut -d' ' -f1 "$tmp/kaldi.times" | median) ks=$(cut -d' ' -f2 "$tmp/kaldi.times" | median)
 oa=$(cut -d' ' -f1 "$tmp/ours.times" | median) os=$(cut -d' ' -f2 "$tmp/ours.times" | median)
 echo "| step ($nj jobs, $(nproc) cores; median of $repeat) | Kaldi s | ours s | speed-up |"
 echo "|---|---|---|---|"
 awk -v k="$ka" -v o="$oa" 'BEGIN { printf "| acc-tree-stats (all jobs) | %.2f | %.2f | %.1fx |\n", k, o, k / o }'
 awk -v k="$ks" -v o="$os" 'BEGIN { printf "| sum-tree-stats | %.2f | %.2f | %.1fx |\n", k, o, k / o }'
+awk -v k="$kc" -v o="$oc" 'BEGIN { printf "| cluster-phones | %.2f | %.2f | %.1fx |\n", k, o, k / o }'
 awk -v k="$kt" -v o="$ot" -v l="$leaves" \
   'BEGIN { printf "| build-tree (--max-leaves %d) | %.2f | %.2f | %.1fx |\n", l, k, o, k / o }'
-echo "treeacc files identical (each job's and the sum): $same; trees identical: $tsame"
+echo "treeacc files identical (each job's and the sum): $same; questions and trees: $tsame"
 [ $same = yes ] && [ $tsame = yes ]
