@@ -3,9 +3,11 @@
  * TreeCluster (cluster-utils.cc) with ClusterKMeans (10 tries, glibc's
  * rand() drawn in Kaldi's order) and RefineClusters, then
  * ObtainSetsOfPhones. Objectives rounded as Kaldi's (bt_objf). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sys/cpu-share.h"
 #include "base/sys/log.h"
 #include "tree/cluster-phones.h"
 
@@ -39,7 +41,7 @@ static void gs_sub(gs *d, const gs *s) {
 }
 static float gs_objf(const gs *g) { return bt_objf(g->st, g->count, g->vf, DIM); }
 
-static double *g_tmp;
+static _Thread_local double *g_tmp;  /* each thread's scratch (tries run on threads) */
 /* ObjfPlus / ObjfMinus: a copy of a with b added or subtracted. */
 static float objf_pm(const gs *a, const gs *b, int sign) {
   double c = 0.0 + a->count;
@@ -121,8 +123,8 @@ static int32_t gcd(int32_t m, int32_t n) {
   return m < 0 ? -m : m;
 }
 
-/* ClusterKMeansOnce with 2 clusters: the improvement; cl, asg out. */
-static float kmeans_once(gs *const *pts, int32_t n, gs *cl, int32_t *asg) {
+/* ClusterKMeansOnce's one random draw: a skip coprime to n. */
+static int32_t draw_skip(int32_t n) {
   int32_t skip = 1;
   if (n > 1) {
     skip = 1 + (rand() % (n - 1));
@@ -131,6 +133,13 @@ static float kmeans_once(gs *const *pts, int32_t n, gs *cl, int32_t *asg) {
       skip++;
     }
   }
+  return skip;
+}
+
+/* ClusterKMeansOnce with 2 clusters from skip: the improvement; cl, asg
+ * out. */
+static float kmeans_once(gs *const *pts, int32_t n, int32_t skip, gs *cl, int32_t *asg) {
+  if (!g_tmp && !(g_tmp = malloc(sizeof(double) * ((size_t)D2 + 1)))) return -1e30f;
   int have[2] = {0, 0};
   for (int32_t i = 0, j = 0, c = 0; c != n; i = (i + skip) % n, j = (j + 1) % 2, c++) {
     if (!have[j]) {
@@ -182,30 +191,76 @@ typedef struct {
   int tie;  /* equal gains met: Kaldi's order is its nodes' addresses */
 } tree;
 
+/* ClusterKMeans' 10 tries: the draws made in Kaldi's order first, then
+ * the tries (independent given their draws) on threads. */
+typedef struct {
+  gs *const *pts;
+  int32_t n, skip;
+  gs cl[2];
+  int32_t *asg;
+  float ans;
+} ktry;
+
+typedef struct {
+  ktry *k;
+  int first, step;
+} tgroup;
+
+static void *group_worker(void *arg) {
+  tgroup *g = arg;
+  for (int i = g->first; i < 10; i += g->step)
+    g->k[i].ans = kmeans_once(g->k[i].pts, g->k[i].n, g->k[i].skip, g->k[i].cl, g->k[i].asg);
+  free(g_tmp);
+  g_tmp = NULL;
+  return NULL;
+}
+
+static int g_threads = 1;
+
 static int find_best(tree *t, tnode *nd) {
   nd->best = 0;
   if (nd->np <= 1) return KIO_OK;
-  gs tc[2];
-  int32_t *ta = malloc(sizeof(int32_t) * (size_t)nd->np);
-  if (!ta || gs_new(&tc[0]) != KIO_OK || gs_new(&tc[1]) != KIO_OK ||
-      gs_new(&nd->cl[0]) != KIO_OK || gs_new(&nd->cl[1]) != KIO_OK)
-    return KIO_ERR;
-  nd->asg = malloc(sizeof(int32_t) * (size_t)nd->np);
-  if (!nd->asg) return KIO_ERR;
-  float best = 0;
+  ktry k[10];
+  memset(k, 0, sizeof k);
+  int ok = gs_new(&nd->cl[0]) == KIO_OK && gs_new(&nd->cl[1]) == KIO_OK &&
+           (nd->asg = malloc(sizeof(int32_t) * (size_t)nd->np));
   for (int i = 0; i < 10; i++) {
-    float a = kmeans_once(nd->points, nd->np, tc, ta);
-    if (a == -1e30f) return KIO_ERR;
-    if (i == 0 || a > best) {
-      best = a;
-      gs_copy(&nd->cl[0], &tc[0]);
-      gs_copy(&nd->cl[1], &tc[1]);
-      memcpy(nd->asg, ta, sizeof(int32_t) * (size_t)nd->np);
+    k[i] = (ktry){.pts = nd->points, .n = nd->np, .skip = draw_skip(nd->np)};
+    k[i].asg = malloc(sizeof(int32_t) * (size_t)nd->np);
+    ok = ok && k[i].asg && gs_new(&k[i].cl[0]) == KIO_OK && gs_new(&k[i].cl[1]) == KIO_OK;
+  }
+  if (ok) {
+    /* small nodes: not worth a thread */
+    int th = nd->np < 8 ? 1 : g_threads;
+    tgroup gr[10];
+    pthread_t tid[10];
+    int started[10] = {0};
+    for (int w = 1; w < th; w++) {
+      gr[w] = (tgroup){k, w, th};
+      started[w] = pthread_create(&tid[w], NULL, group_worker, &gr[w]) == 0;
+    }
+    for (int i = 0; i < 10; i++)
+      if (i % th == 0 || !started[i % th])
+        k[i].ans = kmeans_once(k[i].pts, k[i].n, k[i].skip, k[i].cl, k[i].asg);
+    for (int w = 1; w < th; w++)
+      if (started[w]) pthread_join(tid[w], NULL);
+  }
+  float best = 0;
+  for (int i = 0; ok && i < 10; i++) {
+    if (k[i].ans == -1e30f) ok = 0;
+    else if (i == 0 || k[i].ans > best) {
+      best = k[i].ans;
+      gs_copy(&nd->cl[0], &k[i].cl[0]);
+      gs_copy(&nd->cl[1], &k[i].cl[1]);
+      memcpy(nd->asg, k[i].asg, sizeof(int32_t) * (size_t)nd->np);
     }
   }
-  free(tc[0].st);
-  free(tc[1].st);
-  free(ta);
+  for (int i = 0; i < 10; i++) {
+    free(k[i].asg);
+    free(k[i].cl[0].st);
+    free(k[i].cl[1].st);
+  }
+  if (!ok) return KIO_ERR;
   nd->best = best;
   if (best > 0) {
     for (int32_t i = 0; i < t->nq; i++)
@@ -290,6 +345,7 @@ int cp_questions(gs_point *pts_in, int32_t n, int dim, const int32_t *const *set
   D2 = 2 * dim;
   *tie = 0;
   int rc = KIO_ERR;
+  g_threads = kio_cpu_share(10);
   g_tmp = malloc(sizeof(double) * ((size_t)D2 + 1));
   gs *pts = calloc((size_t)n, sizeof *pts);
   gs **pp = malloc(sizeof(gs *) * (size_t)n);
