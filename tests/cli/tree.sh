@@ -92,6 +92,28 @@ u=$(awk 'NR == 3 { print $1 }' kaldi/mono/ali.txt)
 "$BIN/sum-tree-stats" "$tmp/s2" "$tmp/a.acc" "$tmp/b.acc" "$tmp/c.acc" "cat $tmp/d.acc |" \
   2>/dev/null
 cmp -s "$tmp/s1" "$tmp/s2" || fail "threaded and in-order sums differ"
+# Kaldi's own program where ours does not follow Kaldi (here --cluster-thresh=0
+# and --mode=k-means): exec'ed from PATH (a stand-in that says so), and
+# without one on PATH an ERROR, exit 255, no output
+mkdir "$tmp/fake"
+for p in build-tree cluster-phones; do
+  printf '#!/bin/sh\necho "fake Kaldi %s $*"\n' "$p" >"$tmp/fake/$p"
+  chmod +x "$tmp/fake/$p"
+done
+fb_bt=(--cluster-thresh=0 "$tmp/all.acc" "$tmp/roots" tree/questions.qst models/topo "$tmp/fb.tree")
+fb_cp=(--mode=k-means --num-classes=3 "$tmp/all.acc" "$tmp/sets" "$tmp/fb.q")
+out=$(PATH=$tmp/fake:$PATH "$BIN/build-tree" "${fb_bt[@]}" 2>/dev/null)
+[ "$out" = "fake Kaldi build-tree ${fb_bt[*]}" ] || fail "build-tree --cluster-thresh=0: not Kaldi's ($out)"
+out=$(PATH=$tmp/fake:$PATH "$BIN/cluster-phones" "${fb_cp[@]}" 2>/dev/null)
+[ "$out" = "fake Kaldi cluster-phones ${fb_cp[*]}" ] || fail "cluster-phones k-means: not Kaldi's ($out)"
+rc=0
+PATH=/usr/bin:/bin "$BIN/build-tree" "${fb_bt[@]}" 2>"$tmp/log" || rc=$?
+[ $rc = 255 ] && [ ! -e "$tmp/fb.tree" ] && grep -q "^ERROR .*not on PATH" "$tmp/log" ||
+  fail "build-tree --cluster-thresh=0 without Kaldi: exit $rc"
+rc=0
+PATH=/usr/bin:/bin "$BIN/cluster-phones" "${fb_cp[@]}" 2>"$tmp/log" || rc=$?
+[ $rc = 255 ] && [ ! -e "$tmp/fb.q" ] && grep -q "^ERROR .*not on PATH" "$tmp/log" ||
+  fail "cluster-phones k-means without Kaldi: exit $rc"
 if [ $fails -gt 0 ]; then echo "tree: $fails failures"; exit 1; fi
-echo "tree: $n cases as Kaldi's, plus 3 error and order checks"
+echo "tree: $n cases as Kaldi's, plus 3 error and order checks and 4 of Kaldi's programs run instead"
 exit 0
