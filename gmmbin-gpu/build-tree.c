@@ -148,8 +148,7 @@ int main(int argc, char **argv) {
     for (int32_t i = 0; i < nl; i++)
       if (lv[i] + 1 > top) top = lv[i] + 1;
     float *norm = malloc(sizeof(float) * (size_t)(top + 1));
-    int32_t *has = calloc((size_t)top + 1, sizeof(int32_t));
-    if (!norm || !has || bt_leaf_normalizers(&stats, tree, norm, top) != KIO_OK) kio_fatal_exit();
+    if (!norm || bt_leaf_normalizers(&stats, tree, norm, top) != KIO_OK) kio_fatal_exit();
     /* SplitStatsByMap's size: one past the largest leaf the statistics reach */
     int32_t reach = 0;
     for (size_t e = 0; e < stats.n; e++) {
@@ -162,7 +161,6 @@ int main(int argc, char **argv) {
       if (norm[i] < 100.0f) KIO_KALDI(BT_LOW_COUNT, (int)i, kio_fmt_g(b, norm[i]));
     free(lv);
     free(norm);
-    free(has);
   }
   if (bt_ctx_dep_write(tree_wx, binary, N, P, tree) != KIO_OK) kio_fatal_exit();
   int mismatch = (int32_t)na != topo.num_phones;

@@ -272,6 +272,7 @@ static int do_split(ctx *c, nodes *ns, int32_t i, int32_t *next_leaf) {
   nd->idx = NULL;
   nd->leaf = -1;
   int32_t y = new_node(ns, &p->y);
+  if (y >= 0) p->y.idx = NULL;  /* the node owns it now */
   int32_t o = y < 0 ? -1 : new_node(ns, &p->n);
   if (o < 0) {
     pre_free(p);
