@@ -25,6 +25,7 @@ enum {
   KIO_KLV_WARNING = KIO_LOG_WARNING,
   KIO_KLV_ERROR = KIO_LOG_ERROR,
   KIO_KLV_ASSERT = KIO_LOG_ASSERT,
+  KIO_KLV_VLOG1 = 1, /* VLOG[1]: print only with --verbose >= 1 */
   KIO_KLV_VLOG2 = 2  /* VLOG[2]: print only with --verbose >= 2 */
 };
 

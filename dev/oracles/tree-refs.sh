@@ -3,7 +3,8 @@
 # Kaldi bundle, or Kaldi's bin/ on PATH): pipe-ali.txt, equal alignments of
 # tests/data/featpipe's 12 utterances (a graph of one word each, so the
 # stage's feature pipe runs on real MFCC), and for each case of
-# tests/cli/lib/tree-cases.sh the md5 of the output and the exit status
+# tests/cli/lib/tree-cases.sh (build-tree's with questions.qst, made here
+# by cluster-phones and compile-questions) the md5 of the output and the exit status
 # (expect.txt: CASE MD5 EXIT, MD5 "-" where no output was left) and the
 # Kaldi log lines (CASE.log, the scratch folder written $T). The statistics
 # add in double without BLAS; only the pipe case's add-deltas rounds as the
@@ -27,6 +28,10 @@ align-equal-compiled ark:"$tmp/g.fsts" scp:featpipe/feats.scp ark,t:"$out/pipe-a
   2>/dev/null
 . "$top/tests/cli/lib/tree-cases.sh"
 tree_inputs "$tmp" "$(command -v acc-tree-stats)"
+# build-tree's questions: the recipe's way (cluster-phones on the sets, then
+# compile-questions)
+cluster-phones "$tmp/all.acc" "$tmp/sets" "$tmp/questions.int" 2>/dev/null
+compile-questions models/topo "$tmp/questions.int" "$out/questions.qst" 2>/dev/null
 : >"$out/expect.txt"
 T=$tmp
 for c in "${tree_cases[@]}"; do
@@ -38,7 +43,7 @@ for c in "${tree_cases[@]}"; do
   md5=-
   [ -f "$o" ] && md5=$(md5sum <"$o" | cut -d' ' -f1)
   echo "$name $md5 $rc" >>"$out/expect.txt"
-  grep -E "(tree-stats|tree-accu|io-funcs)\.cc:|^(Usage|Accumulate|Sum)" "$tmp/log" |
-    sed 's/\[[^]]*\]//; s#'"$tmp"'#$T#g' >"$out/$name.log" || true
+  grep -E "$tree_log_lines" "$tmp/log" | sed "$tree_log_sed; s#$tmp#\$T#g" >"$out/$name.log" ||
+    true
 done
 cat "$out/expect.txt"

@@ -37,7 +37,7 @@ START_TEST(entries_well_formed) {
     ck_assert_msg(m->id && m->id[0], "entry %d: no id", i);
     ck_assert_msg(m->level == KIO_LOG_INFO || m->level == KIO_LOG_WARNING ||
                       m->level == KIO_LOG_ERROR || m->level == KIO_LOG_ASSERT ||
-                      m->level == KIO_KLV_VLOG2,
+                      m->level == KIO_KLV_VLOG1 || m->level == KIO_KLV_VLOG2,
                   "%s: level %d", m->id, m->level);
     ck_assert_msg(m->func[0] && !strpbrk(m->func, " ()"), "%s: function '%s'", m->id, m->func);
     size_t fl = strlen(m->file);
