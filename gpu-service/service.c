@@ -480,6 +480,7 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
       int batch_rc = KIO_OK;
       if (type == KIO_SVC_ACC) {
         reply_type = KIO_SVC_ACCUMULATED;
+        gacc_serve_give_fd(sv, kio_svc_take_fd(s));  /* the job's shared memory */
         if (test_faults()) {
           failed_reply(m, g.broken_why);
           batch_rc = KIO_ERR;
@@ -504,7 +505,8 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
       if (reply(c, reply_type, m) != KIO_OK || batch_rc != KIO_OK) break;
     }
     if (g.verbose)
-      gsvc_acc_log(d, served, t_new, busy, kio_now_s() - t0, a, pooled_one ? &t_start : NULL);
+      gsvc_acc_log(d, served, gacc_serve_shm_requests(sv), t_new, busy, kio_now_s() - t0, a,
+                   pooled_one ? &t_start : NULL);
   }
   gacc_serve_free(sv);
   double t_free = kio_now_s();

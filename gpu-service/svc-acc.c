@@ -97,11 +97,12 @@ void gsvc_acc_idle_free(gsvc_acc_idle **list) {
   }
 }
 
-void gsvc_acc_log(int dev, int requests, double setup, double busy, double connected,
+void gsvc_acc_log(int dev, int requests, int shm, double setup, double busy, double connected,
                   const gacc_acc *a, const gacc_timing *t0) {
   const char *kind = t0 ? "pooled" : "new";
-  KIO_LOG("acc connection (device %d): %d requests, %.3f s setting up (%s accumulator), "
-          "%.3f s accumulating, %.3f s connected", dev, requests, setup, kind, busy, connected);
+  KIO_LOG("acc connection (device %d): %d requests (%d through shared memory), %.3f s setting "
+          "up (%s accumulator), %.3f s accumulating, %.3f s connected", dev, requests, shm,
+          setup, kind, busy, connected);
   if (kio_log_verbose() < 2) return;
   gacc_timing t, zero = {0};
   gacc_get_timing(a, &t);

@@ -31,11 +31,12 @@ void gsvc_acc_idle_free(gsvc_acc_idle **list);
 
 /* The connection's LOG lines (KALDI_GPU_SERVICE_VERBOSE): requests, seconds
  * setting up (t0 NULL: a new accumulator), accumulating and connected; at
- * verbosity 2 the accumulator's split since t0 (its timing when the
+ * verbosity 2 (shm: requests whose features came through shared memory) the
+ * accumulator's split since t0 (its timing when the
  * connection took it; NULL: all of it): batches, frames, host sort,
  * staging, waiting for the device, the per-frame likelihoods, fetching the
  * statistics. */
-void gsvc_acc_log(int dev, int requests, double setup, double busy, double connected,
+void gsvc_acc_log(int dev, int requests, int shm, double setup, double busy, double connected,
                   const gacc_acc *a, const gacc_timing *t0);
 
 #ifdef __cplusplus

@@ -64,6 +64,26 @@ run_mode() {
   [ "$(count 'acc connection (device [0-9]*): 2 requests')" = 2 ] || fail "$mode: request counts: $(log | grep 'requests,')"
   [ $mode = cpu ] || log | grep -q "acc connection (device [0-9]*): pooled accumulator; 1 batches, [1-9][0-9]* frames; host sort" ||
     fail "$mode: no time split of the pooled connection: $(log | grep 'accumulator;')"
+  log | grep -q 'acc connection (device [0-9]*): 2 requests (1 through shared memory)' ||
+    fail "$mode: the features did not come through shared memory"
+  # 1b. Features inline (KALDI_GPU_TEST_SERVICE_SHM=0) and every batch
+  #     through shared memory, several batches a job (the fixture x15: 600
+  #     utterances, two batches) with checkpoints between them (STATS
+  #     requests: KALDI_GPU_TEST_ACC_KEEP_BYTES): the CPU path's statistics.
+  local shm
+  for shm in 0 1; do
+    KALDI_GPU_TEST_SERVICE_SHM=$shm tri2 "$mode.shm$shm"
+    right "$mode.shm$shm" kaldi/tri2/final.acc
+    KALDI_GPU_TEST_SERVICE_SHM=$shm KALDI_GPU_TEST_ACC_KEEP_BYTES=1000000 \
+      acc "$mode.big$shm" models/tri2/final.mdl "ark:$tmp/big.ark" "ark:$tmp/big.ali"
+    right "$mode.big$shm" "$tmp/big.ref.acc"
+  done
+  log | grep -q 'acc connection (device [0-9]*): 2 requests (0 through shared memory)' ||
+    fail "$mode: no request inline: $(log | grep -o '[0-9]* requests ([0-9]* through shared memory)' | sort | uniq -c)"
+  log | grep -q 'acc connection (device [0-9]*): 4 requests (2 through shared memory)' ||
+    fail "$mode: not two batches through shared memory: $(log | grep -o '[0-9]* requests ([0-9]* through shared memory)' | sort | uniq -c)"
+  log | grep -q 'acc connection (device [0-9]*): 4 requests (0 through shared memory)' ||
+    fail "$mode: not two batches inline: $(log | grep -o '[0-9]* requests ([0-9]* through shared memory)' | sort | uniq -c)"
   # 2. Another model: its own accumulator; then the first model's again.
   mono "$mode.mono"
   right "$mode.mono" "$mono_ref"
@@ -79,9 +99,10 @@ run_mode() {
   kill -9 $pv 2>/dev/null; wait $pv 2>/dev/null
   for _ in $(seq 50); do [ "$(count 'pooling the accumulator')" -gt "$kept" ] && break; sleep 0.1; done
   [ "$(count 'pooling the accumulator')" -gt "$kept" ] || fail "$mode: the killed job's connection did not end"
+  kept=$(count 'setting up (pooled accumulator)')
   tri2 "$mode.after"
   right "$mode.after" kaldi/tri2/final.acc
-  [ "$(count 'setting up (pooled accumulator)')" = 2 ] || fail "$mode: the job after a killed one was not on its accumulator"
+  [ "$(count 'setting up (pooled accumulator)')" = $((kept + 1)) ] || fail "$mode: the job after a killed one was not on its accumulator"
   # 4. Sixteen jobs at once, twice: every output right; the second round
   #    takes the accumulators the first one left.
   local pooled
@@ -99,6 +120,13 @@ run_mode() {
   stop_service
 }
 
+[ -x "$TOP/build/tools/replicate-archive" ] || { echo "SKIP: build/tools/replicate-archive not built"; exit 77; }
+"$TOP/build/tools/replicate-archive" --print-args=false --type=matrix --copies=15 ark:feats/lda.ark \
+  "ark:$tmp/big.ark" 2>/dev/null &&
+  "$TOP/build/tools/replicate-archive" --print-args=false --type=ali --copies=15 \
+    ark:kaldi/tri2/ali.ark "ark:$tmp/big.ali" 2>/dev/null &&
+  "$BIN/gmm-acc-stats-ali" --use-gpu=no models/tri2/final.mdl "ark:$tmp/big.ark" "ark:$tmp/big.ali" \
+    "$tmp/big.ref.acc" 2>/dev/null || { echo "FAIL: the x15 data or its CPU statistics"; exit 1; }
 mode=cpu bin=$BIN KALDI_GPU_TEST_SERVICE_CPU=1
 export KALDI_GPU_TEST_SERVICE_CPU
 run_mode
