@@ -21,17 +21,31 @@ struct gsvc_acc_idle {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* The host threads of a's per-frame work: the first of jobs at once took
+ * the process's share, the others one each (acc-par.c). */
+static int threads_of(const gacc_acc *a) {
+  gacc_timing t;
+  gacc_get_timing(a, &t);
+  return t.host_threads;
+}
+
 gacc_acc *gsvc_acc_take(gsvc_acc_idle **list, int dev) {
   gacc_acc *a = NULL;
   pthread_mutex_lock(&mu);
+  /* the one with the most threads: a job alone gets them as a new one would */
+  gsvc_acc_idle **best = NULL;
+  int most = -1;
   for (gsvc_acc_idle **pp = list; *pp; pp = &(*pp)->next)
-    if ((*pp)->dev == dev) {
-      gsvc_acc_idle *p = *pp;
-      *pp = p->next;
-      a = p->acc;
-      free(p);
-      break;
+    if ((*pp)->dev == dev && threads_of((*pp)->acc) > most) {
+      most = threads_of((*pp)->acc);
+      best = pp;
     }
+  if (best) {
+    gsvc_acc_idle *p = *best;
+    *best = p->next;
+    a = p->acc;
+    free(p);
+  }
   pthread_mutex_unlock(&mu);
   if (!a) return NULL;
   kio_log_deferred *quiet = NULL;  /* a failure: a new one is made, which tells */

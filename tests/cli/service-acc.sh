@@ -118,6 +118,19 @@ run_mode() {
     fail "$mode: the second round did not reuse the first one's accumulators: $(log | grep -c 'pooled accumulator)') of $(log | grep -c 'acc connection (')"
   [ "$(pgrep -f -- "--socket=$KALDI_GPU_SERVICE_DIR/" | wc -l)" = 1 ] || fail "$mode: not exactly one service"
   stop_service
+  [ $mode = emu ] || return
+  # 5. The device memory of the kept accumulators (two models, jobs at once
+  #    and in turn) is all given back when the service ends idle.
+  KALDI_GPU_TEST_MEMORY_REPORT=1 KALDI_GPU_SERVICE_IDLE=2 tri2 "$mode.mem1" &
+  KALDI_GPU_TEST_MEMORY_REPORT=1 KALDI_GPU_SERVICE_IDLE=2 tri2 "$mode.mem2" &
+  wait
+  KALDI_GPU_TEST_MEMORY_REPORT=1 KALDI_GPU_SERVICE_IDLE=2 mono "$mode.mem3"
+  right "$mode.mem1" kaldi/tri2/final.acc
+  right "$mode.mem3" "$mono_ref"
+  for _ in $(seq 100); do [ "$(count 'Idle for 2 s: exiting')" -ge 1 ] && break; sleep 0.1; done
+  sleep 0.3
+  log | grep '^kio-gpu:' | tail -1 | grep -q ' 0 bytes in 0 blocks at exit$' ||
+    fail "$mode: device memory held when the service ended: $(log | grep '^kio-gpu:' | tail -1)"
 }
 
 [ -x "$TOP/build/tools/replicate-archive" ] || { echo "SKIP: build/tools/replicate-archive not built"; exit 77; }
