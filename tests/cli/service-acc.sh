@@ -9,7 +9,7 @@
 # accumulator's next job right; another model gets its own; sixteen jobs at
 # once twice: every output Kaldi's, the second round on pooled ones; the
 # service's time split (KALDI_GPU_SERVICE_VERBOSE=2) is logged per
-# connection. Env: TEST_BIN, TOP, EMU_BIN. Exit 0 pass, 1 fail, 77 skip.
+# connection. Env: TEST_BIN, TOP, TOOLS, EMU_BIN. Exit 0 pass, 1 fail, 77 skip.
 set -u
 export KALDI_GPU_BLAS_PROFILE=skx
 : "${TEST_BIN:?}" "${TOP:?}"
@@ -133,10 +133,11 @@ run_mode() {
     fail "$mode: device memory held when the service ended: $(log | grep '^kio-gpu:' | tail -1)"
 }
 
-[ -x "$TOP/build/tools/replicate-archive" ] || { echo "SKIP: build/tools/replicate-archive not built"; exit 77; }
-"$TOP/build/tools/replicate-archive" --print-args=false --type=matrix --copies=15 ark:feats/lda.ark \
+TOOLS=${TOOLS:-$TOP/build/tools}
+[ -x "$TOOLS/replicate-archive" ] || { echo "SKIP: $TOOLS/replicate-archive not built"; exit 77; }
+"$TOOLS/replicate-archive" --print-args=false --type=matrix --copies=15 ark:feats/lda.ark \
   "ark:$tmp/big.ark" 2>/dev/null &&
-  "$TOP/build/tools/replicate-archive" --print-args=false --type=ali --copies=15 \
+  "$TOOLS/replicate-archive" --print-args=false --type=ali --copies=15 \
     ark:kaldi/tri2/ali.ark "ark:$tmp/big.ali" 2>/dev/null &&
   "$BIN/gmm-acc-stats-ali" --use-gpu=no models/tri2/final.mdl "ark:$tmp/big.ark" "ark:$tmp/big.ali" \
     "$tmp/big.ref.acc" 2>/dev/null || { echo "FAIL: the x15 data or its CPU statistics"; exit 1; }
