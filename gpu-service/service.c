@@ -459,7 +459,7 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
     send_ready(s, m, KIO_ERR, why);
     return;
   }
-  gacc_timing t_start;
+  gacc_timing t_start;  /* the split covers this connection only */
   gacc_get_timing(a, &t_start);
   gacc_serve *sv = gacc_serve_new();
   int ok = sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK;
@@ -509,13 +509,8 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
                    pooled_one ? &t_start : NULL);
   }
   gacc_serve_free(sv);
-  double t_free = kio_now_s();
   /* one whose batch failed is not trusted; a broken context's is of no use */
-  if (failed || g.broken) gacc_free(a);
-  else gsvc_acc_put(&e->accs, d, a);
-  if (g.verbose)
-    KIO_LOG("acc connection: %.3f s %s the accumulator", kio_now_s() - t_free,
-            failed || g.broken ? "freeing" : "pooling");
+  gsvc_acc_end(&e->accs, d, a, failed || g.broken, g.verbose);
 }
 
 static void *conn_main(void *arg) {

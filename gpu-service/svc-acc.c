@@ -98,6 +98,15 @@ void gsvc_acc_put(gsvc_acc_idle **list, int dev, gacc_acc *a) {
   gacc_free(a);
 }
 
+void gsvc_acc_end(gsvc_acc_idle **list, int dev, gacc_acc *a, int drop, int verbose) {
+  double t0 = kio_now_s();
+  if (drop) gacc_free(a);
+  else gsvc_acc_put(list, dev, a);
+  if (verbose)
+    KIO_LOG("acc connection: %.3f s %s the accumulator", kio_now_s() - t0,
+            drop ? "freeing" : "pooling");
+}
+
 void gsvc_acc_idle_free(gsvc_acc_idle **list) {
   pthread_mutex_lock(&mu);
   gsvc_acc_idle *p = *list;

@@ -26,6 +26,9 @@ gacc_acc *gsvc_acc_get(gsvc_acc_idle **list, int dev, const kio_tmodel *tm,
 /* Keeps a for the next connection of its model on dev (freed if the list
  * holds enough already, or without memory). */
 void gsvc_acc_put(gsvc_acc_idle **list, int dev, gacc_acc *a);
+/* The connection's end: a kept (gsvc_acc_put), or freed if drop; verbose:
+ * a LOG line with the seconds it took. */
+void gsvc_acc_end(gsvc_acc_idle **list, int dev, gacc_acc *a, int drop, int verbose);
 /* Frees every idle accumulator of the list (the model goes). */
 void gsvc_acc_idle_free(gsvc_acc_idle **list);
 
