@@ -45,9 +45,10 @@ extern "C" {
 /* 3: ALIGN requests carry accumulation flags (FUSE). 4: a job keeps several
  * requests in flight on a connection (KIO_SVC_MAX_INFLIGHT; the service
  * reads ahead and answers in order), shared memory in KIO_SVC_REGIONS
- * regions. A job and a service of other protocols refuse each other at
- * HELLO (the job then works alone). */
-enum { KIO_SVC_PROTOCOL = 4 };
+ * regions. 5: ACC requests carry flags, their features in shared memory
+ * (KIO_SVC_ACC_SHM). A job and a service of other protocols refuse each
+ * other at HELLO (the job then works alone). */
+enum { KIO_SVC_PROTOCOL = 5 };
 /* Requests a job may have sent and not yet had answered on one connection;
  * the service reads that many ahead, so a job's send never waits for a
  * reply it has not read (no deadlock with both ends writing). */
@@ -74,6 +75,9 @@ enum {
 };
 /* Flags of an ALIGN request on a fused connection. */
 enum { KIO_SVC_ALIGN_ACC = 1, KIO_SVC_ALIGN_STATS = 2, KIO_SVC_ALIGN_SHM = 4 };
+/* Flags of an ACC request: the features are in the job's shared memory
+ * (one region a connection: one request in flight, read before its reply). */
+enum { KIO_SVC_ACC_SHM = 1 };
 /* A reply's status: anything but KIO_OK means the service could not do the
  * work (its device failed, it ran out of memory, ...): the job does it
  * itself, which gives the same result or the same error. */

@@ -280,6 +280,7 @@ int gacc_reset_stats(gacc_acc *a) {
   s->total_like = s->total_frames = 0.0;
   a->like_sum = 0.0;
   a->frames_sum = 0;
+  a->piece_cap = 0;  /* the next job's pieces as a new accumulator's */
   if (a->is_gpu && gacc_cuda_zero(a->cuda) != KIO_OK) return KIO_ERR;
   return KIO_OK;
 }

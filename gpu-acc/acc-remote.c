@@ -6,8 +6,14 @@
  * Wire format:
  *   HELLO:       u32 protocol, u32 kind (acc), f32 the job's timeout, array
  *                model bytes
- *   ACC:         u32 n, then per utterance str key, i32 rows, cols, arrays
- *                features, transition-ids
+ *   ACC:         u32 n, u32 flags, then per utterance str key, i32 rows,
+ *                cols, the features (KIO_SVC_ACC_SHM: u64 their offset in
+ *                the job's shared memory; else an array), array
+ *                transition-ids. The shared memory (a sealed memfd, one a
+ *                connection, gpu-align/align-shm.h) comes with the first
+ *                request that uses it; the service is done with it once it
+ *                answers (one request in flight). Batches of less than
+ *                SHM_MIN bytes of features go inline.
  *   ACCUMULATED: i32 status, log lines, then (status KIO_OK) per utterance
  *                f32 like, i32 frames
  *   STATS / STATS_ARE: i32 status, log lines, arrays tacc, occ, mean_acc,
@@ -49,6 +55,7 @@
 #include "device/svc-link.h"
 #include "base/sys/settings.h"
 #include "gpu-align/align-remote.h"
+#include "gpu-align/align-shm.h"
 #include "acc-internal.h"
 #include "acc-remote.h"
 
@@ -88,6 +95,9 @@ struct gacc_remote {
    * (the caller's reader reuses their buffers, as with its own) */
   kio_matrix *spare;
   int nspare, cap_spare;
+  galign_shm shm;         /* the features of ACC requests */
+  size_t shm_min;         /* fewer bytes go inline (0: all) */
+  int shm_off;            /* no memfd here: inline */
 };
 
 /* Frees k; its taken matrices go to the spares (at most two batches' worth). */
@@ -292,6 +302,11 @@ int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am,
     goto fail;
   }
   r->keep_limit = keep_limit_for(&(*out)->st);
+  r->shm.fd = -1;
+  r->shm_min = SHM_MIN;
+  const char *t = kio_test_hook(KIO_SET_TEST_SERVICE_SHM);
+  if (t) r->shm_min = (size_t)strtoull(t, NULL, 10);
+  r->shm_off = r->shm_min == 0;
   if (kio_svc_connect(&r->svc, 1, why, why_len) != KIO_OK) goto fail;
   kio_msg_put_u32(&r->msg, KIO_SVC_PROTOCOL);
   kio_msg_put_u32(&r->msg, KIO_SVC_KIND_ACC);
@@ -317,6 +332,7 @@ int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am,
   return KIO_OK;
 fail:
   free(model);
+  galign_shm_release(&r->shm);
   kio_svc_close(r->svc);
   kio_msg_free(&r->msg);
   free(r);
@@ -337,6 +353,7 @@ void gacc_remote_free(gacc_acc *a) {
     galign_acc_link_put(r->link);
   }
   kio_svc_close(r->svc);
+  galign_shm_release(&r->shm);
   kio_msg_free(&r->msg);
   kept_free_all(r);
   for (int i = 0; i < r->nspare; i++) kio_matrix_free(&r->spare[i]);
@@ -604,6 +621,37 @@ int gacc_remote_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const
 
 enum { GONE = 2 };  /* send_batch: the service was lost before the batch went */
 
+/* The kept batch's features copied into the shared memory: their offsets
+ * (64-byte aligned), or NULL: they go inline (a small batch, no memfd
+ * here, or no memory). The service is done with the region: the request
+ * before was answered. */
+static size_t *shm_fill(gacc_remote *r, int n, const kept *k) {
+  size_t bytes = 0;
+  for (int i = 0; i < n; i++)
+    bytes += ((size_t)k->mats[i].rows * (size_t)k->mats[i].cols * sizeof(float) + 63) / 64 * 64;
+  if (r->shm_off || n <= 0 || bytes < r->shm_min || bytes > SHM_MAX) return NULL;
+  if (galign_shm_reserve(&r->shm, bytes, bytes < SHM_LEAST ? bytes : SHM_LEAST) != KIO_OK) {
+    r->shm_off = 1;
+    return NULL;
+  }
+  size_t *offs = malloc((size_t)n * sizeof *offs);
+  const kio_matrix **ptr = malloc((size_t)n * sizeof *ptr);
+  if (!offs || !ptr) {
+    free(offs);
+    free(ptr);
+    return NULL;
+  }
+  size_t o = 0;
+  for (int i = 0; i < n; i++) {
+    offs[i] = o;
+    ptr[i] = &k->mats[i];
+    o += ((size_t)k->mats[i].rows * (size_t)k->mats[i].cols * sizeof(float) + 63) / 64 * 64;
+  }
+  galign_shm_fill(r->shm.map, ptr, offs, n, bytes);
+  free(ptr);
+  return offs;
+}
+
 /* Sends a batch (checked first, kept); its results go to res when
  * collected. GONE: the service was lost before (the job goes on by itself
  * already): the caller's entry does the batch on the new backend. */
@@ -619,21 +667,31 @@ static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result 
   }
   kept *k = keep_batch(r, n, utts, NULL);
   if (!k) return fall_back(a, "out of memory keeping a batch") == KIO_OK ? GONE : KIO_ERR;
+  size_t *offs = shm_fill(r, n, k);
   kio_msg *m = &r->msg;
   kio_msg_reset(m);
   kio_msg_put_u32(m, (uint32_t)n);
+  kio_msg_put_u32(m, offs ? KIO_SVC_ACC_SHM : 0);
   for (int i = 0; i < n; i++) {
     const kio_matrix *f = k->utts[i].feats;
     kio_msg_put_str(m, k->utts[i].key);
     kio_msg_put_i32(m, f->rows);
     kio_msg_put_i32(m, f->cols);
-    kio_msg_put_ref(m, f->data, (size_t)f->rows * (size_t)f->cols, sizeof(float));
+    if (offs) kio_msg_put_u64(m, offs[i]);
+    else kio_msg_put_ref(m, f->data, (size_t)f->rows * (size_t)f->cols, sizeof(float));
     kio_msg_put_ref(m, k->utts[i].ali, (size_t)f->rows, sizeof(int32_t));
   }
+  const int shm = offs != NULL;
+  free(offs);
+  int fd = -1;  /* the region goes with its first request */
+  if (shm && !r->shm.sent) fd = r->shm.fd;
+  if (shm) r->shm.sent = 1;
   /* in flight from here: a loss redoes it, its results into res */
   r->pending = n;
   r->res = res;
-  if (kio_svc_send(r->svc, KIO_SVC_ACC, m) != KIO_OK) return fall_back(a, kio_svc_error(r->svc));
+  if ((fd >= 0 ? kio_svc_send_fd(r->svc, KIO_SVC_ACC, m, fd)
+               : kio_svc_send(r->svc, KIO_SVC_ACC, m)) != KIO_OK)
+    return fall_back(a, kio_svc_error(r->svc));
   return KIO_OK;
 }
 

@@ -30,6 +30,11 @@ int gacc_serve_hello(kio_msg_reader *req, const void **model, size_t *model_len)
 typedef struct gacc_serve gacc_serve;
 gacc_serve *gacc_serve_new(void);
 void gacc_serve_free(gacc_serve *s);
+/* The descriptor that came with an ACC request (-1: none; s takes it): the
+ * job's shared memory, mapped by gacc_serve_acc. */
+void gacc_serve_give_fd(gacc_serve *s, int fd);
+/* ACC requests whose features came through the shared memory so far. */
+int gacc_serve_shm_requests(const gacc_serve *s);
 /* An ACC request accumulated into a (log lines captured), the ACCUMULATED
  * reply in reply, the batch's status in *batch_rc. KIO_ERR only for a
  * malformed request. */

@@ -3,8 +3,12 @@
  * and statistics, and the accumulation of a fused alignment connection's
  * requests (the one pass). Everything runs the accumulator code a local
  * run runs, on the service's device. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "device/svc-link.h"
 #include "acc-internal.h"
@@ -23,12 +27,47 @@ struct gacc_serve {
   uint32_t run_seq, end_seq;
   int run_n, end_n, end_rc;
   kio_log_deferred *flines;
+  int fd;                 /* a region received, not mapped yet (-1) */
+  const uint8_t *map;     /* the job's shared memory (ACC_SHM requests) */
+  size_t map_len;
+  int n_shm;              /* requests through it */
 };
 
-gacc_serve *gacc_serve_new(void) { return calloc(1, sizeof(gacc_serve)); }
+gacc_serve *gacc_serve_new(void) {
+  gacc_serve *s = calloc(1, sizeof(gacc_serve));
+  if (s) s->fd = -1;
+  return s;
+}
+
+void gacc_serve_give_fd(gacc_serve *s, int fd) {
+  if (fd < 0) return;
+  if (s->fd >= 0) close(s->fd);
+  s->fd = fd;
+}
+
+/* The region received becomes the mapping (sealed against shrinking: the
+ * job cannot pull pages from under the accumulator). */
+static int serve_map(gacc_serve *s) {
+  int fd = s->fd;
+  s->fd = -1;
+  struct stat st;
+  int seals = fcntl(fd, F_GET_SEALS);
+  int ok = fstat(fd, &st) == 0 && st.st_size > 0 && seals >= 0 && (seals & F_SEAL_SHRINK);
+  void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (p == MAP_FAILED) return KIO_ERR;
+  if (s->map) munmap((void *)s->map, s->map_len);
+  s->map = p;
+  s->map_len = (size_t)st.st_size;
+  return KIO_OK;
+}
+
+int gacc_serve_shm_requests(const gacc_serve *s) { return s ? s->n_shm : 0; }
 
 void gacc_serve_free(gacc_serve *s) {
   if (!s) return;
+  if (s->fd >= 0) close(s->fd);
+  if (s->map) munmap((void *)s->map, s->map_len);
   kio_log_discard(&s->lines);
   kio_log_discard(&s->flines);
   free(s->utts);
@@ -47,10 +86,14 @@ int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *rep
                    int *batch_rc) {
   kio_log_discard(&s->lines);
   *batch_rc = KIO_OK;
-  uint32_t n = kio_rd_u32(req);
+  uint32_t n = kio_rd_u32(req), flags = kio_rd_u32(req);
+  const int shm = (flags & KIO_SVC_ACC_SHM) != 0;
+  if (shm && s->fd >= 0 && serve_map(s) != KIO_OK) return KIO_ERR;
   /* an utterance takes more than 32 bytes of the request: a count the
    * payload cannot hold allocates nothing */
-  if (req->bad || n > req->len / 32) return KIO_ERR;
+  if (req->bad || n > req->len / 32 || (flags & ~(uint32_t)KIO_SVC_ACC_SHM) || (shm && !s->map))
+    return KIO_ERR;
+  s->n_shm += shm;
   if ((int)n > s->cap) {
     gacc_utt *u = realloc(s->utts, n * sizeof *u);
     if (u) s->utts = u;
@@ -65,7 +108,16 @@ int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *rep
     const char *key = kio_rd_str(req);
     int32_t rows = kio_rd_i32(req), cols = kio_rd_i32(req);
     size_t nf, na;
-    const float *x = kio_rd_arr(req, sizeof(float), req->len, &nf);
+    const float *x;
+    if (shm) {  /* an offset into the shared memory, checked */
+      uint64_t off = kio_rd_u64(req);
+      uint64_t fb = (uint64_t)(rows > 0 ? rows : 0) * (uint64_t)(cols > 0 ? cols : 0) * 4;
+      int in = off % 8 == 0 && off <= s->map_len && fb <= s->map_len - off;
+      x = in ? (const float *)(s->map + off) : NULL;
+      nf = in ? (size_t)rows * (size_t)cols : (size_t)-1;
+    } else {
+      x = kio_rd_arr(req, sizeof(float), req->len, &nf);
+    }
     const int32_t *ali = kio_rd_arr(req, sizeof(int32_t), req->len, &na);
     if (req->bad || rows < 0 || cols < 0 || nf != (size_t)rows * (size_t)cols ||
         na != (size_t)rows)

@@ -1,5 +1,5 @@
-/* Internal to gpu-align: the job's shared memory for requests to the GPU
- * service (align-remote.c). A request's features are copied into a sealed
+/* Internal to gpu-align (and gpu-acc/acc-remote.c's ACC requests): the
+ * job's shared memory for requests to the GPU service (align-remote.c). A request's features are copied into a sealed
  * memfd the service maps (one copy in the job instead of two in the kernel
  * and a wake-up per socket buffer). inflight + 1 regions per connection (at
  * most KIO_SVC_REGIONS), request by request in turn: the service reads

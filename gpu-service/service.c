@@ -30,6 +30,7 @@
 
 #include "device/cuda-util.h"
 #include "gpu-service/admission.h"
+#include "gpu-service/svc-acc.h"
 #include "gpu-service/svc-fused.h"
 #include "gpu-service/svc-reader.h"
 #include "base/sys/log.h"
@@ -59,6 +60,7 @@ typedef struct model_entry {
   int refs;           /* connections using it */
   double last_used;
   pooled *idle;
+  gsvc_acc_idle *accs;   /* idle accumulators (svc-acc.h) */
 } model_entry;
 
 enum { MAX_DEV = 16 };
@@ -169,23 +171,32 @@ static void entry_free(model_entry *e) {
     galign_aligner_free(p->aligner);
     free(p);
   }
+  gsvc_acc_idle_free(&e->accs);
   kio_tmodel_free(&e->tm);
   kio_am_gmm_free(&e->am);
   free(e->bytes);
   free(e);
 }
 
-/* The entry for these bytes (parsed on first use), with a reference taken. */
-static model_entry *model_get(const void *bytes, size_t len) {
-  pthread_mutex_lock(&g.mu);
+/* The entry of these bytes with a reference taken, or NULL; under g.mu. */
+static model_entry *model_find(const void *bytes, size_t len) {
   for (model_entry *e = g.models; e; e = e->next)
     if (e->len == len && !memcmp(e->bytes, bytes, len)) {
       e->refs++;
-      pthread_mutex_unlock(&g.mu);
       return e;
     }
+  return NULL;
+}
+
+/* The entry for these bytes (parsed on first use), with a reference taken.
+ * The jobs of an iteration come at once: a twin parsed meanwhile is
+ * dropped, so that they share one entry (and its pools). */
+static model_entry *model_get(const void *bytes, size_t len) {
+  pthread_mutex_lock(&g.mu);
+  model_entry *e = model_find(bytes, len), *t;
   pthread_mutex_unlock(&g.mu);
-  model_entry *e = calloc(1, sizeof *e);
+  if (e) return e;
+  e = calloc(1, sizeof *e);
   if (!e || !(e->bytes = malloc(len ? len : 1))) {
     free(e);
     return NULL;
@@ -199,10 +210,13 @@ static model_entry *model_get(const void *bytes, size_t len) {
   }
   e->refs = 1;
   pthread_mutex_lock(&g.mu);
-  e->next = g.models;  /* a twin parsed concurrently is harmless */
-  g.models = e;
+  if (!(t = model_find(bytes, len))) {
+    e->next = g.models;
+    g.models = e;
+  }
   pthread_mutex_unlock(&g.mu);
-  return e;
+  if (t) entry_free(e);
+  return t ? t : e;
 }
 
 static void model_put(model_entry *e) {
@@ -431,27 +445,25 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
   else pool_put(e, o, d, a);
 }
 
-/* The accumulation requests of a connection: one job's statistics. */
+/* The accumulation requests of a connection: one job's statistics, on an
+ * accumulator of the model's pool or a new one. */
 static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
   kio_svc *s = c->s;
-  gacc_acc *a = NULL;
-  kio_log_deferred *lines = NULL;
   char why[200] = "";
   double t_new = kio_now_s();
-  kio_log_defer(&lines);
-  int rc = gacc_new(&a, g.use_cpu ? "cpu" : "gpu", &e->tm, &e->am);
+  int pooled_one = 0;
+  gacc_acc *a = gsvc_acc_get(&e->accs, d, &e->tm, &e->am, g.use_cpu, &pooled_one, why);
   t_new = kio_now_s() - t_new;
-  kio_log_defer(NULL);
-  if (rc != KIO_OK) kio_log_deferred_each(lines, gsvc_join_line, why);
-  kio_log_discard(&lines);
-  if (rc != KIO_OK) {
+  if (!a) {
     check_device();
-    send_ready(s, m, KIO_ERR, why[0] ? why : "cannot set up the accumulator");
+    send_ready(s, m, KIO_ERR, why);
     return;
   }
-  gsvc_mem_job_acc(a);
+  gacc_timing t_start;  /* the split covers this connection only */
+  gacc_get_timing(a, &t_start);
   gacc_serve *sv = gacc_serve_new();
   int ok = sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK;
+  int failed = !ok;
   c->busy = 0;
   if (ok) {
     kio_svc_set_timeouts(s, -1, g.stall_s);
@@ -460,13 +472,15 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
     uint32_t type;
     int served = 0;
     double t0 = kio_now_s(), busy = 0;
-    while ((!g.drop_after || served++ < g.drop_after) &&
+    while ((!g.drop_after || served < g.drop_after) &&
            next_request(c, 0, &type, &rd) == KIO_OK) {
+      served++;
       uint32_t reply_type;
       double t1 = kio_now_s();
       int batch_rc = KIO_OK;
       if (type == KIO_SVC_ACC) {
         reply_type = KIO_SVC_ACCUMULATED;
+        gacc_serve_give_fd(sv, kio_svc_take_fd(s));  /* the job's shared memory */
         if (test_faults()) {
           failed_reply(m, g.broken_why);
           batch_rc = KIO_ERR;
@@ -483,18 +497,20 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
         break;
       }
       busy += kio_now_s() - t1;
-      if (batch_rc != KIO_OK) check_device();
+      if (batch_rc != KIO_OK) {
+        failed = 1;
+        check_device();
+      }
       /* after a failure the statistics are not trusted: the job redoes them */
       if (reply(c, reply_type, m) != KIO_OK || batch_rc != KIO_OK) break;
     }
     if (g.verbose)
-      KIO_LOG("acc connection (device %d): %d requests, %.3f s setting up, %.3f s "
-              "accumulating, %.3f s connected", d, served, t_new, busy, kio_now_s() - t0);
+      gsvc_acc_log(d, served, gacc_serve_shm_requests(sv), t_new, busy, kio_now_s() - t0, a,
+                   pooled_one ? &t_start : NULL);
   }
   gacc_serve_free(sv);
-  double t_free = kio_now_s();
-  gacc_free(a);
-  if (g.verbose) KIO_LOG("acc connection: %.3f s freeing the accumulator", kio_now_s() - t_free);
+  /* one whose batch failed is not trusted; a broken context's is of no use */
+  gsvc_acc_end(&e->accs, d, a, failed || g.broken, g.verbose);
 }
 
 static void *conn_main(void *arg) {

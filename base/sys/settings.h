@@ -147,7 +147,8 @@ extern "C" {
   X(TEST_SERVICE_DROP, "KALDI_GPU_TEST_SERVICE_DROP", "KALDI_GPU_SERVICE_TEST_DROP", TEST, \
     "The service drops a connection after N batches")                                     \
   X(TEST_SERVICE_SHM, "KALDI_GPU_TEST_SERVICE_SHM", NULL, TEST,                            \
-    "The least bytes of features an alignment request sends through shared memory (0: none)") \
+    "The least bytes of features an alignment or accumulation request sends through "      \
+    "shared memory (0: none)")                                                              \
   X(TEST_SERVICE_BREAK, "KALDI_GPU_TEST_SERVICE_BREAK", NULL, TEST,                        \
     "The service's device context breaks after N batches (all connections together)")      \
   X(TEST_SERVICE_STOP, "KALDI_GPU_TEST_SERVICE_STOP", NULL, TEST,                          \

@@ -10,7 +10,9 @@
 # Per N: wall seconds of each job (min / median / max) over ACC_BENCH_REPS
 # rounds (default 3), the jobs' own time split (--verbose=1) and the
 # service's (KALDI_GPU_SERVICE_VERBOSE=2: set-up, host sort, staging,
-# waiting for the device, freeing); every output must equal the first
+# waiting for the device, likelihoods, fetching; medians of the last
+# round's connections; the log kept as bench-data/acc/out/service.log);
+# every output must equal the first
 # (CPU path) byte for byte. Needs a GPU.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -67,6 +69,29 @@ for n in ${@:-1 16}; do
   grep -h "Time:" "$data/out/job.$n."*.log | sed 's/.*Time: /    job: /' | sort | head -n 3
 done
 echo
-echo "service log (last connections):"
-tail -n 12 "$svc/service.log" | sed 's/^/    /'
+# The service's split per connection (svc-acc.c's line; an older service
+# has none): medians over the last round's connections.
+log=$(ls "$svc"/service-*.log 2>/dev/null | head -1)
+medians() {  # columns on stdin: the median of each, on one line
+  local f; f=$(mktemp); cat >"$f"
+  [ -s "$f" ] || { echo "    (none: a service without this line)"; rm -f "$f"; return; }
+  for c in $(seq "$(head -1 "$f" | wc -w)"); do
+    awk -v c="$c" '{print $c}' "$f" | sort -g | awk '{v[NR] = $1} END {printf "    %s", v[int((NR + 1) / 2)]}'
+  done
+  echo; rm -f "$f"
+}
+if [ -n "$log" ]; then
+  cp "$log" "$data/out/service.log"
+  last=${*: -1}; last=${last:-16}
+  echo "service, the last $last connections (median s: set-up, accumulating, connected):"
+  grep -h 'acc connection (device [0-9]*): [0-9]* requests' "$log" | tail -n "$last" |
+    sed -n 's/.*, \([0-9.]*\) s setting up.*, \([0-9.]*\) s accumulating, \([0-9.]*\) s connected.*/\1 \2 \3/p' | medians
+  echo "service split (median s: host sort, staging, waiting for the device, likelihoods, fetching):"
+  grep -h 'accumulator; [0-9]* batches' "$log" | tail -n "$last" |
+    sed -n 's/.*host sort \([0-9.]*\) s, staging \([0-9.]*\) s, waiting for the device \([0-9.]*\) s, likelihoods \([0-9.]*\) s, fetching statistics \([0-9.]*\) s.*/\1 \2 \3 \4 \5/p' | medians
+  echo "service log (last lines):"
+  tail -n 6 "$log" | sed 's/^/    /'
+else
+  echo "service log: none in $svc"
+fi
 [ $ok = 1 ] && echo "acc-service-bench: every output equal to the CPU path's" || { echo "acc-service-bench: OUTPUTS DIFFER"; exit 1; }
