@@ -310,7 +310,7 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
   void *dev[] = { c->d_pdf_offset, c->d_gconst, c->d_mi, c->d_iv, c->d_tacc,
                   c->d_occ, c->d_mean, c->d_var, c->d_ranges, c->d_cblocks };
   if (c->gpu) kio_gpu_bind(c->gpu);
-  if (c->has_stream) cudaStreamSynchronize(c->stream);
+  if (c->has_stream) kio_cuda_stream_wait(c->stream);
   free_batch(c);
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
     kio_gpu_free(dev[i], c->stream);
@@ -326,7 +326,7 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
   kio_cuda_host_free(c->h_chunks, c->stream);
   kio_cuda_host_free(c->h_ranges, c->stream);
   kio_cuda_host_free(c->h_cblocks, c->stream);
-  if (c->has_stream) cudaStreamSynchronize(c->stream);
+  if (c->has_stream) kio_cuda_stream_wait(c->stream);
   if (c->has_stream) cudaStreamDestroy(c->stream);  /* last: the frees above use it */
   cudaGetLastError();
   kio_gpu_acct_free(c->acct);
@@ -363,7 +363,7 @@ static int upload_model(gacc_cuda *c, const kio_am_gmm *am) {
       cudaMemcpyAsync(c->d_pdf_offset, c->h_pdf_offset,
                       sizeof(int32_t) * ((size_t)c->num_pdfs + 1), cudaMemcpyHostToDevice,
                       c->stream) != cudaSuccess ||
-      cudaStreamSynchronize(c->stream) != cudaSuccess) {
+      kio_cuda_stream_wait(c->stream) != cudaSuccess) {
     KIO_ERROR("CUDA error uploading the model: %s", cudaGetErrorString(cudaGetLastError()));
     goto done;
   }
@@ -384,7 +384,7 @@ static int alloc_stats(gacc_cuda *c) {
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_occ, 0, sizeof(double) * (G ? G : 1), c->stream));
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_mean, 0, sizeof(double) * (GD ? GD : 1), c->stream));
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_var, 0, sizeof(double) * (GD ? GD : 1), c->stream));
-  KIO_CUDA_TRY(cudaStreamSynchronize(c->stream));
+  KIO_CUDA_TRY(kio_cuda_stream_wait(c->stream));
   return KIO_OK;
 }
 
@@ -492,9 +492,9 @@ extern "C" kio_gpu_acct *gacc_cuda_acct(const gacc_cuda *c) { return c ? c->acct
 
 extern "C" void gacc_cuda_trim(gacc_cuda *c) {
   if (!c || kio_gpu_bind(c->gpu) != KIO_OK) return;
-  cudaStreamSynchronize(c->stream);
+  kio_cuda_stream_wait(c->stream);
   free_batch(c);
-  cudaStreamSynchronize(c->stream);
+  kio_cuda_stream_wait(c->stream);
   cudaGetLastError();
 }
 
@@ -568,7 +568,7 @@ static int upload_mats(gacc_cuda *c, const kio_matrix *mats, int n) {
       bytes += row * (size_t)mats[i1].rows;
     if (bytes == 0) continue;
     const int r = (int)(c->ring_next++ % GACC_RING_N);
-    if (c->ring_used[r]) KIO_CUDA_TRY(cudaEventSynchronize(c->ring_ev[r]));
+    if (c->ring_used[r]) KIO_CUDA_TRY(kio_cuda_event_wait(c->ring_ev[r]));
     if (bytes > c->ring_cap[r]) {  /* GACC_RING_BYTES, or one long utterance */
       size_t want = bytes > GACC_RING_BYTES ? bytes : GACC_RING_BYTES;
       kio_cuda_host_free(c->h_ring[r], c->stream);
@@ -679,7 +679,7 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
   }
   double t2 = kio_now_s();
   c->t_stage += t2 - t1;
-  KIO_CUDA_TRY(cudaEventSynchronize(c->like_ev));
+  KIO_CUDA_TRY(kio_cuda_event_wait(c->like_ev));
   c->t_wait += kio_now_s() - t2;
   return KIO_OK;
 }
@@ -708,7 +708,7 @@ extern "C" int gacc_cuda_load(gacc_cuda *c, const gacc_stats *in) {
                                cudaMemcpyHostToDevice, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_var, in->var_acc, sizeof(double) * GD,
                                cudaMemcpyHostToDevice, st));
-  KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  KIO_CUDA_TRY(kio_cuda_stream_wait(st));
   return KIO_OK;
 }
 
@@ -739,7 +739,7 @@ extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
                                cudaMemcpyDeviceToHost, st));
   KIO_CUDA_TRY(cudaMemcpyAsync(out->var_acc, c->d_var, sizeof(double) * GD,
                                cudaMemcpyDeviceToHost, st));
-  KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  KIO_CUDA_TRY(kio_cuda_stream_wait(st));
   c->t_fetch += kio_now_s() - t0;
   return KIO_OK;
 }

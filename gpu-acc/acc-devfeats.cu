@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "acc-internal.h"
+#include "device/cuda-util.h"
 
 struct gacc_dev_feats {
   kio_gpu *gpu;
@@ -31,7 +32,7 @@ extern "C" void gacc_dev_feats_free(gacc_dev_feats *f) {
   if (f->gpu) kio_gpu_bind(f->gpu);
   if (f->d) kio_gpu_free(f->d, f->stream);
   if (f->has_stream) {
-    cudaStreamSynchronize(f->stream);
+    kio_cuda_stream_wait(f->stream);
     cudaStreamDestroy(f->stream);
   }
   cudaGetLastError();
@@ -132,7 +133,7 @@ extern "C" int gacc_dev_feats_new(gacc_dev_feats **out, int n, const kio_matrix 
     if (mats[i].rows > 0)
       e = cudaMemcpyAsync(f->d + f->row_off[i] * f->dim, mats[i].data, row * (size_t)mats[i].rows,
                           cudaMemcpyHostToDevice, f->stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(f->stream);
+  if (e == cudaSuccess) e = kio_cuda_stream_wait(f->stream);
   if (e != cudaSuccess) {
     snprintf(why, why_len, "CUDA error uploading the features: %s", cudaGetErrorString(e));
     cudaGetLastError();

@@ -299,11 +299,11 @@ extern "C" int gfeat_cuda_new(gfeat_cuda **out, const gfeat_chain *c, kio_gpu *g
       for (int32_t r = 0; r < M; r++)
         for (int32_t q = 0; q < C; q++) wt[(size_t)q * M + r] = s->w.data[(size_t)r * C + q];
       rc = gfeat_upload(g, (void **)&g->d_wt[k], wt, sizeof(float) * (size_t)M * C, g->own);
-      if (rc == KIO_OK && cudaStreamSynchronize(g->own) != cudaSuccess) rc = KIO_ERR;
+      if (rc == KIO_OK && kio_cuda_stream_wait(g->own) != cudaSuccess) rc = KIO_ERR;
       free(wt);
     }
   }
-  if (rc == KIO_OK && cudaStreamSynchronize(g->own) != cudaSuccess) {
+  if (rc == KIO_OK && kio_cuda_stream_wait(g->own) != cudaSuccess) {
     KIO_ERROR("CUDA error uploading the feature chain's constants");
     rc = KIO_ERR;
   }
@@ -318,7 +318,7 @@ extern "C" int gfeat_cuda_new(gfeat_cuda **out, const gfeat_chain *c, kio_gpu *g
 extern "C" void gfeat_cuda_free(gfeat_cuda *g) {
   if (!g) return;
   kio_gpu_bind(g->gpu);
-  cudaStreamSynchronize(g->own);
+  kio_cuda_stream_wait(g->own);
   for (int k = 0; k < GFEAT_MAX_STAGES; k++) {
     kio_gpu_free(g->d_scales[k], g->own);
     kio_gpu_free(g->d_wt[k], g->own);
@@ -330,7 +330,7 @@ extern "C" void gfeat_cuda_free(gfeat_cuda *g) {
     kio_gpu_free(g->pool[k].p, g->own);
     kio_gpu_free(g->ref[k].p, g->own);
   }
-  cudaStreamSynchronize(g->own);
+  kio_cuda_stream_wait(g->own);
   kio_cuda_host_free(g->h_out, g->own);
   cudaStreamDestroy(g->own);
   kio_gpu_acct_free(g->acct);
@@ -453,7 +453,7 @@ extern "C" int gfeat_cuda_compute(gfeat_cuda *g, const gfeat_batch *b, const flo
     KIO_CUDA_TRY(cudaMemcpyAsync(g->h_out, g->out.p, sizeof(float) * n, cudaMemcpyDeviceToHost,
                                  g->own));
   }
-  KIO_CUDA_TRY(cudaStreamSynchronize(g->own));
+  KIO_CUDA_TRY(kio_cuda_stream_wait(g->own));
   for (int i = 0; host_rows && n && i < b->n; i++)
     if (host_rows[i] && b->utt[i].rows)
       memcpy(host_rows[i], g->h_out + (size_t)b->utt[i].frame_off * b->out_dim,
