@@ -397,6 +397,7 @@ static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *gra
                                    num_redo);
   const double t0 = kio_now_s(), busy0 = c->t_retry;
   galign_cu_retry_wait(c, num_redo);  /* the host writes results until then */
+  c->t_wall += kio_now_s() - t0;
   if (c->t_retry > busy0)
     KIO_VLOG(2, "Retry passes on host threads: %.3f s of thread time, %.3f s waited for "
              "after the device's batches", c->t_retry - busy0, kio_now_s() - t0);

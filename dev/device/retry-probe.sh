@@ -24,7 +24,7 @@ case ${1:-} in
     head -n "$nutt" "$data/feats.scp" >"$P/feats.scp"
     cut -d' ' -f1 "$P/feats.scp" >"$P/utts"
     # raw features (13-dim, compressed as in the corpus), per-speaker CMVN
-    copy-feats scp:"$P/feats.scp" ark:"$P/raw.ark" || exit 1
+    copy-feats --compress=true scp:"$P/feats.scp" ark:"$P/raw.ark" || exit 1
     utils_filter() { awk 'NR==FNR{k[$1]=1;next} ($1 in k)' "$1" "$2"; }
     utils_filter "$P/utts" "$data/utt2spk" >"$P/utt2spk"
     cut -d' ' -f2 "$P/utt2spk" | sort -u >"$P/spks"
