@@ -10,12 +10,20 @@
 #           (egs/synth/s5/run.sh --stop-stage 1), DATA its data/train, LANG
 #           data/lang; NUTT utterances (default 1538, one job of align_si
 #           --nj 16 on data/train_x4) -> .monoprobe/ (graphs, raw features,
-#           CMVN, model; ~25 MB). Then dev/device/device-pack.sh.
+#           CMVN, model; ~11 MB). Then dev/device/device-pack.sh.
+#           PROBE_ROTATE=N (default 11): the transcripts of every Nth
+#           utterance rotated among them, so that ~9% fail the beam-10 pass
+#           and most of those the beam-40 one, as the H200's mono jobs do
+#           (Kaldi's "Retried 140 out of 1538"); a mono model trained
+#           elsewhere may fail none (0: no rotation).
 #   device: dev/device/retry-probe.sh run [NJ]   (carry [".carry", ".monoprobe"])
 #           logs under $OUT: probe.md (the table), one log per run.
+# PROBE_DIR (default .monoprobe) and PROBE_BIN (default .carry/gmmbin-gpu)
+# point elsewhere, e.g. a small pack and `make emu`'s programs to try the
+# script without a GPU.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-P=$top/.monoprobe
+P=${PROBE_DIR:-$top/.monoprobe}
 case ${1:-} in
   pack)
     [ $# -ge 4 ] || { echo "usage: $0 pack EXP DATA LANG [NUTT]" >&2; exit 1; }
@@ -34,6 +42,12 @@ case ${1:-} in
     oov=$(cat "$lang/oov.int")
     awk 'NR==FNR{w[$1]=$2;next} {printf "%s",$1; for(i=2;i<=NF;i++) printf " %s",($i in w)?w[$i]:"'"$oov"'"; print ""}' \
       "$lang/words.txt" "$P/text" >"$P/text.int"
+    rot=${PROBE_ROTATE:-11}
+    if [ "$rot" -gt 0 ]; then
+      awk -v n="$rot" 'NR%n==0 {k[++m]=$1; $1=""; t[m]=$0; next} {print}
+        END {for (i = 1; i <= m; i++) print k[i] t[i % m + 1]}' "$P/text.int" |
+        LC_ALL=C sort >"$P/text.rot" && mv "$P/text.rot" "$P/text.int"
+    fi
     compile-train-graphs --read-disambig-syms="$lang/phones/disambig.int" "$exp/tree" \
       "$exp/final.mdl" "$lang/L.fst" ark:"$P/text.int" "ark:|gzip -c >$P/graphs.fsts.gz" || exit 1
     cp "$exp/final.mdl" "$P/final.mdl"
@@ -45,7 +59,7 @@ esac
 
 [ -f "$P/final.mdl" ] || { echo "run: no .monoprobe (pack it here, carry it)" >&2; exit 1; }
 export LD_LIBRARY_PATH="$top/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-bin=$top/.carry/gmmbin-gpu
+bin=${PROBE_BIN:-$top/.carry/gmmbin-gpu}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 W=$(mktemp -d)
 { date -u; nvidia-smi -L; nproc; } >"$OUT/env.txt" 2>&1
@@ -85,14 +99,17 @@ for way in device host; do
   t1=$(date +%s.%N)
   echo "| svc$nj-$way ($nj jobs at once) | $(echo "$t1 - $t0" | bc) | - | - | - |" >>"$OUT/probe.md"
   sleep 5  # the service exits when idle; its log stays
-  cp "$W/svc-$way/service.log" "$OUT/service-$way.log" 2>/dev/null
+  cat "$W/svc-$way"/service-*.log >"$OUT/service-$way.log" 2>/dev/null
   grep -h "align connection" "$OUT/service-$way.log" >"$OUT/service-lines-$way.txt" 2>/dev/null
   echo "| svc-$way connections: aligning s summed | $(grep -o '[0-9.]* s aligning' "$OUT/service-$way.log" |
     awk '{t+=$1} END {printf "%.3f over %d", t, NR}') | - | $(grep -o 'Retry passes on host threads: [0-9.]* s of thread time, [0-9.]* s waited' \
     "$OUT/service-$way.log" | awk '{t+=$6; w+=$11} END {if (NR) printf "%.3f / %.3f (%d runs)", t, w, NR}') | - |" >>"$OUT/probe.md"
 done
 # the same outputs every way
-strip_t() { grep -v -e 'VLOG' -e 'Time:' -e 'LOG (kaldi-gpu' "$1" | sed 's/^[A-Z]* ([^)]*) //'; }
+# (not the command line, the backend's line, VLOG lines, the feature
+# programs' lines, which come at other times, or locations)
+strip_t() { sed -e 1d -e '/:galign_aligner_new()/d' -e '/VLOG/d' -e '/^[A-Z]* (apply-cmvn\[/d' \
+  -e '/^[A-Z]* (add-deltas\[/d' -e '/^apply-cmvn \|^add-deltas /d' "$1" | sed 's/^\([A-Z]*\) ([^)]*) /\1 /'; }
 {
   echo; echo "Identical alignments and messages (vs own-device):"
   for t in own-host svc1-device svc1-host "svc$nj-device-1" "svc$nj-host-$nj"; do
