@@ -150,6 +150,8 @@ struct galign_cuda {
   cudaEvent_t ev[4];
   int ll_timed;                           /* ev[0..1] recorded, not yet read */
   double t_ll, t_dec, t_wall, t_stage;  /* t_stage: host copies into pinned memory */
+  double t_retry;                       /* host threads' retry passes (summed) */
+  int64_t stat_host_retry;              /* utterances queued for them */
   /* registered device features (galign_cuda_set_dev_feats): sorted by
    * host matrix address */
   galign_cu_devfeat *df;
@@ -214,5 +216,9 @@ void galign_cu_dec_free(galign_cuda *c);
 int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *graphs,
                            int want_per_frame, galign_result *results,
                            uint8_t *redo, int *num_redo);
+/* Waits for the retry passes the batches queued on host threads (their
+ * results are then final); adds those left to the CPU path to *num_redo
+ * (may be NULL). Call before the results are read, errors included. */
+void galign_cu_retry_wait(galign_cuda *c, int *num_redo);
 
 #endif

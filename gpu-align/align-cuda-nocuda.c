@@ -43,6 +43,11 @@ void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t *toks,
   if (bad_like) *bad_like = 0;
   if (regrown) *regrown = 0;
 }
+void galign_cuda_retry_stats(const galign_cuda *c, int64_t *host_retries, double *host_s) {
+  (void)c;
+  if (host_retries) *host_retries = 0;
+  if (host_s) *host_s = 0;
+}
 void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s, double *wall_s,
                        double *stage_s) {
   if (stage_s) *stage_s = 0;

@@ -227,6 +227,12 @@ extern "C" void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t
   if (regrown) *regrown = c ? c->stat_regrow : 0;
 }
 
+extern "C" void galign_cuda_retry_stats(const galign_cuda *c, int64_t *host_retries,
+                                        double *host_s) {
+  if (host_retries) *host_retries = c ? c->stat_host_retry : 0;
+  if (host_s) *host_s = c ? c->t_retry : 0;
+}
+
 extern "C" void galign_cuda_times(const galign_cuda *c, double *ll_s, double *dec_s,
                                   double *wall_s, double *stage_s) {
   if (stage_s) *stage_s = c ? c->t_stage : 0;
@@ -289,8 +295,10 @@ extern "C" void galign_cuda_trim(galign_cuda *c) {
  * shared, or the estimate was short): the batch buffers are freed and the
  * sub-batch tried again, then halved down to one utterance, then the
  * device layer decides (kio_gpu_out_of_memory): wait and retry, the CPU
- * for the rest of this batch (redo[i] = 1), or an error. */
-static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *graphs,
+ * for the rest of this batch (redo[i] = 1), or an error. Retry passes
+ * queued on host threads run beside the later sub-batches; galign_cuda_run
+ * waits for them. */
+static int galign_cuda_run_batches(galign_cuda *c, int n, const galign_graph *const *graphs,
                            const kio_matrix *const *feats, const kio_matrix *const *loglikes,
                            int want_per_frame, galign_result *results, uint8_t *redo,
                            int *num_redo) {
@@ -379,6 +387,21 @@ static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *gra
   }
   c->t_wall += kio_now_s() - t0;
   return KIO_OK;
+}
+
+static int galign_cuda_run(galign_cuda *c, int n, const galign_graph *const *graphs,
+                           const kio_matrix *const *feats, const kio_matrix *const *loglikes,
+                           int want_per_frame, galign_result *results, uint8_t *redo,
+                           int *num_redo) {
+  int rc = galign_cuda_run_batches(c, n, graphs, feats, loglikes, want_per_frame, results, redo,
+                                   num_redo);
+  const double t0 = kio_now_s(), busy0 = c->t_retry;
+  galign_cu_retry_wait(c, num_redo);  /* the host writes results until then */
+  c->t_wall += kio_now_s() - t0;
+  if (c->t_retry > busy0)
+    KIO_VLOG(2, "Retry passes on host threads: %.3f s of thread time, %.3f s waited for "
+             "after the device's batches", c->t_retry - busy0, kio_now_s() - t0);
+  return rc;
 }
 
 extern "C" int galign_cuda_align_batch(galign_cuda *c, int n, const galign_graph *const *graphs,

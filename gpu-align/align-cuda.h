@@ -65,6 +65,10 @@ void galign_cuda_stats(const galign_cuda *c, int64_t *frames, int64_t *toks,
                        int32_t *max_toks, int64_t *redo, int64_t *bad_like,
                        int64_t *regrown);
 
+/* Utterances since creation whose retry pass ran on host threads
+ * ($KALDI_GPU_DEV_RETRY=host), and those threads' time in seconds. */
+void galign_cuda_retry_stats(const galign_cuda *c, int64_t *host_retries, double *host_s);
+
 /* Seconds since creation: device time of the likelihood work (feature
  * upload, GEMMs, log-sum-exp), of the decoder kernels, and wall time spent
  * in galign_cuda_align_batch / galign_cuda_decode, and host time spent

@@ -3,12 +3,15 @@
  * utterance's workspace carved from one allocation, best path and alignment
  * written on the device. An utterance whose workspace overflows is decoded
  * again on the device with a larger one; if that overflows too (or its
- * likelihoods were invalid) it is handed back to the caller for a CPU redo. */
+ * likelihoods were invalid) it is handed back to the caller for a CPU redo.
+ * The retry pass (--retry-beam) of an utterance that reached no final state
+ * runs on host threads by default (align-retry.h), beside the next batch. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "align-cuda-impl.h"
 #include "viterbi-core.h"
+#include "align-retry.h"
 #include "base/sys/settings.h"
 
 
@@ -27,7 +30,8 @@ typedef struct {
 typedef struct {
   int32_t status, ok, retried, need;
   float like, score;
-  int32_t stat_max_toks, pad;
+  int32_t stat_max_toks;
+  int32_t hash_size;  /* Kaldi's hash size at the end (what a host retry starts with) */
   int64_t stat_frames, stat_toks;
 } galign_cu_dres;
 
@@ -48,6 +52,7 @@ typedef struct {
   float *per_frame;         /* NULL: not wanted */
   galign_cu_dres *res;
   float beam, retry_beam, ac_scale;
+  int host_retry;           /* retries of unbanded utterances left to the host */
 } galign_cu_dec_args;
 
 struct galign_cu_dec {
@@ -55,6 +60,8 @@ struct galign_cu_dec {
   galign_cu_buf d_ws;
   galign_cu_buf d_ali, h_ali, d_pf, h_pf;
   galign_cu_buf d_res, h_res;
+  galign_retry_pool *retry;  /* host retries (NULL until the first) */
+  float retry_beam, retry_acs;  /* the pool's */
 };
 
 #define GALIGN_AL16(x) (((size_t)(x) + 15) & ~(size_t)15)
@@ -85,7 +92,8 @@ __device__ static void galign_d_carve(galign_core_ws *w, char *p, int32_t S, int
   w->stack_cap = stack_cap;
 }
 
-/* One thread per utterance: retry and best path included (AlignUtteranceWrapper).
+/* One thread per utterance: retry (unless left to the host) and best path
+ * included (AlignUtteranceWrapper).
  * Blocks of at most one warp (galign_dec_block picks the size) spread the
  * utterances over all SMs; (32, 1) lets ptxas keep the core's state in
  * registers (98, no spills) instead of 64 + spills. */
@@ -114,7 +122,10 @@ __global__ void __launch_bounds__(32, 1) galign_k_decode(galign_cu_dec_args a) {
   galign_core_ws_reset(&w);
   galign_core_out out = {0, 0.0f, 0.0f};
   int retried = 0;
-  int st = galign_core_align(&w, &g, a.ll + l.ll_off, l.num_frames, a.beam, a.retry_beam,
+  /* a banded utterance retries here: a failure inside its band goes to the
+   * CPU path's full search, which the host retry does not do */
+  const float rb = a.host_retry && d.band_off < 0 ? 0.0f : a.retry_beam;
+  int st = galign_core_align(&w, &g, a.ll + l.ll_off, l.num_frames, a.beam, rb,
                              a.ac_scale, a.ali + l.frame_off,
                              a.per_frame ? a.per_frame + l.frame_off : NULL, &out, &retried);
   galign_cu_dres r;
@@ -125,7 +136,7 @@ __global__ void __launch_bounds__(32, 1) galign_k_decode(galign_cu_dec_args a) {
   r.like = st == GALIGN_CORE_OK ? out.like : 0.0f;
   r.score = st == GALIGN_CORE_OK ? out.score : 0.0f;
   r.stat_max_toks = w.stat_max_toks;
-  r.pad = 0;
+  r.hash_size = (int32_t)w.hash_size;
   r.stat_frames = w.stat_frames;
   r.stat_toks = w.stat_toks;
   a.res[u] = r;
@@ -160,6 +171,7 @@ void galign_cu_dec_free(galign_cuda *c) {
   galign_cu_buf *host[] = {&d->h_pack, &d->h_ali, &d->h_pf, &d->h_res};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) galign_cu_dev_release(dev[i]);
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) galign_cu_host_release(host[i]);
+  galign_retry_free(d->retry);
   free(d);
   c->dec = NULL;
 }
@@ -384,6 +396,7 @@ static int galign_run_pass(galign_cuda *c, int n, const galign_pack_layout *L, i
   a.beam = c->opts.beam;
   a.retry_beam = c->opts.retry_beam;
   a.ac_scale = c->opts.acoustic_scale;
+  a.host_retry = galign_retry_on_host();
   KIO_CUDA_TRY(cudaEventRecord(c->ev[2], st));
   if (m > 0) {
     const int bs = galign_dec_block(c, m);
@@ -446,6 +459,67 @@ static int galign_regrow(galign_cuda *c, int n, const galign_pack_layout *L, int
   return galign_run_pass(c, n, L, m, wo, want_pf);
 }
 
+/* Queues the retry passes of utterances idx[0..m) of the batch (first pass
+ * done, no final state reached) on the host pool, with their likelihood
+ * rows copied back from the device: the next batch may overwrite them. */
+static int galign_host_retries(galign_cuda *c, int m, const int *idx,
+                               const galign_graph *const *graphs, int want_pf,
+                               galign_result *results, uint8_t *redo) {
+  struct galign_cu_dec *D = c->dec;
+  if (D->retry && (D->retry_beam != c->opts.retry_beam ||
+                   D->retry_acs != c->opts.acoustic_scale)) {
+    galign_retry_free(D->retry);
+    D->retry = NULL;
+  }
+  if (!D->retry) {
+    if (!(D->retry = galign_retry_new(c->opts.retry_beam, c->opts.acoustic_scale)))
+      return KIO_ERR;
+    D->retry_beam = c->opts.retry_beam;
+    D->retry_acs = c->opts.acoustic_scale;
+  }
+  const galign_cu_utt *utt = (const galign_cu_utt *)c->h_utt.p;
+  const galign_cu_dres *res = (const galign_cu_dres *)D->h_res.p;
+  float **ll = (float **)calloc((size_t)m, sizeof(float *));
+  int rc = ll ? KIO_OK : KIO_ERR;
+  if (!ll) KIO_ERROR("Out of memory");
+  for (int k = 0; rc == KIO_OK && k < m; k++) {
+    const galign_cu_utt *u = &utt[idx[k]];
+    size_t cnt = (size_t)u->num_frames * (size_t)u->npu;
+    if (!(ll[k] = (float *)malloc(sizeof(float) * (cnt ? cnt : 1)))) {
+      KIO_ERROR("Out of memory");
+      rc = KIO_ERR;
+    } else if (cnt > 0 && cudaMemcpyAsync(ll[k], (const float *)c->d_ll.p + u->ll_off,
+                                          sizeof(float) * cnt, cudaMemcpyDeviceToHost,
+                                          c->stream) != cudaSuccess) {
+      KIO_ERROR("CUDA error copying likelihoods back: %s", cudaGetErrorString(cudaGetLastError()));
+      rc = KIO_ERR;
+    }
+  }
+  if (cudaStreamSynchronize(c->stream) != cudaSuccess && rc == KIO_OK) {
+    KIO_ERROR("CUDA error: %s", cudaGetErrorString(cudaGetLastError()));
+    rc = KIO_ERR;
+  }
+  for (int k = 0; k < m; k++) {
+    if (rc != KIO_OK) {
+      if (ll) free(ll[k]);
+      continue;
+    }
+    const int i = idx[k];
+    galign_retry_task t;
+    t.graph = graphs[i];
+    t.ll = ll[k];
+    t.num_frames = utt[i].num_frames;
+    t.hash_size = (uint32_t)res[i].hash_size;
+    t.want_per_frame = want_pf;
+    t.result = &results[i];
+    t.redo = &redo[i];
+    if (galign_retry_add(D->retry, &t) != KIO_OK) rc = KIO_ERR;
+    else c->stat_host_retry++;
+  }
+  free(ll);
+  return rc;
+}
+
 int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *graphs,
                            int want_pf, galign_result *results, uint8_t *redo, int *num_redo) {
   struct galign_cu_dec *D = c->dec;
@@ -489,6 +563,13 @@ int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *gra
   const int *uf = (const int *)c->h_uflags.p;
   const int32_t *h_ali = (const int32_t *)D->h_ali.p;
   const float *h_pf = (const float *)D->h_pf.p;
+  const int host_retry = galign_retry_on_host() && c->opts.retry_beam != 0.0f;
+  int *to_host = host_retry ? (int *)malloc(sizeof(int) * (size_t)n) : NULL;
+  int nh = 0;
+  if (host_retry && !to_host) {
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
+  }
   int nr = 0;
   for (int i = 0; i < n; i++) {
     galign_result *r = &results[i];
@@ -525,10 +606,15 @@ int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *gra
       nr++;
       continue;
     }
+    if (!x->ok && host_retry && du[i].band_off < 0) {
+      to_host[nh++] = i;  /* its first pass only: the retry goes to the host */
+      continue;
+    }
     r->retried = x->retried;
     if (!x->ok) continue;
     int32_t *ali = (int32_t *)realloc(r->ali, sizeof(int32_t) * (size_t)T);
     if (!ali) {
+      free(to_host);
       KIO_ERROR("Out of memory");
       return KIO_ERR;
     }
@@ -537,6 +623,7 @@ int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *gra
     if (want_pf) {
       float *pf = (float *)realloc(r->per_frame, sizeof(float) * (size_t)T);
       if (!pf) {
+        free(to_host);
         KIO_ERROR("Out of memory");
         return KIO_ERR;
       }
@@ -549,5 +636,18 @@ int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *gra
   }
   c->stat_redo += nr;
   if (num_redo) *num_redo = nr;
-  return KIO_OK;
+  int rc = nh > 0 ? galign_host_retries(c, nh, to_host, graphs, want_pf, results, redo) : KIO_OK;
+  free(to_host);
+  return rc;
+}
+
+void galign_cu_retry_wait(galign_cuda *c, int *num_redo) {
+  struct galign_cu_dec *D = c->dec;
+  if (!D || !D->retry) return;
+  int64_t redo = 0;
+  double busy = 0;
+  galign_retry_wait(D->retry, &c->stat_frames, &c->stat_toks, &c->stat_max_toks, &redo, &busy);
+  c->stat_redo += redo;
+  c->t_retry += busy;
+  if (num_redo) *num_redo += (int)redo;
 }

@@ -508,4 +508,19 @@ GALIGN_HD static inline int galign_core_align(galign_core_ws *w, const galign_co
   return galign_core_finish(w, g, T, acoustic_scale, ali, per_frame, out);
 }
 
+/* The retry pass alone, for a first pass (galign_core_align with
+ * retry_beam 0) that reached no final state and ended with Kaldi's hash
+ * size hash_size: the rest of galign_core_align with retry_beam, on another
+ * workspace (the device hands its retries to host threads). */
+GALIGN_HD static inline int galign_core_retry(galign_core_ws *w, const galign_core_graph *g,
+                                              const float *ll, int32_t T, uint64_t hash_size,
+                                              float retry_beam, float acoustic_scale,
+                                              int32_t *ali, float *per_frame,
+                                              galign_core_out *out) {
+  w->hash_size = hash_size;
+  int st = galign_core_decode(w, g, ll, T, retry_beam, acoustic_scale);
+  if (st != GALIGN_CORE_OK) { galign_core_clear_list(w); return st; }
+  return galign_core_finish(w, g, T, acoustic_scale, ali, per_frame, out);
+}
+
 #endif

@@ -105,6 +105,11 @@ extern "C" {
     "default: no L1 carve-out hint for the decoder")                                       \
   X(DEV_TOKS_PER_FRAME, "KALDI_GPU_DEV_TOKS_PER_FRAME", "KIO_GALIGN_TOKS_PER_FRAME", DEV,  \
     "Initial device decoder tokens per frame")                                             \
+  X(DEV_RETRY, "KALDI_GPU_DEV_RETRY", NULL, DEV,                                           \
+    "Where the device decoder's retry passes (--retry-beam) run: host (default: host "    \
+    "threads, beside the next batch) or device (the utterance's GPU thread)")             \
+  X(DEV_RETRY_THREADS, "KALDI_GPU_DEV_RETRY_THREADS", NULL, DEV,                           \
+    "Host threads of a device aligner for the retry passes, 1 to 16 (default 4)")         \
   X(DEV_ACC_STREAM_PRIORITY, "KALDI_GPU_DEV_ACC_STREAM_PRIORITY",                          \
     "KIO_GACC_STREAM_PRIORITY", DEV, "high: the accumulator's stream at high priority")    \
   X(DEV_SERVICE_SYNC, "KALDI_GPU_DEV_SERVICE_SYNC", NULL, DEV,                             \

@@ -184,6 +184,98 @@ START_TEST(decoder_regrow) {
 }
 END_TEST
 
+/* ---- retry passes on host threads vs on the device ---- */
+/* Beams beam/retry (small ones make most utterances retry, some fail both
+ * passes) with the retries where way says ($KALDI_GPU_DEV_RETRY): the
+ * decoder on the CPU's likelihoods and the whole path (device likelihoods,
+ * sub-batches of ~1000 frames so that host retries overlap later batches)
+ * equal the CPU path bit for bit, retry and failure flags included. */
+static void check_retry(const char *model, const char *feats, float beam, float retry,
+                        const char *way) {
+  fixture fx;
+  fx_load(&fx, model, feats, model, 0);
+  fx.o.beam = beam;
+  fx.o.retry_beam = retry;
+  kio_setting_override(KIO_SET_DEV_RETRY, way);
+  galign_result *ref = cpu_align_all(&fx, 1);
+  int retried = 0, failed = 0;
+  for (int i = 0; i < fx.n; i++) { retried += ref[i].retried; failed += !ref[i].ok; }
+  ck_assert_int_gt(retried, 0);
+  kio_matrix *ll = calloc(fx.n, sizeof *ll);
+  const kio_matrix **llp = malloc(sizeof(*llp) * fx.n);
+  for (int i = 0; i < fx.n; i++) {
+    const galign_graph *g = fx.gp[i];
+    ck_assert_int_eq(galign_cpu_loglikes(&fx.gmm, fx.fp[i], g->pdfs_used, g->num_pdfs_used,
+                                         &ll[i]), KIO_OK);
+    llp[i] = &ll[i];
+  }
+  galign_cuda *c = new_cuda(&fx);
+  galign_result *got = calloc(fx.n, sizeof *got);
+  uint8_t *redo = calloc(fx.n, 1);
+  int nr = -1;
+  ck_assert_int_eq(galign_cuda_decode(c, fx.n, fx.gp, llp, 1, got, redo, &nr), KIO_OK);
+  ck_assert_int_eq(nr, 0);
+  assert_same(&fx, got, ref, 1, way);
+  free_results(got, fx.n);
+  got = calloc(fx.n, sizeof *got);
+  kio_setting_override(KIO_SET_DEV_BATCH_FRAMES, "1000");
+  ck_assert_int_eq(galign_cuda_align_batch(c, fx.n, fx.gp, fx.fp, 1, got, redo, &nr), KIO_OK);
+  kio_setting_override(KIO_SET_DEV_BATCH_FRAMES, NULL);
+  ck_assert_int_eq(nr, 0);
+  for (int i = 0; i < fx.n; i++) {
+    ck_assert_msg(got[i].ok == ref[i].ok && got[i].retried == ref[i].retried,
+                  "%s: ok %d retried %d vs CPU %d %d", fx.keys[i], got[i].ok, got[i].retried,
+                  ref[i].ok, ref[i].retried);
+    if (got[i].ok)
+      ck_assert_int_eq(memcmp(got[i].ali, ref[i].ali, sizeof(int32_t) * ref[i].num_frames), 0);
+  }
+  int64_t fr, tk, rd, bad, rg;
+  int32_t mx;
+  galign_cuda_stats(c, &fr, &tk, &mx, &rd, &bad, &rg);
+  int64_t cfr = 0;
+  for (int i = 0; i < fx.n; i++) cfr += ref[i].num_frames * (1 + ref[i].retried);
+  int64_t on_host = -1;
+  galign_cuda_retry_stats(c, &on_host, NULL);
+  /* the retries ran where asked: every one on the host threads, or none */
+  ck_assert_int_eq(on_host, strcmp(way, "host") == 0 ? 2 * retried : 0);
+  printf("%s beams %g/%g, retries on the %s: %d utts (%d retried, %d failed) identical to the "
+         "CPU; %lld decoder frames counted (both passes: %lld)\n", model, beam, retry, way,
+         fx.n, retried, failed, (long long)fr, (long long)cfr);
+  /* both calls' frames, each pass counted once */
+  ck_assert_int_eq(fr, 2 * cfr);
+  kio_setting_override(KIO_SET_DEV_RETRY, NULL);
+  for (int i = 0; i < fx.n; i++) kio_matrix_free(&ll[i]);
+  free(ll); free(llp); free(redo);
+  free_results(got, fx.n);
+  free_results(ref, fx.n);
+  galign_cuda_free(c);
+  fx_free(&fx);
+}
+
+START_TEST(retry_host_noisy_mono) { check_retry("mono", "ark:noisy/delta.ark", 10, 40, "host"); }
+END_TEST
+START_TEST(retry_device_noisy_mono) {
+  check_retry("mono", "ark:noisy/delta.ark", 10, 40, "device");
+}
+END_TEST
+START_TEST(retry_host_small_beams) { check_retry("mono", "ark:noisy/delta.ark", 2, 6, "host"); }
+END_TEST
+START_TEST(retry_device_small_beams) {
+  check_retry("mono", "ark:noisy/delta.ark", 2, 6, "device");
+}
+END_TEST
+START_TEST(retry_host_noisy_tri1) {
+  check_retry("tri1", "ark:noisy/delta.ark", 10, 40, "host");
+}
+END_TEST
+/* One host thread: the queue drains in order with the device ahead. */
+START_TEST(retry_host_one_thread) {
+  kio_setting_override(KIO_SET_DEV_RETRY_THREADS, "1");
+  check_retry("mono", "ark:noisy/delta.ark", 3, 8, "host");
+  kio_setting_override(KIO_SET_DEV_RETRY_THREADS, NULL);
+}
+END_TEST
+
 /* ---- margin mode: bands on the device decoder ---- */
 /* mono graphs, the re-estimated mono model's likelihoods (kaldi/mono/
  * est.mdl), bands of margin 5 around the old model's alignment: the device
@@ -625,6 +717,15 @@ static Suite *gpu_align_suite(void) {
   tcase_add_test(t, decoder_noisy_tri1);
   tcase_add_test(t, decoder_mono_careful);
   tcase_add_test(t, decoder_regrow);
+  suite_add_tcase(s, t);
+  t = tcase_create("retry");
+  tcase_set_timeout(t, 600);
+  tcase_add_test(t, retry_host_noisy_mono);
+  tcase_add_test(t, retry_device_noisy_mono);
+  tcase_add_test(t, retry_host_small_beams);
+  tcase_add_test(t, retry_device_small_beams);
+  tcase_add_test(t, retry_host_noisy_tri1);
+  tcase_add_test(t, retry_host_one_thread);
   suite_add_tcase(s, t);
   t = tcase_create("margin");
   tcase_set_timeout(t, 600);
