@@ -42,7 +42,7 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   cudaStream_t st = c->stream;
   if (kio_gpu_alloc(c->acct, (void **)&c->d_w, sizeof(float) * wn, st) != KIO_OK) { free(w); return KIO_ERR; }
   cudaError_t e = cudaMemcpyAsync(c->d_w, w, sizeof(float) * wn, cudaMemcpyHostToDevice, st);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  if (e == cudaSuccess) e = kio_cuda_stream_wait(st);
   free(w);
   KIO_CUDA_TRY(e);
   if (kio_gpu_alloc(c->acct, (void **)&c->d_pdf_offset, sizeof(int32_t) * np1, st) != KIO_OK) return KIO_ERR;
@@ -67,7 +67,7 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
     KIO_CUDA_TRY(cudaMemcpyAsync(c->dgmm.inv_vars, g->inv_vars, sizeof(float) * nd,
                                  cudaMemcpyHostToDevice, st));
   }
-  KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  KIO_CUDA_TRY(kio_cuda_stream_wait(st));
   int32_t maxc = 0;
   for (int32_t p = 0; p < g->num_pdfs; p++)
     if (g->pdf_offset[p + 1] - g->pdf_offset[p] > maxc) maxc = g->pdf_offset[p + 1] - g->pdf_offset[p];
@@ -155,7 +155,7 @@ extern "C" int galign_cuda_new(galign_cuda **out, kio_gpu *gpu, galign_use_gpu m
 extern "C" void galign_cuda_free(galign_cuda *c) {
   if (!c) return;
   if (c->gpu) kio_gpu_bind(c->gpu); /* see bind_device */
-  if (c->stream) cudaStreamSynchronize(c->stream);
+  if (c->stream) kio_cuda_stream_wait(c->stream);
   galign_cu_use(c->acct, c->stream);
   galign_cu_dec_free(c);
   galign_cu_buf *dev[] = {&c->d_feats, &c->d_utt, &c->d_sel, &c->d_ucol, &c->d_wsel,
@@ -175,7 +175,7 @@ extern "C" void galign_cuda_free(galign_cuda *c) {
     galign_cu_host_release(&c->h_ring[i]);
     if (c->ring_ev[i]) cudaEventDestroy(c->ring_ev[i]);
   }
-  if (c->stream) cudaStreamSynchronize(c->stream);  /* the frees above are stream-ordered */
+  if (c->stream) kio_cuda_stream_wait(c->stream);  /* the frees above are stream-ordered */
   if (c->stream) cudaStreamDestroy(c->stream);
   cudaGetLastError(); /* a failed teardown must not poison a later call */
   galign_cu_use(NULL, NULL);
@@ -346,7 +346,7 @@ static int galign_cuda_run_batches(galign_cuda *c, int n, const galign_graph *co
       waited = 0;
       continue;
     }
-    cudaStreamSynchronize(c->stream);
+    kio_cuda_stream_wait(c->stream);
     cudaGetLastError();
     if (!oom) return KIO_ERR;  /* logged */
     /* Out of memory: first once more with nothing of the last batches
@@ -424,10 +424,10 @@ extern "C" int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g,
   const kio_matrix *fs[1] = {feats};
   if (bind_device(c) != KIO_OK) return KIO_ERR;
   if (galign_cu_loglikes_launch(c, 1, gs, fs, NULL) != KIO_OK) {
-    cudaStreamSynchronize(c->stream);
+    kio_cuda_stream_wait(c->stream);
     return KIO_ERR;
   }
-  KIO_CUDA_TRY(cudaStreamSynchronize(c->stream));
+  KIO_CUDA_TRY(kio_cuda_stream_wait(c->stream));
   if (galign_cu_accum_times(c, 0) != KIO_OK) return KIO_ERR;
   if (galign_cu_check_flags(c) != KIO_OK) return KIO_ERR;
   if (kio_matrix_resize(out, feats->rows, g->num_pdfs_used) != KIO_OK) {
@@ -438,6 +438,6 @@ extern "C" int galign_cuda_loglikes(galign_cuda *c, const galign_graph *g,
   if (cnt > 0)
     KIO_CUDA_TRY(cudaMemcpyAsync(out->data, c->d_ll.p, sizeof(float) * cnt,
                                  cudaMemcpyDeviceToHost, c->stream));
-  KIO_CUDA_TRY(cudaStreamSynchronize(c->stream));
+  KIO_CUDA_TRY(kio_cuda_stream_wait(c->stream));
   return KIO_OK;
 }

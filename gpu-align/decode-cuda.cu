@@ -354,7 +354,7 @@ size_t galign_cu_batch_held(const galign_cuda *c) {
 
 void galign_cu_dec_trim(galign_cuda *c) {
   struct galign_cu_dec *d = c->dec;
-  cudaStreamSynchronize(c->stream);
+  kio_cuda_stream_wait(c->stream);
   cudaGetLastError();
   galign_cu_buf *dev[] = {&c->d_feats, &c->d_utt, &c->d_sel, &c->d_ucol, &c->d_wsel, &c->d_xexp,
                           &c->d_lg, &c->d_ll, &c->d_uflags, &c->d_tiles, &c->d_tsel};
@@ -363,7 +363,7 @@ void galign_cu_dec_trim(galign_cuda *c) {
     galign_cu_buf *ddev[] = {&d->d_pack, &d->d_ws, &d->d_ali, &d->d_pf, &d->d_res};
     for (size_t i = 0; i < sizeof ddev / sizeof ddev[0]; i++) galign_cu_dev_release(ddev[i]);
   }
-  cudaStreamSynchronize(c->stream);  /* the frees are stream-ordered */
+  kio_cuda_stream_wait(c->stream);  /* the frees are stream-ordered */
   cudaGetLastError();
 }
 
@@ -413,7 +413,7 @@ static int galign_run_pass(galign_cuda *c, int n, const galign_pack_layout *L, i
       KIO_CUDA_TRY(cudaMemcpyAsync(D->h_pf.p, D->d_pf.p, sizeof(float) * TF,
                                    cudaMemcpyDeviceToHost, st));
   }
-  KIO_CUDA_TRY(cudaStreamSynchronize(st));
+  KIO_CUDA_TRY(kio_cuda_stream_wait(st));
   return galign_cu_accum_times(c, 1);
 }
 
@@ -495,7 +495,7 @@ static int galign_host_retries(galign_cuda *c, int m, const int *idx,
       rc = KIO_ERR;
     }
   }
-  if (cudaStreamSynchronize(c->stream) != cudaSuccess && rc == KIO_OK) {
+  if (kio_cuda_stream_wait(c->stream) != cudaSuccess && rc == KIO_OK) {
     KIO_ERROR("CUDA error: %s", cudaGetErrorString(cudaGetLastError()));
     rc = KIO_ERR;
   }
@@ -530,7 +530,7 @@ int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *gra
   int64_t wsb = 0;
   /* Host packing runs while the device computes the likelihoods. */
   if (galign_pack(c, n, graphs, &L, &m, &wsb) != KIO_OK) {
-    cudaStreamSynchronize(c->stream);
+    kio_cuda_stream_wait(c->stream);
     return KIO_ERR;
   }
   if (wsb > galign_ws_budget(c)) {
@@ -539,7 +539,7 @@ int galign_cu_decode_batch(galign_cuda *c, int n, const galign_graph *const *gra
     snprintf(what, sizeof what, "decoder workspaces of %lld bytes (the aligner's budget has "
              "%lld left)", (long long)wsb, (long long)galign_ws_budget(c));
     kio_gpu_nomem_call(what, __func__, __FILE__, __LINE__);
-    cudaStreamSynchronize(c->stream);
+    kio_cuda_stream_wait(c->stream);
     return KIO_ERR;
   }
   cudaStream_t st = c->stream;

@@ -81,7 +81,7 @@ static int32_t chunk_frames(const galign_cuda *c, int32_t T, int32_t U) {
 static int chunk_wait(galign_cuda_chunks *k, int s, char *err, size_t errlen) {
   if (!k->pending[s]) return KIO_OK;
   k->pending[s] = 0;
-  CHUNK_TRY(cudaEventSynchronize(k->ev[s]));
+  CHUNK_TRY(kio_cuda_event_wait(k->ev[s]));
   return KIO_OK;
 }
 
@@ -149,7 +149,7 @@ extern "C" int galign_cu_chunks_begin(galign_ll_source *src, const galign_graph 
    * per thread. */
   CHUNK_TRY(cudaSetDevice(c->device));
   galign_cu_use(c->acct, k->st);
-  CHUNK_TRY(cudaStreamSynchronize(k->st)); /* the last utterance's prefetch */
+  CHUNK_TRY(kio_cuda_stream_wait(k->st)); /* the last utterance's prefetch */
   k->chunk[0] = k->chunk[1] = -1;
   k->pending[0] = k->pending[1] = 0;
   k->feats = feats;
@@ -190,7 +190,7 @@ extern "C" int galign_cu_chunks_begin(galign_ll_source *src, const galign_graph 
   }
   CHUNK_TRY(cudaMemcpyAsync(k->d_ucol.p, g->pdfs_used, sizeof(int32_t) * U,
                             cudaMemcpyHostToDevice, k->st));
-  CHUNK_TRY(cudaStreamSynchronize(k->st));
+  CHUNK_TRY(kio_cuda_stream_wait(k->st));
   size_t dev = k->d_feats.cap + k->d_ll.cap + k->d_meta.cap + k->d_ucol.cap + k->d_sel.cap;
   if (dev > k->stat_dev_peak) k->stat_dev_peak = dev;
   return KIO_OK;
@@ -238,7 +238,7 @@ extern "C" int galign_cuda_chunks_new(galign_cuda *c, galign_cuda_chunks **out) 
 extern "C" void galign_cuda_chunks_free(galign_cuda_chunks *k) {
   if (!k) return;
   cudaSetDevice(k->c->device);
-  if (k->st) cudaStreamSynchronize(k->st);
+  if (k->st) kio_cuda_stream_wait(k->st);
   galign_cu_use(k->c->acct, k->st);
   galign_cu_buf *dev[] = {&k->d_feats, &k->d_ll, &k->d_meta, &k->d_ucol, &k->d_sel};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) galign_cu_dev_release(dev[i]);
@@ -248,7 +248,7 @@ extern "C" void galign_cuda_chunks_free(galign_cuda_chunks *k) {
     galign_cu_host_release(&k->h_meta[s]);
     if (k->ev[s]) cudaEventDestroy(k->ev[s]);
   }
-  if (k->st) cudaStreamSynchronize(k->st);  /* the frees above are stream-ordered */
+  if (k->st) kio_cuda_stream_wait(k->st);  /* the frees above are stream-ordered */
   if (k->st) cudaStreamDestroy(k->st);
   galign_cu_use(NULL, NULL);
   cudaGetLastError();

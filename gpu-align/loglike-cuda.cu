@@ -382,7 +382,7 @@ int galign_cu_loglikes_launch(galign_cuda *c, int n, const galign_graph *const *
       bytes += sizeof(float) * (size_t)utt[g1].num_frames * c->dim;
     if (bytes == 0) continue;
     const int r = c->ring_next++ % GALIGN_RING_N;
-    if (c->ring_used[r]) KIO_CUDA_TRY(cudaEventSynchronize(c->ring_ev[r]));
+    if (c->ring_used[r]) KIO_CUDA_TRY(kio_cuda_event_wait(c->ring_ev[r]));
     GALIGN_CU_RESERVE(host, c->h_ring[r], char, bytes);
     const double t0 = kio_now_s();
     galign_stage_copy(c, utt, feats, g0, g1, (char *)c->h_ring[r].p);

@@ -420,7 +420,7 @@ int galign_cu_ll_exact_upload(galign_cuda *c, const galign_gmm *g) {
     if (e == cudaSuccess)
       e = cudaMemcpyAsync(c->d_grp_start, start, sizeof(int32_t) * ((size_t)g->num_pdfs + 1),
                           cudaMemcpyHostToDevice, c->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    if (e == cudaSuccess) e = kio_cuda_stream_wait(c->stream);
   }
   free(h);
   free(start);
