@@ -374,6 +374,11 @@ int kio_cuda_choose(double wait_s, int named_dev, char *desc, int desc_len, int 
 }
 #endif
 }
+#ifndef GALIGN_EMU_SELFTEST
+/* the emulated device is synchronous: nothing to poll */
+cudaError_t kio_cuda_stream_wait(cudaStream_t s) { return cudaStreamSynchronize(s); }
+cudaError_t kio_cuda_event_wait(cudaEvent_t e) { return cudaEventSynchronize(e); }
+#endif
 
 #ifdef GALIGN_EMU_SELFTEST
 /* Self-test of the barrier emulation (run.sh builds and runs it first):
