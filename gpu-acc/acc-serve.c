@@ -3,16 +3,15 @@
  * and statistics, and the accumulation of a fused alignment connection's
  * requests (the one pass). Everything runs the accumulator code a local
  * run runs, on the service's device. */
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "device/svc-link.h"
 #include "acc-internal.h"
 #include "acc-remote.h"
+#include "gpu-align/align-shm.h"
 
 struct gacc_serve {
   int cap;
@@ -50,15 +49,12 @@ void gacc_serve_give_fd(gacc_serve *s, int fd) {
 static int serve_map(gacc_serve *s) {
   int fd = s->fd;
   s->fd = -1;
-  struct stat st;
-  int seals = fcntl(fd, F_GET_SEALS);
-  int ok = fstat(fd, &st) == 0 && st.st_size > 0 && seals >= 0 && (seals & F_SEAL_SHRINK);
-  void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-  close(fd);
-  if (p == MAP_FAILED) return KIO_ERR;
+  const uint8_t *p;
+  size_t len;
+  if (galign_shm_map_received(fd, &p, &len) != KIO_OK) return KIO_ERR;
   if (s->map) munmap((void *)s->map, s->map_len);
   s->map = p;
-  s->map_len = (size_t)st.st_size;
+  s->map_len = len;
   return KIO_OK;
 }
 

@@ -4,13 +4,12 @@
  * memory where the request says so (its memfds mapped read-only, sealed
  * against shrinking). */
 #include "align-remote.h"
+#include "align-shm.h"
 
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/sys/log.h"
@@ -60,15 +59,12 @@ void galign_serve_give_fd(galign_serve *s, int fd) {
 static int serve_map(galign_serve *s, uint32_t k) {
   int fd = s->fd;
   s->fd = -1;
-  struct stat st;
-  int seals = fcntl(fd, F_GET_SEALS);
-  int ok = fstat(fd, &st) == 0 && st.st_size > 0 && seals >= 0 && (seals & F_SEAL_SHRINK);
-  void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-  close(fd);
-  if (p == MAP_FAILED) return KIO_ERR;
+  const uint8_t *p;
+  size_t len;
+  if (galign_shm_map_received(fd, &p, &len) != KIO_OK) return KIO_ERR;
   if (s->rg->reg[k].map) munmap((void *)s->rg->reg[k].map, s->rg->reg[k].len);
   s->rg->reg[k].map = p;
-  s->rg->reg[k].len = (size_t)st.st_size;
+  s->rg->reg[k].len = len;
   return KIO_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/sys/cpu-share.h"
@@ -81,3 +82,15 @@ int galign_shm_reserve(galign_shm *g, size_t bytes, size_t least_cap) {
 /* One connection per GPU the job asked for (--num-gpus): the service puts
  * each on the device with the fewest connections, and a batch is split
  * among them. */
+
+int galign_shm_map_received(int fd, const uint8_t **map, size_t *len) {
+  struct stat st;
+  int seals = fcntl(fd, F_GET_SEALS);
+  int ok = fstat(fd, &st) == 0 && st.st_size > 0 && seals >= 0 && (seals & F_SEAL_SHRINK);
+  void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (p == MAP_FAILED) return KIO_ERR;
+  *map = p;
+  *len = (size_t)st.st_size;
+  return KIO_OK;
+}

@@ -37,5 +37,9 @@ int galign_shm_reserve(galign_shm *g, size_t bytes, size_t least_cap);
  * cores. */
 void galign_shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,
                      size_t bytes);
+/* The service's side: maps a region received (fd, closed here) read-only,
+ * if it is sealed against shrinking (the job cannot pull pages from under
+ * the reader). KIO_ERR if unusable. */
+int galign_shm_map_received(int fd, const uint8_t **map, size_t *len);
 
 #endif
