@@ -109,7 +109,8 @@ case ${1:-} in
       tar -C "$o" -czf "$OUT/side-files.tgz" --exclude=report.md --exclude=logs.tgz --exclude=progress.log . 2>/dev/null
       # the GPU service's own log (what a job waited for inside the service)
       for d in "${XDG_RUNTIME_DIR:-/nonexistent}/kaldi-gpu" "/tmp/kaldi-gpu-$(id -u)"; do
-        [ -f "$d/service.log" ] && tail -c 4000000 "$d/service.log" | gzip -c >"$OUT/service.log.gz" && break
+        l=$(ls -t "$d"/service*.log 2>/dev/null | head -1)  # service-HOST.log
+        [ -n "$l" ] && tail -c 4000000 "$l" | gzip -c >"$OUT/service.log.gz" && break
       done
     fi
     exit 0 ;;
@@ -141,8 +142,9 @@ rm -f "$out/status"
 say "recipe-device: stages $a-$b, --nj $nj --train $train, sides: $sides, gpu-bin ${gpu_bin:-none}, work $work"
 say "host $(uname -n), $(nproc) cores, GPU: $(nvidia-smi -L 2>/dev/null | head -1)"
 rc=0
-# The GPU service logs each connection's set-up and busy times (service.log, collected by poll).
-export KALDI_GPU_SERVICE_VERBOSE=1
+# The GPU service logs each connection's set-up and busy times (service-HOST.log, collected by
+# poll); KALDI_GPU_SERVICE_VERBOSE=2 adds the accumulator's split.
+export KALDI_GPU_SERVICE_VERBOSE=${KALDI_GPU_SERVICE_VERBOSE:-1}
 for side in $sides; do
   ko=false; [ "$side" = kaldi ] && ko=true
   mask=()
