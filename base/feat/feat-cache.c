@@ -7,7 +7,8 @@
  * every input file's absolute path, device, inode, size, mtime and ctime
  * (a rewrite always changes ctime: no user can set it back). The scp files
  * are read to find the archives they name; an input that is not a regular
- * file (a pipe, standard input) makes the chain not cacheable.
+ * file (a pipe, standard input) makes the chain not cacheable. Only chains
+ * with a transform-feats stage are kept (kio_fcache_worth: why).
  *
  * Entry file DIR/<fnv1a of the key>.fc, 8-byte aligned throughout:
  *   header (magic, version, sizes, checksums), the key text (compared in
@@ -243,10 +244,10 @@ static int make_key(kio_fcache *c, const kio_feat_plan *p, int profile, int blas
 
 /* ---- the folder and its budget ---- */
 
-/* 0: the folder in dir; 1: disabled; -1: unusable (why). */
+/* 0: the folder in dir (created); -1: unusable (why). Not for a disabled
+ * cache (the caller checks). */
 static int cache_dir(char *dir, size_t n, char *why, size_t wl) {
   const char *s = kio_setting_str(KIO_SET_FEATS_CACHE);
-  if (s && !strcmp(s, "0")) return 1;
   if (s && *s) {
     snprintf(dir, n, "%s", s);
   } else {
@@ -616,14 +617,36 @@ void kio_fcache_finish(kio_fcache *c, int clean, const kio_feat_counts *counts) 
 
 /* ---- open / free ---- */
 
+/* A hit is not free: it checksums and copies every byte of the output, and
+ * a miss writes them all. Measured on a GPU host (16 jobs of a training
+ * stage at once), a chain of apply-cmvn and add-deltas read back from the
+ * cache was no faster than computed, and storing it made the stage's first
+ * run about 13% slower; transform-feats' matrix product (the LDA product
+ * after splice-feats, MLLT, fMLLR) was most of an accumulation job's time.
+ * So only a chain with a transform-feats stage is kept; apply-cmvn,
+ * add-deltas, splice-feats, select-feats, copy-feats and decompression
+ * alone are computed every time. */
+int kio_fcache_worth(const kio_feat_plan *p) {
+  for (int i = 0; i < p->nstages; i++)
+    if (p->stages[i].op == KIO_FEAT_TRANSFORM) return 1;
+  return 0;
+}
+
 kio_fcache *kio_fcache_open(const kio_feat_plan *p, int profile, int blas_threads, char *how,
                             size_t hl) {
   char dir[PATH_MAX], why[400] = "";
-  int d = cache_dir(dir, sizeof dir, why, sizeof why);
-  if (d == 1) {
+  const char *set = kio_setting_str(KIO_SET_FEATS_CACHE);
+  if (set && !strcmp(set, "0")) {
     snprintf(how, hl, "disabled (KALDI_GPU_FEATS_CACHE=0)");
     return NULL;
   }
+  /* Before the folder is made or any input is read: such a chain leaves no
+   * trace in the cache. */
+  if (!kio_fcache_worth(p)) {
+    snprintf(how, hl, "not used: no transform-feats stage, computing is as cheap as reading back");
+    return NULL;
+  }
+  int d = cache_dir(dir, sizeof dir, why, sizeof why);
   if (d < 0) {
     snprintf(how, hl, "not cacheable: %s", why);
     return NULL;

@@ -3,9 +3,11 @@
  * over the same files again and again; a clean, complete run's archive
  * entries and its stages' counts are stored under a key naming everything
  * the output depends on, and a later open with the same key hands them out
- * instead of computing them. KALDI_GPU_FEATS_CACHE: the folder (default
- * "featcache" in the user's private directory), 0 disables it;
- * KALDI_GPU_FEATS_CACHE_MAX: the size budget. */
+ * instead of computing them; only for chains whose matrix products cost
+ * more than reading the output back (kio_fcache_worth).
+ * KALDI_GPU_FEATS_CACHE: the folder (default "featcache" in the user's
+ * private directory), 0 disables it; KALDI_GPU_FEATS_CACHE_MAX: the size
+ * budget. */
 #ifndef KIO_FEAT_CACHE_H
 #define KIO_FEAT_CACHE_H
 
@@ -15,10 +17,16 @@
 
 typedef struct kio_fcache kio_fcache;
 
+/* 1 when the chain is worth keeping: it has a transform-feats stage (a
+ * matrix product costs well above reading its output back); 0 for chains
+ * of apply-cmvn, add-deltas, splice-feats, select-feats and copy-feats,
+ * which kio_fcache_open leaves alone (no key, no folder, no lookup). */
+int kio_fcache_worth(const kio_feat_plan *p);
+
 /* Looks the chain up. Returns NULL when the cache is off or the chain
  * cannot be cached; else a handle that is a hit (kio_fcache_hit) or a
  * writer for a miss. `how` gets words for the chain's VLOG line either
- * way (hit, miss, not cacheable and why, disabled). profile and
+ * way (hit, miss, not cacheable and why, not used, disabled). profile and
  * blas_threads: the rounding the chain would run in. Never logs. */
 kio_fcache *kio_fcache_open(const kio_feat_plan *p, int profile, int blas_threads, char *how,
                             size_t how_len);

@@ -55,8 +55,9 @@ extern "C" {
   X(FEATS_THREADS, "KALDI_GPU_FEATS_THREADS", "KIO_FEATS_THREADS", USER,                   \
     "Threads of the in-process feature chain (default: this job's share of the cores)")    \
   X(FEATS_CACHE, "KALDI_GPU_FEATS_CACHE", NULL, USER,                                      \
-    "Folder of the in-process feature chains' cache (their output kept for the next "      \
-    "iterations; default: featcache in the private directory), or 0: no cache")           \
+    "Folder of the in-process feature chains' cache (the output of chains with a "         \
+    "transform-feats stage kept for the next iterations; default: featcache in the "       \
+    "private directory), or 0: no cache")                                                  \
   X(FEATS_CACHE_MAX, "KALDI_GPU_FEATS_CACHE_MAX", NULL, USER,                              \
     "The feature cache's size: bytes with K/M/G (default: the smaller of 20% of the "      \
     "memory and half the folder's free space); least recently used entries go first")     \

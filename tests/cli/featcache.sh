@@ -2,11 +2,15 @@
 # The feature cache (base/feat/feat-cache.c) on a recipe-like directory made
 # from the fixtures (tools/gfeat-testdata: 40 utterances, compressed 13-dim
 # input, per-speaker CMVN and fMLLR transforms):
-#  - the deltas, LDA and LDA+fMLLR chains read by gmm-acc-stats-ali
-#    (sequential reader), gmm-align-compiled (random access, ark,s,cs) and
+#  - the LDA and LDA+fMLLR chains read by gmm-acc-stats-ali (sequential
+#    reader), gmm-align-compiled (random access, ark,s,cs) and
 #    acc-tree-stats: a miss (entry written) and a hit (the same entry read)
 #    give the outputs and the stderr lines (sorted: the chain's lines come
 #    from its own thread) of KALDI_GPU_FEATS_CACHE=0, byte for byte;
+#  - the deltas chain (no transform-feats: not worth keeping) read by the
+#    same programs leaves the cache folder as it was (no entry, no file,
+#    the folder's listing and mtime unchanged; not made when absent), the
+#    outputs and stderr those of KALDI_GPU_FEATS_CACHE=0;
 #  - an entry written with 3 feature threads serves 1 thread (the output
 #    does not depend on them);
 #  - changed inputs are misses with the right output: the features archive
@@ -49,6 +53,8 @@ cp models/tri2/final.mat "$d/final.mat"
 opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40"
 sil=1:2:3:4:5:6:7:8:9:10
 entries() { find "$C" -name '*.fc' 2>/dev/null | wc -l; }
+# The folder's mtime (ns) and listing.
+folder_state() { stat -c 'folder %.9Y' "$C" 2>&1; ls -lA --time-style=+%s.%N "$C" 2>&1; }
 # The only entry's inode and mtime (ns).
 entry_id() { stat -c '%i %.9Y' "$C"/*.fc 2>/dev/null; }
 sorted() { sed -E -e "s|$tmp|T|g" -e 's/\.(ref|miss|hit)\./.X./g' "$1" | sort; }
@@ -60,6 +66,7 @@ chain() {
   case $2 in
     delta) echo "ark,s,cs:$c add-deltas ark:- ark:- |" ;;
     lda) echo "ark,s,cs:$c$lda" ;;
+    ldasel) echo "ark,s,cs:$c$lda select-feats 0-9 ark:- ark:- |" ;;
     sat) echo "ark,s,cs:$c$lda transform-feats --utt2spk=ark:$1/utt2spk ark:$1/trans.ark ark:- ark:- |" ;;
   esac
 }
@@ -109,6 +116,21 @@ for k in delta lda sat; do
     KALDI_GPU_FEATS_CACHE=0 run $k.$p.ref $p "$f" $m
     [ "$(cat "$tmp/$k.$p.ref.rc")" = 0 ] || fail "$k $p: uncached run exit $(cat "$tmp/$k.$p.ref.rc")"
     [ -d "$C" ] && fail "$k $p: KALDI_GPU_FEATS_CACHE=0 made the folder"
+    if [ $k = delta ]; then
+      # Not worth keeping: the folder as it was, with and without a folder.
+      mkdir -m 700 "$C"
+      st0=$(folder_state)
+      sleep 0.01  # so that a change in the folder moves its mtime
+      KALDI_GPU_FEATS_THREADS=3 run $k.$p.miss $p "$f" $m
+      [ "$(folder_state)" = "$st0" ] ||
+        fail "$k $p: the cache folder changed: $(folder_state | tail -n +2 | tr '\n' ' ')"
+      rm -rf "$C"
+      KALDI_GPU_FEATS_THREADS=1 run $k.$p.hit $p "$f" $m
+      [ -e "$C" ] && fail "$k $p: the cache folder made"
+      same $k.$p.ref $k.$p.miss "$k $p (folder present)"
+      same $k.$p.ref $k.$p.hit "$k $p (no folder)"
+      continue
+    fi
     KALDI_GPU_FEATS_THREADS=3 run $k.$p.miss $p "$f" $m
     [ "$(entries)" = 1 ] || { fail "$k $p: $(entries) entries after the miss"; continue; }
     id=$(entry_id)
@@ -128,6 +150,9 @@ grep -q "Feature cache: hit" "$tmp/v.log" || fail "no 'Feature cache: hit' VLOG 
 KALDI_GPU_FEATS_CACHE=0 "$TOOLS/feat-copy" --verbose=1 "$f" "ark:$tmp/v0.ark" 2>"$tmp/v0.log"
 grep -q "Feature cache: disabled" "$tmp/v0.log" || fail "no 'Feature cache: disabled' VLOG line"
 cmp -s "$tmp/v.ark" "$tmp/v0.ark" || fail "feat-copy: the hit's archive differs"
+"$TOOLS/feat-copy" --verbose=1 "$(chain "$d" delta)" "ark:$tmp/vd.ark" 2>"$tmp/vd.log"
+grep -q "Feature cache: not used: no transform-feats stage" "$tmp/vd.log" ||
+  fail "deltas chain: no 'Feature cache: not used' VLOG line"
 
 # copy FEATS TAG: feat-copy through the cache (verbose: hit or miss) and
 # without it; the archives must agree. Prints hit / miss.
@@ -164,26 +189,30 @@ change trans sat 'printf "\x01" | dd of="$e/trans.ark" bs=1 seek=$(( $(stat -c %
 # an utterance moved to another speaker
 change utt2spk lda 'last=$(tail -n 1 "$e/utt2spk" | cut -d" " -f2); awk -v s="$last" "NR==1 {\$2=s} {print}" "$e/utt2spk" >"$e/u2" && mv "$e/u2" "$e/utt2spk"' differs
 # the same bytes, touched
-change touch delta 'touch "$e/raw.ark"' same
+change touch lda 'touch "$e/raw.ark"' same
 
 # A corrupted and a truncated entry: misses (removed, written again), the
 # output right.
 rm -rf "$C"
-f=$(chain "$d" delta)
+f=$(chain "$d" lda)
 [ "$(copy "$f" c0)" = miss ] || fail "corrupt: first run not a miss"
-e=$(ls "$C"/*.fc)
-printf '\x7f' | dd of="$e" bs=1 seek=$(( $(stat -c %s "$e") / 2 )) conv=notrunc 2>/dev/null
-[ "$(copy "$f" c1)" = miss ] || fail "corrupted entry: not a miss"
-grep -q "entry was invalid" "$tmp/c1.log" || fail "corrupted entry: not reported invalid"
-[ "$(copy "$f" c2)" = hit ] || fail "corrupt: the entry was not written again"
-truncate -s $(( $(stat -c %s "$e") - 4 )) "$e"
-[ "$(copy "$f" c3)" = miss ] || fail "truncated entry: not a miss"
-grep -q "entry was invalid" "$tmp/c3.log" || fail "truncated entry: not reported invalid"
+# (without an entry the size arithmetic below would abort the script)
+if e=$(ls "$C"/*.fc 2>/dev/null) && [ -f "$e" ]; then
+  printf '\x7f' | dd of="$e" bs=1 seek=$(( $(stat -c %s "$e") / 2 )) conv=notrunc 2>/dev/null
+  [ "$(copy "$f" c1)" = miss ] || fail "corrupted entry: not a miss"
+  grep -q "entry was invalid" "$tmp/c1.log" || fail "corrupted entry: not reported invalid"
+  [ "$(copy "$f" c2)" = hit ] || fail "corrupt: the entry was not written again"
+  truncate -s $(( $(stat -c %s "$e") - 4 )) "$e"
+  [ "$(copy "$f" c3)" = miss ] || fail "truncated entry: not a miss"
+  grep -q "entry was invalid" "$tmp/c3.log" || fail "truncated entry: not reported invalid"
+else
+  fail "corrupt: no entry to corrupt"
+fi
 
 # No entry: a chain that warns (a speaker without CMVN stats), a reader
 # that leaves early, a chain that fails (a transform file missing).
 rm -rf "$C"
-f=$(chain "$tmp/drop" delta)
+f=$(chain "$tmp/drop" lda)
 copy "$f" warn >/dev/null
 grep -q "No normalization statistics" "$tmp/warn.log" || fail "warn: no apply-cmvn warning (test broken)"
 [ "$(entries)" = 0 ] || fail "warn: an entry for a chain that warned"
@@ -191,10 +220,10 @@ grep -q "No normalization statistics" "$tmp/warn.log" || fail "warn: no apply-cm
 mkdir -p "$tmp/big"
 "$TOOLS/gfeat-testdata" --copies=4 ark:feats/delta.ark "$tmp/big" 2>/dev/null || fail "gfeat-testdata --copies"
 head -n 3 kaldi/text.int | sed 's/^/r000-/' >"$tmp/text3"
-"$BIN/compile-train-graphs" --read-disambig-syms=models/disambig.int models/tri1/tree models/tri1/final.mdl \
+"$BIN/compile-train-graphs" --read-disambig-syms=models/disambig.int models/tri2/tree models/tri2/final.mdl \
   models/L.fst "ark:$tmp/text3" "ark:$tmp/g3" 2>/dev/null || fail "early: compile-train-graphs"
-f=$(chain "$tmp/big" delta)
-"$BIN/gmm-align-compiled" --use-gpu=no $opts models/tri1/final.mdl "ark:$tmp/g3" "${f/ark,s,cs:/ark:}" \
+f=$(chain "$tmp/big" lda)
+"$BIN/gmm-align-compiled" --use-gpu=no $opts models/tri2/final.mdl "ark:$tmp/g3" "${f/ark,s,cs:/ark:}" \
   "ark:$tmp/early.ali" 2>"$tmp/early.log" || fail "early: gmm-align-compiled exit $?"
 grep -q "Done 3, errors on 0" "$tmp/early.log" || fail "early: not 3 aligned"
 [ "$(entries)" = 0 ] || fail "early: an entry from a reader that left early"
@@ -205,17 +234,17 @@ ls "$C"/tmp.* >/dev/null 2>&1 && fail "temporary files left behind"
 
 # The budget: too small for anything; room for two of three.
 rm -rf "$C"
-[ "$(KALDI_GPU_FEATS_CACHE_MAX=64K copy "$(chain "$d" delta)" b0)" = miss ] || fail "budget: not a miss"
+[ "$(KALDI_GPU_FEATS_CACHE_MAX=64K copy "$(chain "$d" lda)" b0)" = miss ] || fail "budget: not a miss"
 [ "$(entries)" = 0 ] || fail "budget 64K: an entry written"
-for k in delta lda sat; do copy "$(chain "$d" $k)" size.$k >/dev/null; done
+for k in ldasel lda sat; do copy "$(chain "$d" $k)" size.$k >/dev/null; done
 [ "$(entries)" = 3 ] || fail "budget: $(entries) entries for three chains"
 big=$(du -B1 -c "$C"/*.fc | tail -n 1 | cut -f1)
 small=$(du -B1 "$C"/*.fc | sort -n | head -n 1 | cut -f1)
 rm -rf "$C"
 export KALDI_GPU_FEATS_CACHE_MAX=$(( big - small / 2 ))
-for k in delta lda sat; do copy "$(chain "$d" $k)" lru.$k >/dev/null; done
+for k in ldasel lda sat; do copy "$(chain "$d" $k)" lru.$k >/dev/null; done
 [ "$(entries)" = 2 ] || fail "LRU: $(entries) entries, expected 2 (budget $KALDI_GPU_FEATS_CACHE_MAX)"
-[ "$(copy "$(chain "$d" delta)" lru.delta2)" = miss ] || fail "LRU: the oldest entry was kept"
+[ "$(copy "$(chain "$d" ldasel)" lru.ldasel2)" = miss ] || fail "LRU: the oldest entry was kept"
 [ "$(copy "$(chain "$d" sat)" lru.sat2)" = hit ] || fail "LRU: the newest entry was removed"
 unset KALDI_GPU_FEATS_CACHE_MAX
 

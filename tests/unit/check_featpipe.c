@@ -1,7 +1,8 @@
 /* The feature pipelines (base/feat*.c): which commands are recognised (and
  * with what plan), which are left to the real pipe; Kaldi's delta windows;
  * the sgemm emulation against a plain FMA chain on the shapes where the
- * kernels use one; reading a chain through io.c as a table. Archives equal
+ * kernels use one; reading a chain through io.c as a table; which chains
+ * the feature cache keeps. Archives equal
  * to Kaldi's are checked by tests/cli/featpipe.sh. */
 #include <math.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "base/sys/settings.h"
 #include "base/feat/feat.h"
+#include "base/feat/feat-cache.h"
 #include "base/feat/feat-ops.h"
 #include "base/matrix/blas-gemm.h"
 #include "base/matrix/blas-profile.h"
@@ -24,20 +26,25 @@
 #define CMVN "apply-cmvn --utt2spk=ark:featpipe/utt2spk scp:featpipe/cmvn.scp scp:featpipe/feats.scp ark:-"
 
 START_TEST(parse_recognised) {
-  struct { const char *cmd; int n; kio_feat_op last; } t[] = {
-    {CMVN " | add-deltas ark:- ark:- ", 2, KIO_FEAT_DELTAS},
+  /* cache: kio_fcache_worth, only chains with a matrix product are kept */
+  struct { const char *cmd; int n; kio_feat_op last; int cache; } t[] = {
+    {CMVN " | add-deltas ark:- ark:- ", 2, KIO_FEAT_DELTAS, 0},
     {CMVN " | splice-feats --left-context=3 --right-context=3 ark:- ark:- | "
-          "transform-feats exp/final.mat ark:- ark:-", 3, KIO_FEAT_TRANSFORM},
-    {CMVN " | transform-feats --utt2spk=ark:u ark,s,cs:exp/trans.1 ark:- ark:-", 2, KIO_FEAT_TRANSFORM},
-    {"apply-cmvn --norm-vars=true --norm-means=true scp:c.scp scp:f.scp ark:-", 1, KIO_FEAT_CMVN},
-    {"copy-feats --compress=false scp:f.scp ark:- | select-feats 0-12,20 ark:- ark:-", 2, KIO_FEAT_SELECT},
-    {"add-deltas --delta-order=3 --delta-window=1 --print-args=false ark,s,cs:f.ark ark:-", 1, KIO_FEAT_DELTAS},
+          "transform-feats exp/final.mat ark:- ark:-", 3, KIO_FEAT_TRANSFORM, 1},
+    {CMVN " | transform-feats --utt2spk=ark:u ark,s,cs:exp/trans.1 ark:- ark:-", 2, KIO_FEAT_TRANSFORM, 1},
+    {CMVN " | splice-feats ark:- ark:- | transform-feats exp/final.mat ark:- ark:- | "
+          "select-feats 0-9 ark:- ark:-", 4, KIO_FEAT_SELECT, 1},
+    {CMVN " | splice-feats --left-context=3 --right-context=3 ark:- ark:-", 2, KIO_FEAT_SPLICE, 0},
+    {"apply-cmvn --norm-vars=true --norm-means=true scp:c.scp scp:f.scp ark:-", 1, KIO_FEAT_CMVN, 0},
+    {"copy-feats --compress=false scp:f.scp ark:- | select-feats 0-12,20 ark:- ark:-", 2, KIO_FEAT_SELECT, 0},
+    {"add-deltas --delta-order=3 --delta-window=1 --print-args=false ark,s,cs:f.ark ark:-", 1, KIO_FEAT_DELTAS, 0},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     kio_feat_plan p;
     ck_assert_msg(kio_feat_parse(t[i].cmd, &p) == KIO_OK, "%s: %s", t[i].cmd, kio_last_error());
     ck_assert_int_eq(p.nstages, t[i].n);
     ck_assert_int_eq(p.stages[p.nstages - 1].op, t[i].last);
+    ck_assert_msg(kio_fcache_worth(&p) == t[i].cache, "%s: worth caching %d", t[i].cmd, !t[i].cache);
     kio_feat_plan_free(&p);
   }
   kio_feat_plan p;
