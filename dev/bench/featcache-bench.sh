@@ -5,7 +5,9 @@
 # the CPU path) run RUNS times on the same chain, as a training stage's
 # iterations do. Per chain: the uncached run (KALDI_GPU_FEATS_CACHE=0), the
 # first run (a miss: computes and writes), the later runs (hits), wall and
-# CPU seconds, peak memory, the entry's size on disk.
+# CPU seconds, peak memory, the entry's size on disk. The deltas chain is
+# not kept (no transform-feats stage: kio_fcache_worth): its "miss" and "hit"
+# rows are the chain computed again, the control.
 # usage: dev/bench/featcache-bench.sh RECIPE_DIR [NJ] [JOBS] [RUNS]
 #   RECIPE_DIR: the unpacked recipe (synth-s5: data/TRAIN, data/lang; TRAIN
 #   from the environment, default train); NJ parts (default 16); JOBS: one

@@ -6,7 +6,8 @@
 #   2. dev/bench/featcache-bench.sh on data/train_x4 split 16, the 16 jobs
 #      of gmm-acc-stats-ali (--use-gpu=no) at once per iteration, 35
 #      iterations per chain (deltas, LDA, LDA+fMLLR): uncached, the first
-#      (miss) and the later (hit) iterations' wall time.
+#      (miss) and the later (hit) iterations' wall time (deltas is not
+#      cached: its three rows are the same computation, the control).
 # Needs the programs built (make all; or .carry/gmmbin-gpu as gpu-session.sh
 # carries them), the corpus and Kaldi unpacked by `dev/device/recipe-device.sh
 # prepare` (or RECIPE_DIR and KALDI_BUNDLE set). Writes $OUT/featcache.log and
