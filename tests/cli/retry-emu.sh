@@ -14,32 +14,20 @@ set -u
 export KALDI_GPU_BLAS_PROFILE=skx
 : "${BIN:?}" "${TOP:?}"
 EMU_BIN=${EMU_BIN:-$TOP/build/emu/bin}
-for p in gmm-align-acc-compiled gmm-align-compiled kaldi-gpu-service; do
-  [ -x "$EMU_BIN/$p" ] || { echo "SKIP: $EMU_BIN/$p not built (make emu; needs the CUDA headers)"; exit 77; }
-done
+. "$TOP/tests/cli/lib/emu-service.sh"
+emu_need "$EMU_BIN" gmm-align-acc-compiled gmm-align-compiled kaldi-gpu-service
 [ -x "$BIN/gmm-align-compiled" ] || { echo "SKIP: $BIN/gmm-align-compiled not built"; exit 77; }
 BIN=$(cd "$BIN" && pwd) && EMU_BIN=$(cd "$EMU_BIN" && pwd) || exit 1
 cd "$TOP/tests/data" || exit 1
 tmp=$(mktemp -d /tmp/retry-emu.XXXXXX)
-export KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_GPU_UUIDS=GPU-emu
-export KALDI_GPU_TEST_NO_SMALL_JOB=1 KALDI_GPU_SERVICE_IDLE=30 KALDI_GPU_SERVICE_VERBOSE=2
-export KALDI_GPU_SERVICE_TIMEOUT=20
-unset KALDI_GPU_SERVICE_BIN KALDI_GPU_TEST_SERVICE_CPU KALDI_GPU_TEST_SERVICE_DROP KALDI_GPU_SERVICE
+emu_service_env 2
+emu_device_env
 unset KALDI_GPU_DEV_RETRY KALDI_GPU_DEV_RETRY_THREADS
-stop_services() {
-  local pid
-  for pid in $(sed -n 's/.*Serving jobs on .* (pid \([0-9]*\)).*/\1/p' "$tmp"/svc-*/service-*.log 2>/dev/null); do
-    kill "$pid" 2>/dev/null
-  done
-  sleep 0.3
-}
+stop_services() { stop_service "$tmp"/svc-*; }  # one service per retry way
 trap 'stop_services; [ -n "${RETRY_KEEP:-}" ] || rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 graphs="ark:gunzip -c graphs/mono.fsts.gz|"
-# the messages without the lines that name the path taken or its times
-msgs() { sed -e 1d -e "/:galign_aligner_new()/d" -e "/:make_acc()/d" -e "/:pick_device()/d" \
-  -e "/VLOG/d" "$1" | sed 's/^\([A-Z]*\) ([^)]*) /\1 /'; }
 align() {  # NAME DIR BEAM RETRY [OPTIONS...]: gmm-align-compiled
   local name=$1 dir=$2 b=$3 r=$4; shift 4
   timeout 300 "$dir/gmm-align-compiled" --transition-scale=1.0 --acoustic-scale=0.1 \
@@ -61,7 +49,7 @@ same() {  # A B: the same outputs and messages
     [ -f "$tmp/$1.$f" ] || [ -f "$tmp/$2.$f" ] || continue
     cmp -s "$tmp/$1.$f" "$tmp/$2.$f" || fail "$2 vs $1: $f differs"
   done
-  diff <(msgs "$tmp/$1.log") <(msgs "$tmp/$2.log") >/dev/null || fail "$2 vs $1: messages differ"
+  diff <(emu_msgs "$tmp/$1.log") <(emu_msgs "$tmp/$2.log") >/dev/null || fail "$2 vs $1: messages differ"
 }
 emulated() {  # NAME service|own
   local how="\$"; [ "$2" = service ] && how=" (through the GPU service)"

@@ -14,23 +14,14 @@ set -u
 export KALDI_GPU_BLAS_PROFILE=skx
 : "${TEST_BIN:?}" "${TOP:?}"
 EMU_BIN=${EMU_BIN:-$TOP/build/emu/bin}
+. "$TOP/tests/cli/lib/emu-service.sh"
 BIN=$(cd "$TEST_BIN" && pwd) || exit 1
 for p in gmm-acc-stats-ali kaldi-gpu-service; do
   [ -x "$BIN/$p" ] || { echo "SKIP: $BIN/$p not built"; exit 77; }
 done
 cd "$TOP/tests/data" || exit 1
 tmp=$(mktemp -d /tmp/service-acc.XXXXXX)
-export KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_NO_SMALL_JOB=1 KALDI_GPU_SERVICE_IDLE=30
-export KALDI_GPU_SERVICE_VERBOSE=2
-unset KALDI_GPU_SERVICE_BIN KALDI_GPU_TEST_SERVICE_DROP KALDI_GPU_TEST_SERVICE_SLOW KALDI_GPU_SERVICE
-# the service's pid from its log ("Serving jobs on ... (pid N)")
-stop_service() {
-  local pid
-  for pid in $(sed -n 's/.*Serving jobs on .* (pid \([0-9]*\)).*/\1/p' "$KALDI_GPU_SERVICE_DIR"/service-*.log 2>/dev/null); do
-    kill "$pid" 2>/dev/null
-  done
-  sleep 0.3
-}
+emu_service_env 2
 trap 'stop_service; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -147,7 +138,7 @@ run_mode
 unset KALDI_GPU_TEST_SERVICE_CPU
 if [ -x "$EMU_BIN/gmm-acc-stats-ali" ] && [ -x "$EMU_BIN/kaldi-gpu-service" ]; then
   mode=emu bin=$(cd "$EMU_BIN" && pwd)
-  export KALDI_GPU_TEST_GPU_UUIDS=GPU-emu KALDI_GPU_SERVICE_TIMEOUT=20
+  emu_device_env
   run_mode
 else
   echo "service-acc: the emulated device's part not run ($EMU_BIN not built: make emu)"

@@ -14,32 +14,20 @@ set -u
 export KALDI_GPU_BLAS_PROFILE=skx
 : "${BIN:?}" "${TOP:?}"
 EMU_BIN=${EMU_BIN:-$TOP/build/emu/bin}
-for p in gmm-align-acc-compiled gmm-align-compiled kaldi-gpu-service; do
-  [ -x "$EMU_BIN/$p" ] || { echo "SKIP: $EMU_BIN/$p not built (make emu; needs the CUDA headers)"; exit 77; }
-done
+. "$TOP/tests/cli/lib/emu-service.sh"
+emu_need "$EMU_BIN" gmm-align-acc-compiled gmm-align-compiled kaldi-gpu-service
 [ -x "$BIN/gmm-align-acc-compiled" ] || { echo "SKIP: $BIN/gmm-align-acc-compiled not built"; exit 77; }
 BIN=$(cd "$BIN" && pwd) && EMU_BIN=$(cd "$EMU_BIN" && pwd) || exit 1
 cd "$TOP/tests/data" || exit 1
 tmp=$(mktemp -d /tmp/service-emu.XXXXXX)
-export KALDI_GPU_SERVICE_DIR=$tmp/svc KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_GPU_UUIDS=GPU-emu
-export KALDI_GPU_TEST_NO_SMALL_JOB=1 KALDI_GPU_SERVICE_IDLE=30 KALDI_GPU_SERVICE_VERBOSE=1
-export KALDI_GPU_SERVICE_TIMEOUT=20
-unset KALDI_GPU_SERVICE_BIN KALDI_GPU_TEST_SERVICE_CPU KALDI_GPU_TEST_SERVICE_DROP KALDI_GPU_SERVICE
-# the service's pid from its log ("Serving jobs on ... (pid N)")
-stop_service() {
-  local pid
-  for pid in $(sed -n 's/.*Serving jobs on .* (pid \([0-9]*\)).*/\1/p' "$KALDI_GPU_SERVICE_DIR"/service-*.log 2>/dev/null); do
-    kill "$pid" 2>/dev/null
-  done
-  sleep 0.3
-}
+export KALDI_GPU_SERVICE_DIR=$tmp/svc
+emu_service_env 1
+emu_device_env
 trap 'stop_service; rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40"
 graphs="ark:gunzip -c graphs/mono.fsts.gz|"
-msgs() { sed -e 1d -e "/:galign_aligner_new()/d" -e "/:make_acc()/d" -e "/:pick_device()/d" \
-  -e "/VLOG/d" "$1" | sed 's/^\([A-Z]*\) ([^)]*) /\1 /'; }
 onepass() {  # NAME DIR FEATS [OPTIONS...]
   local name=$1 dir=$2 feats=$3; shift 3
   timeout 300 "$dir/gmm-align-acc-compiled" $opts "$@" models/mono/final.mdl "$graphs" "$feats" \
@@ -50,7 +38,7 @@ same() {  # A B
   cmp -s "$tmp/$1.ali" "$tmp/$2.ali" || fail "$1 vs $2: alignments differ"
   cmp -s "$tmp/$1.acc" "$tmp/$2.acc" || fail "$1 vs $2: statistics differ"
   cmp -s "$tmp/$1.rc" "$tmp/$2.rc" || fail "$1 vs $2: exit codes differ"
-  diff <(msgs "$tmp/$1.log") <(msgs "$tmp/$2.log") >/dev/null || fail "$1 vs $2: messages differ"
+  diff <(emu_msgs "$tmp/$1.log") <(emu_msgs "$tmp/$2.log") >/dev/null || fail "$1 vs $2: messages differ"
 }
 used() {  # NAME: through the service's (emulated) device, nothing lost
   grep -q 'Using GPU: host emulation of a CUDA device (through the GPU service)' "$tmp/$1.log" ||

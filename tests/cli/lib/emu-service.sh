@@ -1,0 +1,53 @@
+# Sourced by the cli tests that run jobs through the GPU service started on
+# demand (retry-emu.sh, service-acc.sh, service-emu.sh), mostly on tests/emu's
+# host emulation of CUDA (make emu: $EMU_BIN).
+
+# emu_need DIR PROG...: SKIP (exit 77) unless every DIR/PROG is built.
+emu_need() {
+  local dir=$1 p
+  shift
+  for p in "$@"; do
+    [ -x "$dir/$p" ] || { echo "SKIP: $dir/$p not built (make emu; needs the CUDA headers)"; exit 77; }
+  done
+}
+
+# emu_service_env VERBOSE: every job through the service (even without a GPU
+# device node; small accumulation jobs too), the service the jobs start
+# being the one beside the program run, up for 30 s without clients,
+# logging at VERBOSE; none of the fault hooks, the CPU backend or a
+# KALDI_GPU_SERVICE choice that the caller's environment may hold.
+emu_service_env() {
+  export KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_NO_SMALL_JOB=1 KALDI_GPU_SERVICE_IDLE=30
+  export KALDI_GPU_SERVICE_VERBOSE=$1
+  unset KALDI_GPU_SERVICE_BIN KALDI_GPU_TEST_SERVICE_CPU KALDI_GPU_TEST_SERVICE_DROP
+  unset KALDI_GPU_TEST_SERVICE_SLOW KALDI_GPU_SERVICE
+}
+
+# emu_device_env: the emulated device's identity; jobs wait 20 s without a
+# sign of life from the service before going on by themselves.
+emu_device_env() {
+  export KALDI_GPU_TEST_GPU_UUIDS=GPU-emu KALDI_GPU_SERVICE_TIMEOUT=20
+}
+
+# stop_service [DIR...]: ends the services that serve DIR (default
+# $KALDI_GPU_SERVICE_DIR), their pids from their logs ("Serving jobs on ...
+# (pid N)"), and gives them a moment to go.
+stop_service() {
+  local pid d
+  [ $# -gt 0 ] || set -- "${KALDI_GPU_SERVICE_DIR:-}"
+  for d in "$@"; do
+    [ -n "$d" ] || continue
+    for pid in $(sed -n 's/.*Serving jobs on .* (pid \([0-9]*\)).*/\1/p' "$d"/service-*.log 2>/dev/null); do
+      kill "$pid" 2>/dev/null
+    done
+  done
+  sleep 0.3
+}
+
+# emu_msgs LOG: a job's messages without its command line and the lines
+# that name the path taken (CPU, device, service) or its times, the
+# function and place stripped: what the CPU path and the device path share.
+emu_msgs() {
+  sed -e 1d -e "/:galign_aligner_new()/d" -e "/:make_acc()/d" -e "/:pick_device()/d" \
+    -e "/VLOG/d" "$1" | sed 's/^\([A-Z]*\) ([^)]*) /\1 /'
+}
