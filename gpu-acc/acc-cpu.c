@@ -78,6 +78,21 @@ float gacc_frame_posteriors(const kio_diag_gmm *g, const float *x, const float *
 
 /* ---------------- accumulator object ---------------- */
 
+/* The largest Gaussian count of am's pdfs into *max_comp; KIO_ERR (logged)
+ * if a pdf's dimension is not the model's. */
+static int model_max_comp(const kio_am_gmm *am, int32_t *max_comp) {
+  *max_comp = 0;
+  for (int32_t j = 0; j < am->num_pdfs; j++) {
+    if (am->pdfs[j].dim != am->dim) {
+      KIO_ERROR("Pdf %d has dimension %d, model dimension is %d", (int)j,
+                (int)am->pdfs[j].dim, (int)am->dim);
+      return KIO_ERR;
+    }
+    if (am->pdfs[j].num_comp > *max_comp) *max_comp = am->pdfs[j].num_comp;
+  }
+  return KIO_OK;
+}
+
 /* The accumulator on the CPU (dev NULL) or on device dev. */
 static int acc_new(gacc_acc **out, kio_gpu *dev, kio_gpu_mode mode, const kio_tmodel *tm,
                    const kio_am_gmm *am) {
@@ -88,15 +103,7 @@ static int acc_new(gacc_acc **out, kio_gpu *dev, kio_gpu_mode mode, const kio_tm
   a->is_gpu = gpu;
   a->tm = tm;
   a->am = am;
-  for (int32_t j = 0; j < am->num_pdfs; j++) {
-    if (am->pdfs[j].dim != am->dim) {
-      KIO_ERROR("Pdf %d has dimension %d, model dimension is %d", (int)j,
-                (int)am->pdfs[j].dim, (int)am->dim);
-      gacc_free(a);
-      return KIO_ERR;
-    }
-    if (am->pdfs[j].num_comp > a->max_comp) a->max_comp = am->pdfs[j].num_comp;
-  }
+  if (model_max_comp(am, &a->max_comp) != KIO_OK) { gacc_free(a); return KIO_ERR; }
   if (gacc_stats_init(&a->st, tm, am) != KIO_OK) { gacc_free(a); return KIO_ERR; }
   a->ll = malloc(sizeof(float) * (size_t)(a->max_comp > 0 ? a->max_comp : 1));
   a->x2 = malloc(sizeof(float) * (size_t)(am->dim > 0 ? am->dim : 1));
@@ -284,6 +291,48 @@ int gacc_reset_stats(gacc_acc *a) {
   if (a->is_gpu && gacc_cuda_zero(a->cuda) != KIO_OK) return KIO_ERR;
   return KIO_OK;
 }
+
+int gacc_rebind(gacc_acc *a, const kio_tmodel *tm, const kio_am_gmm *am, int same) {
+  if (gacc_wait(a) != KIO_OK) return KIO_ERR;
+  if (a->remote) {
+    KIO_ERROR("An accumulator on the GPU service cannot serve another model");
+    return KIO_ERR;
+  }
+  if (am->dim != a->st.dim) {
+    KIO_ERROR("The accumulator's dimension is %d, the model's %d", (int)a->st.dim, (int)am->dim);
+    return KIO_ERR;
+  }
+  a->tm = tm;
+  a->am = am;
+  if (same) return gacc_reset_stats(a);
+  int32_t mc;
+  gacc_stats st;
+  if (model_max_comp(am, &mc) != KIO_OK || gacc_stats_init(&st, tm, am) != KIO_OK)
+    return KIO_ERR;
+  float *ll = realloc(a->ll, sizeof(float) * (size_t)(mc > 0 ? mc : 1));
+  if (!ll) {
+    gacc_stats_free(&st);
+    KIO_ERROR("Out of memory");
+    return KIO_ERR;
+  }
+  a->ll = ll;
+  a->max_comp = mc;
+  gacc_stats_free(&a->st);
+  a->st = st;  /* zero, as gacc_new's */
+  a->like_sum = 0.0;
+  a->frames_sum = 0;
+  a->piece_cap = 0;
+  return a->is_gpu ? gacc_cuda_rebind(a->cuda, &a->st, am) : KIO_OK;
+}
+
+void gacc_unbind(gacc_acc *a) {
+  if (!a) return;
+  (void)gacc_wait(a);
+  a->tm = NULL;
+  a->am = NULL;
+}
+
+int gacc_dim(const gacc_acc *a) { return a ? a->st.dim : -1; }
 
 void gacc_get_timing(const gacc_acc *a, gacc_timing *t) {
   memset(t, 0, sizeof *t);

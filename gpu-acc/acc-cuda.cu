@@ -99,6 +99,9 @@ struct gacc_cuda {
   int4 *d_chunks;
   int32_t *h_order, *h_count;  /* h_order, h_chunks: page-locked */
   int4 *h_chunks;
+  /* capacities of the model-sized arrays: a pooled accumulator rebound to
+   * another model (gacc_cuda_rebind) keeps them where they suffice */
+  size_t cap_pdfs, cap_tids, cap_gauss, cap_gd, have_cblocks;
   int4 *h_ranges, *d_ranges;   /* num_pdfs: (pdf, start, frames) of the batch's pdfs */
   int4 *h_cblocks, *d_cblocks; /* (pdf, start, frames, first cell) per cells block */
   size_t cap_cblocks;          /* num_pdfs x the most blocks a pdf needs */
@@ -350,9 +353,6 @@ static int upload_model(gacc_cuda *c, const kio_am_gmm *am) {
     memcpy(mi + g0 * D, g->means_invvars, sizeof(float) * (size_t)g->num_comp * D);
     memcpy(iv + g0 * D, g->inv_vars, sizeof(float) * (size_t)g->num_comp * D);
   }
-  if (dev_alloc(c, &c->d_gconst, G) || dev_alloc(c, &c->d_mi, G * D) ||
-      dev_alloc(c, &c->d_iv, G * D) || dev_alloc(c, &c->d_pdf_offset, (size_t)c->num_pdfs + 1))
-    goto done;
   /* synchronised before the host buffers are freed */
   if (cudaMemcpyAsync(c->d_gconst, gc, sizeof(float) * G, cudaMemcpyHostToDevice,
                       c->stream) != cudaSuccess ||
@@ -375,11 +375,101 @@ done:
   return rc;
 }
 
-static int alloc_stats(gacc_cuda *c) {
-  size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim, T = (size_t)c->num_tids + 1;
-  if (dev_alloc(c, &c->d_tacc, T) || dev_alloc(c, &c->d_occ, G) ||
-      dev_alloc(c, &c->d_mean, GD) || dev_alloc(c, &c->d_var, GD))
+/* The shape of the model (shape: its statistics) and everything derived
+ * from it, the same for a new accumulator and a rebound one: the arrays
+ * sized by it reserved (a group of arrays of one size kept where large
+ * enough, else all of it made anew), the model uploaded, the statistics
+ * zeroed. KIO_ERR (logged). */
+static int set_model(gacc_cuda *c, const gacc_stats *shape, const kio_am_gmm *am) {
+  c->num_tids = shape->num_tids;
+  c->num_pdfs = shape->num_pdfs;
+  c->sorter.num_pdfs = c->num_pdfs;
+  c->dim = shape->dim;
+  c->num_gauss = shape->num_gauss;
+  const size_t np1 = (size_t)c->num_pdfs + 1;
+  if (!c->h_pdf_offset || np1 > c->cap_pdfs) {
+    free(c->h_pdf_offset);
+    free(c->h_count);
+    kio_cuda_host_free(c->h_ranges, c->stream);
+    kio_gpu_free(c->d_ranges, c->stream);
+    kio_gpu_free(c->d_pdf_offset, c->stream);
+    c->h_pdf_offset = c->h_count = c->d_pdf_offset = NULL;
+    c->h_ranges = c->d_ranges = NULL;
+    c->cap_pdfs = 0;
+    c->h_pdf_offset = (int32_t *)malloc(sizeof(int32_t) * np1);
+    c->h_count = (int32_t *)malloc(sizeof(int32_t) * np1);
+    if (!c->h_pdf_offset || !c->h_count) {
+      KIO_ERROR("Out of memory");
+      return KIO_ERR;
+    }
+    if (kio_cuda_host_alloc((void **)&c->h_ranges, sizeof(int4) * np1) != KIO_OK ||  /* logs */
+        dev_alloc(c, &c->d_ranges, np1) != KIO_OK || dev_alloc(c, &c->d_pdf_offset, np1) != KIO_OK)
+      return KIO_ERR;
+    c->cap_pdfs = np1;
+  }
+  memcpy(c->h_pdf_offset, shape->pdf_offset, sizeof(int32_t) * np1);
+  c->max_comp = 0;
+  for (int32_t j = 0; j < c->num_pdfs; j++) {
+    int32_t M = c->h_pdf_offset[j + 1] - c->h_pdf_offset[j];
+    if (M > c->max_comp) c->max_comp = M;
+  }
+  size_t per_frame = sizeof(float) * (2 * (size_t)c->dim + (size_t)c->max_comp);
+  size_t cf = GACC_SHMEM / (per_frame ? per_frame : 1);
+  if (cf < 1) {
+    KIO_ERROR("Model too large for the GPU accumulator (dim %d, %d Gaussians "
+              "in one pdf)", (int)c->dim, (int)c->max_comp);
     return KIO_ERR;
+  }
+  c->chunk_frames = (int32_t)(cf > (size_t)GACC_MAX_CHUNK ? (size_t)GACC_MAX_CHUNK : cf);
+  c->shmem = per_frame * (size_t)c->chunk_frames;
+  /* stats tiles: features and posteriors of up to GACC_MAX_CHUNK frames */
+  size_t per_frame_stats = sizeof(float) * ((size_t)c->dim + (size_t)c->max_comp);
+  size_t tf = GACC_SHMEM / (per_frame_stats ? per_frame_stats : 1);
+  c->stats_tile = (int32_t)(tf > (size_t)GACC_MAX_CHUNK ? (size_t)GACC_MAX_CHUNK : tf);
+  c->stats_shmem = per_frame_stats * (size_t)c->stats_tile;
+  size_t np = (size_t)(c->num_pdfs > 0 ? c->num_pdfs : 1);
+  c->cap_cblocks = np * (((size_t)c->max_comp * ((size_t)c->dim + 1) + GACC_CELLS - 1) / GACC_CELLS);
+  if (c->cap_cblocks < 1) c->cap_cblocks = 1;
+  if (!c->h_cblocks || c->cap_cblocks > c->have_cblocks) {
+    kio_cuda_host_free(c->h_cblocks, c->stream);
+    kio_gpu_free(c->d_cblocks, c->stream);
+    c->h_cblocks = c->d_cblocks = NULL;
+    c->have_cblocks = 0;
+    if (kio_cuda_host_alloc((void **)&c->h_cblocks, sizeof(int4) * c->cap_cblocks) != KIO_OK ||
+        dev_alloc(c, &c->d_cblocks, c->cap_cblocks) != KIO_OK)
+      return KIO_ERR;
+    c->have_cblocks = c->cap_cblocks;
+  }
+  const size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim, T = (size_t)c->num_tids + 1;
+  if (!c->d_tacc || T > c->cap_tids) {
+    kio_gpu_free(c->d_tacc, c->stream);
+    c->d_tacc = NULL;
+    c->cap_tids = 0;
+    if (dev_alloc(c, &c->d_tacc, T) != KIO_OK) return KIO_ERR;
+    c->cap_tids = T;
+  }
+  if (!c->d_gconst || G > c->cap_gauss) {
+    kio_gpu_free(c->d_gconst, c->stream);
+    kio_gpu_free(c->d_occ, c->stream);
+    c->d_gconst = NULL;
+    c->d_occ = NULL;
+    c->cap_gauss = 0;
+    if (dev_alloc(c, &c->d_gconst, G) != KIO_OK || dev_alloc(c, &c->d_occ, G) != KIO_OK)
+      return KIO_ERR;
+    c->cap_gauss = G;
+  }
+  if (!c->d_mi || GD > c->cap_gd) {
+    void *old[] = {c->d_mi, c->d_iv, c->d_mean, c->d_var};
+    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) kio_gpu_free(old[i], c->stream);
+    c->d_mi = c->d_iv = NULL;
+    c->d_mean = c->d_var = NULL;
+    c->cap_gd = 0;
+    if (dev_alloc(c, &c->d_mi, GD) != KIO_OK || dev_alloc(c, &c->d_iv, GD) != KIO_OK ||
+        dev_alloc(c, &c->d_mean, GD) != KIO_OK || dev_alloc(c, &c->d_var, GD) != KIO_OK)
+      return KIO_ERR;
+    c->cap_gd = GD;
+  }
+  if (upload_model(c, am) != KIO_OK) return KIO_ERR;
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_tacc, 0, sizeof(double) * T, c->stream));
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_occ, 0, sizeof(double) * (G ? G : 1), c->stream));
   KIO_CUDA_TRY(cudaMemsetAsync(c->d_mean, 0, sizeof(double) * (GD ? GD : 1), c->stream));
@@ -402,38 +492,6 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
     gacc_cuda_free(c);
     return KIO_ERR;
   }
-  c->num_tids = shape->num_tids;
-  c->num_pdfs = shape->num_pdfs;
-  c->sorter.num_pdfs = c->num_pdfs;
-  c->dim = shape->dim;
-  c->num_gauss = shape->num_gauss;
-  c->h_pdf_offset = (int32_t *)malloc(sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
-  c->h_count = (int32_t *)malloc(sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
-  if (!c->h_pdf_offset || !c->h_count) {
-    KIO_ERROR("Out of memory");
-    gacc_cuda_free(c);
-    return KIO_ERR;
-  }
-  memcpy(c->h_pdf_offset, shape->pdf_offset, sizeof(int32_t) * ((size_t)c->num_pdfs + 1));
-  for (int32_t j = 0; j < c->num_pdfs; j++) {
-    int32_t M = c->h_pdf_offset[j + 1] - c->h_pdf_offset[j];
-    if (M > c->max_comp) c->max_comp = M;
-  }
-  size_t per_frame = sizeof(float) * (2 * (size_t)c->dim + (size_t)c->max_comp);
-  size_t cf = GACC_SHMEM / (per_frame ? per_frame : 1);
-  if (cf < 1) {
-    KIO_ERROR("Model too large for the GPU accumulator (dim %d, %d Gaussians "
-              "in one pdf)", (int)c->dim, (int)c->max_comp);
-    gacc_cuda_free(c);
-    return KIO_ERR;
-  }
-  c->chunk_frames = (int32_t)(cf > (size_t)GACC_MAX_CHUNK ? (size_t)GACC_MAX_CHUNK : cf);
-  c->shmem = per_frame * (size_t)c->chunk_frames;
-  /* stats tiles: features and posteriors of up to GACC_MAX_CHUNK frames */
-  size_t per_frame_stats = sizeof(float) * ((size_t)c->dim + (size_t)c->max_comp);
-  size_t tf = GACC_SHMEM / (per_frame_stats ? per_frame_stats : 1);
-  c->stats_tile = (int32_t)(tf > (size_t)GACC_MAX_CHUNK ? (size_t)GACC_MAX_CHUNK : tf);
-  c->stats_shmem = per_frame_stats * (size_t)c->stats_tile;
   c->device = kio_gpu_device(gpu);
   cudaError_t e = cudaSuccess;
   /* $KALDI_GPU_DEV_ACC_STREAM_PRIORITY=high: the device's highest stream priority,
@@ -462,14 +520,7 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
    * block per pdf), for measuring; the same bits either way */
   static const char *const kinds[] = {"cells", "tiled", NULL};
   c->tiled = kio_setting_choice(KIO_SET_DEV_ACC_STATS, kinds, 0) == 1;
-  size_t np = (size_t)(c->num_pdfs > 0 ? c->num_pdfs : 1);
-  c->cap_cblocks = np * (((size_t)c->max_comp * ((size_t)c->dim + 1) + GACC_CELLS - 1) / GACC_CELLS);
-  if (c->cap_cblocks < 1) c->cap_cblocks = 1;
-  if (kio_cuda_host_alloc((void **)&c->h_ranges, sizeof(int4) * np) != KIO_OK ||  /* logs */
-      kio_cuda_host_alloc((void **)&c->h_cblocks, sizeof(int4) * c->cap_cblocks) != KIO_OK ||
-      dev_alloc(c, &c->d_ranges, np) != KIO_OK ||
-      dev_alloc(c, &c->d_cblocks, c->cap_cblocks) != KIO_OK || upload_model(c, am) != KIO_OK ||
-      alloc_stats(c) != KIO_OK) {
+  if (set_model(c, shape, am) != KIO_OK) {
     gacc_cuda_free(c);
     return KIO_ERR;
   }
@@ -477,6 +528,23 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
   kio_gpu_acct_set_limit(c->acct, c->persistent + kio_gpu_share(gpu, KIO_GPU_PART_ACC));
   c->t_new = kio_now_s() - t0;
   *out = c;
+  return KIO_OK;
+}
+
+extern "C" int gacc_cuda_rebind(gacc_cuda *c, const gacc_stats *shape, const kio_am_gmm *am) {
+  if (kio_gpu_bind(c->gpu) != KIO_OK) return KIO_ERR;
+  if (shape->dim != c->dim) {
+    KIO_ERROR("The accumulator's dimension is %d, the model's %d", (int)c->dim, (int)shape->dim);
+    return KIO_ERR;
+  }
+  KIO_CUDA_TRY(kio_cuda_stream_wait(c->stream));
+  free_batch(c);  /* sized by the old model's Gaussians per pdf */
+  c->df = NULL;
+  /* the model and the statistics first, whatever the budget (as new) */
+  kio_gpu_acct_set_limit(c->acct, SIZE_MAX / 2);
+  if (set_model(c, shape, am) != KIO_OK) return KIO_ERR;
+  c->persistent = kio_gpu_acct_live(c->acct);
+  kio_gpu_acct_set_limit(c->acct, c->persistent + kio_gpu_share(c->gpu, KIO_GPU_PART_ACC));
   return KIO_OK;
 }
 

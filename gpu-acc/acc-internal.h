@@ -59,6 +59,13 @@ void gacc_sort_scatter(gacc_sorter *s, gacc_par *p, int32_t n, const int32_t *pd
 int gacc_cuda_new(gacc_cuda **c, kio_gpu *gpu, kio_gpu_mode mode, const gacc_stats *shape,
                   const kio_am_gmm *am);
 void gacc_cuda_free(gacc_cuda *c);
+/* c serves another model of the same dimension (a pooled accumulator of
+ * the GPU service): everything sized by the model reserved again (kept
+ * where large enough), the model uploaded, the statistics zeroed, the
+ * batch buffers freed; the stream, the staging ring and the host threads
+ * stay. Afterwards c is what gacc_cuda_new would have made of shape and am.
+ * KIO_ERR (logged): c is fit only for gacc_cuda_free. */
+int gacc_cuda_rebind(gacc_cuda *c, const gacc_stats *shape, const kio_am_gmm *am);
 /* Makes c's device current in the calling thread (a worker thread). */
 int gacc_cuda_bind_thread(gacc_cuda *c);
 /* Device bytes one frame of a batch takes; bytes held whatever the batch

@@ -189,6 +189,20 @@ void gacc_use_dev_feats(gacc_acc *a, const gacc_dev_feats *f);
  * kept. Not on the GPU service (KIO_ERR, logged). */
 int gacc_reset_stats(gacc_acc *a);
 
+/* The GPU service's pool of accumulators: a serves another model of the
+ * same feature dimension (tm and am, which must outlive its use). same: the
+ * model's bytes are those a was last bound to (its device copy stays; only
+ * the statistics are zeroed). Afterwards a's statistics, totals and results
+ * are those of a new accumulator of tm and am; its device buffers, staging
+ * ring, host threads and worker are kept. KIO_ERR (logged; another
+ * dimension, out of memory): a is fit only for gacc_free. */
+int gacc_rebind(gacc_acc *a, const kio_tmodel *tm, const kio_am_gmm *am, int same);
+/* Drops a's references to its model (waits first); only gacc_rebind and
+ * gacc_free may follow. */
+void gacc_unbind(gacc_acc *a);
+/* The feature dimension a accumulates (its model's). */
+int gacc_dim(const gacc_acc *a);
+
 /* Where the device backend's time went so far (all zero on the CPU and the
  * service): batches and frames, set-up (model upload), the host's counting
  * sort by pdf, staging (features through the page-locked ring and the

@@ -241,11 +241,29 @@ static size_t want_of(int k, kio_gpu_part part) {
                        part == KIO_GPU_PART_ACC);
 }
 
+static int (*on_pressure)(int k);
+
+void gsvc_mem_on_pressure(int (*fn)(int k)) { on_pressure = fn; }
+
+/* want fits beside the grants and what is held on pool p now */
+static int fits_now(gsvc_mem_pool *p, size_t want) {
+  pthread_mutex_lock(&p->mu);
+  size_t used = p->granted + (p->held ? p->held(p->user) : 0);
+  int fits = p->capacity > used && want <= p->capacity - used;
+  pthread_mutex_unlock(&p->mu);
+  return fits;
+}
+
 static void begin(int k, kio_gpu_acct *acct, kio_gpu_part part) {
   size_t *t_g = &t_grant[part == KIO_GPU_PART_ACC];
   *t_g = 0;
   if (!acct || k < 0 || k >= MAX_DEV || !dm[k].pool) return;
   size_t want = want_of(k, part);
+  if (on_pressure && !fits_now(dm[k].pool, want)) {
+    int n = on_pressure(k);
+    if (n) KIO_VLOG(1, "Device %d: memory short for a batch; %d idle accumulator(s) freed",
+                    kio_gpu_device(dm[k].gpu), n);
+  }
   *t_g = gsvc_mem_pool_admit(dm[k].pool, want, want / 8);
   size_t base = kio_gpu_acct_live(acct);
   kio_gpu_acct_set_limit(acct, base + *t_g);

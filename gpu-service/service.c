@@ -60,7 +60,7 @@ typedef struct model_entry {
   int refs;           /* connections using it */
   double last_used;
   pooled *idle;
-  gsvc_acc_idle *accs;   /* idle accumulators (svc-acc.h) */
+  uint64_t id;        /* unique in the service: what a pooled accumulator holds */
 } model_entry;
 
 enum { MAX_DEV = 16 };
@@ -171,7 +171,6 @@ static void entry_free(model_entry *e) {
     galign_aligner_free(p->aligner);
     free(p);
   }
-  gsvc_acc_idle_free(&e->accs);
   kio_tmodel_free(&e->tm);
   kio_am_gmm_free(&e->am);
   free(e->bytes);
@@ -203,6 +202,8 @@ static model_entry *model_get(const void *bytes, size_t len) {
   }
   memcpy(e->bytes, bytes, len);
   e->len = len;
+  static _Atomic uint64_t next_id = 1;
+  e->id = next_id++;
   if (kio_model_from_bytes(bytes, len, &e->tm, &e->am) != KIO_OK) {
     free(e->bytes);
     free(e);
@@ -226,8 +227,10 @@ static void model_put(model_entry *e) {
   pthread_mutex_unlock(&g.mu);
 }
 
-/* Frees models no connection has used for idle_s (with their pools). */
+/* Frees models and accumulators unused for idle_s (negative: all). */
 static void evict(double idle_s) {
+  int n = gsvc_acc_shed(-1, idle_s);
+  if (n && g.verbose) KIO_LOG("%d idle accumulator(s) freed", n);
   pthread_mutex_lock(&g.mu);
   double t = kio_now_s();
   for (model_entry **pp = &g.models; *pp;) {
@@ -446,13 +449,13 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
 }
 
 /* The accumulation requests of a connection: one job's statistics, on an
- * accumulator of the model's pool or a new one. */
+ * accumulator of the device's pool or a new one. */
 static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
   kio_svc *s = c->s;
   char why[200] = "";
   double t_new = kio_now_s();
-  int pooled_one = 0;
-  gacc_acc *a = gsvc_acc_get(&e->accs, d, &e->tm, &e->am, g.use_cpu, &pooled_one, why);
+  int kind = GSVC_ACC_NEW;
+  gacc_acc *a = gsvc_acc_get(d, e->id, &e->tm, &e->am, g.use_cpu, &kind, why);
   t_new = kio_now_s() - t_new;
   if (!a) {
     check_device();
@@ -506,11 +509,11 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
     }
     if (g.verbose)
       gsvc_acc_log(d, served, gacc_serve_shm_requests(sv), t_new, busy, kio_now_s() - t0, a,
-                   pooled_one ? &t_start : NULL);
+                   kind, &t_start);
   }
   gacc_serve_free(sv);
   /* one whose batch failed is not trusted; a broken context's is of no use */
-  gsvc_acc_end(&e->accs, d, a, failed || g.broken, g.verbose);
+  gsvc_acc_end(d, e->id, a, failed || g.broken, g.verbose);
 }
 
 static void *conn_main(void *arg) {
@@ -700,6 +703,7 @@ int gsvc_serve(const gsvc_config *cfg) {
   g.break_after = cfg->break_after;
   g.stop_after = cfg->stop_after;
   g.slow_s = cfg->slow_s;
+  gsvc_mem_on_pressure(gsvc_acc_on_pressure);
   /* Jobs may connect already; they wait for READY while the devices start. */
   if (cfg->refuse) {
     g.device_ok = 0;

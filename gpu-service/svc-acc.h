@@ -1,12 +1,22 @@
 /* Internal to gpu-service: the accumulators of ACC connections (one job's
- * gmm-acc-stats-ali each), kept between connections. A training iteration
- * sends the same model from every job; an accumulator set up once per
- * device (model uploaded, statistics allocated, host threads and worker
- * started) serves the next connection of that model after its statistics
- * are zeroed, so a connection neither uploads the model nor allocates and
- * frees device memory (a cudaFree may wait for the whole device). */
+ * gmm-acc-stats-ali each), kept between connections in one pool per
+ * device. A training script sends a new model every iteration (and mixing
+ * up changes its Gaussian count): an idle accumulator is rebound to the
+ * connection's model (gacc_rebind: the model uploaded, the statistics
+ * arrays reused where large enough, zeroed), its stream, page-locked
+ * staging ring, host threads and worker kept; a connection thus neither
+ * allocates page-locked buffers nor frees device memory (a cudaFree may
+ * wait for the whole device). An idle accumulator holds no reference to
+ * any model. The pool holds at most the accumulators that served at once
+ * (one is made only when none is idle), at most MAX_IDLE per device; its
+ * device memory counts as the service's (held outside the batches:
+ * admission.c); it is the first thing freed when a batch does not fit
+ * (gsvc_mem_on_pressure), and freed when idle as long as the models are
+ * (the service's eviction) and at the service's end. */
 #ifndef GSVC_SVC_ACC_H
 #define GSVC_SVC_ACC_H
+
+#include <stdint.h>
 
 #include "gpu-acc/gpu-acc.h"
 
@@ -14,33 +24,37 @@
 extern "C" {
 #endif
 
-typedef struct gsvc_acc_idle gsvc_acc_idle;  /* a model's idle accumulators */
+/* How a connection got its accumulator. */
+enum { GSVC_ACC_NEW = 0, GSVC_ACC_POOLED = 1, GSVC_ACC_REBOUND = 2 };
 
-/* An idle accumulator of device dev from *list, its statistics zeroed and
- * its account begun anew; NULL if none (or zeroing failed: it is freed). */
-gacc_acc *gsvc_acc_take(gsvc_acc_idle **list, int dev);
-/* gsvc_acc_take's, else a new accumulator (on the CPU backend: use_cpu),
- * its account begun; *pooled: which. NULL: why (200 bytes) says why. */
-gacc_acc *gsvc_acc_get(gsvc_acc_idle **list, int dev, const kio_tmodel *tm,
-                       const kio_am_gmm *am, int use_cpu, int *pooled, char *why);
-/* Keeps a for the next connection of its model on dev (freed if the list
- * holds enough already, or without memory). */
-void gsvc_acc_put(gsvc_acc_idle **list, int dev, gacc_acc *a);
-/* The connection's end: a kept (gsvc_acc_put), or freed if drop; verbose:
- * a LOG line with the seconds it took. */
-void gsvc_acc_end(gsvc_acc_idle **list, int dev, gacc_acc *a, int drop, int verbose);
-/* Frees every idle accumulator of the list (the model goes). */
-void gsvc_acc_idle_free(gsvc_acc_idle **list);
+/* An accumulator for a connection of model (the entry's number, unique in
+ * the service; tm and am its parsed model) on device dev: an idle one of
+ * the same dimension (the one with the most host threads, then one last
+ * bound to this model), rebound to the model, else a new one (on the CPU
+ * backend: use_cpu); its account begun anew; *kind: GSVC_ACC_*. NULL: why
+ * (200 bytes) says why. */
+gacc_acc *gsvc_acc_get(int dev, uint64_t model, const kio_tmodel *tm, const kio_am_gmm *am,
+                       int use_cpu, int *kind, char *why);
+/* The connection's end: a kept idle (its model's references dropped), or
+ * freed if drop or the pool is full; verbose: a LOG line with the seconds
+ * it took and the device's idle count. */
+void gsvc_acc_end(int dev, uint64_t model, gacc_acc *a, int drop, int verbose);
+/* Frees the idle accumulators of device dev (-1: every device) idle for
+ * more than idle_s seconds (negative: all); returns how many. */
+int gsvc_acc_shed(int dev, double idle_s);
+/* gsvc_mem_on_pressure's function: every idle accumulator of device dev. */
+int gsvc_acc_on_pressure(int dev);
+/* Idle accumulators of device dev (-1: all). */
+int gsvc_acc_idle_count(int dev);
 
 /* The connection's LOG lines (KALDI_GPU_SERVICE_VERBOSE): requests, seconds
- * setting up (t0 NULL: a new accumulator), accumulating and connected; at
- * verbosity 2 (shm: requests whose features came through shared memory) the
- * accumulator's split since t0 (its timing when the
- * connection took it; NULL: all of it): batches, frames, host sort,
- * staging, waiting for the device, the per-frame likelihoods, fetching the
- * statistics. */
+ * setting up (kind: GSVC_ACC_*), accumulating and connected; at verbosity 2
+ * (shm: requests whose features came through shared memory) the
+ * accumulator's split since t0 (its timing when the connection took it):
+ * batches, frames, host sort, staging, waiting for the device, the
+ * per-frame likelihoods, fetching the statistics. */
 void gsvc_acc_log(int dev, int requests, int shm, double setup, double busy, double connected,
-                  const gacc_acc *a, const gacc_timing *t0);
+                  const gacc_acc *a, int kind, const gacc_timing *t0);
 
 #ifdef __cplusplus
 }
