@@ -41,7 +41,9 @@
  * strided by blockDim.x, so that single thread does each phase completely
  * before the next, which keeps the barriers' meaning. */
 #ifdef GALIGN_CUDA_EMU_H
-static float *gacc_emu_shared;
+/* per thread: a launch runs on its caller's thread, and the service's
+ * connections launch for models of different sizes at once */
+static thread_local float *gacc_emu_shared;
 #define GACC_DYN_SHARED(name) float *name = gacc_emu_shared
 #define GACC_LAUNCH_CHUNKS(grid, shmem, stream, ...)                           \
   do {                                                                       \

@@ -344,13 +344,13 @@ typedef struct {
   int n;
 } mono_utts;
 
-static void mono_load(mono_utts *d) {
+static void utts_load(mono_utts *d, const char *mdl, const char *feats, const char *alis) {
   memset(d, 0, sizeof *d);
-  ck_assert_int_eq(kio_model_read("models/mono/final.mdl", &d->tm, &d->am), KIO_OK);
+  ck_assert_int_eq(kio_model_read(mdl, &d->tm, &d->am), KIO_OK);
   kio_seq_reader *r = NULL;
   kio_ra_reader *ra = NULL;
-  ck_assert_int_eq(kio_seq_open(&r, "ark:feats/delta.ark", &kio_matrix_holder), KIO_OK);
-  ck_assert_int_eq(kio_ra_open(&ra, "ark:kaldi/mono/ali.ark", &kio_int_vec_holder), KIO_OK);
+  ck_assert_int_eq(kio_seq_open(&r, feats, &kio_matrix_holder), KIO_OK);
+  ck_assert_int_eq(kio_ra_open(&ra, alis, &kio_int_vec_holder), KIO_OK);
   for (; !kio_seq_done(r) && d->n < MAXU; kio_seq_next(r)) {
     int n = d->n;
     const kio_matrix *f = kio_seq_value(r);
@@ -367,6 +367,10 @@ static void mono_load(mono_utts *d) {
   kio_seq_close(r);
   kio_ra_close(ra);
   ck_assert_int_ge(d->n, 4);
+}
+
+static void mono_load(mono_utts *d) {
+  utts_load(d, "models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark");
 }
 
 static void mono_free(mono_utts *d) {
@@ -459,6 +463,68 @@ START_TEST(gpu_reset_serves_another_job) {
   gacc_free(fresh);
   mono_free(&d);
 }
+END_TEST
+
+/* The GPU service's pooled accumulator (gacc_rebind): rebound to a model
+ * with more pdfs and Gaussians (tri1 after mono), then to one with fewer
+ * (mono again: the larger arrays kept), then to the same model, its
+ * statistics and totals are a fresh accumulator's, bit for bit, though its
+ * earlier statistics were not zero; another dimension is refused. */
+static void rebind_check(const char *backend) {
+  mono_utts a, b;
+  utts_load(&a, "models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark");
+  utts_load(&b, "models/tri1/final.mdl", "ark:feats/delta.ark", "ark:kaldi/tri1/ali.ark");
+  ck_assert_int_eq(a.am.dim, b.am.dim);
+  ck_assert_int_lt(a.am.num_pdfs, b.am.num_pdfs);
+  gacc_utt_result res[MAXU];
+  gacc_acc *pooled, *fa, *fb;
+  ck_assert_int_eq(gacc_new(&pooled, backend, &a.tm, &a.am), KIO_OK);
+  ck_assert_int_eq(gacc_new(&fa, backend, &a.tm, &a.am), KIO_OK);
+  ck_assert_int_eq(gacc_new(&fb, backend, &b.tm, &b.am), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(fa, a.n, a.u, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(fb, b.n, b.u, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(pooled, a.n / 2, a.u, res), KIO_OK);
+  const mono_utts *order[] = {&b, &a, &a, &b};
+  gacc_acc *fresh[] = {fb, fa, fa, fb};
+  for (int k = 0; k < 4; k++) {
+    const mono_utts *d = order[k];
+    gacc_unbind(pooled);
+    ck_assert_int_eq(gacc_rebind(pooled, &d->tm, &d->am, k == 2), KIO_OK);
+    ck_assert_int_eq(gacc_accumulate_batch(pooled, d->n, d->u, res), KIO_OK);
+    assert_same_stats(pooled, fresh[k], k == 0 ? "rebound to more Gaussians"
+                                        : k == 1 ? "rebound to fewer Gaussians"
+                                        : k == 2 ? "rebound to the same model"
+                                                 : "rebound to more Gaussians again");
+    double l1, l2;
+    int64_t f1, f2;
+    ck_assert_int_eq(gacc_get_totals(pooled, &l1, &f1), KIO_OK);
+    ck_assert_int_eq(gacc_get_totals(fresh[k], &l2, &f2), KIO_OK);
+    ck_assert(l1 == l2 && f1 == f2 && f1 > 0);
+  }
+  kio_tmodel tm2;
+  kio_am_gmm am2;
+  ck_assert_int_eq(kio_model_read("models/tri2/final.mdl", &tm2, &am2), KIO_OK);
+  ck_assert_int_ne(am2.dim, a.am.dim);
+  gacc_unbind(pooled);
+  kio_log_set_handler(quiet, NULL);
+  ck_assert_int_eq(gacc_rebind(pooled, &tm2, &am2, 0), KIO_ERR);
+  kio_log_set_handler(NULL, NULL);
+  gacc_free(pooled);
+  gacc_free(fa);
+  gacc_free(fb);
+  kio_tmodel_free(&tm2);
+  kio_am_gmm_free(&am2);
+  mono_free(&a);
+  mono_free(&b);
+}
+
+START_TEST(gpu_rebind_equals_fresh) {
+  select_gpu();
+  rebind_check("gpu");
+}
+END_TEST
+
+START_TEST(cpu_rebind_equals_fresh) { rebind_check("cpu"); }
 END_TEST
 
 /* The per-frame host work (pdf lookup, counting sort, likelihoods, checks)
@@ -623,6 +689,8 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, gpu_async_bad_like_logged_at_wait);
   tcase_add_test(t, gpu_continues_from_loaded_stats);
   tcase_add_test(t, gpu_reset_serves_another_job);
+  tcase_add_test(t, gpu_rebind_equals_fresh);
+  tcase_add_test(t, cpu_rebind_equals_fresh);
   tcase_add_test(t, gpu_dev_feats_equal_upload);
   tcase_add_test(t, host_threads_gpu_equals_cpu);
   tcase_add_test(t, host_threads_first_error);
