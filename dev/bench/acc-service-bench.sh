@@ -23,7 +23,8 @@
 # differs from tri1's 15,053; the line printed says how), so that the
 # service's pooled accumulators are rebound to another model each round
 # (the warm-up job has tri1: the first round's are pooled as they were).
-# Each output is compared with its own model's CPU statistics.
+# Each output is compared with its own model's CPU statistics. EST: the
+# gmm-est to use (default: BIN's).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${BIN:-$top/gmmbin-gpu}
@@ -51,7 +52,7 @@ grep -q "through the GPU service" "$data/out/warm.log" || { echo "acc-service-be
 models=${ACC_BENCH_MODELS:-1}
 mdls=("$mdl") refs=("$data/out/ref.acc")
 if [ "$models" = 2 ]; then
-  "$bin/gmm-est" --mix-up=18800 "$mdl" "$data/out/ref.acc" "$data/out/mixed.mdl" \
+  "${EST:-$bin/gmm-est}" --mix-up=18800 "$mdl" "$data/out/ref.acc" "$data/out/mixed.mdl" \
     2>"$data/out/mixed.log" &&
     "$bin/gmm-acc-stats-ali" --use-gpu=no "$data/out/mixed.mdl" "ark:$data/feats.ark" \
       "ark:$data/ali.ark" "$data/out/ref2.acc" 2>"$data/out/ref2.log" ||

@@ -17,6 +17,14 @@
 # device, the per-frame likelihoods, fetching the statistics. Every output
 # is checked against the CPU path's, byte for byte.
 #
+# ACC_SPLIT_MODELS (default "1 2"): with 2, the same with the model changing
+# every round (acc-service-bench's ACC_BENCH_MODELS=2, as train_deltas'
+# iterations): logs bench-V-models2.log, service-V-models2.log. Expected
+# there: the old build's "new accumulator" every round (pooled per model),
+# the new one's "pooled accumulator, rebound to a new model" from the
+# second round on, its staging and accumulating near the same-model
+# rounds' (~0.04 s and ~0.08 s a job on the H200), not ~0.3 and ~0.5 s.
+#
 # Expected: the new build's set-up ~0.000 s ("pooled accumulator") from the
 # second job of a round on and no "freeing" after a connection; round wall a
 # few tens of ms below the old one's; the split says which part of the
@@ -36,13 +44,18 @@ rc=0
 variants=new
 [ -x .carry/old-gmmbin/gmm-acc-stats-ali ] && [ -x .carry/old-gmmbin/kaldi-gpu-service ] &&
   variants="old new"
-for v in $variants; do
-  bin=$top/gmmbin-gpu
-  [ $v = old ] && bin=$top/.carry/old-gmmbin
-  echo "=== $v ($bin, $(date -u +%T)) ==="
-  BIN=$bin dev/bench/acc-service-bench.sh 1 16 2>&1 | tee "$OUT/bench-$v.log"
-  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-  cp bench-data/acc/out/service.log "$OUT/service-$v.log" 2>/dev/null
-  grep -h "Time:\\|accumulator" bench-data/acc/out/job.16.*.log >"$OUT/jobs-$v.txt" 2>/dev/null
+for m in ${ACC_SPLIT_MODELS:-1 2}; do
+  sfx=""
+  [ "$m" = 1 ] || sfx=-models$m
+  for v in $variants; do
+    bin=$top/gmmbin-gpu
+    [ $v = old ] && bin=$top/.carry/old-gmmbin
+    echo "=== $v, $m model(s) ($bin, $(date -u +%T)) ==="
+    ACC_BENCH_MODELS=$m EST=$top/gmmbin-gpu/gmm-est BIN=$bin dev/bench/acc-service-bench.sh 1 16 2>&1 |
+      tee "$OUT/bench-$v$sfx.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+    cp bench-data/acc/out/service.log "$OUT/service-$v$sfx.log" 2>/dev/null
+    grep -h "Time:\\|accumulator" bench-data/acc/out/job.16.*.log >"$OUT/jobs-$v$sfx.txt" 2>/dev/null
+  done
 done
 exit $rc
