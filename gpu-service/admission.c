@@ -261,7 +261,7 @@ static void begin(int k, kio_gpu_acct *acct, kio_gpu_part part) {
   size_t want = want_of(k, part);
   if (on_pressure && !fits_now(dm[k].pool, want)) {
     int n = on_pressure(k);
-    if (n) KIO_VLOG(1, "Device %d: memory short for a batch; %d idle accumulator(s) freed",
+    if (n) KIO_LOG("Device %d: memory short for a batch; %d idle accumulator(s) freed",
                     kio_gpu_device(dm[k].gpu), n);
   }
   *t_g = gsvc_mem_pool_admit(dm[k].pool, want, want / 8);

@@ -11,7 +11,9 @@
 # in turn, the others rebound ("pooled accumulator, rebound to a new
 # model") or, for the same model, "pooled accumulator"; never more
 # accumulators than jobs ran at once; after the service's idle exit every
-# accumulator freed (and on the emulated device no device memory held).
+# accumulator freed (and on the emulated device no device memory held);
+# on the emulated device, with device memory short, the idle accumulators
+# freed before a batch.
 # Env: TEST_BIN, TOP, EMU_BIN. Exit 0 pass, 1 fail, 77 skip.
 set -u
 export KALDI_GPU_BLAS_PROFILE=skx
@@ -108,6 +110,23 @@ run_mode() {
   [ $mode = emu ] || return
   log | grep '^kio-gpu:' | tail -1 | grep -q ' 0 bytes in 0 blocks at exit$' ||
     fail "$mode: device memory held when the service ended: $(log | grep '^kio-gpu:' | tail -1)"
+  # 4. Device memory short (a 64 MiB service, six tri1 accumulators of
+  #    ~14 MiB idle: slow batches keep the six jobs connected at once): the
+  #    next job's batch frees the idle ones first; outputs still right.
+  export KALDI_GPU_SERVICE_DIR=$tmp/svc.$mode.4
+  for j in 1 2 3 4 5 6; do
+    KALDI_GPU_SERVICE_MEMORY=64M KALDI_GPU_TEST_SERVICE_SLOW=1 acc "$mode.short$j" D &
+  done
+  wait
+  sleep 0.3
+  acc "$mode.short7" D
+  for j in 1 2 3 4 5 6 7; do right "$mode.short$j" D; done
+  [ "$(count "$NEW")" = 6 ] || fail "$mode: $(count "$NEW") accumulators for six slow jobs at once"
+  log | grep -q 'memory short for a batch; [1-9][0-9]* idle accumulator(s) freed' ||
+    fail "$mode: the idle accumulators were not freed when memory was short: $(log | grep -c 'freed')"
+  [ "$(log | sed -n 's/.*pooling the accumulator (\([0-9]*\) idle.*/\1/p' | tail -1)" -lt 6 ] ||
+    fail "$mode: the pool did not shrink when memory was short"
+  stop_service
 }
 
 "$BIN/gmm-est" --min-count=2 --mix-up=1500 models/mono/final.mdl kaldi/mono/final.acc "$tmp/B.mdl" 2>/dev/null &&
