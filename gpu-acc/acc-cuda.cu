@@ -377,37 +377,40 @@ done:
   return rc;
 }
 
-/* The shape of the model (shape: its statistics) and everything derived
- * from it, the same for a new accumulator and a rebound one: the arrays
- * sized by it reserved (a group of arrays of one size kept where large
- * enough, else all of it made anew), the model uploaded, the statistics
- * zeroed. KIO_ERR (logged). */
+/* Device arrays *p[0 .. k) of one capacity *cap, esz[i] bytes an element:
+ * kept if n elements fit, else all freed and made anew. */
+static int reserve(gacc_cuda *c, size_t *cap, size_t n, int k, void **const *p,
+                   const size_t *esz) {
+  if (*p[0] && n <= *cap) return KIO_OK;
+  for (int i = 0; i < k; i++) kio_gpu_free(*p[i], c->stream), *p[i] = NULL;
+  *cap = 0;
+  for (int i = 0; i < k; i++)
+    if (kio_gpu_alloc(c->acct, p[i], (n ? n : 1) * esz[i], c->stream) != KIO_OK) return KIO_ERR;
+  *cap = n;
+  return KIO_OK;
+}
+#define GACC_ARR(x) ((void **)&(x))
+
+/* The model's shape (shape: its statistics) and all derived from it, for a
+ * new accumulator and a rebound one alike: the arrays it sizes reserved,
+ * the model uploaded, the statistics zeroed. KIO_ERR (logged). */
 static int set_model(gacc_cuda *c, const gacc_stats *shape, const kio_am_gmm *am) {
   c->num_tids = shape->num_tids;
-  c->num_pdfs = shape->num_pdfs;
-  c->sorter.num_pdfs = c->num_pdfs;
+  c->num_pdfs = c->sorter.num_pdfs = shape->num_pdfs;
   c->dim = shape->dim;
   c->num_gauss = shape->num_gauss;
-  const size_t np1 = (size_t)c->num_pdfs + 1;
-  if (!c->h_pdf_offset || np1 > c->cap_pdfs) {
+  const size_t np1 = (size_t)c->num_pdfs + 1, i4 = sizeof(int4), d8 = sizeof(double);
+  if (!c->h_pdf_offset || np1 > c->cap_pdfs) {  /* the host's pdf-sized arrays */
     free(c->h_pdf_offset);
     free(c->h_count);
     kio_cuda_host_free(c->h_ranges, c->stream);
-    kio_gpu_free(c->d_ranges, c->stream);
-    kio_gpu_free(c->d_pdf_offset, c->stream);
-    c->h_pdf_offset = c->h_count = c->d_pdf_offset = NULL;
-    c->h_ranges = c->d_ranges = NULL;
-    c->cap_pdfs = 0;
+    c->h_ranges = NULL;
     c->h_pdf_offset = (int32_t *)malloc(sizeof(int32_t) * np1);
     c->h_count = (int32_t *)malloc(sizeof(int32_t) * np1);
-    if (!c->h_pdf_offset || !c->h_count) {
+    if (!c->h_pdf_offset || !c->h_count || kio_cuda_host_alloc((void **)&c->h_ranges, i4 * np1)) {
       KIO_ERROR("Out of memory");
       return KIO_ERR;
     }
-    if (kio_cuda_host_alloc((void **)&c->h_ranges, sizeof(int4) * np1) != KIO_OK ||  /* logs */
-        dev_alloc(c, &c->d_ranges, np1) != KIO_OK || dev_alloc(c, &c->d_pdf_offset, np1) != KIO_OK)
-      return KIO_ERR;
-    c->cap_pdfs = np1;
   }
   memcpy(c->h_pdf_offset, shape->pdf_offset, sizeof(int32_t) * np1);
   c->max_comp = 0;
@@ -434,48 +437,28 @@ static int set_model(gacc_cuda *c, const gacc_stats *shape, const kio_am_gmm *am
   if (c->cap_cblocks < 1) c->cap_cblocks = 1;
   if (!c->h_cblocks || c->cap_cblocks > c->have_cblocks) {
     kio_cuda_host_free(c->h_cblocks, c->stream);
-    kio_gpu_free(c->d_cblocks, c->stream);
-    c->h_cblocks = c->d_cblocks = NULL;
-    c->have_cblocks = 0;
-    if (kio_cuda_host_alloc((void **)&c->h_cblocks, sizeof(int4) * c->cap_cblocks) != KIO_OK ||
-        dev_alloc(c, &c->d_cblocks, c->cap_cblocks) != KIO_OK)
-      return KIO_ERR;
-    c->have_cblocks = c->cap_cblocks;
+    c->h_cblocks = NULL;
+    if (kio_cuda_host_alloc((void **)&c->h_cblocks, i4 * c->cap_cblocks) != KIO_OK) return KIO_ERR;
   }
   const size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim, T = (size_t)c->num_tids + 1;
-  if (!c->d_tacc || T > c->cap_tids) {
-    kio_gpu_free(c->d_tacc, c->stream);
-    c->d_tacc = NULL;
-    c->cap_tids = 0;
-    if (dev_alloc(c, &c->d_tacc, T) != KIO_OK) return KIO_ERR;
-    c->cap_tids = T;
-  }
-  if (!c->d_gconst || G > c->cap_gauss) {
-    kio_gpu_free(c->d_gconst, c->stream);
-    kio_gpu_free(c->d_occ, c->stream);
-    c->d_gconst = NULL;
-    c->d_occ = NULL;
-    c->cap_gauss = 0;
-    if (dev_alloc(c, &c->d_gconst, G) != KIO_OK || dev_alloc(c, &c->d_occ, G) != KIO_OK)
-      return KIO_ERR;
-    c->cap_gauss = G;
-  }
-  if (!c->d_mi || GD > c->cap_gd) {
-    void *old[] = {c->d_mi, c->d_iv, c->d_mean, c->d_var};
-    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) kio_gpu_free(old[i], c->stream);
-    c->d_mi = c->d_iv = NULL;
-    c->d_mean = c->d_var = NULL;
-    c->cap_gd = 0;
-    if (dev_alloc(c, &c->d_mi, GD) != KIO_OK || dev_alloc(c, &c->d_iv, GD) != KIO_OK ||
-        dev_alloc(c, &c->d_mean, GD) != KIO_OK || dev_alloc(c, &c->d_var, GD) != KIO_OK)
-      return KIO_ERR;
-    c->cap_gd = GD;
-  }
-  if (upload_model(c, am) != KIO_OK) return KIO_ERR;
-  KIO_CUDA_TRY(cudaMemsetAsync(c->d_tacc, 0, sizeof(double) * T, c->stream));
-  KIO_CUDA_TRY(cudaMemsetAsync(c->d_occ, 0, sizeof(double) * (G ? G : 1), c->stream));
-  KIO_CUDA_TRY(cudaMemsetAsync(c->d_mean, 0, sizeof(double) * (GD ? GD : 1), c->stream));
-  KIO_CUDA_TRY(cudaMemsetAsync(c->d_var, 0, sizeof(double) * (GD ? GD : 1), c->stream));
+  void **const pdfs[] = {GACC_ARR(c->d_pdf_offset), GACC_ARR(c->d_ranges)};
+  void **const cbl[] = {GACC_ARR(c->d_cblocks)};
+  void **const tids[] = {GACC_ARR(c->d_tacc)};
+  void **const gauss[] = {GACC_ARR(c->d_gconst), GACC_ARR(c->d_occ)};
+  void **const gd[] = {GACC_ARR(c->d_mi), GACC_ARR(c->d_iv), GACC_ARR(c->d_mean),
+                       GACC_ARR(c->d_var)};
+  const size_t e_pdfs[] = {sizeof(int32_t), i4}, e_g[] = {sizeof(float), d8},
+               e_gd[] = {sizeof(float), sizeof(float), d8, d8};
+  if (reserve(c, &c->cap_pdfs, np1, 2, pdfs, e_pdfs) != KIO_OK ||
+      reserve(c, &c->have_cblocks, c->cap_cblocks, 1, cbl, &i4) != KIO_OK ||
+      reserve(c, &c->cap_tids, T, 1, tids, &d8) != KIO_OK ||
+      reserve(c, &c->cap_gauss, G, 2, gauss, e_g) != KIO_OK ||
+      reserve(c, &c->cap_gd, GD, 4, gd, e_gd) != KIO_OK || upload_model(c, am) != KIO_OK)
+    return KIO_ERR;
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_tacc, 0, d8 * T, c->stream));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_occ, 0, d8 * (G ? G : 1), c->stream));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_mean, 0, d8 * (GD ? GD : 1), c->stream));
+  KIO_CUDA_TRY(cudaMemsetAsync(c->d_var, 0, d8 * (GD ? GD : 1), c->stream));
   KIO_CUDA_TRY(kio_cuda_stream_wait(c->stream));
   return KIO_OK;
 }
