@@ -589,22 +589,6 @@ static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
   return KIO_OK;
 }
 
-/* Bytes [lo, hi) of the rows of mats[i0 .. i1) laid end to end, to dst:
- * a group's copy into the ring cut by bytes over the pool's threads (one
- * thread copies at ~6 GB/s: most of a one-process run's staging). */
-typedef struct { const kio_matrix *mats; int i0, i1; size_t row, bytes; char *dst; } ring_copy;
-static void ring_part(void *arg, int t, int nt) {
-  const ring_copy *g = (const ring_copy *)arg;
-  size_t lo, hi, pos = 0;
-  gacc_par_range(g->bytes, t, nt, &lo, &hi);
-  for (int i = g->i0; i < g->i1 && pos < hi; i++) {
-    size_t b = g->row * (size_t)g->mats[i].rows, s = lo > pos ? lo : pos;
-    size_t e = hi < pos + b ? hi : pos + b;
-    if (s < e) memcpy(g->dst + s, (const char *)g->mats[i].data + (s - pos), e - s);
-    pos += b;
-  }
-}
-
 /* Copies the rows of mats[0 .. n) one after another to c->d_feats through
  * the page-locked ring: the copy of one group runs while the next is
  * staged. */
@@ -630,9 +614,9 @@ static int upload_mats(gacc_cuda *c, const kio_matrix *mats, int n) {
       if (kio_cuda_host_alloc(&c->h_ring[r], want) != KIO_OK) return KIO_ERR;
       c->ring_cap[r] = want;
     }
-    ring_copy g = {mats, i0, i1, row, bytes, (char *)c->h_ring[r]};
-    if (c->par && bytes >= ((size_t)1 << 20)) gacc_par_run(c->par, ring_part, &g);
-    else ring_part(&g, 0, 1);
+    gacc_rows_copy g = {mats, i0, i1, row, bytes, (char *)c->h_ring[r]};
+    if (c->par && bytes >= ((size_t)1 << 20)) gacc_par_run(c->par, gacc_rows_copy_part, &g);
+    else gacc_rows_copy_part(&g, 0, 1);
     KIO_CUDA_TRY(cudaMemcpyAsync((char *)c->d_feats + off, c->h_ring[r], bytes,
                                  cudaMemcpyHostToDevice, c->stream));
     KIO_CUDA_TRY(cudaEventRecord(c->ring_ev[r], c->stream));

@@ -33,6 +33,17 @@ int gacc_par_size(const gacc_par *p);
 void gacc_par_free(gacc_par *p);
 /* Part t of nt of [0, n): [*lo, *hi). */
 void gacc_par_range(size_t n, int t, int nt, size_t *lo, size_t *hi);
+/* A gacc_par_fn: bytes [lo, hi) (part t of nt) of the rows of mats[i0 ..
+ * i1) laid end to end, row bytes a row, bytes in all, to dst (the device
+ * backend's copy into its page-locked ring, cut over the pool's threads:
+ * one thread copies at ~6 GB/s, most of a one-process run's staging). */
+typedef struct {
+  const kio_matrix *mats;
+  int i0, i1;
+  size_t row, bytes;
+  char *dst;
+} gacc_rows_copy;
+void gacc_rows_copy_part(void *arg, int t, int nt);
 
 /* The stable counting sort of a batch's frames by pdf, in two steps around
  * the caller's use of the counts: gacc_sort_count gives count[j + 1] = frames

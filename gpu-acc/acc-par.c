@@ -7,6 +7,7 @@
  * not depend on the number of threads. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "acc-internal.h"
 #include "base/sys/cpu-share.h"
@@ -223,4 +224,16 @@ void gacc_sort_scatter(gacc_sorter *s, gacc_par *p, int32_t n, const int32_t *pd
   sort_arg a = {s, n, pdf, NULL, order};
   if (s->parts == 1) scatter_part(&a, 0, 1);
   else gacc_par_run(p, scatter_part, &a);
+}
+
+void gacc_rows_copy_part(void *arg, int t, int nt) {
+  const gacc_rows_copy *g = arg;
+  size_t lo, hi, pos = 0;
+  gacc_par_range(g->bytes, t, nt, &lo, &hi);
+  for (int i = g->i0; i < g->i1 && pos < hi; i++) {
+    size_t b = g->row * (size_t)g->mats[i].rows, s = lo > pos ? lo : pos;
+    size_t e = hi < pos + b ? hi : pos + b;
+    if (s < e) memcpy(g->dst + s, (const char *)g->mats[i].data + (s - pos), e - s);
+    pos += b;
+  }
 }
