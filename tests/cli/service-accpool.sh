@@ -23,19 +23,11 @@ BIN=$(cd "$TEST_BIN" && pwd) || exit 1
 for p in gmm-acc-stats-ali gmm-est kaldi-gpu-service; do
   [ -x "$BIN/$p" ] || { echo "SKIP: $BIN/$p not built"; exit 77; }
 done
+. "$TOP/tests/cli/lib/emu-service.sh"
 cd "$TOP/tests/data" || exit 1
 tmp=$(mktemp -d /tmp/service-accpool.XXXXXX)
-export KALDI_GPU_TEST_SERVICE_FORCE=1 KALDI_GPU_TEST_NO_SMALL_JOB=1 KALDI_GPU_SERVICE_IDLE=30
-export KALDI_GPU_SERVICE_VERBOSE=1
-unset KALDI_GPU_SERVICE_BIN KALDI_GPU_TEST_SERVICE_DROP KALDI_GPU_TEST_SERVICE_SLOW KALDI_GPU_SERVICE
-stop_service() {  # the services of $tmp, by the pids their logs give
-  local pid
-  for pid in $(sed -n 's/.*Serving jobs on .* (pid \([0-9]*\)).*/\1/p' "$tmp"/svc.*/service-*.log 2>/dev/null); do
-    kill "$pid" 2>/dev/null
-  done
-  sleep 0.3
-}
-trap 'stop_service; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+emu_service_env 1
+trap 'stop_service "$tmp"/svc.*; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 declare -A MDL=([A]=models/mono/final.mdl [B]=$tmp/B.mdl [C]=$tmp/C.mdl [D]=models/tri1/final.mdl)
@@ -140,11 +132,11 @@ done
 mode=cpu bin=$BIN KALDI_GPU_TEST_SERVICE_CPU=1
 export KALDI_GPU_TEST_SERVICE_CPU
 run_mode
-stop_service
+stop_service "$tmp"/svc.*
 unset KALDI_GPU_TEST_SERVICE_CPU
 if [ -x "$EMU_BIN/gmm-acc-stats-ali" ] && [ -x "$EMU_BIN/kaldi-gpu-service" ]; then
   mode=emu bin=$(cd "$EMU_BIN" && pwd)
-  export KALDI_GPU_TEST_GPU_UUIDS=GPU-emu KALDI_GPU_SERVICE_TIMEOUT=20
+  emu_device_env
   run_mode
 else
   echo "service-accpool: the emulated device's part not run ($EMU_BIN not built: make emu)"

@@ -1,6 +1,6 @@
 # Sourced by the cli tests that run jobs through the GPU service started on
-# demand (retry-emu.sh, service-acc.sh, service-emu.sh), mostly on tests/emu's
-# host emulation of CUDA (make emu: $EMU_BIN).
+# demand (retry-emu.sh, service-acc.sh, service-accpool.sh, service-emu.sh),
+# mostly on tests/emu's host emulation of CUDA (make emu: $EMU_BIN).
 
 # emu_need DIR PROG...: SKIP (exit 77) unless every DIR/PROG is built.
 emu_need() {
