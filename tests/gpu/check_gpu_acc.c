@@ -501,8 +501,8 @@ static void rebind_check(const char *backend) {
     ck_assert_int_eq(gacc_get_totals(fresh[k], &l2, &f2), KIO_OK);
     ck_assert(l1 == l2 && f1 == f2 && f1 > 0);
   }
-  kio_tmodel tm2;
-  kio_am_gmm am2;
+  kio_tmodel tm2 = {0};
+  kio_am_gmm am2 = {0};
   ck_assert_int_eq(kio_model_read("models/tri2/final.mdl", &tm2, &am2), KIO_OK);
   ck_assert_int_ne(am2.dim, a.am.dim);
   gacc_unbind(pooled);
