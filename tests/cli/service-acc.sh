@@ -132,15 +132,5 @@ TOOLS=${TOOLS:-$TOP/build/tools}
     ark:kaldi/tri2/ali.ark "ark:$tmp/big.ali" 2>/dev/null &&
   "$BIN/gmm-acc-stats-ali" --use-gpu=no models/tri2/final.mdl "ark:$tmp/big.ark" "ark:$tmp/big.ali" \
     "$tmp/big.ref.acc" 2>/dev/null || { echo "FAIL: the x15 data or its CPU statistics"; exit 1; }
-mode=cpu bin=$BIN KALDI_GPU_TEST_SERVICE_CPU=1
-export KALDI_GPU_TEST_SERVICE_CPU
-run_mode
-unset KALDI_GPU_TEST_SERVICE_CPU
-if [ -x "$EMU_BIN/gmm-acc-stats-ali" ] && [ -x "$EMU_BIN/kaldi-gpu-service" ]; then
-  mode=emu bin=$(cd "$EMU_BIN" && pwd)
-  emu_device_env
-  run_mode
-else
-  echo "service-acc: the emulated device's part not run ($EMU_BIN not built: make emu)"
-fi
+emu_both_backends service-acc
 [ $fails = 0 ] && echo "service-acc: OK" || exit 1

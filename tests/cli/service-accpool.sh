@@ -129,16 +129,5 @@ for m in A B C D; do
   "$BIN/gmm-acc-stats-ali" --use-gpu=no "${MDL[$m]}" ark:feats/delta.ark \
     "ark:${ALI[$m]}" "$tmp/ref.$m.acc" 2>/dev/null || { echo "FAIL: the CPU path's statistics of $m"; exit 1; }
 done
-mode=cpu bin=$BIN KALDI_GPU_TEST_SERVICE_CPU=1
-export KALDI_GPU_TEST_SERVICE_CPU
-run_mode
-stop_service "$tmp"/svc.*
-unset KALDI_GPU_TEST_SERVICE_CPU
-if [ -x "$EMU_BIN/gmm-acc-stats-ali" ] && [ -x "$EMU_BIN/kaldi-gpu-service" ]; then
-  mode=emu bin=$(cd "$EMU_BIN" && pwd)
-  emu_device_env
-  run_mode
-else
-  echo "service-accpool: the emulated device's part not run ($EMU_BIN not built: make emu)"
-fi
+emu_both_backends service-accpool 'stop_service "$tmp"/svc.*'
 [ $fails = 0 ] && echo "service-accpool: OK" || exit 1

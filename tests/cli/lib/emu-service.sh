@@ -51,3 +51,22 @@ emu_msgs() {
   sed -e 1d -e "/:galign_aligner_new()/d" -e "/:make_acc()/d" -e "/:pick_device()/d" \
     -e "/VLOG/d" "$1" | sed 's/^\([A-Z]*\) ([^)]*) /\1 /'
 }
+
+# emu_both_backends NAME [AFTER_CPU]: the caller's run_mode (reading $mode
+# and $bin) on the service's CPU test backend with the programs in $BIN,
+# then AFTER_CPU (a command, e.g. stop_service), then on the emulated
+# device with $EMU_BIN's programs, or a note that that part did not run.
+emu_both_backends() {
+  mode=cpu bin=$BIN
+  export KALDI_GPU_TEST_SERVICE_CPU=1
+  run_mode
+  [ -z "${2:-}" ] || eval "$2"
+  unset KALDI_GPU_TEST_SERVICE_CPU
+  if [ -x "$EMU_BIN/gmm-acc-stats-ali" ] && [ -x "$EMU_BIN/kaldi-gpu-service" ]; then
+    mode=emu bin=$(cd "$EMU_BIN" && pwd)
+    emu_device_env
+    run_mode
+  else
+    echo "$1: the emulated device's part not run ($EMU_BIN not built: make emu)"
+  fi
+}
