@@ -103,6 +103,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.c.o $(BUILD)/tests/lib/test-util.c.o $(TEST_H
 # The aligner's device tests share their fixtures (tests/lib/align-fixture.c).
 $(BUILD)/tests/gpu/check_gpu_align: $(BUILD)/tests/lib/align-fixture.c.o
 $(BUILD)/tests/gpu/check_gpu_align: TEST_EXTRA = $(BUILD)/tests/lib/align-fixture.c.o
+$(BUILD)/tests/gpu/check_gpu_rebind: $(BUILD)/tests/lib/align-fixture.c.o
+$(BUILD)/tests/gpu/check_gpu_rebind: TEST_EXTRA = $(BUILD)/tests/lib/align-fixture.c.o
 # The programs again with the test hooks on, for the command-line tests.
 $(BUILD)/test-bin/%: $(BUILD)/gmmbin-gpu/%.c.o $(TEST_HOOKS) $(LIBS)
 	@mkdir -p $(dir $@)

@@ -68,6 +68,13 @@ void galign_cu_use(kio_gpu_acct *acct, cudaStream_t st);
 #define GALIGN_CU_RESERVE(kind, buf, type, count) \
   do { if (galign_cu_##kind##_reserve(&(buf), sizeof(type) * (size_t)(count)) != KIO_OK) return KIO_ERR; } while (0)
 
+/* The device arrays of the model: kept by a rebound aligner where large
+ * enough (galign_cuda_rebind), else freed and allocated anew. */
+enum {
+  GALIGN_CU_MODEL_W, GALIGN_CU_MODEL_PDF_OFFSET, GALIGN_CU_MODEL_GCONST, GALIGN_CU_MODEL_MI,
+  GALIGN_CU_MODEL_IV, GALIGN_CU_MODEL_GROUPS, GALIGN_CU_MODEL_GRP_START, GALIGN_CU_MODEL_N
+};
+
 /* One utterance of a device batch. Likelihoods of utterance u live at
  * ll[ll_off .. ll_off + num_frames * npu) row-major (frame, compact pdf). */
 typedef struct {
@@ -105,6 +112,7 @@ struct galign_cuda {
   float log_eps;                          /* logf(FLT_EPSILON), host-computed */
   float *d_w;                             /* num_gauss x kpad: [gconst, mi, -0.5 iv, 0..] */
   int32_t *d_pdf_offset;                  /* device copy of h_pdf_offset */
+  size_t model_cap[GALIGN_CU_MODEL_N];    /* bytes of each model array (galign_cu_model_reserve) */
 
   /* exact likelihoods (loglike-exact-cuda.cu): 1 = used, else cuBLAS GEMM */
   int ll_exact;
@@ -192,6 +200,11 @@ int galign_cu_ll_exact_launch(const galign_cuda *c, int64_t ntiles, const int32_
                               const int32_t *tsel, const void *utt, const float *feats,
                               const int32_t *upd, float *ll, int *flags, int *uflags,
                               cudaStream_t st);
+
+/* Model array which (GALIGN_CU_MODEL_*) at *p with room for bytes: the
+ * one there if large enough, else a new one on c's stream charged to c's
+ * account (the old one freed). KIO_ERR (logged). */
+int galign_cu_model_reserve(galign_cuda *c, int which, void **p, size_t bytes);
 
 /* Creates c->blas on first use (KIO_ERR logged on failure). */
 int galign_cu_blas(galign_cuda *c);

@@ -15,6 +15,10 @@ int galign_cuda_new(galign_cuda **c, struct kio_gpu *gpu, galign_use_gpu mode,
   GALIGN_NOCUDA();
 }
 void galign_cuda_free(galign_cuda *c) { (void)c; }
+int galign_cuda_rebind(galign_cuda *c, const galign_gmm *gmm, const galign_opts *o) {
+  (void)c; (void)gmm; (void)o;
+  GALIGN_NOCUDA();
+}
 void galign_cuda_trim(galign_cuda *c) { (void)c; }
 struct kio_gpu_acct *galign_cuda_acct(const galign_cuda *c) { (void)c; return NULL; }
 const char *galign_cuda_device_desc(const galign_cuda *c) { (void)c; return "built without CUDA"; }

@@ -10,7 +10,22 @@
 #include "align-cuda-impl.h"
 #include "base/sys/settings.h"
 
+int galign_cu_model_reserve(galign_cuda *c, int which, void **p, size_t bytes) {
+  if (*p && c->model_cap[which] >= bytes) return KIO_OK;
+  if (*p) kio_gpu_free(*p, c->stream);
+  *p = NULL;
+  c->model_cap[which] = 0;
+  if (kio_gpu_alloc(c->acct, p, bytes, c->stream) != KIO_OK) return KIO_ERR;
+  c->model_cap[which] = bytes;
+  return KIO_OK;
+}
+
+/* The model g on the device (its arrays reused where large enough) and
+ * the host copies the batches read. */
 static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
+  free(c->h_pdf_offset);
+  free(c->h_sel_of);
+  c->h_pdf_offset = c->h_sel_of = NULL;
   c->dim = g->dim;
   c->num_pdfs = g->num_pdfs;
   c->num_gauss = g->num_gauss;
@@ -40,12 +55,17 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   /* On the aligner's stream, from the stream-ordered pool: in the GPU
    * service other jobs' streams keep running meanwhile. */
   cudaStream_t st = c->stream;
-  if (kio_gpu_alloc(c->acct, (void **)&c->d_w, sizeof(float) * wn, st) != KIO_OK) { free(w); return KIO_ERR; }
+  if (galign_cu_model_reserve(c, GALIGN_CU_MODEL_W, (void **)&c->d_w, sizeof(float) * wn) != KIO_OK) {
+    free(w);
+    return KIO_ERR;
+  }
   cudaError_t e = cudaMemcpyAsync(c->d_w, w, sizeof(float) * wn, cudaMemcpyHostToDevice, st);
   if (e == cudaSuccess) e = kio_cuda_stream_wait(st);
   free(w);
   KIO_CUDA_TRY(e);
-  if (kio_gpu_alloc(c->acct, (void **)&c->d_pdf_offset, sizeof(int32_t) * np1, st) != KIO_OK) return KIO_ERR;
+  if (galign_cu_model_reserve(c, GALIGN_CU_MODEL_PDF_OFFSET, (void **)&c->d_pdf_offset,
+                              sizeof(int32_t) * np1) != KIO_OK)
+    return KIO_ERR;
   KIO_CUDA_TRY(cudaMemcpyAsync(c->d_pdf_offset, c->h_pdf_offset, sizeof(int32_t) * np1,
                                cudaMemcpyHostToDevice, st));
   /* the flat model as is, for the exact kernel */
@@ -55,9 +75,12 @@ static int galign_cuda_upload_model(galign_cuda *c, const galign_gmm *g) {
   c->dgmm.num_gauss = g->num_gauss;
   c->dgmm.blas_prof = g->blas_prof;
   c->dgmm.pdf_offset = c->d_pdf_offset;
-  if (kio_gpu_alloc(c->acct, (void **)&c->dgmm.gconst, sizeof(float) * ng, st) != KIO_OK ||
-      kio_gpu_alloc(c->acct, (void **)&c->dgmm.means_invvars, sizeof(float) * nd, st) != KIO_OK ||
-      kio_gpu_alloc(c->acct, (void **)&c->dgmm.inv_vars, sizeof(float) * nd, st) != KIO_OK)
+  if (galign_cu_model_reserve(c, GALIGN_CU_MODEL_GCONST, (void **)&c->dgmm.gconst,
+                              sizeof(float) * ng) != KIO_OK ||
+      galign_cu_model_reserve(c, GALIGN_CU_MODEL_MI, (void **)&c->dgmm.means_invvars,
+                              sizeof(float) * nd) != KIO_OK ||
+      galign_cu_model_reserve(c, GALIGN_CU_MODEL_IV, (void **)&c->dgmm.inv_vars,
+                              sizeof(float) * nd) != KIO_OK)
     return KIO_ERR;
   if (g->num_gauss > 0) {
     KIO_CUDA_TRY(cudaMemcpyAsync(c->dgmm.gconst, g->gconst, sizeof(float) * ng,
@@ -149,6 +172,34 @@ extern "C" int galign_cuda_new(galign_cuda **out, kio_gpu *gpu, galign_use_gpu m
   KIO_VLOG(1, "CUDA aligner on %s: %d pdfs, %d Gaussians, dim %d", c->desc,
            (int)c->num_pdfs, (int)c->num_gauss, (int)c->dim);
   *out = c;
+  return KIO_OK;
+}
+
+extern "C" int galign_cuda_rebind(galign_cuda *c, const galign_gmm *gmm, const galign_opts *o) {
+  if (!gmm || gmm->dim <= 0 || gmm->num_pdfs <= 0) {
+    KIO_ERROR("Empty acoustic model given to the CUDA aligner");
+    return KIO_ERR;
+  }
+  if (kio_gpu_bind(c->gpu) != KIO_OK) return KIO_ERR;
+  galign_cu_use(c->acct, c->stream);
+  /* nothing of the last model's batches may still read the arrays */
+  galign_cu_retry_wait(c, NULL);
+  KIO_CUDA_TRY(kio_cuda_stream_wait(c->stream));
+  if (o) c->opts = *o; else galign_opts_default(&c->opts);
+  c->sub_bytes = 0;
+  c->ndf = 0;
+  c->df_base = NULL;
+  /* the model first, whatever the budget (as a new aligner's); then the
+   * budget a new one has (the GPU service sets its own per batch) */
+  kio_gpu_acct_set_limit(c->acct, SIZE_MAX / 2);
+  if (galign_cuda_upload_model(c, gmm) != KIO_OK) return KIO_ERR;
+  kio_gpu_acct_set_limit(c->acct, kio_gpu_share(c->gpu, KIO_GPU_PART_ALIGN));
+  /* what the account holds besides the batch buffers: the model's arrays
+   * (as large as the largest model bound so far) and the flag */
+  size_t live = kio_gpu_acct_live(c->acct), held = galign_cu_batch_held(c);
+  c->model_bytes = live > held ? live - held : 0;
+  KIO_VLOG(1, "CUDA aligner on %s rebound: %d pdfs, %d Gaussians, dim %d", c->desc,
+           (int)c->num_pdfs, (int)c->num_gauss, (int)c->dim);
   return KIO_OK;
 }
 

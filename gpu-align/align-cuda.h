@@ -29,6 +29,13 @@ int galign_cuda_new(galign_cuda **c, struct kio_gpu *gpu, galign_use_gpu mode,
                     const galign_gmm *gmm, const galign_opts *o);
 /* Accepts NULL. */
 void galign_cuda_free(galign_cuda *c);
+/* The GPU service's pooled aligner: c aligns with model gmm (any
+ * dimension) and options o from now on, as a new one would. Its stream,
+ * events, pinned staging ring, decoder state and host retry threads (for
+ * the same retry beam and acoustic scale) are kept, the model's device
+ * arrays reused where large enough; registered device features are
+ * cleared. On failure (logged) c must be freed. */
+int galign_cuda_rebind(galign_cuda *c, const galign_gmm *gmm, const galign_opts *o);
 /* Frees the per-batch device buffers (they are grown again by the next
  * batch): the GPU service calls it after each batch, so that a job holds
  * device memory only while its batch runs. */

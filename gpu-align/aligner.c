@@ -102,15 +102,47 @@ kio_gpu_acct *galign_aligner_acct(const galign_aligner *a) {
   return a && a->cuda ? galign_cuda_acct(a->cuda) : NULL;
 }
 
-void galign_aligner_trim(galign_aligner *a) {
-  if (!a || !a->cuda) return;
-  galign_cuda_trim(a->cuda);
-  /* long utterances' chunk buffers too: they are grown again when needed */
+/* The chunk buffers of long utterances (device likelihoods; they read the
+ * model's device arrays), grown again when needed. */
+static void chunks_free(galign_aligner *a) {
   for (int i = 0; i < GALIGN_MAX_THREADS; i++) {
     galign_cuda_chunks_free(a->chunks[i]);
     a->chunks[i] = NULL;
   }
 }
+
+void galign_aligner_trim(galign_aligner *a) {
+  if (!a || !a->cuda) return;
+  galign_cuda_trim(a->cuda);
+  chunks_free(a);  /* long utterances' chunk buffers too */
+}
+int galign_rebind(galign_aligner *a, const kio_tmodel *tm, const kio_am_gmm *am,
+                  const galign_opts *o) {
+  (void)tm;
+  if (!a || a->remote) {
+    KIO_ERROR("Only an aligner of its own backend can be rebound to another model");
+    return KIO_ERR;
+  }
+  galign_gmm g;
+  if (galign_gmm_init(&g, am) != KIO_OK) return KIO_ERR;
+  chunks_free(a);
+  if (a->cuda && galign_cuda_rebind(a->cuda, &g, o) != KIO_OK) {
+    galign_gmm_free(&g);
+    return KIO_ERR;
+  }
+  galign_gmm_free(&a->gmm);
+  a->gmm = g;
+  a->opts = *o;
+  return KIO_OK;
+}
+
+void galign_unbind(galign_aligner *a) {
+  if (!a || a->remote) return;
+  chunks_free(a);
+  galign_gmm_free(&a->gmm);
+  memset(&a->gmm, 0, sizeof a->gmm);
+}
+
 int galign_aligner_is_remote(const galign_aligner *a) { return a && a->remote; }
 galign_remote *galign_aligner_remote(const galign_aligner *a) { return a ? a->remote : NULL; }
 

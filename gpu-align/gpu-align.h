@@ -112,6 +112,18 @@ int galign_aligner_is_gpu(const galign_aligner *a);
  * the rest, with a LOG line. */
 int galign_aligner_is_remote(const galign_aligner *a);
 void galign_aligner_free(galign_aligner *a);
+/* The GPU service's pooled aligners (our own backend only, never one that
+ * hands its batches to the service): galign_unbind, when a goes idle, drops
+ * its copy of the model (host memory; its device arrays stay, to be reused);
+ * galign_rebind makes a align with model am (any dimension) and options o
+ * as a new aligner of its backend would, bit for bit, keeping its stream,
+ * pinned buffers, device workspaces, decoder state, host threads and CPU
+ * workspaces; the model's device arrays are uploaded anew, regrown where
+ * too small. tm is not kept (graphs carry the transition probabilities).
+ * KIO_ERR (logged): a must be freed. */
+int galign_rebind(galign_aligner *a, const kio_tmodel *tm, const kio_am_gmm *am,
+                  const galign_opts *o);
+void galign_unbind(galign_aligner *a);
 /* Our own device backend's account of device memory (NULL: none), and its
  * per-batch buffers freed (the GPU service, between batches and jobs). */
 struct kio_gpu_acct *galign_aligner_acct(const galign_aligner *a);

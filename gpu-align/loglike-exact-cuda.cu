@@ -409,11 +409,11 @@ int galign_cu_ll_exact_upload(galign_cuda *c, const galign_gmm *g) {
   }
   cudaError_t e = cudaSuccess;
   int alloc_ok =  /* kio_gpu_alloc logs its own ERROR */
-      kio_gpu_alloc(c->acct, (void **)&c->d_groups,
-                    sizeof(float) * (size_t)(ngroups > 0 ? ngroups : 1) * gf,
-                    c->stream) == KIO_OK &&
-      kio_gpu_alloc(c->acct, (void **)&c->d_grp_start,
-                    sizeof(int32_t) * ((size_t)g->num_pdfs + 1), c->stream) == KIO_OK;
+      galign_cu_model_reserve(c, GALIGN_CU_MODEL_GROUPS, (void **)&c->d_groups,
+                              sizeof(float) * (size_t)(ngroups > 0 ? ngroups : 1) * gf) ==
+          KIO_OK &&
+      galign_cu_model_reserve(c, GALIGN_CU_MODEL_GRP_START, (void **)&c->d_grp_start,
+                              sizeof(int32_t) * ((size_t)g->num_pdfs + 1)) == KIO_OK;
   if (alloc_ok) {
     e = cudaMemcpyAsync(c->d_groups, h, sizeof(float) * (size_t)ngroups * gf,
                         cudaMemcpyHostToDevice, c->stream);

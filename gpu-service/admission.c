@@ -241,9 +241,15 @@ static size_t want_of(int k, kio_gpu_part part) {
                        part == KIO_GPU_PART_ACC);
 }
 
-static int (*on_pressure)(int k);
+/* What the service keeps idle, freed in this order under pressure. */
+enum { MAX_PRESSURE = 4 };
+typedef struct { int (*fn)(int k); const char *what; } pressure_fn;
+static pressure_fn on_pressure[MAX_PRESSURE];
+static int n_pressure;  /* registered before the first connection */
 
-void gsvc_mem_on_pressure(int (*fn)(int k)) { on_pressure = fn; }
+void gsvc_mem_on_pressure(int (*fn)(int k), const char *what) {
+  if (n_pressure < MAX_PRESSURE) on_pressure[n_pressure++] = (pressure_fn){fn, what};
+}
 
 /* want fits beside the grants and what is held on pool p now */
 static int fits_now(gsvc_mem_pool *p, size_t want) {
@@ -259,10 +265,10 @@ static void begin(int k, kio_gpu_acct *acct, kio_gpu_part part) {
   *t_g = 0;
   if (!acct || k < 0 || k >= MAX_DEV || !dm[k].pool) return;
   size_t want = want_of(k, part);
-  if (on_pressure && !fits_now(dm[k].pool, want)) {
-    int n = on_pressure(k);
-    if (n) KIO_LOG("Device %d: memory short for a batch; %d idle accumulator(s) freed",
-                    kio_gpu_device(dm[k].gpu), n);
+  for (int i = 0; i < n_pressure && !fits_now(dm[k].pool, want); i++) {
+    int n = on_pressure[i].fn(k);
+    if (n) KIO_LOG("Device %d: memory short for a batch; %d idle %s freed",
+                    kio_gpu_device(dm[k].gpu), n, on_pressure[i].what);
   }
   *t_g = gsvc_mem_pool_admit(dm[k].pool, want, want / 8);
   size_t base = kio_gpu_acct_live(acct);

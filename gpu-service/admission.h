@@ -58,10 +58,12 @@ void gsvc_mem_begin_acc(int k, struct gacc_acc *a);
 int gsvc_mem_fits_align(int k, struct galign_aligner *a);
 void gsvc_mem_end_acc(int k, struct gacc_acc *a);
 /* fn(k) frees what the service keeps idle on device k (its pooled
- * accumulators) and returns how many it freed: called before a batch that
- * does not fit beside the running ones and what is held, so that idle
- * state is the first thing to go under memory pressure. */
-void gsvc_mem_on_pressure(int (*fn)(int k));
+ * aligners, its pooled accumulators: what, as in "accumulator(s)") and
+ * returns how many it freed: called before a batch that does not fit
+ * beside the running ones and what is held, so that idle state is the
+ * first thing to go under memory pressure; the functions registered
+ * (at most 4) in their order, until the batch fits. */
+void gsvc_mem_on_pressure(int (*fn)(int k), const char *what);
 /* From the service's loop: trims the pools of devices idle for 5 s. */
 void gsvc_mem_idle(void);
 

@@ -31,6 +31,7 @@
 #include "device/cuda-util.h"
 #include "gpu-service/admission.h"
 #include "gpu-service/svc-acc.h"
+#include "gpu-service/svc-align.h"
 #include "gpu-service/svc-fused.h"
 #include "gpu-service/svc-reader.h"
 #include "base/sys/log.h"
@@ -40,14 +41,6 @@
 #include "gpu-align/align-remote.h"
 #include "gpu-align/gpu-align.h"
 #include "base/sys/settings.h"
-
-/* An idle aligner, kept for the next job with the same model and options. */
-typedef struct pooled {
-  struct pooled *next;
-  int dev;
-  galign_opts opts;
-  galign_aligner *aligner;
-} pooled;
 
 /* A model, by its exact bytes (a job's model file, or a pipe such as
  * gmm-boost-silence's output, serialised by the job). */
@@ -59,8 +52,8 @@ typedef struct model_entry {
   kio_am_gmm am;
   int refs;           /* connections using it */
   double last_used;
-  pooled *idle;
-  uint64_t id;        /* unique in the service: what a pooled accumulator holds */
+  uint64_t id;        /* unique in the service: what a pooled aligner or
+                         accumulator last held */
 } model_entry;
 
 enum { MAX_DEV = 16 };
@@ -165,12 +158,6 @@ static void on_signal(int sig) {
 /* ---------------- models and pools ---------------- */
 
 static void entry_free(model_entry *e) {
-  while (e->idle) {
-    pooled *p = e->idle;
-    e->idle = p->next;
-    galign_aligner_free(p->aligner);
-    free(p);
-  }
   kio_tmodel_free(&e->tm);
   kio_am_gmm_free(&e->am);
   free(e->bytes);
@@ -227,9 +214,12 @@ static void model_put(model_entry *e) {
   pthread_mutex_unlock(&g.mu);
 }
 
-/* Frees models and accumulators unused for idle_s (negative: all). */
+/* Frees models, aligners and accumulators unused for idle_s (negative:
+ * all). */
 static void evict(double idle_s) {
-  int n = gsvc_acc_shed(-1, idle_s);
+  int n = gsvc_align_shed(-1, idle_s);
+  if (n && g.verbose) KIO_LOG("%d idle aligner(s) freed", n);
+  n = gsvc_acc_shed(-1, idle_s);
   if (n && g.verbose) KIO_LOG("%d idle accumulator(s) freed", n);
   pthread_mutex_lock(&g.mu);
   double t = kio_now_s();
@@ -242,40 +232,6 @@ static void evict(double idle_s) {
       pp = &e->next;
     }
   }
-  pthread_mutex_unlock(&g.mu);
-}
-
-static int same_opts(const galign_opts *a, const galign_opts *b) {
-  return a->beam == b->beam && a->retry_beam == b->retry_beam &&
-         a->transition_scale == b->transition_scale &&
-         a->self_loop_scale == b->self_loop_scale && a->acoustic_scale == b->acoustic_scale &&
-         a->careful == b->careful;
-}
-
-static galign_aligner *pool_take(model_entry *e, const galign_opts *o, int dev) {
-  pthread_mutex_lock(&g.mu);
-  galign_aligner *a = NULL;
-  for (pooled **pp = &e->idle; *pp; pp = &(*pp)->next)
-    if ((*pp)->dev == dev && same_opts(&(*pp)->opts, o)) {
-      pooled *p = *pp;
-      *pp = p->next;
-      a = p->aligner;
-      free(p);
-      break;
-    }
-  pthread_mutex_unlock(&g.mu);
-  return a;
-}
-
-static void pool_put(model_entry *e, const galign_opts *o, int dev, galign_aligner *a) {
-  pooled *p = malloc(sizeof *p);
-  if (!p) { galign_aligner_free(a); return; }
-  p->dev = dev;
-  p->opts = *o;
-  p->aligner = a;
-  pthread_mutex_lock(&g.mu);
-  p->next = e->idle;
-  e->idle = p;
   pthread_mutex_unlock(&g.mu);
 }
 
@@ -320,31 +276,22 @@ static void fused_end(gsvc_fused *f, int d) {
 /* The alignment requests of a connection, until it closes. */
 static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *o, int d) {
   kio_svc *s = c->s;
+  char why[200] = "";
   double t_new = kio_now_s();
-  galign_aligner *a = pool_take(e, o, d);
-  const int pooled_one = a != NULL;
-  if (!a) {
-    kio_log_deferred *lines = NULL;
-    char why[200] = "";
-    kio_log_defer(&lines);
-    int rc = galign_aligner_new(&a, g.use_cpu ? GALIGN_GPU_NO : GALIGN_GPU_YES, &e->tm, &e->am, o);
-    kio_log_defer(NULL);
-    if (rc != KIO_OK) kio_log_deferred_each(lines, gsvc_join_line, why);
-    kio_log_discard(&lines);
-    if (rc != KIO_OK) {
-      check_device();
-      send_ready(s, m, KIO_ERR, why[0] ? why : "cannot set up the aligner");
-      return;
-    }
-  }
+  int kind = GSVC_ALIGN_NEW;
+  galign_aligner *a = gsvc_align_get(d, e->id, &e->tm, &e->am, o, g.use_cpu, &kind, why);
   t_new = kio_now_s() - t_new;
-  gsvc_mem_job_align(a);
+  if (!a) {
+    check_device();
+    send_ready(s, m, KIO_ERR, why);
+    return;
+  }
   galign_serve *sv = galign_serve_new();
   int ok = sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK;
   c->busy = 0;
   if (!ok) {
     galign_serve_free(sv);
-    galign_aligner_free(a);
+    gsvc_align_end(d, e->id, o, a, 0, 0);
     return;
   }
   kio_svc_set_timeouts(s, -1, g.stall_s);
@@ -372,8 +319,9 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     double t1 = kio_now_s();
     if (type != KIO_SVC_ALIGN) fused_end(&f, d);  /* statistics cover every request before */
     if (type == KIO_SVC_FUSE) {
-      char why[200] = "";
-      int frc = f.acc ? KIO_ERR : gsvc_fuse(&f, &e->tm, &e->am, g.use_cpu, why, sizeof why);
+      why[0] = '\0';
+      int frc = f.acc ? KIO_ERR
+                      : gsvc_fuse(&f, d, e->id, &e->tm, &e->am, g.use_cpu, why, sizeof why);
       gsvc_reader_answering(rdr);
       int src = send_ready(s, m, frc, frc == KIO_OK ? g.dev_desc[d] : why[0] ? why : "fused already");
       if (c->busy > 0) c->busy--;
@@ -432,20 +380,21 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     cur ^= 1;
   }
   double t_end = kio_now_s();
-  gsvc_fused_free(&f, d);
+  const int fused = f.acc != NULL;
+  gsvc_fused_free(&f, d, g.broken, g.verbose);
   f.t_wait += kio_now_s() - t_end;
   int most = rdr ? gsvc_reader_most(rdr) : 0;
   gsvc_reader_stop(rdr);
   if (g.verbose)
-    KIO_LOG("align connection (device %d): %.3f s setting up (%s aligner), %d requests "
+    KIO_LOG("align connection (device %d): %.3f s setting up (%s), %d requests "
             "(up to %d in flight), %.3f s aligning, %.3f s connected; %d accumulated here, "
-            "%.3f s waiting for them", d, t_new, pooled_one ? "pooled" : "new", served, most,
-            busy, kio_now_s() - t0, f.started, f.t_wait);
+            "%.3f s waiting for them%s%s%s", d, t_new, gsvc_align_kind_name(kind), served, most,
+            busy, kio_now_s() - t0, f.started, f.t_wait, fused ? " (" : "",
+            fused ? gsvc_acc_kind_name(f.kind) : "", fused ? ")" : "");
   galign_serve_free(sv2);
   galign_serve_free(sv);
   /* an aligner keeps no state between batches; one that failed is not trusted */
-  if (failed || g.broken) galign_aligner_free(a);
-  else pool_put(e, o, d, a);
+  gsvc_align_end(d, e->id, o, a, failed || g.broken, g.verbose);
 }
 
 /* The accumulation requests of a connection: one job's statistics, on an
@@ -703,7 +652,9 @@ int gsvc_serve(const gsvc_config *cfg) {
   g.break_after = cfg->break_after;
   g.stop_after = cfg->stop_after;
   g.slow_s = cfg->slow_s;
-  gsvc_mem_on_pressure(gsvc_acc_on_pressure);
+  /* idle aligners first: a new one costs more than a new accumulator */
+  gsvc_mem_on_pressure(gsvc_align_on_pressure, "aligner(s)");
+  gsvc_mem_on_pressure(gsvc_acc_on_pressure, "accumulator(s)");
   /* Jobs may connect already; they wait for READY while the devices start. */
   if (cfg->refuse) {
     g.device_ok = 0;

@@ -162,11 +162,15 @@ int gsvc_acc_idle_count(int dev) {
   return n;
 }
 
+const char *gsvc_acc_kind_name(int kind) {
+  return kind == GSVC_ACC_REBOUND  ? "pooled accumulator, rebound to a new model"
+         : kind == GSVC_ACC_POOLED ? "pooled accumulator"
+                                   : "new accumulator";
+}
+
 void gsvc_acc_log(int dev, int requests, int shm, double setup, double busy, double connected,
                   const gacc_acc *a, int kind, const gacc_timing *t0) {
-  const char *what = kind == GSVC_ACC_REBOUND ? "pooled accumulator, rebound to a new model"
-                     : kind == GSVC_ACC_POOLED ? "pooled accumulator"
-                                               : "new accumulator";
+  const char *what = gsvc_acc_kind_name(kind);
   KIO_LOG("acc connection (device %d): %d requests (%d through shared memory), %.3f s setting "
           "up (%s), %.3f s accumulating, %.3f s connected", dev, requests, shm, setup, what,
           busy, connected);

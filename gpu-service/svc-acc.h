@@ -47,6 +47,10 @@ int gsvc_acc_on_pressure(int dev);
 /* Idle accumulators of device dev (-1: all). */
 int gsvc_acc_idle_count(int dev);
 
+/* "new accumulator", "pooled accumulator", "pooled accumulator, rebound
+ * to a new model": the LOG lines' words for kind. */
+const char *gsvc_acc_kind_name(int kind);
+
 /* The connection's LOG lines (KALDI_GPU_SERVICE_VERBOSE): requests, seconds
  * setting up (kind: GSVC_ACC_*), accumulating and connected; at verbosity 2
  * (shm: requests whose features came through shared memory) the

@@ -7,6 +7,7 @@
 
 #include "base/sys/log.h"
 #include "gpu-service/admission.h"
+#include "gpu-service/svc-acc.h"
 
 void gsvc_join_line(void *user, int level, const char *func, const char *file, int line,
                     const char *msg) {
@@ -16,26 +17,22 @@ void gsvc_join_line(void *user, int level, const char *func, const char *file, i
   snprintf(buf + n, 200 - n, "%s%s", n ? "; " : "", msg);
 }
 
-int gsvc_fuse(gsvc_fused *f, const kio_tmodel *tm, const kio_am_gmm *am, int use_cpu, char *why,
-              size_t why_len) {
-  kio_log_deferred *lines = NULL;
+int gsvc_fuse(gsvc_fused *f, int d, uint64_t model, const kio_tmodel *tm, const kio_am_gmm *am,
+              int use_cpu, char *why, size_t why_len) {
   char text[200] = "";
-  kio_log_defer(&lines);
-  int rc = gacc_new(&f->acc, use_cpu ? "cpu" : "gpu", tm, am);
-  kio_log_defer(NULL);
-  if (rc != KIO_OK) kio_log_deferred_each(lines, gsvc_join_line, text);
-  kio_log_discard(&lines);
-  if (rc != KIO_OK) {
-    snprintf(why, why_len, "%s", text[0] ? text : "cannot set up the accumulator");
+  f->acc = gsvc_acc_get(d, model, tm, am, use_cpu, &f->kind, text);
+  if (!f->acc) {
+    snprintf(why, why_len, "%s", text);
     return KIO_ERR;
   }
+  f->model = model;
+  f->failed = 0;
   if (!(f->sv = gacc_serve_new())) {
-    gacc_free(f->acc);
+    gsvc_acc_end(d, model, f->acc, 0, 0);
     f->acc = NULL;
     snprintf(why, why_len, "out of memory");
     return KIO_ERR;
   }
-  gsvc_mem_job_acc(f->acc);
   return KIO_OK;
 }
 
@@ -44,6 +41,7 @@ int gsvc_fused_end(gsvc_fused *f, int d) {
   double t0 = kio_now_s();
   int rc = gacc_serve_fused_end(f->sv, f->acc);
   f->t_wait += kio_now_s() - t0;
+  if (rc != KIO_OK) f->failed = 1;
   if (f->admitted) gsvc_mem_end_acc(d, f->acc);
   f->admitted = 0;
   return rc;
@@ -82,9 +80,9 @@ void gsvc_fused_start(gsvc_fused *f, galign_serve *sv, int d, uint8_t **buf, siz
   free(ali);
 }
 
-void gsvc_fused_free(gsvc_fused *f, int d) {
+void gsvc_fused_free(gsvc_fused *f, int d, int drop, int verbose) {
   gsvc_fused_end(f, d);
   gacc_serve_free(f->sv);
-  gacc_free(f->acc);
+  gsvc_acc_end(d, f->model, f->acc, drop || f->failed, verbose);
   free(f->held);
 }

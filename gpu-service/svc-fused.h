@@ -21,7 +21,10 @@ extern "C" {
 #endif
 
 typedef struct {
-  gacc_acc *acc;     /* NULL: not fused */
+  gacc_acc *acc;     /* NULL: not fused; else from svc-acc's pool */
+  uint64_t model;    /* the connection's model entry (svc-acc.h) */
+  int kind;          /* how it came: GSVC_ACC_* */
+  int failed;        /* an accumulation failed: the accumulator is not kept */
   gacc_serve *sv;
   uint8_t *held;     /* the payload an accumulation reads (swapped out of the
                         request, whose slot gets the one held before) */
@@ -36,10 +39,11 @@ typedef struct {
 void gsvc_join_line(void *user, int level, const char *func, const char *file, int line,
                     const char *msg);
 
-/* The connection's accumulator (on the CPU backend: use_cpu). KIO_ERR with
- * why. */
-int gsvc_fuse(gsvc_fused *f, const kio_tmodel *tm, const kio_am_gmm *am, int use_cpu, char *why,
-              size_t why_len);
+/* The connection's accumulator, from device d's pool of idle ones
+ * (gsvc_acc_get: rebound to model, the entry's number, of parsed tm and
+ * am) or new (on the CPU backend: use_cpu). KIO_ERR with why. */
+int gsvc_fuse(gsvc_fused *f, int d, uint64_t model, const kio_tmodel *tm, const kio_am_gmm *am,
+              int use_cpu, char *why, size_t why_len);
 /* The running accumulation ends on device d (its outcome kept for the next
  * reply, its grant given back). KIO_ERR if an accumulation failed. */
 int gsvc_fused_end(gsvc_fused *f, int d);
@@ -48,7 +52,10 @@ int gsvc_fused_end(gsvc_fused *f, int d);
  * exchanged for the payload kept before). sv must not parse another request
  * until then. */
 void gsvc_fused_start(gsvc_fused *f, galign_serve *sv, int d, uint8_t **buf, size_t *cap);
-void gsvc_fused_free(gsvc_fused *f, int d);
+/* The connection's end: the accumulation ended, the accumulator back in
+ * the pool (gsvc_acc_end; freed instead if an accumulation failed or
+ * drop: a broken context), verbose: its LOG line. */
+void gsvc_fused_free(gsvc_fused *f, int d, int drop, int verbose);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
 # and runs it: exercises the CUDA path's logic (batching, packing, offsets,
 # kernels, regrowth, results) on a machine without a GPU. Not part of
 # `make test`. Usage: tests/emu/run.sh [BUILD_DIR] (default build-emu);
-# EMU_SUITES="align acc feats featalign" (default: all four).
+# EMU_SUITES="align rebind acc feats featalign" (default: all five).
 set -e
 cd "$(dirname "$0")/../.."
 # The fixtures' rounding, as tests/run-tests.sh sets it (the suites choose
@@ -25,8 +25,8 @@ g++ $XF -c tests/emu/cuda-emu.cc -o "$B/cuda-emu.o"
 for f in $HOST_CC; do
   g++ -std=c++17 -I. -O2 -g -c "$f" -o "$B/$(echo "$f" | tr / _).o"
 done
-suites=${EMU_SUITES:-align acc feats featalign}  # which suites to build and run
-case " $suites " in *" align "*|*" featalign "*)
+suites=${EMU_SUITES:-align rebind acc feats featalign}  # which suites to build and run
+case " $suites " in *" align "*|*" rebind "*|*" featalign "*)
 objs=""
 for f in $HOST_C gpu-feats/*.c gpu-align/*.c; do
   o="$B/$(echo "$f" | tr / _).o"
@@ -49,6 +49,17 @@ g++ -o "$B/check_gpu_align" $objs "$B/tests_lib_test-util.c.o" "$B/tests_lib_ali
   "$B/tests_gpu_check_gpu_align.c.o" \
   "$B/cuda-emu.o" $EMU_LIBS
 (cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_align")
+;; esac
+
+# The GPU service's pooled aligner rebound to other models and options
+# (tests/gpu/check_gpu_rebind), both backends.
+case " $suites " in *" rebind "*)
+for f in tests/lib/test-util.c tests/lib/align-fixture.c tests/gpu/check_gpu_rebind.c; do
+  gcc $CF -c "$f" -o "$B/$(echo "$f" | tr / _).o"
+done
+g++ -o "$B/check_gpu_rebind" $objs "$B/tests_lib_test-util.c.o" "$B/tests_lib_align-fixture.c.o" \
+  "$B/tests_gpu_check_gpu_rebind.c.o" "$B/cuda-emu.o" $EMU_LIBS
+(cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_rebind")
 ;; esac
 
 # gmm-align-compiled on the emulated device with the feature chain on the
