@@ -133,8 +133,11 @@ END_TEST
 START_TEST(gpu_rebind_equals_fresh) { rebind_check(GALIGN_GPU_YES, 0); }
 END_TEST
 
-/* The same on 4 utterances of each set: for valgrind on the emulated
- * device (the whole sets take hours there). */
+/* The same on 4 utterances of each set: for valgrind (the whole sets take
+ * hours there on the emulated device). */
+START_TEST(cpu_rebind_quick) { rebind_check(GALIGN_GPU_NO, 4); }
+END_TEST
+
 START_TEST(gpu_rebind_quick) { rebind_check(GALIGN_GPU_YES, 4); }
 END_TEST
 
@@ -159,7 +162,7 @@ END_TEST
 
 static Suite *rebind_suite(void) {
   Suite *s = suite_create("gpu_rebind");
-  /* cases apart: CK_RUN_CASE=cpu or quick under valgrind */
+  /* cases apart: CK_RUN_CASE=quick under valgrind */
   TCase *t = tcase_create("cpu");
   tcase_set_timeout(t, 600);
   tcase_add_test(t, cpu_rebind_equals_fresh);
@@ -170,6 +173,7 @@ static Suite *rebind_suite(void) {
   suite_add_tcase(s, t);
   t = tcase_create("quick");
   tcase_set_timeout(t, 600);
+  tcase_add_test(t, cpu_rebind_quick);
   tcase_add_test(t, gpu_rebind_quick);
   tcase_add_test(t, unbind_then_free);
   suite_add_tcase(s, t);
