@@ -135,6 +135,14 @@ extern "C" {
     "Threads of the device accumulator's per-frame host work and of gmm-acc-mllt's "       \
     "statistics (default: this job's share of the cores, at most 16, less those of the "   \
     "process's other accumulators); the same bits whatever the number")                    \
+  X(DEV_TRAIN_ACC_STREAMS, "KALDI_GPU_DEV_TRAIN_ACC_STREAMS", NULL, DEV,                   \
+    "gmm-train-gpu on the GPU: device accumulators (a stream and host threads each) that " \
+    "accumulate the jobs side by side, 1 to 16 (default 4; 1: the jobs one after the "     \
+    "other on one accumulator); each job's statistics the same bits whatever the number")  \
+  X(DEV_TRAIN_WRITER_NICE, "KALDI_GPU_DEV_TRAIN_WRITER_NICE", NULL, DEV,                   \
+    "gmm-train-gpu: niceness added to the fsts.JOB.gz writers (thread and gzip), 0 to 19 " \
+    "(default 10: the graph compilation first, the writers in the cycles it leaves; 0: "   \
+    "as the compilation)")                                                                 \
   X(DEV_BLAS_CACHE, "KALDI_GPU_DEV_BLAS_CACHE", NULL, DEV,                               \
     "0: find the Kaldi's OpenBLAS core anew in every process (two short child processes) " \
     "instead of the answer kept in the private directory for the same program, library "  \
