@@ -36,9 +36,9 @@ int main(int argc, char **argv) {
   trn_cfg_default(&c);
   char *lang = str(""), *sdata = str(""), *feats = str(""), *mllt_feats = str(""),
        *text = str(""), *ali_in = str(""), *realign = str("10 20 30"), *mllt = str(""),
-       *hook = str(""), *sil = str(""), *use_gpu = str("optional");
+       *hook = str(""), *sil = str(""), *use_gpu = str("optional"), *start_after = str("");
   int32_t nj = 1, start_iter = 1, num_iters = 35, max_inc = 25, start_gauss = 0, inc_gauss = 0,
-          threads = 0, replicate = 1;
+          threads = 0, replicate = 1, start_after_pid = 0;
   int32_t stoch_seed = 777;
   double stoch_batch = 0.0, stoch_passes = 0.0, stoch_memory = 1.0;
   char *stoch_level = str("speaker");
@@ -98,6 +98,12 @@ int main(int argc, char **argv) {
                   "Stochastic mode: fraction of the data whose statistics are merged");
   kio_opts_string(po, "stochastic-level", &stoch_level, "Stochastic mode: speaker|utterance");
   kio_opts_int(po, "stochastic-seed", &stoch_seed, "Stochastic mode: random seed");
+  kio_opts_string(po, "start-after", &start_after,
+                  "Read the features and start the device, then wait until this file exists "
+                  "(the script's stages before the loop): 'go' in it trains, anything else "
+                  "stops without training (exit 0); \"\": start at once");
+  kio_opts_int(po, "start-after-pid", &start_after_pid,
+               "With --start-after: fail if this process ends before the file appears");
   kio_opts_int(po, "dev-replicate", &replicate, "Developers: each utterance N times");
   kio_program_args(po, argc, argv, 1, 1);
   if (galign_parse_use_gpu(use_gpu, &c.use_gpu) != KIO_OK) {
@@ -148,9 +154,12 @@ int main(int argc, char **argv) {
   c.stoch_speaker = !strcmp(stoch_level, "speaker");
   c.stoch_seed = (uint64_t)(uint32_t)stoch_seed;
   c.replicate = replicate;
+  c.start_after = start_after;
+  c.start_after_pid = start_after_pid;
   if (trn_run(&c) != KIO_OK) kio_fatal_exit();
   kio_opts_free(po);
   free(lang); free(sdata); free(feats); free(mllt_feats); free(text); free(ali_in);
   free(realign); free(mllt); free(hook); free(sil); free(use_gpu); free(stoch_level);
+  free(start_after);
   return 0;
 }

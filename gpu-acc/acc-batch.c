@@ -40,6 +40,13 @@ static gacc_par *par_of(gacc_acc *a) {
   return a->par;
 }
 
+void gacc_set_host_threads(gacc_acc *a, int n) {
+  if (!a || a->par_made) return;
+  a->par_made = 1;
+  a->par = n > 1 ? gacc_par_new(n) : NULL;
+  if (a->cuda) gacc_cuda_set_par(a->cuda, a->par);
+}
+
 /* Parts to cut n frames into: at least 256 frames each. */
 static int frame_parts(const gacc_acc *a, size_t n) {
   size_t most = (n + 255) / 256, p = (size_t)gacc_par_size(a->par);

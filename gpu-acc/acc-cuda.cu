@@ -41,13 +41,14 @@
  * strided by blockDim.x, so that single thread does each phase completely
  * before the next, which keeps the barriers' meaning. */
 #ifdef GALIGN_CUDA_EMU_H
-/* per thread: a launch runs on its caller's thread, and the service's
- * connections launch for models of different sizes at once */
-static thread_local float *gacc_emu_shared;
-#define GACC_DYN_SHARED(name) float *name = gacc_emu_shared
+/* per thread (freed with it): a launch runs on its caller's thread, and the
+ * service's connections launch for models of different sizes at once */
+struct gacc_emu_shm { float *p = nullptr; ~gacc_emu_shm() { free(p); } };
+static thread_local gacc_emu_shm gacc_emu_shared;
+#define GACC_DYN_SHARED(name) float *name = gacc_emu_shared.p
 #define GACC_LAUNCH_CHUNKS(grid, shmem, stream, ...)                           \
   do {                                                                       \
-    gacc_emu_shared = (float *)realloc(gacc_emu_shared, (shmem));            \
+    gacc_emu_shared.p = (float *)realloc(gacc_emu_shared.p, (shmem));        \
     GALIGN_LAUNCH(gacc_chunk_kernel, (grid), 1, (stream), __VA_ARGS__);      \
   } while (0)
 #define GACC_LAUNCH_CELLS(grid, stream, ...)                                   \

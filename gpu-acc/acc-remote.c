@@ -98,6 +98,9 @@ struct gacc_remote {
   galign_shm shm;         /* the features of ACC requests */
   size_t shm_min;         /* fewer bytes go inline (0: all) */
   int shm_off;            /* no memfd here: inline */
+  /* where the time of a connection of its own goes (--verbose=2, at the end) */
+  int nreq;
+  double t_wait, t_fill;
 };
 
 /* Frees k; its taken matrices go to the spares (at most two batches' worth). */
@@ -346,6 +349,9 @@ const char *gacc_remote_desc(const gacc_acc *a) { return a->remote ? a->remote->
 void gacc_remote_free(gacc_acc *a) {
   gacc_remote *r = a->remote;
   if (!r) return;
+  if (r->nreq)
+    KIO_VLOG(2, "Accumulating through the GPU service (%s): %d requests; waiting for replies "
+             "%.3f s, shared memory copies %.3f s", r->desc, r->nreq, r->t_wait, r->t_fill);
   if (r->link) {  /* the aligner's requests no longer ask for accumulation */
     pthread_mutex_lock(&r->link->mu);
     r->link->on = 0;
@@ -380,8 +386,10 @@ int gacc_remote_wait(gacc_acc *a) {
   if (!r->pending) return KIO_OK;
   int n = r->pending;
   kio_msg_reader rd;
-  if (kio_svc_recv(r->svc, KIO_SVC_ACCUMULATED, NULL, &rd) != KIO_OK)
-    return fall_back(a, kio_svc_error(r->svc));
+  double t0 = kio_now_s();
+  int got = kio_svc_recv(r->svc, KIO_SVC_ACCUMULATED, NULL, &rd);
+  r->t_wait += kio_now_s() - t0;
+  if (got != KIO_OK) return fall_back(a, kio_svc_error(r->svc));
   int32_t status = kio_rd_i32(&rd);
   if (status != KIO_OK) return lost_batch(a, &rd, "accumulate a batch");
   kio_log_deferred *lines = NULL;
@@ -613,8 +621,14 @@ static int fused_wait(gacc_acc *a) {
   return apply_tail(a, rd.p, rd.len, 0, 1);
 }
 
+static int send_all(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
+                    gacc_utt_result *res, int entry);
+
+/* The take entry: on a connection of its own the batch is kept with the
+ * features taken (no copy of them on the caller's thread), as a fused
+ * accumulator keeps it. */
 int gacc_remote_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats) {
-  if (!a->remote->link) return gacc_remote_async(a, n, utts);
+  if (!a->remote->link) return n <= 0 ? gacc_remote_wait(a) : send_all(a, n, utts, feats, NULL, 2);
   if (n <= 0) return KIO_OK;
   return fused_take(a, n, utts, feats);
 }
@@ -652,10 +666,12 @@ static size_t *shm_fill(gacc_remote *r, int n, const kept *k) {
   return offs;
 }
 
-/* Sends a batch (checked first, kept); its results go to res when
- * collected. GONE: the service was lost before (the job goes on by itself
- * already): the caller's entry does the batch on the new backend. */
-static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
+/* Sends a batch (checked first, kept: its features taken from feats, or
+ * copied when feats is NULL); its results go to res when collected. GONE:
+ * the service was lost before (the job goes on by itself already): the
+ * caller's entry does the batch on the new backend. */
+static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
+                      gacc_utt_result *res) {
   if (gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
   if (!a->remote) return GONE;
   gacc_remote *r = a->remote;
@@ -665,9 +681,12 @@ static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result 
     if (checkpoint(a) != KIO_OK) return KIO_ERR;
     if (!a->remote) return GONE;
   }
-  kept *k = keep_batch(r, n, utts, NULL);
+  kept *k = keep_batch(r, n, utts, feats);
   if (!k) return fall_back(a, "out of memory keeping a batch") == KIO_OK ? GONE : KIO_ERR;
+  double t0 = kio_now_s();
   size_t *offs = shm_fill(r, n, k);
+  r->t_fill += kio_now_s() - t0;
+  r->nreq++;
   kio_msg *m = &r->msg;
   kio_msg_reset(m);
   kio_msg_put_u32(m, (uint32_t)n);
@@ -711,8 +730,10 @@ static int request_end(int first, int n, const gacc_utt *utts) {
 
 /* A batch in requests the service accepts; the last one stays in flight.
  * entry: which entry of the accumulator a lost service hands the rest to
- * (0 batch, 1 start, 2 async). */
-static int send_all(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res, int entry) {
+ * (0 batch, 1 start, 2 async: take when feats is given, the features
+ * taken as each request is kept). */
+static int send_all(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
+                    gacc_utt_result *res, int entry) {
   if (a->remote->link) {  /* only the take entry goes with the aligner's requests */
     if (entry == 2) return fused_take(a, n, utts, NULL);
     if (fall_back(a, "a batch that was not aligned through the service") != KIO_OK) return KIO_ERR;
@@ -721,8 +742,9 @@ static int send_all(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *r
   for (int first = 0; first < n;) {
     int end = request_end(first, n, utts), m = end - first;
     gacc_utt_result *r = res ? res + first : NULL;
-    int rc = a->remote ? send_batch(a, m, utts + first, r) : GONE;
+    int rc = a->remote ? send_batch(a, m, utts + first, feats ? feats + first : NULL, r) : GONE;
     if (rc == GONE) {
+      if (entry == 2 && feats) return gacc_accumulate_batch_take(a, n - first, utts + first, feats + first);
       rc = entry == 2 ? gacc_accumulate_batch_async(a, n - first, utts + first)
                       : gacc_accumulate_batch(a, n - first, utts + first, r);
       return rc;
@@ -736,17 +758,17 @@ static int send_all(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *r
 
 int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
   if (n <= 0) return KIO_OK;
-  return send_all(a, n, utts, res, 0);
+  return send_all(a, n, utts, NULL, res, 0);
 }
 
 int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
   if (n <= 0) return gacc_remote_wait(a);
-  return send_all(a, n, utts, res, 1);
+  return send_all(a, n, utts, NULL, res, 1);
 }
 
 int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts) {
   if (n <= 0) return gacc_remote_wait(a);
-  return send_all(a, n, utts, NULL, 2);
+  return send_all(a, n, utts, NULL, NULL, 2);
 }
 
 int gacc_remote_stats(gacc_acc *a, gacc_stats *out) {

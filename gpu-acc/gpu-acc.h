@@ -183,6 +183,12 @@ void gacc_dev_feats_rows(const gacc_dev_feats *f, const float **d_base, const in
  * outlive a's batches. */
 void gacc_use_dev_feats(gacc_acc *a, const gacc_dev_feats *f);
 
+/* The threads of a's per-frame host work (its sort, checks, likelihoods on
+ * the device path): n (at least 1) instead of gacc_par_threads()' share,
+ * for accumulators the caller runs side by side. Before a's first batch
+ * (later: no effect); the same bits whatever n. */
+void gacc_set_host_threads(gacc_acc *a, int n);
+
 /* Zeroes the statistics and the totals (waits first), so that one
  * accumulator serves several jobs of the same model in turn: after it the
  * accumulator is as gacc_new left it, the device buffers and the worker

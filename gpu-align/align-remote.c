@@ -27,11 +27,13 @@
  * the job fills and sends the next and reads the previous reply. */
 #include "align-remote.h"
 #include "align-shm.h"
+#include "align-split.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/sys/log.h"
 #include "base/sys/settings.h"
@@ -56,6 +58,7 @@ typedef struct {
   req_part *parts;
   int nparts, cap;
   int beg[MAX_CONN + 1], sent[MAX_CONN], got[MAX_CONN];
+  double t_end[MAX_CONN];       /* when each connection's last reply was read */
   int failed;                   /* sending ahead failed on connection
                                    fail_c: why in err */
   int fail_c;
@@ -87,6 +90,13 @@ struct galign_remote {
   /* where the time goes (--verbose=2, at the end) */
   int nreq, nbatch, nahead;
   double t_fill, t_send, t_wait;
+  double t_wait_c[MAX_CONN];  /* of t_wait, and frames aligned, per connection */
+  int64_t frames_c[MAX_CONN];
+  /* each connection's share of a batch's frames (align-split.h), balanced
+   * (balance) from when the replies came: read from connection first_rx
+   * on; t_prev_end: the previous call's end; late_s: a test hook's delay */
+  double share[MAX_CONN], t_prev_end, late_s;
+  int balance, first_rx;
   uint64_t sent_bytes, shm_bytes;
   char desc[160];
   char err[200];
@@ -165,6 +175,9 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
   const char *t = kio_test_hook(KIO_SET_TEST_SERVICE_SHM);
   if (t) r->shm_min = (size_t)strtoull(t, NULL, 10);
   r->shm_off = r->shm_min == 0;
+  r->balance = (int)kio_setting_int(KIO_SET_DEV_SERVICE_BALANCE, 1, 0, 1);
+  const char *late = kio_test_hook(KIO_SET_TEST_SERVICE_LATE);
+  if (late) r->late_s = strtod(late, NULL);
   char *model = NULL;
   size_t len = 0;
   kio_log_deferred *quiet = NULL;  /* serialising never fails on a read model */
@@ -185,6 +198,7 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
     galign_remote_free(r);
     return KIO_ERR;
   }
+  for (int c = 0; c < r->nconn; c++) r->share[c] = 1.0 / r->nconn;
   if (r->nconn > 1) {
     char d[sizeof r->desc];
     snprintf(d, sizeof d, "%s", r->desc);
@@ -197,11 +211,19 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
 void galign_remote_free(galign_remote *r) {
   if (!r) return;
   join_sender(r, 1);
-  if (r->nreq)
+  if (r->nreq) {
+    /* with several connections: each one's frames and the job's wait on it */
+    char per[MAX_CONN * 72] = "";
+    for (int c = 0, o = 0; r->nconn > 1 && c < r->nconn && o < (int)sizeof per; c++)
+      o += snprintf(per + o, sizeof per - (size_t)o,
+                    "%s connection %d: %lld frames, last share %.3f, waited %.3f s",
+                    c ? ";" : " (", c + 1, (long long)r->frames_c[c], r->share[c], r->t_wait_c[c]);
+    if (per[0]) snprintf(per + strlen(per), sizeof per - strlen(per), ")");
     KIO_VLOG(2, "Through the GPU service: %d requests in %d batches (%d sent ahead); %.1f MB on "
              "the socket, %.1f MB through shared memory; sending %.3f s (shared memory copies "
-             "%.3f s), waiting for replies %.3f s", r->nreq, r->nbatch, r->nahead, r->sent_bytes / 1e6,
-             r->shm_bytes / 1e6, r->t_send, r->t_fill, r->t_wait);
+             "%.3f s), waiting for replies %.3f s%s", r->nreq, r->nbatch, r->nahead,
+             r->sent_bytes / 1e6, r->shm_bytes / 1e6, r->t_send, r->t_fill, r->t_wait, per);
+  }
   galign_acc_link_put(r->link);
   batch_plan *pl[2] = {&r->cur, &r->ahead};
   for (int i = 0; i < 2; i++) {
@@ -434,6 +456,7 @@ static int recv_chunk(galign_remote *r, req_part *p, const kio_matrix *const *fe
   double t0 = kio_now_s();
   int got = kio_svc_recv(r->svc[c], KIO_SVC_ALIGNED, NULL, &rd);
   r->t_wait += kio_now_s() - t0;
+  r->t_wait_c[c] += kio_now_s() - t0;
   if (got != KIO_OK) return lost(r, kio_svc_error(r->svc[c]));
   int32_t status = kio_rd_i32(&rd);
   if (status != KIO_OK) {
@@ -480,6 +503,7 @@ static int recv_chunk(galign_remote *r, req_part *p, const kio_matrix *const *fe
   }
   if (c == 0 && r->link && fused_record(r, p, &rd, feats, results) != KIO_OK)
     return lost(r, "out of memory");
+  for (int i = first; i < first + n; i++) r->frames_c[c] += feats[i]->rows;
   return KIO_OK;
 }
 
@@ -539,17 +563,9 @@ static int plan_batch(galign_remote *r, batch_plan *pl, int n, const galign_grap
   pl->fail_c = 0;
   int k = r->nconn < n ? r->nconn : n;
   int start[MAX_CONN + 1];
-  int64_t total = 0, cum = 0;
-  for (int i = 0; i < n; i++) total += feats[i]->rows;
-  start[0] = 0;
-  int c = 1;
-  for (int i = 0; i < n && c < k; i++) {
-    cum += feats[i]->rows;
-    if (cum * k >= total * c && i + 1 <= n - (k - c)) start[c++] = i + 1;
-  }
-  for (; c < k; c++) start[c] = n - (k - c);
-  start[k] = n;
-  int rc = KIO_OK;
+  /* equal shares when fewer utterances than connections, or not balancing */
+  galign_split_starts(feats, n, k == r->nconn && r->balance ? r->share : NULL, k, start);
+  int rc = KIO_OK, c;
   for (c = 0; c < k && rc == KIO_OK; c++) {
     pl->beg[c] = pl->nparts;
     rc = split_chunk(r, c, start[c], start[c + 1], graphs, feats, pl);
@@ -748,15 +764,26 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
       pthread_mutex_lock(&r->mu);
       if (rc == KIO_OK) rc = lost(r, why);
     }
-    for (int c = 0; c < pl->k && rc == KIO_OK; c++) {
+    /* from first_rx on (galign_split_balance) */
+    for (int j = 0; j < pl->k && rc == KIO_OK; j++) {
+      int c = (j + r->first_rx) % pl->k;
       if (pl->got[c] == pl->sent[c]) continue;
       pthread_mutex_unlock(&r->mu);  /* the next batch may be sent meanwhile */
+      if (r->late_s > 0 && pl->k > 1 && c == pl->k - 1) usleep((useconds_t)(r->late_s * 1e6));
       rc = recv_chunk(r, &pl->parts[pl->got[c]], feats, want_per_frame, results);
       pthread_mutex_lock(&r->mu);
       pl->got[c]++;
+      if (pl->got[c] == pl->beg[c + 1]) pl->t_end[c] = kio_now_s();
       more = 1;
     }
   }
+  double now = kio_now_s();
+  /* the shares of the next batches (align-split.h); replies are read from
+   * connection first_rx on, turning batch by batch */
+  if (rc == KIO_OK && r->balance && pl->k > 1 && pl->k == r->nconn && r->t_prev_end > 0)
+    galign_split_balance(r->share, pl->k, r->first_rx % pl->k, pl->t_end, now - r->t_prev_end);
+  r->t_prev_end = now;
+  r->first_rx = r->nconn > 0 ? (r->first_rx + 1) % r->nconn : 0;
   /* parts are in input order: connections' chunks in order, each in order */
   for (int i = 0; i < pl->nparts; i++) {
     if (rc == KIO_OK) kio_log_replay(&pl->parts[i].lines);

@@ -510,6 +510,7 @@ void galign_aligner_get_stats(const galign_aligner *a, galign_aligner_stats *s) 
     s->loglike_s += ll;
     s->viterbi_s += dec;
     s->copy_s += stage;
+    galign_cuda_retry_stats(a->cuda, &s->host_retries, &s->host_retry_s);
   }
 }
 

@@ -162,6 +162,8 @@ typedef struct {
   double viterbi_s;    /* token passing with beam pruning (both passes of a retry) */
   double backtrace_s;  /* best final state and best path */
   double copy_s;       /* host copies into pinned staging memory (0 on the CPU) */
+  int64_t host_retries; /* GPU path: utterances retried on host threads */
+  double host_retry_s;  /* GPU path: host threads' seconds on those retries */
 } galign_aligner_stats;
 /* Call between batches (not while galign_align_batch runs). */
 void galign_aligner_get_stats(const galign_aligner *a, galign_aligner_stats *s);

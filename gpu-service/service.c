@@ -286,6 +286,8 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     send_ready(s, m, KIO_ERR, why);
     return;
   }
+  galign_aligner_stats st0;
+  galign_aligner_get_stats(a, &st0);
   galign_serve *sv = galign_serve_new();
   int ok = sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK;
   c->busy = 0;
@@ -391,6 +393,14 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
             "%.3f s waiting for them%s%s%s", d, t_new, gsvc_align_kind_name(kind), served, most,
             busy, kio_now_s() - t0, f.started, f.t_wait, fused ? " (" : "",
             fused ? gsvc_acc_kind_name(f.kind) : "", fused ? ")" : "");
+  if (g.verbose && kio_log_verbose() >= 2) {  /* the device's share of the aligning time (events on its stream) */
+    galign_aligner_stats st1;
+    galign_aligner_get_stats(a, &st1);
+    KIO_LOG("align connection (device %d): likelihoods %.3f s, Viterbi %.3f s, staging %.3f s; "
+            "%lld retried on host threads in %.3f s", d, st1.loglike_s - st0.loglike_s,
+            st1.viterbi_s - st0.viterbi_s, st1.copy_s - st0.copy_s,
+            (long long)(st1.host_retries - st0.host_retries), st1.host_retry_s - st0.host_retry_s);
+  }
   galign_serve_free(sv2);
   galign_serve_free(sv);
   /* an aligner keeps no state between batches; one that failed is not trusted */

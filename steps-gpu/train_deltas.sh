@@ -34,6 +34,8 @@ stochastic_passes=0  # stochastic mode: full data passes (0: num_iters - 1)
 stochastic_memory=1  # stochastic mode: fraction of the data whose statistics are merged
 stochastic_level=speaker  # speaker|utterance
 stochastic_seed=777
+early_start=true     # with a local --cmd (run.pl): the trainer reads the features
+                     # and starts the device while Kaldi's stages build the tree
 # End configuration.
 
 echo "$0 $@"  # Print the command line for logging
@@ -91,6 +93,35 @@ feats="ark,s,cs:apply-cmvn $cmvn_opts --utt2spk=ark:$sdata/JOB/utt2spk scp:$sdat
 
 rm $dir/.error 2>/dev/null
 
+# The trainer's command (its first model EXP/S.mdl, S = max(stage, 1)).
+x=1; [ $stage -gt 1 ] && x=$stage
+i=1; while [ $i -lt $x ]; do [ $i -le $max_iter_inc ] && numgauss=$[$numgauss+$incgauss]; i=$[$i+1]; done
+run_trainer() {
+  $cmd $dir/log/train.log \
+    $gpu_trainer --nj=$nj --lang=$lang --sdata=$sdata --feats="$feats" \
+      --text="ark:utils/sym2int.pl --map-oov $oov -f 2- $lang/words.txt < $sdata/JOB/text |" \
+      --start-iter=$x "--ali-in=ark:gunzip -c $dir/ali.JOB.gz|" --start-gauss=$numgauss \
+      --num-iters=$num_iters --realign-iters="$realign_iters" \
+      --max-iter-inc=$max_iter_inc --inc-gauss=$incgauss --power=$power \
+      $scale_opts --beam=$beam --retry-beam=$retry_beam \
+      --careful=$careful --boost-silence=$boost_silence \
+      --silence-phones=`cat $lang/phones/optional_silence.csl` \
+      --phone-stats=true $(gpu_trainer_opts) "$@" $dir
+}
+rm -f $dir/phone_stats.*.gz  # the trainer's: none left from an earlier run
+# Started early (run.pl runs it here, in the background): it reads the
+# features and starts the device beside Kaldi's stages below, then waits
+# for $start_file, which says "go" once they are done (or "stop" if the
+# script ends before: the trap).
+start_file=$dir/.trainer_start
+trainer_pid=
+if $early_start && [ $stage -le -1 ] && [[ "$cmd" == *run.pl* ]]; then
+  rm -f $start_file $start_file.tmp
+  run_trainer --start-after=$start_file --start-after-pid=$$ &
+  trainer_pid=$!
+  trap '[ -n "$trainer_pid" ] && { [ -f $start_file ] || echo stop >$start_file; wait $trainer_pid; }; rm -f $start_file $start_file.tmp' EXIT
+fi
+
 if [ $stage -le -3 ]; then
   echo "$0: accumulating tree stats"
   $cmd JOB=1:$nj $dir/log/acc_tree.JOB.log \
@@ -140,21 +171,17 @@ if [ $stage -le -1 ]; then
 fi
 
 # Stage 0 (training graphs) and the iterations are the trainer's; it starts
-# from EXP/S.mdl and EXP/ali.JOB.gz (S = max(stage, 1)).
-x=1; [ $stage -gt 1 ] && x=$stage
-i=1; while [ $i -lt $x ]; do [ $i -le $max_iter_inc ] && numgauss=$[$numgauss+$incgauss]; i=$[$i+1]; done
+# from EXP/S.mdl and EXP/ali.JOB.gz.
 echo "$0: training passes $x to $[$num_iters-1] in one process ($gpu_trainer)"
-rm -f $dir/phone_stats.*.gz  # the trainer's: none left from an earlier run
-$cmd $dir/log/train.log \
-  $gpu_trainer --nj=$nj --lang=$lang --sdata=$sdata --feats="$feats" \
-    --text="ark:utils/sym2int.pl --map-oov $oov -f 2- $lang/words.txt < $sdata/JOB/text |" \
-    --start-iter=$x "--ali-in=ark:gunzip -c $dir/ali.JOB.gz|" --start-gauss=$numgauss \
-    --num-iters=$num_iters --realign-iters="$realign_iters" \
-    --max-iter-inc=$max_iter_inc --inc-gauss=$incgauss --power=$power \
-    $scale_opts --beam=$beam --retry-beam=$retry_beam \
-    --careful=$careful --boost-silence=$boost_silence \
-    --silence-phones=`cat $lang/phones/optional_silence.csl` \
-    --phone-stats=true $(gpu_trainer_opts) $dir || exit 1;
+if [ -n "$trainer_pid" ]; then
+  echo go >$start_file.tmp && mv $start_file.tmp $start_file || exit 1
+  wait $trainer_pid; r=$?
+  trainer_pid=
+  rm -f $start_file
+  [ $r -eq 0 ] || exit 1
+else
+  run_trainer || exit 1
+fi
 
 # analyze_alignments.sh, its per-job pipes done by the trainer
 gpu_analyze_alignments "$cmd" $lang $dir

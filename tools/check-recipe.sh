@@ -20,7 +20,7 @@ dir=${1:-.}
 cd "$dir" 2>/dev/null || { echo "check-recipe.sh: no directory $dir" >&2; exit 2; }
 [ -f path.sh ] || { echo "check-recipe.sh: no path.sh in $PWD (run it in a Kaldi recipe directory)" >&2; exit 2; }
 # The programs steps/*.sh call that we replace; then ours alone.
-replaced="gmm-align-compiled align-equal-compiled gmm-acc-stats-ali compile-train-graphs gmm-align align-equal gmm-est gmm-sum-accs gmm-acc-mllt ali-to-post weight-silence-post gmm-acc-stats-twofeats acc-tree-stats sum-tree-stats build-tree cluster-phones gmm-est-fmllr"
+replaced="gmm-align-compiled align-equal-compiled gmm-acc-stats-ali compile-train-graphs gmm-align align-equal gmm-est gmm-sum-accs gmm-acc-mllt ali-to-post ali-to-phones weight-silence-post gmm-acc-stats-twofeats acc-tree-stats sum-tree-stats build-tree cluster-phones gmm-est-fmllr"
 own="gmm-align-acc-compiled kaldi-gpu-service"
 
 # Everything below runs after path.sh, in a subshell: its variables

@@ -4,7 +4,9 @@
  * gmm-sum-accs sums the job files, gmm-est in process. */
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "base/sys/cpu-share.h"
 #include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
+#include "base/sys/settings.h"
 #include "device/gpu.h"
 #include "device/cuda-util.h"
 #include "gpu-acc/gpu-acc.h"
@@ -204,35 +207,151 @@ static void *acc_thread(void *arg) {
   return NULL;
 }
 
-/* The GPU's time in an iteration's accumulation (--verbose). */
-static void log_acc_timing(const gacc_acc *acc, double total) {
-  gacc_timing tm;
-  gacc_get_timing(acc, &tm);
+/* The GPU's time in an iteration's accumulation (--verbose): the
+ * accumulators' phases in this iteration (their totals less before[k]),
+ * added up (side by side, they may exceed the wall time; then "the rest" is
+ * negative). */
+static void log_acc_timing(gacc_acc *const *accs, const gacc_timing *before, int n,
+                           double total) {
+  gacc_timing tm, one;
+  memset(&tm, 0, sizeof tm);
+  int used = 0;
+  for (int k = 0; k < n; k++) {
+    if (!accs[k]) continue;
+    used++;
+    gacc_get_timing(accs[k], &one);
+    const gacc_timing *b = &before[k];
+    tm.batches += one.batches - b->batches;
+    tm.frames += one.frames - b->frames;
+    tm.resident += one.resident - b->resident;
+    tm.setup += one.setup - b->setup;
+    tm.sort += one.sort - b->sort;
+    tm.stage += one.stage - b->stage;
+    tm.wait += one.wait - b->wait;
+    tm.like += one.like - b->like;
+    tm.fetch += one.fetch - b->fetch;
+    tm.host_threads = one.host_threads;
+  }
   KIO_VLOG(1, "GPU accumulation: %.3f s for %ld batches (%ld from resident features), %ld "
            "frames: set-up %.3f s, host sort %.3f s, staging/upload %.3f s, waiting for the "
            "device %.3f s, likelihoods on the host %.3f s, fetching and resetting statistics "
-           "%.3f s, the rest (host batches, lines) %.3f s; %d host threads", total, tm.batches,
+           "%.3f s, the rest (host batches, lines) %.3f s; %d accumulator(s) side by side "
+           "(phases added up), %d host threads each", total, tm.batches,
            tm.resident, tm.frames, tm.setup, tm.sort, tm.stage, tm.wait, tm.like, tm.fetch,
-           total - (tm.setup + tm.sort + tm.stage + tm.wait + tm.like + tm.fetch),
+           total - (tm.setup + tm.sort + tm.stage + tm.wait + tm.like + tm.fetch), used,
            tm.host_threads);
 }
 
+/* The GPU path's accumulators side by side: each takes the next job not
+ * taken, accumulates it on its own stream and host threads, fetches and
+ * resets its statistics, and so on; after a failed job no job is started. */
+typedef struct {
+  trn_ctx *t;
+  const kio_am_gmm *am;
+  gacc_stats *stats;
+  int x, nj, next, failed, host_threads;
+  pthread_mutex_t mu;
+} gpu_jobs;
+
+typedef struct {
+  gpu_jobs *q;
+  gacc_acc **acc;         /* its slot in trn_ctx.accs */
+  gacc_timing before;     /* its timing before this iteration */
+  int rc;
+} gpu_worker;
+
+/* The worker's accumulator for this iteration's model: the one kept from
+ * the last iteration rebound to it (the same statistics as a new one's:
+ * check_gpu_acc gpu_rebind_equals_fresh), else a new one. */
+static int gpu_worker_acc(gpu_worker *w) {
+  gpu_jobs *q = w->q;
+  if (*w->acc && gacc_dim(*w->acc) == q->am->dim &&
+      gacc_rebind(*w->acc, &q->t->tm, q->am, 0) == KIO_OK) {
+    gacc_get_timing(*w->acc, &w->before);
+  } else {
+    gacc_free(*w->acc);
+    *w->acc = NULL;
+    memset(&w->before, 0, sizeof w->before);
+    if (gacc_new(w->acc, "gpu", &q->t->tm, q->am) != KIO_OK) return KIO_ERR;
+    if (q->host_threads > 0) gacc_set_host_threads(*w->acc, q->host_threads);
+  }
+  gacc_use_dev_feats(*w->acc, q->t->dfeats);  /* new ones after an MLLT step */
+  return KIO_OK;
+}
+
+static void *gpu_worker_main(void *arg) {
+  gpu_worker *w = arg;
+  gpu_jobs *q = w->q;
+  w->rc = gpu_worker_acc(w);
+  for (;;) {
+    pthread_mutex_lock(&q->mu);
+    if (w->rc != KIO_OK) q->failed = 1;
+    int j = q->failed || q->next >= q->nj ? -1 : q->next++;
+    pthread_mutex_unlock(&q->mu);
+    if (j < 0) break;
+    w->rc = acc_one(q->t, j, q->am, q->x, *w->acc, &q->stats[j]);
+  }
+  gacc_unbind(*w->acc);  /* the model changes before the next iteration */
+  return NULL;
+}
+
+/* KALDI_GPU_DEV_TRAIN_ACC_STREAMS accumulators (at most the jobs), the
+ * host threads shared among them. Each job's statistics are those of one
+ * accumulator serving it alone (the device path's kernels add each cell in
+ * the job's frame order), so they are the same bits however the jobs are
+ * spread. */
+static int gpu_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats) {
+  double t0 = kio_now_s();
+  int nj = t->d.nj;
+  int k = (int)kio_setting_int(KIO_SET_DEV_TRAIN_ACC_STREAMS, 4, 1, 16);
+  if (k > nj) k = nj;
+  int share = kio_cpu_share(16);
+  gpu_jobs q = { t, am, stats, x, nj, 0, 0, share / k > 1 ? share / k : 1,
+                 PTHREAD_MUTEX_INITIALIZER };
+  if (k == 1) q.host_threads = 0;  /* alone: the accumulator's own default */
+  gpu_worker *w = calloc((size_t)k, sizeof *w);
+  pthread_t *th = calloc((size_t)k, sizeof *th);
+  gacc_acc **used = calloc((size_t)k, sizeof *used);
+  gacc_timing *before = calloc((size_t)k, sizeof *before);
+  int *on = calloc((size_t)k, sizeof *on);  /* worker i's thread started */
+  if (!w || !th || !used || !before || !on) {
+    free(w); free(th); free(used); free(before); free(on);
+    KIO_ERROR("out of memory");
+    return KIO_ERR;
+  }
+  /* worker 0 on this thread; one whose thread cannot start takes no job */
+  for (int i = 0; i < k; i++) {
+    w[i].q = &q;
+    w[i].acc = &t->accs[i];
+  }
+  for (int i = 1; i < k; i++) on[i] = pthread_create(&th[i], NULL, gpu_worker_main, &w[i]) == 0;
+  on[0] = 1;
+  gpu_worker_main(&w[0]);
+  int rc = KIO_OK;
+  for (int i = 0; i < k; i++) {
+    if (!on[i]) continue;
+    if (i > 0) pthread_join(th[i], NULL);
+    if (w[i].rc != KIO_OK) rc = KIO_ERR;
+    used[i] = *w[i].acc;
+    before[i] = w[i].before;
+  }
+  if (rc == KIO_OK) log_acc_timing(used, before, k, kio_now_s() - t0);
+  free(on);
+  free(w);
+  free(th);
+  free(used);
+  free(before);
+  return rc;
+}
+
 /* Statistics of every job (stats[j], shaped here). CPU: jobs side by side
- * on the process's threads, an accumulator each; GPU: one after the other
- * on one accumulator (the model uploaded and the staging buffers made once
- * per iteration), its statistics fetched and reset between jobs. */
+ * on the process's threads, an accumulator each; GPU: a few accumulators
+ * side by side (gpu_accumulate_jobs; the model uploaded and the staging
+ * buffers made once per iteration for each), each fetching and resetting
+ * its statistics between the jobs it serves. */
 int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats) {
   int nj = t->d.nj;
-  if (t->gpu) {
-    double t0 = kio_now_s();
-    gacc_acc *acc = NULL;
-    int rc = gacc_new(&acc, "gpu", &t->tm, am);
-    if (rc == KIO_OK) gacc_use_dev_feats(acc, t->dfeats);
-    for (int j = 0; j < nj && rc == KIO_OK; j++) rc = acc_one(t, j, am, x, acc, &stats[j]);
-    if (rc == KIO_OK) log_acc_timing(acc, kio_now_s() - t0);
-    gacc_free(acc);
-    return rc;
-  }
+  if (t->gpu) return gpu_accumulate_jobs(t, am, x, stats);
   int par = t->threads < 1 ? 1 : t->threads;
   acc_job *jobs = calloc((size_t)nj, sizeof *jobs);
   pthread_t *th = calloc((size_t)nj, sizeof *th);
@@ -510,6 +629,31 @@ static int finish(trn_ctx *t, int last) {
   return rc;
 }
 
+/* --start-after: waits until the file appears (polled; the script writes
+ * it whole, by a rename): KIO_OK if it says "go", 1 if anything else (the
+ * script stopped before the loop: not trained, no error of ours), KIO_ERR
+ * if the script is gone without writing it. */
+static int wait_for_start(const trn_cfg *c) {
+  if (!c->start_after || !*c->start_after) return KIO_OK;
+  for (;;) {
+    FILE *f = fopen(c->start_after, "r");
+    if (f) {
+      char line[64] = "";
+      if (!fgets(line, sizeof line, f)) line[0] = 0;
+      fclose(f);
+      if (!strcmp(line, "go\n") || !strcmp(line, "go")) return KIO_OK;
+      KIO_LOG("Not trained: %s says the stages before the loop did not finish", c->start_after);
+      return 1;
+    }
+    if (c->start_after_pid > 0 && kill((pid_t)c->start_after_pid, 0) != 0 && errno == ESRCH) {
+      KIO_ERROR("Process %d, which was to write %s, is gone: not trained", c->start_after_pid,
+                c->start_after);
+      return KIO_ERR;
+    }
+    usleep(5000);
+  }
+}
+
 int trn_run(const trn_cfg *c) {
   trn_ctx t;
   memset(&t, 0, sizeof t);
@@ -539,22 +683,36 @@ int trn_run(const trn_cfg *c) {
     for (int32_t k = i; k > 0 && t.sil[k - 1] > t.sil[k]; k--) {
       int32_t tmp = t.sil[k]; t.sil[k] = t.sil[k - 1]; t.sil[k - 1] = tmp;
     }
-  int start = c->equal_align ? 0 : c->start_iter;
-  char *mdl = fmt("%s/%d.mdl", c->dir, start);
+  /* the features and the device first: they need nothing of the experiment
+   * directory, so with --start-after they are ready when the script's
+   * stages (tree, first model, alignments) are done */
   double ts0 = kio_now_s();
-  if (!mdl || kio_model_read(mdl, &t.tm, &t.am) != KIO_OK) { free(mdl); goto done; }
-  free(mdl);
-  double ts1 = kio_now_s();
   dev_start ds;
   dev_start_begin(&ds, c->use_gpu);
-  int loaded = trn_data_load(&t.d, c, &t.tm);
-  double ts2 = kio_now_s(), waited;
+  int loaded = trn_data_load_feats(&t.d, c);
+  double ts1 = kio_now_s(), waited;
   if (dev_start_end(&ds, &t.gpu, &waited) != KIO_OK || loaded != KIO_OK) goto done;
-  double ts3 = kio_now_s();
+  double ts2 = kio_now_s();
   make_dev_feats(&t);
-  KIO_VLOG(1, "Start-up: %.2f s: model %.2f s, resident data %.2f s, device %.2f s beside them "
-           "(waited %.2f s for it), features on the device %.2f s", kio_now_s() - ts0,
-           ts1 - ts0, ts2 - ts1, ds.secs, waited, kio_now_s() - ts3);
+  double ts3 = kio_now_s();
+  int go = wait_for_start(c);
+  if (go != KIO_OK) {
+    if (go > 0) rc = KIO_OK;  /* stopped before training, as asked */
+    goto done;
+  }
+  double ts4 = kio_now_s();
+  int start = c->equal_align ? 0 : c->start_iter;
+  char *mdl = fmt("%s/%d.mdl", c->dir, start);
+  if (!mdl || kio_model_read(mdl, &t.tm, &t.am) != KIO_OK) { free(mdl); goto done; }
+  free(mdl);
+  double ts5 = kio_now_s();
+  if (trn_data_load_rest(&t.d, c, &t.tm) != KIO_OK) goto done;
+  double ts6 = kio_now_s();
+  KIO_VLOG(1, "Start-up: %.2f s (the wait aside): features %.2f s, device %.2f s beside them "
+           "(waited %.2f s for it), features on the device %.2f s; waiting for the script's "
+           "stages %.2f s; then model %.2f s, speakers, graphs and alignments %.2f s",
+           (ts6 - ts0) - (ts4 - ts3), ts1 - ts0, ds.secs, waited, ts3 - ts2, ts4 - ts3, ts5 - ts4,
+           ts6 - ts5);
   t.numgauss = c->start_gauss;
   double t0 = kio_now_s();
   if (c->stoch_batch > 0.0) {
@@ -577,6 +735,7 @@ int trn_run(const trn_cfg *c) {
             kio_now_s() - t0, t.time_align, t.time_acc, t.time_est);
   if (rc == KIO_OK) rc = trn_graphs_wait(&t.d);  /* the fsts.JOB.gz writers, done by now */
 done:
+  for (int k = 0; k < (int)(sizeof t.accs / sizeof t.accs[0]); k++) gacc_free(t.accs[k]);
   gacc_dev_feats_free(t.dfeats);
   trn_data_free(&t.d);
   kio_tmodel_free(&t.tm);

@@ -65,6 +65,10 @@ typedef struct {
   int stoch_speaker;          /* 1: sample speakers, 0: utterances */
   uint64_t stoch_seed;
   int replicate;              /* developers: each utterance this many times */
+  const char *start_after;    /* "" or a file: read the features and start the
+                                 device, then wait for it (the script's stages
+                                 before the loop); "go": train, else stop */
+  int start_after_pid;        /* > 0: stop waiting (and fail) when it is gone */
 } trn_cfg;
 
 void trn_cfg_default(trn_cfg *c);
@@ -100,6 +104,7 @@ typedef struct {
   int64_t frames;         /* of all utterances */
   struct trn_graph_out *gw; /* fsts.JOB.gz writers still running (trn-graphs.c) */
   double gw_t0;           /* when the last job's graphs were compiled */
+  double t_feats;         /* seconds reading the features */
 } trn_data;
 
 /* Keys sorted for lookups: idx orders d->u by key. */
@@ -112,7 +117,10 @@ int32_t trn_key_find(const trn_key_index *ki, const char *key); /* -1: none */
 int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const trn_key_index *ki);
 int trn_graphs_wait(trn_data *d);
 
-int trn_data_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm);
+/* The resident data in two steps: the features (nothing of the experiment
+ * directory needed), then speakers, graphs and alignments with model tm. */
+int trn_data_load_feats(trn_data *d, const trn_cfg *c);
+int trn_data_load_rest(trn_data *d, const trn_cfg *c, const kio_tmodel *tm);
 /* Features again (after an MLLT update) from rspec (JOB, ITER replaced). */
 int trn_data_reload_feats(trn_data *d, const char *rspec, int iter);
 /* ali.JOB.gz of every job; with phones (the model's transitions, NULL: not)

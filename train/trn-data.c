@@ -336,7 +336,7 @@ static int replicate(trn_data *d, int times) {
   return KIO_OK;
 }
 
-int trn_data_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm) {
+int trn_data_load_feats(trn_data *d, const trn_cfg *c) {
   memset(d, 0, sizeof *d);
   d->nj = c->nj;
   d->job_start = calloc((size_t)c->nj + 1, sizeof(int32_t));
@@ -353,6 +353,11 @@ int trn_data_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm) {
     d->store_key[i] = d->u[i].key;
     d->store_job[i] = d->u[i].job;
   }
+  d->t_feats = kio_now_s() - t0;
+  return KIO_OK;
+}
+
+int trn_data_load_rest(trn_data *d, const trn_cfg *c, const kio_tmodel *tm) {
   double t1 = kio_now_s();
   trn_key_index ki = { d, malloc(sizeof(int32_t) * (size_t)(d->n ? d->n : 1)) };
   if (!ki.idx) { KIO_ERROR("out of memory"); return KIO_ERR; }
@@ -368,7 +373,7 @@ int trn_data_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm) {
   if (rc == KIO_OK)
     KIO_LOG("Resident: %d utterances, %lld frames of dimension %d in %d jobs (features %.1f s, "
             "graphs %.1f s)", (int)d->n, (long long)d->frames,
-            d->n_store ? (int)d->feat_store[0].cols : 0, d->nj, t1 - t0, t2 - t1);
+            d->n_store ? (int)d->feat_store[0].cols : 0, d->nj, d->t_feats, t2 - t1);
   return rc;
 }
 

@@ -4,7 +4,11 @@
  * compile_graphs.JOB.log) by writer threads that finish in the background. */
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +18,7 @@
 #include "base/sys/cpu-share.h"
 #include "base/sys/kaldi-msg.h"
 #include "base/sys/log.h"
+#include "base/sys/settings.h"
 #include "train-graphs/train-graphs.h"
 #include "train/trn-log.h"
 
@@ -28,8 +33,14 @@ static char *path2(const char *a, const char *b) {
  * graphs are compiled: the gzip children of the jobs run side by side (as
  * the stock script's jobs do) while the next jobs compile, instead of one
  * after the other on the critical path. The thread owns the job's log
- * (compile_graphs.JOB.log) from then on and closes it. */
+ * (compile_graphs.JOB.log) from then on and closes it. It runs, and starts
+ * its gzip, at a lower priority (KALDI_GPU_DEV_TRAIN_WRITER_NICE; the child
+ * inherits the thread's niceness): the compilation of the later jobs, which
+ * the training waits for, comes first, and the writers take the cycles it
+ * leaves, then finish beside the first iterations. */
 typedef struct trn_graph_out {
+  char *wx;               /* the writer's wspecifier (NULL: no fsts.JOB.gz) */
+  int nice;               /* niceness added on the writer's thread */
   kio_writer *w;
   trn_log *lg;
   char **keys;
@@ -45,6 +56,8 @@ static void graph_out_clear(graph_out *o) {
   for (int32_t i = 0; i < o->n; i++) { free(o->keys[i]); tgraph_graph_free(&o->g[i]); }
   free(o->keys);
   free(o->g);
+  free(o->wx);
+  o->wx = NULL;
   o->keys = NULL;
   o->g = NULL;
   o->n = o->cap = 0;
@@ -66,16 +79,29 @@ static int graph_out_add(graph_out *o, const char *key, tgraph_graph *g) {
   return KIO_OK;
 }
 
+/* Lowers the calling thread's priority by inc (Linux: niceness is per
+ * thread, and a child process inherits its creator's). */
+static void lower_thread_priority(int inc) {
+  if (inc <= 0) return;
+  id_t tid = (id_t)syscall(SYS_gettid);
+  errno = 0;
+  int cur = getpriority(PRIO_PROCESS, tid);
+  if (cur == -1 && errno != 0) return;
+  int want = cur + inc > 19 ? 19 : cur + inc;
+  (void)setpriority(PRIO_PROCESS, tid, want);  /* a refusal only costs speed */
+}
+
 static void *graph_out_thread(void *arg) {
   graph_out *o = arg;
+  lower_thread_priority(o->nice);
   trn_log_use(o->lg);
-  int rc = KIO_OK;
+  int rc = kio_writer_open(&o->w, o->wx, &tgraph_graph_holder) == KIO_OK ? KIO_OK : KIO_ERR;
   for (int32_t i = 0; i < o->n && rc == KIO_OK; i++) {
     rc = kio_writer_write(o->w, o->keys[i], &o->g[i]);
     tgraph_graph_free(&o->g[i]);
   }
   if (rc == KIO_OK) rc = kio_writer_close(o->w);
-  else kio_writer_discard(o->w);
+  else if (o->w) kio_writer_discard(o->w);
   o->w = NULL;
   graph_out_clear(o);
   trn_log_use(NULL);
@@ -89,14 +115,15 @@ static void *graph_out_thread(void *arg) {
 /* Writes on a thread of its own (on this one if none can be made). */
 static void graph_out_start(graph_out *o) {
   o->started = pthread_create(&o->th, NULL, graph_out_thread, o) == 0;
-  if (!o->started) graph_out_thread(o);
+  if (!o->started) {
+    o->nice = 0;  /* this thread compiles the next jobs */
+    graph_out_thread(o);
+  }
 }
 
 static int graph_out_finish(graph_out *o) {
   if (o->started) pthread_join(o->th, NULL);
   o->started = 0;
-  if (o->w) kio_writer_discard(o->w);  /* never handed to a thread */
-  o->w = NULL;
   graph_out_clear(o);
   trn_log_close(o->lg);
   o->lg = NULL;
@@ -236,7 +263,8 @@ int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const t
   tgraph_opts_default(&go);
   go.transition_scale = 0.0f;  /* compile-train-graphs' defaults */
   go.self_loop_scale = 0.0f;
-  double t_compile = 0.0, t_wopen = 0.0, t_loop = kio_now_s();
+  double t_compile = 0.0, t_loop = kio_now_s();
+  const int writer_nice = (int)kio_setting_int(KIO_SET_DEV_TRAIN_WRITER_NICE, 10, 0, 19);
   text_pool texts;
   memset(&texts, 0, sizeof texts);
   int texts_on = 0;
@@ -277,11 +305,11 @@ int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const t
     free(logp);
     free(cmd);
     if (rc == KIO_OK) trn_log_use(go_j->lg);
-    double tw0 = kio_now_s();
-    if (rc == KIO_OK && c->write_graphs &&
-        kio_writer_open(&go_j->w, wx, &tgraph_graph_holder) != KIO_OK)
-      rc = KIO_ERR;
-    t_wopen += kio_now_s() - tw0;
+    if (rc == KIO_OK && c->write_graphs) {  /* the writer opens it on its thread */
+      go_j->wx = wx;
+      go_j->nice = writer_nice;
+      wx = NULL;
+    }
     long num_succeed = 0, num_fail = 0;
     while (rc == KIO_OK && !kio_seq_done(r)) {
       int n = 0;
@@ -292,7 +320,7 @@ int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const t
       }
       if (rc != KIO_OK) break;
       memset(out, 0, sizeof out);
-      int what = TGRAPH_CSR | (go_j->w ? TGRAPH_BYTES : 0);
+      int what = TGRAPH_CSR | (go_j->wx ? TGRAPH_BYTES : 0);
       double tc = kio_now_s();
       if (tgraph_compile(gc, n, words, what, c->threads, out) != KIO_OK) { rc = KIO_ERR; break; }
       t_compile += kio_now_s() - tc;
@@ -308,7 +336,7 @@ int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const t
           num_fail++;
         } else {
           num_succeed++;
-          if (go_j->w && rc == KIO_OK) rc = graph_out_add(go_j, keys[i], &out[i]);
+          if (go_j->wx && rc == KIO_OK) rc = graph_out_add(go_j, keys[i], &out[i]);
         }
         tgraph_graph_free(&out[i]);
       }
@@ -317,7 +345,7 @@ int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const t
       KIO_KALDI(CTG_DONE, num_succeed, num_fail);
     if (r && kio_seq_close(r) != KIO_OK) rc = KIO_ERR;
     trn_log_use(NULL);
-    if (rc == KIO_OK && go_j->w) graph_out_start(go_j);  /* the thread closes the log */
+    if (rc == KIO_OK && go_j->wx) graph_out_start(go_j);  /* the thread closes the log */
     else if (rc == KIO_OK) { trn_log_close(go_j->lg); go_j->lg = NULL; }
     free(wx);
     free(rs);
@@ -330,9 +358,9 @@ done:;
     d->gw = outs;
     d->gw_t0 = kio_now_s();
     KIO_VLOG(1, "Graphs: %.2f s: compiling %.2f s, waiting %.2f s for the transcripts' readers, "
-             "starting the fsts.JOB.gz writers %.2f s, the rest %.2f s", d->gw_t0 - t_loop,
-             t_compile, texts.wait_s, t_wopen,
-             d->gw_t0 - t_loop - t_compile - texts.wait_s - t_wopen);
+             "the rest %.2f s (the fsts.JOB.gz writers at niceness +%d)", d->gw_t0 - t_loop,
+             t_compile, texts.wait_s, d->gw_t0 - t_loop - t_compile - texts.wait_s,
+             writer_nice);
     outs = NULL;
   }
   for (int j = 0; outs && j < d->nj; j++) graph_out_finish(&outs[j]);

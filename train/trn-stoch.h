@@ -19,6 +19,8 @@ typedef struct {
   int32_t numgauss;          /* the --mix-up target of the next update */
   uint8_t *pick;             /* stochastic: the current batch's utterances */
   gacc_dev_feats *dfeats;    /* GPU: the features resident on the device, or NULL */
+  gacc_acc *accs[16];        /* GPU: the accumulators kept from one iteration to the
+                                next (rebound to each model), or NULL */
   float last_like;
   double time_align, time_acc, time_est;
 } trn_ctx;

@@ -124,6 +124,10 @@ extern "C" {
   X(DEV_SERVICE_REQUEST_KB, "KALDI_GPU_DEV_SERVICE_REQUEST_KB", NULL, DEV,                 \
     "A batch goes to the GPU service in requests of about this many KiB (default "        \
     "1048576: one request per batch, the next batch sent ahead)")                          \
+  X(DEV_SERVICE_BALANCE, "KALDI_GPU_DEV_SERVICE_BALANCE", NULL, DEV,                       \
+    "With --num-gpus above 1: 1 (default) moves frames of each batch away from a "         \
+    "connection whose replies come later (its device also accumulates, or is slower); "    \
+    "0: equal shares")                                                                     \
   X(DEV_ACC_STATS, "KALDI_GPU_DEV_ACC_STATS", NULL, DEV,                                   \
     "Device statistics kernel: cells (default: a pdf's cells over many blocks) or tiled "  \
     "(one block per pdf); the same bits")                                                  \
@@ -131,6 +135,14 @@ extern "C" {
     "Threads of the device accumulator's per-frame host work and of gmm-acc-mllt's "       \
     "statistics (default: this job's share of the cores, at most 16, less those of the "   \
     "process's other accumulators); the same bits whatever the number")                    \
+  X(DEV_TRAIN_ACC_STREAMS, "KALDI_GPU_DEV_TRAIN_ACC_STREAMS", NULL, DEV,                   \
+    "gmm-train-gpu on the GPU: device accumulators (a stream and host threads each) that " \
+    "accumulate the jobs side by side, 1 to 16 (default 4; 1: the jobs one after the "     \
+    "other on one accumulator); each job's statistics the same bits whatever the number")  \
+  X(DEV_TRAIN_WRITER_NICE, "KALDI_GPU_DEV_TRAIN_WRITER_NICE", NULL, DEV,                   \
+    "gmm-train-gpu: niceness added to the fsts.JOB.gz writers (thread and gzip), 0 to 19 " \
+    "(default 10: the graph compilation first, the writers in the cycles it leaves; 0: "   \
+    "as the compilation)")                                                                 \
   X(DEV_BLAS_CACHE, "KALDI_GPU_DEV_BLAS_CACHE", NULL, DEV,                               \
     "0: find the Kaldi's OpenBLAS core anew in every process (two short child processes) " \
     "instead of the answer kept in the private directory for the same program, library "  \
@@ -161,6 +173,9 @@ extern "C" {
     "The service stops itself (SIGSTOP) after N batches")                                  \
   X(TEST_SERVICE_SLOW, "KALDI_GPU_TEST_SERVICE_SLOW", NULL, TEST,                          \
     "Seconds the service spends on each batch before it works on it (a busy device)")     \
+  X(TEST_SERVICE_LATE, "KALDI_GPU_TEST_SERVICE_LATE", NULL, TEST,                          \
+    "Seconds a job waits before it reads each alignment reply of its last GPU service "    \
+    "connection (as if that device were slower; --num-gpus)")                              \
   X(TEST_SERVICE_NO_START, "KALDI_GPU_TEST_SERVICE_NO_START", NULL, TEST,                  \
     "The service never starts: exit (at once) or hang (before it listens)")                \
   X(TEST_SERVICE_START_WAIT, "KALDI_GPU_TEST_SERVICE_START_WAIT", NULL, TEST,              \

@@ -3,8 +3,9 @@
 # steps/train_mono.sh and train_deltas.sh against steps-gpu/'s (same
 # machine hold, same inputs: --nj 16, data/train_x4, train_mono on its 1500
 # shortest utterances as egs/synth/s5/run.sh does, train_deltas 1500 15000
-# from Kaldi's own mono_ali), wall times, ratios and whether the models and
-# alignments are the same bytes; then one training iteration over ~1000 h of
+# from Kaldi's own mono_ali; ours with the tree building's drop-ins on PATH,
+# as after tools/enable-recipe.sh), wall times, ratios and whether the models
+# and alignments are the same bytes; then one training iteration over ~1000 h of
 # replicated data once resident (gmm-train-gpu --dev-replicate, an
 # accumulation-and-update iteration, then a realigning one as far as the time
 # left allows). Our trainer runs at --verbose=1: summary.md quotes its own
@@ -14,8 +15,14 @@
 # tools/blas-order-check's comparison with the bundle's OpenBLAS on this core.
 #
 #   dev/device/trainer-device.sh [--nj N] [--train DIR] [--replicate R]
-#                                [--budget SECONDS] [--steps "mono deltas big"]
+#                                [--budget SECONDS] [--steps "mono deltas variants big"]
 #                                [--kaldi-exp EXP]
+#
+# Step variants (after deltas): our train_deltas again with the start-up and
+# accumulation settings of before (one accumulator, KALDI_GPU_DEV_TRAIN_ACC_STREAMS=1;
+# writers at the compilation's priority, KALDI_GPU_DEV_TRAIN_WRITER_NICE=0;
+# the trainer started after the tree, --early-start false), and with 8
+# accumulators: the same build, the same hold, each change's share.
 #
 # --kaldi-exp EXP (e.g. exp_kaldi, after `recipe-device.sh start --stages 1-3`
 # in the same machine hold): stock Kaldi's side is not run again; its mono,
@@ -76,6 +83,15 @@ mkdir -p "$base/trainer-bin" && rm -f "$base/trainer-bin/gmm-train-gpu" &&
     "$gpu_bin/gmm-train-gpu" >"$base/trainer-bin/gmm-train-gpu" &&
   chmod +x "$base/trainer-bin/gmm-train-gpu" || exit 1
 export PATH=$base/trainer-bin:$PATH
+# Our train_deltas as a recipe after tools/enable-recipe.sh runs it: the tree
+# building's drop-ins of the pack (acc-tree-stats, sum-tree-stats,
+# cluster-phones, build-tree) on its PATH; Kaldi's side never sees them.
+rm -rf "$base/ours-bin" && mkdir -p "$base/ours-bin" || exit 1
+dropins=""
+for prog in acc-tree-stats sum-tree-stats cluster-phones build-tree; do
+  [ -x "$gpu_bin/$prog" ] && ln -s "$gpu_bin/$prog" "$base/ours-bin/" && dropins="$dropins $prog"
+done
+ours_path=$base/ours-bin:$PATH
 gpu=$top/steps-gpu
 e=exp_trn
 mkdir -p $e
@@ -169,9 +185,21 @@ if [[ " $steps " == *" deltas "* ]]; then
   fi
   rm -rf $e/tri1_g
   [ -n "$kaldi_exp" ] || rm -rf $e/tri1_k
-  timed tri1_g "$gpu/train_deltas.sh" --use-gpu yes 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_g
+  timed tri1_g env PATH="$ours_path" "$gpu/train_deltas.sh" --use-gpu yes 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_g
   [ -n "$kaldi_exp" ] || timed tri1_k steps/train_deltas.sh 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_k
   rows+=("| train_deltas ($train) | ${secs[tri1_k]:--} | ${secs[tri1_g]:--} | $(ratio tri1_k tri1_g) | $(same $e/tri1_k $e/tri1_g) |")
+fi
+variant_dirs=()
+if [[ " $steps " == *" variants "* ]] && [ -f $e/mono_ali/ali.1.gz ]; then
+  for v in "old:KALDI_GPU_DEV_TRAIN_ACC_STREAMS=1 KALDI_GPU_DEV_TRAIN_WRITER_NICE=0:--early-start false" \
+           "s8:KALDI_GPU_DEV_TRAIN_ACC_STREAMS=8::" "s1:KALDI_GPU_DEV_TRAIN_ACC_STREAMS=1::"; do
+    IFS=: read -r vn venv vopt <<<"$v"
+    rm -rf $e/tri1_$vn
+    # shellcheck disable=SC2086
+    timed tri1_$vn env PATH="$ours_path" $venv "$gpu/train_deltas.sh" --use-gpu yes $vopt 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_$vn &&
+      variant_dirs+=(tri1_$vn)
+    rows+=("| train_deltas, $vn: $venv $vopt | ${secs[tri1_k]:--} | ${secs[tri1_$vn]:--} | $(ratio tri1_k tri1_$vn) | $(same $e/tri1_k $e/tri1_$vn) |")
+  done
 fi
 
 # One iteration over replicated data: tri1_g's tree, final model and
@@ -207,8 +235,9 @@ fi
   echo "|---|---:|---:|---:|---|"
   for r in "${rows[@]}"; do echo "$r"; done
   [ -n "${secs[mono_ali]:-}" ] && echo && echo "(Kaldi's align_si of mono, the input of both train_deltas: ${secs[mono_ali]} s)"
+  echo && echo "Our train_deltas ran with these drop-ins of the tree building on its PATH:${dropins:- none (not in the pack)}"
   [ -n "$blas_check" ] && echo && echo "blas-order-check (ours against the bundle's OpenBLAS on this core): $blas_check"
-  for x in mono_g tri1_g; do
+  for x in mono_g tri1_g ${variant_dirs[@]+"${variant_dirs[@]}"}; do
     [ -f $e/$x/log/train.log ] || continue
     echo
     echo "steps-gpu $x, the trainer's log (--verbose=1):"

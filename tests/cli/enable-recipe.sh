@@ -25,7 +25,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 version=$(sed -n 's/^#define KIO_PLUGIN_VERSION "\(.*\)"$/\1/p' "$TOP/base/sys/version.h")
 [ -n "$version" ] || { echo "FAIL: no KIO_PLUGIN_VERSION in base/sys/version.h"; exit 1; }
 id="kaldi-gpu-align $version"
-replaced="gmm-align-compiled align-equal-compiled gmm-acc-stats-ali compile-train-graphs gmm-align align-equal gmm-est gmm-sum-accs gmm-acc-mllt ali-to-post weight-silence-post gmm-acc-stats-twofeats acc-tree-stats sum-tree-stats build-tree cluster-phones gmm-est-fmllr"
+replaced="gmm-align-compiled align-equal-compiled gmm-acc-stats-ali compile-train-graphs gmm-align align-equal gmm-est gmm-sum-accs gmm-acc-mllt ali-to-post ali-to-phones weight-silence-post gmm-acc-stats-twofeats acc-tree-stats sum-tree-stats build-tree cluster-phones gmm-est-fmllr"
 # Our service directory and its sockets stay in the test's directory.
 export KALDI_GPU_SERVICE_DIR=$tmp/svc
 mkdir -m 700 "$tmp/svc"
@@ -34,7 +34,7 @@ mkdir -m 700 "$tmp/svc"
 K=$tmp/kaldi
 mkdir -p "$K/tools/config" "$K/src/bin" "$K/src/gmmbin" "$K/egs/wsj/s5/steps"
 for p in $replaced; do
-  d=$K/src/gmmbin; case $p in align-equal*|compile-train-graphs|ali-to-post|weight-silence-post|*-tree-stats|build-tree|cluster-phones) d=$K/src/bin ;; esac
+  d=$K/src/gmmbin; case $p in align-equal*|compile-train-graphs|ali-to-post|ali-to-phones|weight-silence-post|*-tree-stats|build-tree|cluster-phones) d=$K/src/bin ;; esac
   printf '#!/bin/sh\necho "fake Kaldi %s" >&2\nexit 0\n' "$p" >"$d/$p"
   chmod +x "$d/$p"
 done

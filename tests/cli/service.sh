@@ -282,7 +282,54 @@ KALDI_GPU_TEST_SERVICE_CPU=2 KALDI_GPU_TEST_SERVICE_SLOW=0.05 KALDI_GPU_TEST_SER
 grep -q 'GPU service not usable: lost' "$tmp/twodrop.log" ||
   fail "--num-gpus=2, dropped: no LOG line about the lost service"
 same_run tri1.cpu twodrop
+# 8c. The split balanced: the job reading connection 2's replies late (as
+#     if its device were slower or also accumulated) moves frames of the
+#     next batches to connection 1; KALDI_GPU_DEV_SERVICE_BALANCE=0 keeps
+#     equal shares. The CPU path's outputs and messages either way.
+for b in 1 0; do
+  stop_service
+  KALDI_GPU_DEV_SERVICE_BALANCE=$b KALDI_GPU_TEST_SERVICE_CPU=2 KALDI_GPU_TEST_SERVICE_LATE=0.05 \
+    align "twolate$b" models/tri1/final.mdl "ark:gunzip -c graphs/tri1.fsts.gz|" ark:noisy/delta.ark \
+    --num-gpus=2 --batch-size=7 --verbose=2
+  s2=$(sed -n 's/.*connection 2: [0-9]* frames, last share \([0-9.]*\).*/\1/p' "$tmp/twolate$b.log")
+  if [ $b = 1 ]; then
+    awk -v s="${s2:-1}" 'BEGIN { exit !(s < 0.4) }' ||
+      fail "--num-gpus=2, connection 2 late: its share ${s2:-not logged}, not below 0.4"
+  else
+    [ "$s2" = 0.500 ] || fail "KALDI_GPU_DEV_SERVICE_BALANCE=0: connection 2's share ${s2:-not logged}"
+  fi
+  sed -i '/VLOG/d' "$tmp/twolate$b.log"
+  same_run tri1.cpu "twolate$b"
+done
 unset KALDI_GPU_DEV_SERVICE_INFLIGHT KALDI_GPU_DEV_SERVICE_REQUEST_KB
+# 8d. The one pass with --num-gpus=2: the alignment on both devices, the
+#     statistics over a connection of their own (the batches kept with
+#     their features taken; checkpoints between them); then the service
+#     dropping every connection after 5 requests: the job redoes the kept
+#     batches and goes on alone. The CPU path's outputs and messages.
+for v in plain drop; do
+  stop_service
+  if [ $v = drop ]; then export KALDI_GPU_TEST_SERVICE_DROP=5; else unset KALDI_GPU_TEST_SERVICE_DROP; fi
+  for d in clean noisy; do
+    f=ark:feats/delta.ark; [ $d = noisy ] && f=ark:noisy/delta.ark
+    KALDI_GPU_TEST_SERVICE_CPU=2 KALDI_GPU_TEST_ACC_KEEP_BYTES=300000 \
+      onepass "ftwo.$v.$d" "$f" --num-gpus=2 --batch-size=3 --verbose=1
+    grep -q '2 connections (through the GPU service)' "$tmp/ftwo.$v.$d.log" ||
+      fail "one pass --num-gpus=2 $v $d: $(grep -m1 galign_aligner_new "$tmp/ftwo.$v.$d.log")"
+    grep -q 'over a connection of its own' "$tmp/ftwo.$v.$d.log" ||
+      fail "one pass --num-gpus=2 $v $d: $(grep -m1 -i 'accumulating on' "$tmp/ftwo.$v.$d.log")"
+    if [ $v = drop ]; then  # (the line of the loss: the kept batches redone)
+      grep -q 'GPU service lost during accumulation.*utterances redone' "$tmp/ftwo.$v.$d.log" ||
+        fail "one pass --num-gpus=2 $d: the statistics' service was not lost"
+      sed -i '/GPU service lost during accumulation/d' "$tmp/ftwo.$v.$d.log"
+    else
+      grep -q 'GPU service lost\|GPU service not usable' "$tmp/ftwo.$v.$d.log" &&
+        fail "one pass --num-gpus=2 $d: $(grep -m1 'GPU service lost\|GPU service not usable' "$tmp/ftwo.$v.$d.log")"
+    fi
+    same_onepass "fcpu.$d" "ftwo.$v.$d"
+  done
+done
+unset KALDI_GPU_TEST_SERVICE_DROP
 
 # 9. Idle exit: the service goes away and removes its socket.
 stop_service

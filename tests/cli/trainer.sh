@@ -237,6 +237,27 @@ if [ -f exp/tri_k/final.mdl ]; then
   ! grep -q "missing-4" "$tmp/feat_bad.err" || fail "unreadable features: lines of job 4, never reached"
 fi
 
+# A stage before the loop that fails (acc-tree-stats on an unreadable
+# alignment) while the trainer, started early, reads the features: the
+# script fails with the stock script's output, and the trainer stops
+# without training (its log says so, exit 0), the start file removed, no
+# trainer left behind.
+if [ -f exp/mono_k/final.mdl ]; then
+  rm -rf exp/mono_bad exp/early_k exp/early_g && cp -r exp/mono_k exp/mono_bad &&
+    echo garbage | gzip >exp/mono_bad/ali.2.gz || exit 1
+  steps/train_deltas.sh 200 800 data/train_300 data/lang exp/mono_bad exp/early_k >"$tmp/early.k.out" 2>&1 &&
+    fail "early start: the stock script did not fail"
+  "$gpu/train_deltas.sh" 200 800 data/train_300 data/lang exp/mono_bad exp/early_g \
+    >"$tmp/early.g.out" 2>&1 && fail "early start: the script did not fail"
+  diff <(sed 's#^[^ ]*/train_deltas.sh#S#; s#exp/early_[kg]#exp/D#g' "$tmp/early.k.out") \
+    <(sed 's#^[^ ]*/train_deltas.sh#S#; s#exp/early_[kg]#exp/D#g' "$tmp/early.g.out") >/dev/null ||
+    fail "early start: the failing script's output is not the stock script's"
+  grep -q "Not trained: exp/early_g/.trainer_start" exp/early_g/log/train.log &&
+    grep -q "Ended (code 0)" exp/early_g/log/train.log || fail "early start: the trainer did not stop as asked"
+  [ ! -e exp/early_g/.trainer_start ] || fail "early start: the start file left behind"
+  ! pgrep -f "gmm-train-gpu.*exp/early_g" >/dev/null || fail "early start: a trainer left running"
+fi
+
 # The rest of a recipe on our directories: the mono graphs reused by
 # align_si.sh --use-graphs true, SAT on the LDA+MLLT system's alignments, a
 # decoding graph and a decode (a few test utterances).

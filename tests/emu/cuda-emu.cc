@@ -240,8 +240,26 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 cudaError_t cudaFuncSetAttribute(const void *f, enum cudaFuncAttribute a, int v) {
   (void)f; (void)a; (void)v; return cudaSuccess;
 }
-cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
-cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+/* EMU_DEVICES: how many devices the emulation presents (default 1, at most
+ * 8); they are one host memory and one memory account, so a job or a
+ * service spread over them exercises the code paths of several GPUs, not
+ * their memory limits. The current device is per thread, as in CUDA. */
+static int emu_devices(void) {
+  static int n = 0;
+  if (!n) {
+    const char *v = getenv("EMU_DEVICES");
+    int k = v ? atoi(v) : 1;
+    n = k < 1 ? 1 : k > 8 ? 8 : k;
+  }
+  return n;
+}
+static thread_local int emu_cur_dev;
+cudaError_t cudaGetDevice(int *d) { *d = emu_cur_dev; return cudaSuccess; }
+cudaError_t cudaSetDevice(int d) {
+  if (d < 0 || d >= emu_devices()) return cudaErrorInvalidDevice;
+  emu_cur_dev = d;
+  return cudaSuccess;
+}
 cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int dev) {
   (void)dev;
   /* EMU_SMEM_OPTIN: a smaller GPU's shared memory per block (default: an H100's) */
@@ -333,12 +351,12 @@ int kio_cuda_mem_info(int dev, size_t *free_b, size_t *total_b) {
 }
 void kio_cuda_pool_trim(int dev) { (void)dev; }
 void kio_cuda_pool_keep(int dev, size_t bytes) { (void)dev; (void)bytes; }
-int kio_cuda_bind(int dev) { return dev == 0 ? 0 : -1; }
+int kio_cuda_bind(int dev) { return cudaSetDevice(dev) == cudaSuccess ? 0 : -1; }
 int kio_cuda_host_alloc(void **p, size_t bytes) {
   return cudaMalloc(p, bytes) == cudaSuccess ? KIO_OK : KIO_ERR;
 }
 void kio_cuda_host_free(void *p, void *stream) { (void)stream; free(p); }
-int kio_cuda_device_count(void) { return 1; }
+int kio_cuda_device_count(void) { return emu_devices(); }
 /* The GPU service's broken context (gpu-service/fault-cuda.cu's trapping
  * kernel): marked here, reported by the health check. */
 static std::atomic<int> emu_broken;
@@ -347,10 +365,10 @@ int kio_cuda_context_broken(char *why, int why_len) {
   if (emu_broken) snprintf(why, (size_t)why_len, "the emulated device context is broken");
   return emu_broken;
 }
-/* kaldi-gpu-service --describe: one emulated device, no device code. */
+/* kaldi-gpu-service --describe: the emulated devices, no device code. */
 void kio_cuda_env_info(kio_cuda_env *e) {
   memset(e, 0, sizeof *e);
-  e->count = 1;
+  e->count = emu_devices();
 }
 int kio_cuda_device_info(int dev, kio_cuda_dev_info *d) {
   memset(d, 0, sizeof *d);
@@ -364,12 +382,13 @@ void kio_cuda_warm_up(void) {}
 void kio_cuda_prefer_blocking_sync(void) {}
 int kio_cuda_choose(double wait_s, int named_dev, char *desc, int desc_len, int *dev) {
   (void)wait_s;
-  if (named_dev > 0) {
-    KIO_ERROR("No CUDA device %d available (found 1)", named_dev);
+  if (named_dev >= emu_devices()) {
+    KIO_ERROR("No CUDA device %d available (found %d)", named_dev, emu_devices());
     return KIO_ERR;
   }
   if (desc) snprintf(desc, desc_len, "host emulation of a CUDA device");
-  *dev = 0;
+  *dev = named_dev > 0 ? named_dev : 0;
+  cudaSetDevice(*dev);
   return KIO_OK;
 }
 #endif

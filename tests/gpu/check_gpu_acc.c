@@ -465,6 +465,83 @@ START_TEST(gpu_reset_serves_another_job) {
 }
 END_TEST
 
+/* The trainer's device path: accumulators side by side on threads, each
+ * with host threads of its own (gacc_set_host_threads), each serving
+ * several jobs in turn (fetch, reset): every job's statistics and totals are
+ * those of a fresh accumulator given that job alone, bit for bit. */
+enum { SIDE_JOBS = 5, SIDE_ACCS = 2 };
+typedef struct {
+  const mono_utts *d;
+  gacc_acc *acc;
+  int first, rc;            /* jobs first, first + SIDE_ACCS, ... */
+  gacc_stats st[SIDE_JOBS];
+} side_worker;
+
+static void side_job_range(const mono_utts *d, int j, int *lo, int *n) {
+  *lo = d->n * j / SIDE_JOBS;
+  *n = d->n * (j + 1) / SIDE_JOBS - *lo;
+}
+
+static void *side_main(void *arg) {
+  side_worker *w = arg;
+  gacc_utt_result res[MAXU];
+  w->rc = KIO_OK;
+  for (int j = w->first; j < SIDE_JOBS && w->rc == KIO_OK; j += SIDE_ACCS) {
+    int lo, n;
+    side_job_range(w->d, j, &lo, &n);
+    if (gacc_accumulate_batch(w->acc, n, w->d->u + lo, res) != KIO_OK ||
+        gacc_get_stats(w->acc, &w->st[j]) != KIO_OK || gacc_reset_stats(w->acc) != KIO_OK)
+      w->rc = KIO_ERR;
+  }
+  return NULL;
+}
+
+START_TEST(gpu_side_by_side_jobs) {
+  select_gpu();
+  mono_utts d;
+  mono_load(&d);
+  side_worker w[SIDE_ACCS];
+  memset(w, 0, sizeof w);
+  pthread_t th[SIDE_ACCS];
+  for (int k = 0; k < SIDE_ACCS; k++) {
+    w[k].d = &d;
+    w[k].first = k;
+    ck_assert_int_eq(gacc_new(&w[k].acc, "gpu", &d.tm, &d.am), KIO_OK);
+    gacc_set_host_threads(w[k].acc, k + 2);  /* 2 and 3 threads */
+    ck_assert_int_eq(pthread_create(&th[k], NULL, side_main, &w[k]), 0);
+  }
+  for (int k = 0; k < SIDE_ACCS; k++) {
+    pthread_join(th[k], NULL);
+    ck_assert_int_eq(w[k].rc, KIO_OK);
+    gacc_timing tm;
+    gacc_get_timing(w[k].acc, &tm);
+    ck_assert_int_eq(tm.host_threads, k + 2);
+  }
+  gacc_utt_result res[MAXU];
+  for (int j = 0; j < SIDE_JOBS; j++) {
+    int lo, n;
+    side_job_range(&d, j, &lo, &n);
+    gacc_acc *fresh;
+    ck_assert_int_eq(gacc_new(&fresh, "gpu", &d.tm, &d.am), KIO_OK);
+    ck_assert_int_eq(gacc_accumulate_batch(fresh, n, d.u + lo, res), KIO_OK);
+    gacc_stats sf;
+    memset(&sf, 0, sizeof sf);
+    ck_assert_int_eq(gacc_get_stats(fresh, &sf), KIO_OK);
+    const gacc_stats *sj = &w[j % SIDE_ACCS].st[j];
+    ck_assert(sf.total_frames > 0);
+    ck_assert(sj->total_like == sf.total_like && sj->total_frames == sf.total_frames);
+    ck_assert_msg(stats_identical(sj, &sf), "job %d: side by side differs from alone", j);
+    gacc_stats_free(&sf);
+    gacc_free(fresh);
+  }
+  for (int k = 0; k < SIDE_ACCS; k++) {
+    for (int j = 0; j < SIDE_JOBS; j++) gacc_stats_free(&w[k].st[j]);
+    gacc_free(w[k].acc);
+  }
+  mono_free(&d);
+}
+END_TEST
+
 /* The GPU service's pooled accumulator (gacc_rebind): rebound to a model
  * with more pdfs and Gaussians (tri1 after mono), then to one with fewer
  * (mono again: the larger arrays kept), then to the same model, its
@@ -689,6 +766,7 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, gpu_async_bad_like_logged_at_wait);
   tcase_add_test(t, gpu_continues_from_loaded_stats);
   tcase_add_test(t, gpu_reset_serves_another_job);
+  tcase_add_test(t, gpu_side_by_side_jobs);
   tcase_add_test(t, gpu_rebind_equals_fresh);
   tcase_add_test(t, cpu_rebind_equals_fresh);
   tcase_add_test(t, gpu_dev_feats_equal_upload);
