@@ -5,14 +5,11 @@
  * parsing are on the stage's critical path. --ctm-output (its times are
  * Kaldi's float sums printed with the stream's precision) runs Kaldi's own
  * program from PATH. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/io/io.h"
 #include "base/io/table.h"
-#include "base/matrix/blas-profile.h"
 #include "base/model/model.h"
 #include "base/program/program.h"
 #include "base/sys/kaldi-msg.h"
@@ -28,20 +25,6 @@ static const char *const kUsage =
     "or:\n"
     " ali-to-phones --ctm-output 1.mdl ark:1.ali 1.ctm\n"
     "See also: show-alignments lattice-align-phones, compare-int-vector\n";
-
-static void run_kaldi(char **argv, const char *why) {
-  char kaldi[4096];
-  if (kio_find_kaldi_program("ali-to-phones", kaldi, sizeof kaldi)) {
-    KIO_LOG("%s: running Kaldi's %s instead", why, kaldi);
-    fflush(stderr);
-    argv[0] = kaldi;
-    execv(kaldi, argv);
-    KIO_ERROR("Cannot run %s: %s", kaldi, strerror(errno));
-  } else {
-    KIO_ERROR("%s, and Kaldi's own ali-to-phones is not on PATH", why);
-  }
-  kio_fatal_exit();
-}
 
 /* Int32PairVectorWriter's body (BasicPairVectorHolder): binary, the count
  * then each value with its size byte; text, "a b ; c d ; e f " and a newline.
@@ -111,7 +94,7 @@ int main(int argc, char **argv) {
     KIO_ERROR("Incompatible options: --per-frame and --write-lengths");
     kio_fatal_exit();
   }
-  if (ctm_output) run_kaldi(argv, "--ctm-output");
+  if (ctm_output) kio_program_exec_kaldi("ali-to-phones", argv, "--ctm-output");
 
   kio_tmodel tm = {0};
   if (kio_model_read(kio_opts_arg(po, 1), &tm, NULL) != KIO_OK) kio_fatal_exit();

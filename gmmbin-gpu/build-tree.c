@@ -24,20 +24,6 @@ static const char *const kUsage =
     "e.g.: \n"
     " build-tree treeacc roots.txt 1.qst topo tree\n";
 
-static void run_kaldi(char **argv, const char *why) {
-  char kaldi[4096];
-  if (kio_find_kaldi_program("build-tree", kaldi, sizeof kaldi)) {
-    KIO_LOG("%s: running Kaldi's %s instead", why, kaldi);
-    fflush(stderr);
-    argv[0] = kaldi;
-    execv(kaldi, argv);
-    KIO_ERROR("Cannot run %s: %s", kaldi, strerror(errno));
-  } else {
-    KIO_ERROR("%s, and Kaldi's own build-tree is not on PATH", why);
-  }
-  kio_fatal_exit();
-}
-
 static int cmp_i32(const void *a, const void *b) {
   int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
   return (x > y) - (x < y);
@@ -137,7 +123,7 @@ int main(int argc, char **argv) {
   bt_opts o = {thresh, cluster_thresh, max_leaves, P, round_num_leaves, 0};
   int fallback = 0;
   kio_event_map *tree = bt_build_tree(&qst, &roots, p2n, np, &stats, &o, &fallback);
-  if (fallback) run_kaldi(argv, "This tree is built differently by Kaldi");
+  if (fallback) kio_program_exec_kaldi("build-tree", argv, "This tree is built differently by Kaldi");
   if (!tree) kio_fatal_exit();
   if (kio_log_verbose() >= 1) {
     int32_t nl = 0;

@@ -25,19 +25,7 @@ static const char *const kUsage =
 
 static char **g_argv;
 
-static void run_kaldi(const char *why) {
-  char kaldi[4096];
-  if (kio_find_kaldi_program("cluster-phones", kaldi, sizeof kaldi)) {
-    KIO_LOG("%s: running Kaldi's %s instead", why, kaldi);
-    fflush(stderr);
-    g_argv[0] = kaldi;
-    execv(kaldi, g_argv);
-    KIO_ERROR("Cannot run %s: %s", kaldi, strerror(errno));
-  } else {
-    KIO_ERROR("%s, and Kaldi's own cluster-phones is not on PATH", why);
-  }
-  kio_fatal_exit();
-}
+static void run_kaldi(const char *why) { kio_program_exec_kaldi("cluster-phones", g_argv, why); }
 
 static int cmp_i32(const void *a, const void *b) {
   int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;

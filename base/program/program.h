@@ -35,6 +35,11 @@ void kio_program_start(int argc, char **argv);
 void kio_program_parse(kio_opts *po, int argc, char **argv, int min_args, int max_args);
 /* kio_program_parse, then the program's first LOG line (kio_log_ours). */
 void kio_program_args(kio_opts *po, int argc, char **argv, int min_args, int max_args);
+/* For a case a drop-in does not reproduce: LOG "WHY: running Kaldi's PATH
+ * instead" and exec Kaldi's own program NAME (kio_find_kaldi_program) with
+ * argv (argv[0] replaced); without one, or when the exec fails, an ERROR
+ * and exit 255. Never returns. */
+void kio_program_exec_kaldi(const char *name, char **argv, const char *why);
 
 #ifdef __cplusplus
 }
