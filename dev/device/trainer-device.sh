@@ -83,15 +83,21 @@ mkdir -p "$base/trainer-bin" && rm -f "$base/trainer-bin/gmm-train-gpu" &&
     "$gpu_bin/gmm-train-gpu" >"$base/trainer-bin/gmm-train-gpu" &&
   chmod +x "$base/trainer-bin/gmm-train-gpu" || exit 1
 export PATH=$base/trainer-bin:$PATH
-# Our train_deltas as a recipe after tools/enable-recipe.sh runs it: the tree
-# building's drop-ins of the pack (acc-tree-stats, sum-tree-stats,
-# cluster-phones, build-tree) on its PATH; Kaldi's side never sees them.
+# Our train_deltas as a recipe after tools/enable-recipe.sh runs it: every
+# drop-in of the pack (the tree building's acc-tree-stats, sum-tree-stats,
+# cluster-phones and build-tree among them) first on its PATH. The steps
+# scripts source path.sh, which puts Kaldi's programs ahead of an exported
+# PATH and GPU_BIN ahead of those, so the drop-ins go in through GPU_BIN
+# (ours_env); the trainer itself stays trainer-bin's timing wrapper. Kaldi's
+# side never sees them.
 rm -rf "$base/ours-bin" && mkdir -p "$base/ours-bin" || exit 1
 dropins=""
-for prog in acc-tree-stats sum-tree-stats cluster-phones build-tree; do
-  [ -x "$gpu_bin/$prog" ] && ln -s "$gpu_bin/$prog" "$base/ours-bin/" && dropins="$dropins $prog"
+for prog in "$gpu_bin"/*; do
+  n=${prog##*/}
+  [ -f "$prog" ] && [ -x "$prog" ] && [ "$n" != gmm-train-gpu ] || continue
+  ln -s "$prog" "$base/ours-bin/" && dropins="$dropins $n"
 done
-ours_path=$base/ours-bin:$PATH
+ours_env=(env PATH="$base/ours-bin:$PATH" GPU_BIN="$base/ours-bin")
 gpu=$top/steps-gpu
 e=exp_trn
 mkdir -p $e
@@ -171,11 +177,11 @@ fi
 if [[ " $steps " == *" mono "* ]]; then
   rm -rf $e/mono_g
   [ -n "$kaldi_exp" ] || rm -rf $e/mono_k
-  timed mono_g "$gpu/train_mono.sh" --use-gpu yes --nj "$nj" "$mono_data" data/lang $e/mono_g
+  timed mono_g "${ours_env[@]}" "$gpu/train_mono.sh" --use-gpu yes --nj "$nj" "$mono_data" data/lang $e/mono_g
   [ -n "$kaldi_exp" ] || timed mono_k steps/train_mono.sh --nj "$nj" "$mono_data" data/lang $e/mono_k
   # ours once more (a 3 s run: how much one measurement varies)
   rm -rf $e/mono_g2
-  timed mono_g2 "$gpu/train_mono.sh" --use-gpu yes --nj "$nj" "$mono_data" data/lang $e/mono_g2
+  timed mono_g2 "${ours_env[@]}" "$gpu/train_mono.sh" --use-gpu yes --nj "$nj" "$mono_data" data/lang $e/mono_g2
   rows+=("| train_mono ($mono_data) | ${secs[mono_k]:--} | ${secs[mono_g]:--} (again: ${secs[mono_g2]:--}) | $(ratio mono_k mono_g) | $(same $e/mono_k $e/mono_g) |")
 fi
 if [[ " $steps " == *" deltas "* ]]; then
@@ -185,7 +191,7 @@ if [[ " $steps " == *" deltas "* ]]; then
   fi
   rm -rf $e/tri1_g
   [ -n "$kaldi_exp" ] || rm -rf $e/tri1_k
-  timed tri1_g env PATH="$ours_path" "$gpu/train_deltas.sh" --use-gpu yes 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_g
+  timed tri1_g "${ours_env[@]}" "$gpu/train_deltas.sh" --use-gpu yes 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_g
   [ -n "$kaldi_exp" ] || timed tri1_k steps/train_deltas.sh 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_k
   rows+=("| train_deltas ($train) | ${secs[tri1_k]:--} | ${secs[tri1_g]:--} | $(ratio tri1_k tri1_g) | $(same $e/tri1_k $e/tri1_g) |")
 fi
@@ -196,7 +202,7 @@ if [[ " $steps " == *" variants "* ]] && [ -f $e/mono_ali/ali.1.gz ]; then
     IFS=: read -r vn venv vopt <<<"$v"
     rm -rf $e/tri1_$vn
     # shellcheck disable=SC2086
-    timed tri1_$vn env PATH="$ours_path" $venv "$gpu/train_deltas.sh" --use-gpu yes $vopt 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_$vn &&
+    timed tri1_$vn "${ours_env[@]}" $venv "$gpu/train_deltas.sh" --use-gpu yes $vopt 1500 15000 "$train" data/lang $e/mono_ali $e/tri1_$vn &&
       variant_dirs+=(tri1_$vn)
     rows+=("| train_deltas, $vn: $venv $vopt | ${secs[tri1_k]:--} | ${secs[tri1_$vn]:--} | $(ratio tri1_k tri1_$vn) | $(same $e/tri1_k $e/tri1_$vn) |")
   done
@@ -235,7 +241,7 @@ fi
   echo "|---|---:|---:|---:|---|"
   for r in "${rows[@]}"; do echo "$r"; done
   [ -n "${secs[mono_ali]:-}" ] && echo && echo "(Kaldi's align_si of mono, the input of both train_deltas: ${secs[mono_ali]} s)"
-  echo && echo "Our train_deltas ran with these drop-ins of the tree building on its PATH:${dropins:- none (not in the pack)}"
+  echo && echo "Our train_deltas ran with the pack's drop-ins first on its PATH (GPU_BIN):${dropins:- none (not in the pack)}"
   [ -n "$blas_check" ] && echo && echo "blas-order-check (ours against the bundle's OpenBLAS on this core): $blas_check"
   for x in mono_g tri1_g ${variant_dirs[@]+"${variant_dirs[@]}"}; do
     [ -f $e/$x/log/train.log ] || continue
