@@ -3,8 +3,8 @@
 # steps/train_mono.sh and train_deltas.sh against steps-gpu/'s (same
 # machine hold, same inputs: --nj 16, data/train_x4, train_mono on its 1500
 # shortest utterances as egs/synth/s5/run.sh does, train_deltas 1500 15000
-# from Kaldi's own mono_ali; ours with the tree building's drop-ins on PATH,
-# as after tools/enable-recipe.sh), wall times, ratios and whether the models
+# from Kaldi's own mono_ali; ours with every drop-in of the pack first on
+# PATH, as after tools/enable-recipe.sh), wall times, ratios and whether the models
 # and alignments are the same bytes; then one training iteration over ~1000 h of
 # replicated data once resident (gmm-train-gpu --dev-replicate, an
 # accumulation-and-update iteration, then a realigning one as far as the time
@@ -73,11 +73,12 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export KALDI_BUNDLE=$w/kaldi/kb
 cd "$w/synth-s5" || exit 1
 . ./path.sh
-# Kaldi's programs for the stock scripts; ours only through steps-gpu (the
-# trainer alone on PATH, after Kaldi's), at --verbose=1 so that its log
-# splits the time (graphs, realignment, accumulation on the device), and its
-# wall time at the end of the log: the stage's time outside the trainer is
-# the scripts' (Kaldi's stages, the diagnostics after the loop).
+# Kaldi's programs for the stock scripts; ours through steps-gpu (the
+# trainer after Kaldi's on PATH, the drop-ins through GPU_BIN below), at
+# --verbose=1 so that its log splits the time (graphs, realignment,
+# accumulation on the device), and its wall time at the end of the log: the
+# stage's time outside the trainer is the script's (its tree building, the
+# diagnostics after the loop).
 mkdir -p "$base/trainer-bin" && rm -f "$base/trainer-bin/gmm-train-gpu" &&
   printf '#!/bin/sh\nt0=$(date +%%s.%%N)\n"%s" --verbose=1 "$@"\nr=$?\necho "trainer wall time: $(awk -v a="$t0" -v b="$(date +%%s.%%N)" '"'"'BEGIN { printf "%%.2f", b - a }'"'"') s" >&2\nexit $r\n' \
     "$gpu_bin/gmm-train-gpu" >"$base/trainer-bin/gmm-train-gpu" &&
