@@ -110,7 +110,7 @@ int galign_shm_warm(galign_shm *g, size_t bytes, size_t least_cap) {
   size_t len = (bytes + bytes / 4 + 4095) / 4096 * 4096;
   g->warm_len = len < g->cap ? len : g->cap;
   g->warming = pthread_create(&g->warm_thread, NULL, warm_main, g) == 0;
-  return 1;
+  return g->warming;  /* else the copy faults it in, as before */
 }
 
 /* One connection per GPU the job asked for (--num-gpus): the service puts

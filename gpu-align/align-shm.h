@@ -44,7 +44,8 @@ int galign_shm_reserve(galign_shm *g, size_t bytes, size_t least_cap);
  * the first inflight + 1 requests of a job would each pay that on the
  * sending path. Nothing if the region exists, or no memfd can be made (the
  * reserve then decides). Writes no byte: the region may be filled while
- * the thread still runs; released regions wait for it. 1 if it started. */
+ * the thread still runs; released regions wait for it. 1 if the thread
+ * started. */
 int galign_shm_warm(galign_shm *g, size_t bytes, size_t least_cap);
 /* Copies the n matrices' data to dst + off[i], on the job's share of the
  * cores. */
