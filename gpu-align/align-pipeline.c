@@ -511,7 +511,17 @@ int galign_pipeline_open(galign_pipeline **out, const galign_pipeline_cfg *cfg) 
       kio_writer_open(&p->ali, p->cfg.ali_wspecifier, &kio_int_vec_holder) == KIO_OK &&
       kio_writer_open(&p->scores, p->cfg.scores_wspecifier, &kio_float_holder) == KIO_OK &&
       kio_writer_open(&p->per_frame, p->cfg.per_frame_wspecifier, &kio_vector_holder) == KIO_OK;
-  if (open_ok && !p->tr && !p->by_key) open_ok = galign_gq_open(p) == KIO_OK;
+  if (open_ok && !p->tr && !p->by_key) {
+    /* an archive of binary graphs in a regular file is parsed on threads
+     * too (one thread parsing them was the job's bound); the queue's
+     * thread then takes them in order. Finding where each graph ends reads
+     * it once more (~40% of parsing it, serial): not worth it on fewer
+     * than 3 cores. */
+    int threads = read_threads();
+    if (threads >= 3)
+      kio_seq_read_ahead(p->graphs, kio_fst_body_bytes, threads, 32 + 16 * threads);
+    open_ok = galign_gq_open(p) == KIO_OK;
+  }
   if (open_ok && p->fseq) {  /* features in order: parsed ahead likewise */
     int threads = read_threads();
     if (threads > 0) kio_seq_read_ahead(p->fseq, kio_matrix_body_bytes, threads, 32 + 16 * threads);
@@ -541,7 +551,10 @@ int galign_pipeline_run(galign_pipeline *p, galign_pipeline_hook hook, void *use
   int rc = align_start(p, cur);
   while (rc == KIO_OK) {
     int more = !cur->fatal && !galign_gs_done(p);
-    if (more) read_batch(p, next);  /* overlaps the alignment of cur */
+    if (more) {
+      galign_aligner_expect_more(p->aligner);  /* through the GPU service: its memory made ready */
+      read_batch(p, next);  /* overlaps the alignment of cur */
+    }
     if (more && !next->fatal && p->running && !atomic_load(&p->wb_done)) {
       /* The worker is still busy: prepare next's graphs here, so that the
        * worker goes from cur's alignment straight to next's. */

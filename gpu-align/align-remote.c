@@ -1,30 +1,6 @@
 /* Alignment through the GPU service: the job's backend (see align-remote.h;
- * the service's handler of a request: align-serve.c). Wire format:
- *   HELLO:   u32 protocol, u32 kind (align), f32 the job's timeout, options,
- *            array model bytes
- *   FUSE:    (empty) the service also accumulates what it aligns on this
- *            connection (gpu-acc/acc-remote.c); answered by READY
- *   ALIGN:   u32 n, u32 want_per_frame, u32 flags (KIO_SVC_ALIGN_*), u32 seq,
- *            u32 region (of the job's shared memory, KIO_SVC_ALIGN_SHM; its
- *            memfd comes with the request that first uses it), then per
- *            utterance
- *            i32 num_states, num_arcs, start, num_pdfs_used, rows, cols,
- *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features (with
- *            KIO_SVC_ALIGN_SHM: u64 their offset in the region),
- *            i32 band_T (margin band, 0: none), arrays topo_pos, band_lo, band_hi
- *            (empty without a band)
- *   ALIGNED: i32 status, log lines, then (status KIO_OK) per utterance
- *            i32 ok, retried, band_failed, num_frames, f32 like, score,
- *            arrays ali, per_frame; on a fused connection then the
- *            accumulation part (acc-remote.c), handed to the link as is
- * Arrays are sent from where they are (no copy) and used in place. A batch
- * the service could not align (status not KIO_OK: its device failed, ...)
- * is the job's to align, as when the service is lost: its own backend gives
- * the same results, or the same fatal error. A batch goes in requests of
- * about KALDI_GPU_DEV_SERVICE_REQUEST_KB (never over KIO_SVC_MAX_REQUEST),
- * up to KALDI_GPU_DEV_SERVICE_INFLIGHT of them unanswered per connection:
- * the service answers them in order (protocol 4), and while it aligns one
- * the job fills and sends the next and reads the previous reply. */
+ * the service's handler of a request: align-serve.c; the wire format:
+ * align-remote.h). */
 #include "align-remote.h"
 #include "align-shm.h"
 #include "align-split.h"
@@ -83,12 +59,14 @@ struct galign_remote {
   uint64_t req_bytes;     /* a batch goes in requests of about this size */
   galign_shm shm[MAX_CONN][KIO_SVC_REGIONS];
   int shm_next[MAX_CONN];
+  size_t shm_last[MAX_CONN];  /* the last request's features in shared memory */
+  int warm_pending[MAX_CONN]; /* more batches follow: warm the region after the next request */
   int shm_off;            /* shared memory not usable here: inline */
   size_t shm_min;         /* smaller requests' features go inline */
   kio_svc *svc[MAX_CONN];
   kio_msg msg[MAX_CONN];
   /* where the time goes (--verbose=2, at the end) */
-  int nreq, nbatch, nahead;
+  int nreq, nbatch, nahead, nwarm;
   double t_fill, t_send, t_wait;
   double t_wait_c[MAX_CONN];  /* of t_wait, and frames aligned, per connection */
   int64_t frames_c[MAX_CONN];
@@ -220,9 +198,10 @@ void galign_remote_free(galign_remote *r) {
                     c ? ";" : " (", c + 1, (long long)r->frames_c[c], r->share[c], r->t_wait_c[c]);
     if (per[0]) snprintf(per + strlen(per), sizeof per - strlen(per), ")");
     KIO_VLOG(2, "Through the GPU service: %d requests in %d batches (%d sent ahead); %.1f MB on "
-             "the socket, %.1f MB through shared memory; sending %.3f s (shared memory copies "
-             "%.3f s), waiting for replies %.3f s%s", r->nreq, r->nbatch, r->nahead,
-             r->sent_bytes / 1e6, r->shm_bytes / 1e6, r->t_send, r->t_fill, r->t_wait, per);
+             "the socket, %.1f MB through shared memory (%d region(s) faulted in ahead); sending "
+             "%.3f s (shared memory copies %.3f s), waiting for replies %.3f s%s", r->nreq,
+             r->nbatch, r->nahead, r->sent_bytes / 1e6, r->shm_bytes / 1e6, r->nwarm, r->t_send,
+             r->t_fill, r->t_wait, per);
   }
   galign_acc_link_put(r->link);
   batch_plan *pl[2] = {&r->cur, &r->ahead};
@@ -437,6 +416,9 @@ static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *c
     r->shm_next[c] = (r->shm_next[c] + 1) % (r->inflight + 1);  /* fewer to fill first */
     if (!sh->sent) fd = sh->fd;  /* the region's first request brings it */
     sh->sent = 1;
+    r->shm_last[c] = fbytes;
+    if (r->warm_pending[c]) r->nwarm += galign_shm_warm(&r->shm[c][r->shm_next[c]], fbytes, least);
+    r->warm_pending[c] = 0;
   }
   int rc = fd >= 0 ? kio_svc_send_fd(r->svc[c], KIO_SVC_ALIGN, m, fd)
                    : kio_svc_send(r->svc[c], KIO_SVC_ALIGN, m);
@@ -674,6 +656,20 @@ static void join_sender(galign_remote *r, int all) {
   pthread_join(t, NULL);
   pthread_mutex_lock(&r->mu);
   r->abandon = 0;
+  pthread_mutex_unlock(&r->mu);
+}
+
+void galign_remote_expect_more(galign_remote *r) {
+  if (!r) return;
+  pthread_mutex_lock(&r->mu);
+  size_t least = r->req_bytes < SHM_LEAST ? (size_t)r->req_bytes : SHM_LEAST;
+  for (int c = 0; c < r->nconn && !r->shm_off; c++) {
+    /* the region the next request takes, sized as the last one; before
+     * the first request, after it */
+    if (r->shm_last[c])
+      r->nwarm += galign_shm_warm(&r->shm[c][r->shm_next[c]], r->shm_last[c], least);
+    else r->warm_pending[c] = 1;
+  }
   pthread_mutex_unlock(&r->mu);
 }
 

@@ -13,6 +13,33 @@
 #include "device/svc-link.h"
 #include "gpu-align.h"
 
+/* The wire format (align-remote.c's job side, align-serve.c's service side):
+ *   HELLO:   u32 protocol, u32 kind (align), f32 the job's timeout, options,
+ *            array model bytes
+ *   FUSE:    (empty) the service also accumulates what it aligns on this
+ *            connection (gpu-acc/acc-remote.c); answered by READY
+ *   ALIGN:   u32 n, u32 want_per_frame, u32 flags (KIO_SVC_ALIGN_*), u32 seq,
+ *            u32 region (of the job's shared memory, KIO_SVC_ALIGN_SHM; its
+ *            memfd comes with the request that first uses it), then per
+ *            utterance
+ *            i32 num_states, num_arcs, start, num_pdfs_used, rows, cols,
+ *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features (with
+ *            KIO_SVC_ALIGN_SHM: u64 their offset in the region),
+ *            i32 band_T (margin band, 0: none), arrays topo_pos, band_lo, band_hi
+ *            (empty without a band)
+ *   ALIGNED: i32 status, log lines, then (status KIO_OK) per utterance
+ *            i32 ok, retried, band_failed, num_frames, f32 like, score,
+ *            arrays ali, per_frame; on a fused connection then the
+ *            accumulation part (acc-remote.c), handed to the link as is
+ * Arrays are sent from where they are (no copy) and used in place. A batch
+ * the service could not align (status not KIO_OK: its device failed, ...)
+ * is the job's to align, as when the service is lost: its own backend gives
+ * the same results, or the same fatal error. A batch goes in requests of
+ * about KALDI_GPU_DEV_SERVICE_REQUEST_KB (never over KIO_SVC_MAX_REQUEST),
+ * up to KALDI_GPU_DEV_SERVICE_INFLIGHT of them unanswered per connection:
+ * the service answers them in order (protocol 4), and while it aligns one
+ * the job fills and sends the next and reads the previous reply. */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -50,6 +77,10 @@ int galign_remote_align(galign_remote *r, int n, const galign_graph *const *grap
  * it). Once sent, the next galign_remote_align must be for the same lists
  * (else it returns GALIGN_REMOTE_LOST); their arrays must stay valid until
  * then. A failure is told by that call. */
+/* Another batch follows those given so far: the shared-memory region its
+ * requests will take is made and faulted in now, on a thread of its own
+ * (galign_shm_warm), unless it exists. */
+void galign_remote_expect_more(galign_remote *r);
 void galign_remote_send_ahead(galign_remote *r, int n, const galign_graph *const *graphs,
                               const kio_matrix *const *feats, int want_per_frame);
 

@@ -11,7 +11,14 @@
 #include "base/sys/cpu-share.h"
 #include "base/sys/log.h"
 
+static void warm_join(galign_shm *g) {
+  if (!g->warming) return;
+  pthread_join(g->warm_thread, NULL);
+  g->warming = 0;
+}
+
 void galign_shm_release(galign_shm *g) {
+  warm_join(g);
   if (g->map) munmap(g->map, g->cap);
   if (g->fd >= 0) close(g->fd);
   g->map = NULL;
@@ -45,7 +52,7 @@ void galign_shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t 
   if (nt > MAX_T) nt = MAX_T;
   if ((size_t)nt > bytes / ((size_t)8 << 20)) nt = (int)(bytes / ((size_t)8 << 20));
   if (nt < 1) nt = 1;
-  shm_copy j[MAX_T];
+  shm_copy j[MAX_T] = {{NULL, NULL, NULL, 0, 0, 1}};  /* all set below; cppcheck cannot tell */
   pthread_t th[MAX_T];
   int started = 1;
   for (int t = 0; t < nt; t++) j[t] = (shm_copy){dst, feats, off, n, t, nt};
@@ -56,9 +63,8 @@ void galign_shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t 
   for (int t = started; t < nt; t++) shm_copy_main(&j[t]);  /* threads not started */
 }
 
-int galign_shm_reserve(galign_shm *g, size_t bytes, size_t least_cap) {
-  if (g->map && g->cap >= bytes) return KIO_OK;
-  galign_shm_release(g);
+/* A new sealed memfd of about bytes in g (released before), mapped. */
+static int shm_make(galign_shm *g, size_t bytes, size_t least_cap) {
   size_t want = bytes + bytes / 4 > least_cap ? bytes + bytes / 4 : least_cap;
   if (want > SHM_MAX) want = bytes;
   size_t cap = (want + (SHM_MIN - 1)) / SHM_MIN * SHM_MIN;
@@ -77,6 +83,34 @@ int galign_shm_reserve(galign_shm *g, size_t bytes, size_t least_cap) {
   g->cap = cap;
   g->sent = 0;
   return KIO_OK;
+}
+
+int galign_shm_reserve(galign_shm *g, size_t bytes, size_t least_cap) {
+  if (g->map && g->cap >= bytes) return KIO_OK;  /* a warming one too: it writes nothing */
+  galign_shm_release(g);
+  return shm_make(g, bytes, least_cap);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* Faults the region's pages in as writable, in one call (Linux 5.14 on);
+ * else allocates them (fallocate: the writes then only map them). Never
+ * writes the data. */
+static void *warm_main(void *arg) {
+  const galign_shm *g = arg;
+  if (madvise(g->map, g->warm_len, MADV_POPULATE_WRITE) != 0)
+    (void)fallocate(g->fd, 0, 0, (off_t)g->warm_len);
+  return NULL;
+}
+
+int galign_shm_warm(galign_shm *g, size_t bytes, size_t least_cap) {
+  if (g->map || g->warming || shm_make(g, bytes, least_cap) != KIO_OK) return 0;
+  size_t len = (bytes + bytes / 4 + 4095) / 4096 * 4096;
+  g->warm_len = len < g->cap ? len : g->cap;
+  g->warming = pthread_create(&g->warm_thread, NULL, warm_main, g) == 0;
+  return g->warming;  /* else the copy faults it in, as before */
 }
 
 /* One connection per GPU the job asked for (--num-gpus): the service puts

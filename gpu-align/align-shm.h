@@ -10,6 +10,7 @@
 #ifndef GALIGN_ALIGN_SHM_H
 #define GALIGN_ALIGN_SHM_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,7 +24,10 @@ typedef struct {
   int fd;
   uint8_t *map;
   size_t cap;
-  int sent;   /* the service has the descriptor */
+  int sent;     /* the service has the descriptor */
+  int warming;  /* a thread is faulting its first warm_len bytes in (galign_shm_warm) */
+  size_t warm_len;
+  pthread_t warm_thread;
 } galign_shm;
 
 void galign_shm_release(galign_shm *g);
@@ -33,6 +37,16 @@ void galign_shm_release(galign_shm *g);
  * each time a larger request comes; untouched pages cost nothing. KIO_ERR
  * if no memfd can be made here. */
 int galign_shm_reserve(galign_shm *g, size_t bytes, size_t least_cap);
+/* A region not made yet, made now for about bytes (as galign_shm_reserve
+ * sizes it) and the pages of its first bytes + bytes / 4 (the rest stays
+ * untouched, costing nothing) faulted in by a thread of its own, while the job
+ * reads its next batch: a fresh page costs its first write ~10x a copy, and
+ * the first inflight + 1 requests of a job would each pay that on the
+ * sending path. Nothing if the region exists, or no memfd can be made (the
+ * reserve then decides). Writes no byte: the region may be filled while
+ * the thread still runs; released regions wait for it. 1 if the thread
+ * started. */
+int galign_shm_warm(galign_shm *g, size_t bytes, size_t least_cap);
 /* Copies the n matrices' data to dst + off[i], on the job's share of the
  * cores. */
 void galign_shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,

@@ -447,6 +447,13 @@ static int gpu_batch(galign_aligner *a, int n, const galign_graph *const *graphs
   return rc;
 }
 
+void galign_aligner_expect_more(galign_aligner *a) {
+  if (!a) return;
+  pthread_mutex_lock(&a->remote_mu);
+  if (a->remote) galign_remote_expect_more(a->remote);
+  pthread_mutex_unlock(&a->remote_mu);
+}
+
 void galign_aligner_send_ahead(galign_aligner *a, int n, const galign_graph *const *graphs,
                                const kio_matrix *const *feats, int want_per_frame) {
   if (!a) return;

@@ -142,6 +142,9 @@ int galign_align_batch(galign_aligner *a, int n, const galign_graph *const *grap
  * galign_align_batch must be for the same lists. No-op otherwise. */
 void galign_aligner_send_ahead(galign_aligner *a, int n, const galign_graph *const *graphs,
                                const kio_matrix *const *feats, int want_per_frame);
+/* Through the GPU service: another batch will follow those given so far
+ * (galign_remote_expect_more readies its shared memory). No-op otherwise. */
+void galign_aligner_expect_more(galign_aligner *a);
 
 /* Features computed on the device (gpu-feats; the pipeline's
  * align-gfeat.c): the CUDA device of our own backend, -1 when the aligner

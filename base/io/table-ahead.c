@@ -71,7 +71,9 @@ static int scan_one(kio_seq_ahead *a, slot *s, off_t *off) {
   if (r == KIO_OK) {
     int c = getc_unlocked(f);
     if (c == ' ' || c == '\t') {
-      if (a->h->has_header && kio_read_header(f, &binary) == KIO_OK)
+      if (!a->h->has_header)  /* the object itself tells its form (FSTs) */
+        n = a->body_bytes(f, 1);
+      else if (kio_read_header(f, &binary) == KIO_OK)
         n = a->body_bytes(f, binary);
     }
   }

@@ -73,7 +73,9 @@ void kio_seq_next(kio_seq_reader *r);
 int kio_seq_take(kio_seq_reader *r, void *obj);
 /* Reads a binary object's header from f and returns how many bytes of it
  * follow (as the holder's read reads them), or -1 when the header does not
- * tell (then the object is read whole). Silent. */
+ * tell (then the object is read whole). Silent. For a holder without Kaldi's
+ * binary header (has_header 0) f is at the object's first byte and binary
+ * is 1. */
 typedef int64_t (*kio_body_bytes_fn)(FILE *f, int binary);
 /* Reads the entries after the current one ahead on threads (up to window
  * of them at once) when the table is an archive in a regular file: one

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 #include <exception>
 #include <istream>
@@ -372,4 +374,55 @@ extern "C" int kio_fst_read_openfst(FILE *f, kio_fst *g) {
     kio_set_error("unknown exception reading FST");
   }
   return KIO_ERR;
+}
+
+// The archive read ahead's size of an entry (table.h, kio_body_bytes_fn):
+// the bytes of a binary vector FST after its header, found by walking the
+// states' arc counts in a buffer of its own filled with pread (the FILE is
+// left after the header; the caller seeks past the body). -1 when it cannot
+// tell cheaply or the data looks wrong (text, const type, symbol tables, no
+// state count, a bad count, the file ending early): the entry is then read
+// whole in order, with the reader's own checks and messages.
+extern "C" int64_t kio_fst_body_bytes(FILE *f, int binary) {
+  (void)binary;  // FSTs carry no Kaldi binary header: the object tells
+  try {
+    int c = getc_unlocked(f);
+    if (c == EOF) return -1;
+    ungetc(c, f);
+    fst::FstHeader hdr;
+    long long consumed = 0;
+    if (!ReadHeader(f, &hdr, &consumed) || hdr.FstType() != "vector" || hdr.Version() < 2 ||
+        hdr.ArcType() != fst::StdArc::Type() ||
+        (hdr.GetFlags() & (fst::FstHeader::HAS_ISYMBOLS | fst::FstHeader::HAS_OSYMBOLS)) ||
+        hdr.NumStates() < 0 || hdr.NumStates() > INT32_MAX - 1)
+      return -1;
+    const off_t base = ftello(f);
+    struct stat st;
+    if (base < 0 || fstat(fileno(f), &st) != 0) return -1;
+    const int64_t avail = static_cast<int64_t>(st.st_size) - base;
+    // Reads of 16 KiB first (a graph is a few), doubling up to 1 MiB.
+    constexpr size_t kBuf = 1 << 20;
+    size_t want = 16 << 10;
+    std::vector<unsigned char> buf(want);
+    int64_t pos = 0, wbeg = 0, wend = 0, na = 0;  // the buffer holds [wbeg, wend)
+    for (int64_t s = 0, ns = hdr.NumStates(); s < ns; s++) {
+      if (pos + 12 > wend) {
+        if (pos + 12 > avail) return -1;
+        if (buf.size() < want) buf.resize(want);
+        ssize_t got = pread(fileno(f), buf.data(), want, base + pos);
+        if (want < kBuf) want *= 2;
+        if (got < 12) return -1;
+        wbeg = pos;
+        wend = pos + got;
+      }
+      int64_t narcs;
+      std::memcpy(&narcs, buf.data() + (pos - wbeg) + 4, 8);
+      if (narcs < 0 || narcs > INT32_MAX - na - 65536) return -1;
+      na += narcs;
+      pos += 12 + 16 * narcs;
+    }
+    return pos <= avail ? pos : -1;
+  } catch (...) {
+    return -1;
+  }
 }

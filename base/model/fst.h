@@ -34,6 +34,10 @@ int kio_fst_read(FILE *f, kio_fst *g);
 int kio_fst_write(FILE *f, const kio_fst *g);
 
 extern const kio_holder kio_fst_holder;
+/* kio_body_bytes_fn (table.h) for kio_fst_holder: an archive of binary
+ * vector FSTs is read ahead on threads (kio_seq_read_ahead); -1 for any
+ * other form (read whole in order). */
+int64_t kio_fst_body_bytes(FILE *f, int binary);
 
 #ifdef __cplusplus
 }

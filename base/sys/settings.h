@@ -149,8 +149,9 @@ extern "C" {
     "and environment")                                                                     \
   X(DEV_READ_THREADS, "KALDI_GPU_DEV_READ_THREADS", NULL, DEV,                           \
     "Threads reading the feature archive ahead (a regular file) in gmm-acc-stats-ali and " \
-    "the aligning programs (default: this job's share of the cores, at most 8; 0: read "  \
-    "as without it)")                                                                     \
+    "the aligning programs, and the aligning programs' graph archive (a regular file of " \
+    "binary graphs; with 3 threads or more) (default: this job's share of the cores, at "  \
+    "most 8; 0: read as without it)")                                                     \
   X(DEV_GRAPHS_NO_TUNE, "KALDI_GPU_DEV_GRAPHS_NO_TUNE", "TGRAPH_NO_TUNE", DEV,             \
     "1: compile-train-graphs keeps glibc's malloc settings")                               \
   /* ---- test hooks (test builds only) ---- */                                            \
