@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "acc-internal.h"
+#include "acc-kernels.h"
 #include "acc-math.h"
 
 #ifdef GALIGN_CUDA_EMU_H

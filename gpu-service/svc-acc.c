@@ -1,12 +1,12 @@
 /* The ACC connections' idle accumulators, one pool per device (svc-acc.h). */
 #include "svc-acc.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "base/sys/log.h"
 #include "gpu-service/admission.h"
+#include "gpu-service/idle-pool.h"
 #include "gpu-service/svc-fused.h"
 
 /* More idle ones than this per device are not worth their memory: a recipe
@@ -14,15 +14,17 @@
 enum { MAX_IDLE = 64 };
 
 typedef struct idle_acc {
-  struct idle_acc *next;
-  int dev, dim;
-  uint64_t model;   /* the model its device copy holds (not referenced) */
-  double since;
+  gsvc_idle e;  /* first: the pool's entry */
+  int dim;
   gacc_acc *acc;
 } idle_acc;
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static idle_acc *pool;
+static void drop(gsvc_idle *e) {
+  gacc_free(((idle_acc *)e)->acc);
+  free(e);
+}
+
+static gsvc_idle_pool pool = GSVC_IDLE_POOL_INIT(MAX_IDLE, drop);
 
 /* The host threads of a's per-frame work: the first of jobs at once took
  * the process's share, the others one each (acc-par.c). */
@@ -32,30 +34,25 @@ static int threads_of(const gacc_acc *a) {
   return t.host_threads;
 }
 
-/* The idle accumulator a connection takes, out of the pool; NULL if none.
- * The most host threads first (a job alone gets them as a new one would),
- * then one that holds the model already (no upload). */
+typedef struct want {
+  int dim;
+  uint64_t model;
+} want;
+
+/* The most host threads first (a job alone gets them as a new one would),
+ * then one that holds the model already (no upload); only the same
+ * dimension. */
+static long rank(const gsvc_idle *e, const void *ctx) {
+  const idle_acc *p = (const idle_acc *)e;
+  const want *w = ctx;
+  if (p->dim != w->dim) return -1;
+  return 2L * threads_of(p->acc) + (e->model == w->model);
+}
+
+/* The idle accumulator a connection takes, out of the pool; NULL if none. */
 static idle_acc *take(int dev, int dim, uint64_t model) {
-  pthread_mutex_lock(&mu);
-  idle_acc **best = NULL;
-  int most = -1, same = 0;
-  for (idle_acc **pp = &pool; *pp; pp = &(*pp)->next) {
-    const idle_acc *p = *pp;
-    if (p->dev != dev || p->dim != dim) continue;
-    int t = threads_of(p->acc), s = p->model == model;
-    if (t > most || (t == most && s && !same)) {
-      most = t;
-      same = s;
-      best = pp;
-    }
-  }
-  idle_acc *p = NULL;
-  if (best) {
-    p = *best;
-    *best = p->next;
-  }
-  pthread_mutex_unlock(&mu);
-  return p;
+  const want w = {dim, model};
+  return (idle_acc *)gsvc_idle_take(&pool, dev, rank, &w);
 }
 
 gacc_acc *gsvc_acc_get(int dev, uint64_t model, const kio_tmodel *tm, const kio_am_gmm *am,
@@ -64,7 +61,7 @@ gacc_acc *gsvc_acc_get(int dev, uint64_t model, const kio_tmodel *tm, const kio_
   idle_acc *p = take(dev, am->dim, model);
   *kind = GSVC_ACC_NEW;
   if (p) {
-    const int same = p->model == model;
+    const int same = p->e.model == model;
     a = p->acc;
     free(p);
     kio_log_deferred *quiet = NULL;  /* a failure: a new one is made, which tells */
@@ -98,20 +95,10 @@ gacc_acc *gsvc_acc_get(int dev, uint64_t model, const kio_tmodel *tm, const kio_
 /* Keeps a idle; 0 if the pool is full or without memory (a not kept). */
 static int put(int dev, uint64_t model, gacc_acc *a, int *n_idle) {
   idle_acc *p = malloc(sizeof *p);
-  int n = 0, kept = 0;
   gacc_unbind(a);  /* the model entry may go while a is idle */
-  pthread_mutex_lock(&mu);
-  for (idle_acc *q = pool; q; q = q->next) n += q->dev == dev;
-  if (p && n < MAX_IDLE) {
-    *p = (idle_acc){pool, dev, gacc_dim(a), model, kio_now_s(), a};
-    pool = p;
-    p = NULL;
-    kept = 1;
-    n++;
-  }
-  pthread_mutex_unlock(&mu);
-  free(p);
-  *n_idle = n;
+  if (p) *p = (idle_acc){{.model = model}, gacc_dim(a), a};
+  int kept = gsvc_idle_put(&pool, p ? &p->e : NULL, dev, n_idle);
+  if (!kept) free(p);
   return kept;
 }
 
@@ -126,41 +113,11 @@ void gsvc_acc_end(int dev, uint64_t model, gacc_acc *a, int drop, int verbose) {
             dev);
 }
 
-int gsvc_acc_shed(int dev, double idle_s) {
-  idle_acc *gone = NULL;
-  double now = kio_now_s();
-  int n = 0;
-  pthread_mutex_lock(&mu);
-  for (idle_acc **pp = &pool; *pp;) {
-    idle_acc *p = *pp;
-    if ((dev < 0 || p->dev == dev) && (idle_s < 0 || now - p->since > idle_s)) {
-      *pp = p->next;
-      p->next = gone;
-      gone = p;
-      n++;
-    } else {
-      pp = &p->next;
-    }
-  }
-  pthread_mutex_unlock(&mu);
-  while (gone) {  /* outside the lock: a free waits for the accumulator's stream */
-    idle_acc *next = gone->next;
-    gacc_free(gone->acc);
-    free(gone);
-    gone = next;
-  }
-  return n;
-}
+int gsvc_acc_shed(int dev, double idle_s) { return gsvc_idle_shed(&pool, dev, idle_s); }
 
 int gsvc_acc_on_pressure(int dev) { return gsvc_acc_shed(dev, -1.0); }
 
-int gsvc_acc_idle_count(int dev) {
-  int n = 0;
-  pthread_mutex_lock(&mu);
-  for (idle_acc *p = pool; p; p = p->next) n += dev < 0 || p->dev == dev;
-  pthread_mutex_unlock(&mu);
-  return n;
-}
+int gsvc_acc_idle_count(int dev) { return gsvc_idle_count(&pool, dev); }
 
 const char *gsvc_acc_kind_name(int kind) {
   return kind == GSVC_ACC_REBOUND  ? "pooled accumulator, rebound to a new model"

@@ -1,12 +1,12 @@
 /* The ALIGN connections' idle aligners, one pool per device (svc-align.h). */
 #include "svc-align.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "base/sys/log.h"
 #include "gpu-service/admission.h"
+#include "gpu-service/idle-pool.h"
 #include "gpu-service/svc-fused.h"
 
 /* More idle ones than this per device are not worth their memory: a recipe
@@ -14,16 +14,17 @@
 enum { MAX_IDLE = 64 };
 
 typedef struct idle_aligner {
-  struct idle_aligner *next;
-  int dev;
-  uint64_t model;   /* the model it last aligned with (not referenced) */
+  gsvc_idle e;      /* first: the pool's entry (model: the one it last aligned with) */
   galign_opts opts; /* and its options */
-  double since;
   galign_aligner *aligner;
 } idle_aligner;
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static idle_aligner *pool;  /* the most recently idle first */
+static void drop(gsvc_idle *e) {
+  galign_aligner_free(((idle_aligner *)e)->aligner);
+  free(e);
+}
+
+static gsvc_idle_pool pool = GSVC_IDLE_POOL_INIT(MAX_IDLE, drop);
 
 static int same_opts(const galign_opts *a, const galign_opts *b) {
   return a->beam == b->beam && a->retry_beam == b->retry_beam &&
@@ -32,28 +33,22 @@ static int same_opts(const galign_opts *a, const galign_opts *b) {
          a->careful == b->careful;
 }
 
-/* The idle aligner a connection takes, out of the pool; NULL if none. One
- * that aligned this model with these options first, else the one idle for
- * the shortest time. */
+typedef struct want {
+  uint64_t model;
+  const galign_opts *o;
+} want;
+
+/* One that aligned this model with these options first, else the one idle
+ * for the shortest time. */
+static long rank(const gsvc_idle *e, const void *ctx) {
+  const want *w = ctx;
+  return e->model == w->model && same_opts(&((const idle_aligner *)e)->opts, w->o);
+}
+
+/* The idle aligner a connection takes, out of the pool; NULL if none. */
 static idle_aligner *take(int dev, uint64_t model, const galign_opts *o) {
-  pthread_mutex_lock(&mu);
-  idle_aligner **best = NULL;
-  for (idle_aligner **pp = &pool; *pp; pp = &(*pp)->next) {
-    const idle_aligner *p = *pp;
-    if (p->dev != dev) continue;
-    if (p->model == model && same_opts(&p->opts, o)) {
-      best = pp;
-      break;
-    }
-    if (!best) best = pp;
-  }
-  idle_aligner *p = NULL;
-  if (best) {
-    p = *best;
-    *best = p->next;
-  }
-  pthread_mutex_unlock(&mu);
-  return p;
+  const want w = {model, o};
+  return (idle_aligner *)gsvc_idle_take(&pool, dev, rank, &w);
 }
 
 galign_aligner *gsvc_align_get(int dev, uint64_t model, const kio_tmodel *tm,
@@ -63,7 +58,7 @@ galign_aligner *gsvc_align_get(int dev, uint64_t model, const kio_tmodel *tm,
   idle_aligner *p = take(dev, model, o);
   *kind = GSVC_ALIGN_NEW;
   if (p) {
-    const int same = p->model == model && same_opts(&p->opts, o);
+    const int same = p->e.model == model && same_opts(&p->opts, o);
     a = p->aligner;
     free(p);
     kio_log_deferred *quiet = NULL;  /* a failure: a new one is made, which tells */
@@ -97,20 +92,10 @@ galign_aligner *gsvc_align_get(int dev, uint64_t model, const kio_tmodel *tm,
 /* Keeps a idle; 0 if the pool is full or without memory (a not kept). */
 static int put(int dev, uint64_t model, const galign_opts *o, galign_aligner *a, int *n_idle) {
   idle_aligner *p = malloc(sizeof *p);
-  int n = 0, kept = 0;
   galign_unbind(a);  /* the model entry may go while a is idle */
-  pthread_mutex_lock(&mu);
-  for (idle_aligner *q = pool; q; q = q->next) n += q->dev == dev;
-  if (p && n < MAX_IDLE) {
-    *p = (idle_aligner){pool, dev, model, *o, kio_now_s(), a};
-    pool = p;
-    p = NULL;
-    kept = 1;
-    n++;
-  }
-  pthread_mutex_unlock(&mu);
-  free(p);
-  *n_idle = n;
+  if (p) *p = (idle_aligner){{.model = model}, *o, a};
+  int kept = gsvc_idle_put(&pool, p ? &p->e : NULL, dev, n_idle);
+  if (!kept) free(p);
   return kept;
 }
 
@@ -126,41 +111,11 @@ void gsvc_align_end(int dev, uint64_t model, const galign_opts *o, galign_aligne
             kept ? n : gsvc_align_idle_count(dev), dev);
 }
 
-int gsvc_align_shed(int dev, double idle_s) {
-  idle_aligner *gone = NULL;
-  double now = kio_now_s();
-  int n = 0;
-  pthread_mutex_lock(&mu);
-  for (idle_aligner **pp = &pool; *pp;) {
-    idle_aligner *p = *pp;
-    if ((dev < 0 || p->dev == dev) && (idle_s < 0 || now - p->since > idle_s)) {
-      *pp = p->next;
-      p->next = gone;
-      gone = p;
-      n++;
-    } else {
-      pp = &p->next;
-    }
-  }
-  pthread_mutex_unlock(&mu);
-  while (gone) {  /* outside the lock: a free waits for the aligner's stream */
-    idle_aligner *next = gone->next;
-    galign_aligner_free(gone->aligner);
-    free(gone);
-    gone = next;
-  }
-  return n;
-}
+int gsvc_align_shed(int dev, double idle_s) { return gsvc_idle_shed(&pool, dev, idle_s); }
 
 int gsvc_align_on_pressure(int dev) { return gsvc_align_shed(dev, -1.0); }
 
-int gsvc_align_idle_count(int dev) {
-  int n = 0;
-  pthread_mutex_lock(&mu);
-  for (idle_aligner *p = pool; p; p = p->next) n += dev < 0 || p->dev == dev;
-  pthread_mutex_unlock(&mu);
-  return n;
-}
+int gsvc_align_idle_count(int dev) { return gsvc_idle_count(&pool, dev); }
 
 const char *gsvc_align_kind_name(int kind) {
   return kind == GSVC_ALIGN_REBOUND  ? "pooled aligner, rebound to a new model"

@@ -7,21 +7,11 @@
 # is split over both devices (each logs its connection) and nothing is lost.
 # Env: BIN (the CPU path), TOP, EMU_BIN. Exit 0 pass, 1 fail, 77 skip.
 set -u
-export KALDI_GPU_BLAS_PROFILE=skx
 : "${BIN:?}" "${TOP:?}"
-EMU_BIN=${EMU_BIN:-$TOP/build/emu/bin}
 . "$TOP/tests/cli/lib/emu-service.sh"
-emu_need "$EMU_BIN" gmm-align-acc-compiled gmm-align-compiled kaldi-gpu-service
-[ -x "$BIN/gmm-align-acc-compiled" ] || { echo "SKIP: $BIN/gmm-align-acc-compiled not built"; exit 77; }
-BIN=$(cd "$BIN" && pwd) && EMU_BIN=$(cd "$EMU_BIN" && pwd) || exit 1
-cd "$TOP/tests/data" || exit 1
-tmp=$(mktemp -d /tmp/numgpus-emu.XXXXXX)
+emu_test_start numgpus-emu 1 gmm-align-acc-compiled
 export KALDI_GPU_SERVICE_DIR=$tmp/svc EMU_DEVICES=2
-emu_service_env 1
-emu_device_env
 trap 'stop_service; rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 opts="--transition-scale=1.0 --acoustic-scale=0.1 --self-loop-scale=0.1 --beam=10 --retry-beam=40"
 graphs="ark:gunzip -c graphs/mono.fsts.gz|"
 mdl=models/mono/final.mdl
@@ -81,5 +71,4 @@ grep -q '2 device(s)' "$KALDI_GPU_SERVICE_DIR"/service-*.log || fail "the servic
 grep -q 'Restarting\|ERROR\|WARNING' "$KALDI_GPU_SERVICE_DIR"/service-*.log &&
   fail "the service: $(grep -m1 'Restarting\|ERROR\|WARNING' "$KALDI_GPU_SERVICE_DIR"/service-*.log)"
 
-[ $fails = 0 ] || { echo "numgpus-emu.sh: $fails failure(s)"; exit 1; }
-echo "numgpus-emu.sh: all passed"
+emu_test_end numgpus-emu.sh

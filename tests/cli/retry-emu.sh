@@ -11,22 +11,12 @@
 # scores, per-frame log-likelihoods, statistics, messages, exit status.
 # Env: BIN (the CPU path), TOP, EMU_BIN. Exit 0 pass, 1 fail, 77 skip.
 set -u
-export KALDI_GPU_BLAS_PROFILE=skx
 : "${BIN:?}" "${TOP:?}"
-EMU_BIN=${EMU_BIN:-$TOP/build/emu/bin}
 . "$TOP/tests/cli/lib/emu-service.sh"
-emu_need "$EMU_BIN" gmm-align-acc-compiled gmm-align-compiled kaldi-gpu-service
-[ -x "$BIN/gmm-align-compiled" ] || { echo "SKIP: $BIN/gmm-align-compiled not built"; exit 77; }
-BIN=$(cd "$BIN" && pwd) && EMU_BIN=$(cd "$EMU_BIN" && pwd) || exit 1
-cd "$TOP/tests/data" || exit 1
-tmp=$(mktemp -d /tmp/retry-emu.XXXXXX)
-emu_service_env 2
-emu_device_env
+emu_test_start retry-emu 2 gmm-align-compiled
 unset KALDI_GPU_DEV_RETRY KALDI_GPU_DEV_RETRY_THREADS
 stop_services() { stop_service "$tmp"/svc-*; }  # one service per retry way
 trap 'stop_services; [ -n "${RETRY_KEEP:-}" ] || rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 graphs="ark:gunzip -c graphs/mono.fsts.gz|"
 align() {  # NAME DIR BEAM RETRY [OPTIONS...]: gmm-align-compiled
   local name=$1 dir=$2 b=$3 r=$4; shift 4
@@ -106,5 +96,4 @@ grep -q 'Retry passes on host threads' "$tmp/own.v.log" || fail "own context: no
 grep -q 'Restarting\|ERROR\|WARNING' "$tmp"/svc-*/service-*.log &&
   fail "the services: $(grep -m1 'Restarting\|ERROR\|WARNING' "$tmp"/svc-*/service-*.log)"
 
-[ $fails = 0 ] || { echo "retry-emu.sh: $fails failure(s)"; exit 1; }
-echo "retry-emu.sh: all passed"
+emu_test_end retry-emu.sh

@@ -1,5 +1,6 @@
 # Sourced by the cli tests that run jobs through the GPU service started on
-# demand (retry-emu.sh, service-acc.sh, service-accpool.sh, service-emu.sh),
+# demand (numgpus-emu.sh, retry-emu.sh, service-acc.sh, service-accpool.sh,
+# service-alignpool.sh, service-emu.sh),
 # mostly on tests/emu's host emulation of CUDA (make emu: $EMU_BIN).
 
 # emu_need DIR PROG...: SKIP (exit 77) unless every DIR/PROG is built.
@@ -69,4 +70,34 @@ emu_both_backends() {
   else
     echo "$1: the emulated device's part not run ($EMU_BIN not built: make emu)"
   fi
+}
+
+# emu_test_start NAME VERBOSE PROG: the start of a test of the emulated
+# device's programs beside the CPU path's (BIN, EMU_BIN: default
+# $TOP/build/emu/bin): SKIP (exit 77) unless the emulated
+# gmm-align-acc-compiled, gmm-align-compiled and kaldi-gpu-service and
+# $BIN/PROG are built; BIN and EMU_BIN made absolute, the working directory
+# tests/data, $tmp a fresh directory (/tmp/NAME.XXXXXX), the service's
+# environment (emu_service_env VERBOSE, emu_device_env), the OpenBLAS
+# rounding profile skx, fails=0 and fail MESSAGE counting failures.
+emu_test_start() {
+  local name=$1 verbose=$2 prog=$3
+  export KALDI_GPU_BLAS_PROFILE=skx
+  EMU_BIN=${EMU_BIN:-$TOP/build/emu/bin}
+  emu_need "$EMU_BIN" gmm-align-acc-compiled gmm-align-compiled kaldi-gpu-service
+  [ -x "$BIN/$prog" ] || { echo "SKIP: $BIN/$prog not built"; exit 77; }
+  BIN=$(cd "$BIN" && pwd) && EMU_BIN=$(cd "$EMU_BIN" && pwd) || exit 1
+  cd "$TOP/tests/data" || exit 1
+  tmp=$(mktemp -d "/tmp/$name.XXXXXX") || exit 1
+  emu_service_env "$verbose"
+  emu_device_env
+  fails=0
+}
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# emu_test_end NAME: exit 1 with the failure count, else 0.
+emu_test_end() {
+  [ "$fails" = 0 ] || { echo "$1: $fails failure(s)"; exit 1; }
+  echo "$1: all passed"
+  exit 0
 }
