@@ -95,8 +95,8 @@ void MinimizeEncoded(VFst *f) {
   fst::ArcMap(f, fst::QuantizeMapper<Arc>(fst::kDelta));
   fst::EncodeMapper<Arc> enc(fst::kEncodeLabels | fst::kEncodeWeights, fst::ENCODE);
   fst::Encode(f, &enc);
-  fst::internal::AcceptorMinimize(f);
-  fst::Decode(f, enc);
+  tgraph::AcceptorMinimize(f);
+  tgraph::Decode(f, enc);
 }
 
 }  // namespace
