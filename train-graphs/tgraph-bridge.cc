@@ -93,8 +93,8 @@ void DeterminizeStarInLog(VFst *f, int max_states) {
 
 void MinimizeEncoded(VFst *f) {
   fst::ArcMap(f, fst::QuantizeMapper<Arc>(fst::kDelta));
-  fst::EncodeMapper<Arc> enc(fst::kEncodeLabels | fst::kEncodeWeights, fst::ENCODE);
-  fst::Encode(f, &enc);
+  tgraph::Encoder<Arc> enc(fst::ENCODE);
+  tgraph::Encode(f, &enc);
   tgraph::AcceptorMinimize(f);
   tgraph::Decode(f, enc);
 }

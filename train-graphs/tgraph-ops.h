@@ -6,6 +6,8 @@
 #define TGRAPH_OPS_H
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include <fst/fstlib.h>
@@ -152,13 +154,117 @@ void RmFinalEpsilon(F *f) {
   Connect(f);
 }
 
-// fst::Decode with the RmFinalEpsilon above.
+// OpenFst's EncodeMapper with kEncodeLabels | kEncodeWeights, for fst::ArcMap:
+// the same labels (1, 2, ... in the order the (ilabel, olabel, weight)
+// triples are first met; a final weight other than Zero is the triple
+// (kNoLabel, kNoLabel, weight) on an arc to a superfinal state), property
+// bits and symbol actions; the table is an open-addressing hash on the
+// triple's bits instead of one heap node per arc. The weights are quantized
+// before encoding, so equal weights have equal bits (no -0.0, no NaN).
+template <class A>
+class Encoder {
+ public:
+  typedef typename A::Label L;
+  typedef typename A::Weight W;
+  struct Triple {
+    L ilabel, olabel;
+    W weight;
+  };
+  explicit Encoder(fst::EncodeType type) : type_(type), own_(new Table) {}
+  Encoder(const Encoder &e, fst::EncodeType type) : type_(type), own_(), t_(e.t_) {}
+
+  A operator()(const A &arc) {
+    if (type_ == fst::ENCODE) {
+      if (arc.nextstate == fst::kNoStateId && arc.weight == W::Zero()) return arc;
+      const L label = arc.nextstate == fst::kNoStateId
+                          ? t_->Encode(fst::kNoLabel, fst::kNoLabel, arc.weight)
+                          : t_->Encode(arc.ilabel, arc.olabel, arc.weight);
+      return A(label, label, W::One(), arc.nextstate);
+    }
+    if (arc.nextstate == fst::kNoStateId || arc.ilabel == 0) return arc;
+    const Triple &tr = t_->triples[arc.ilabel - 1];
+    if (tr.ilabel == fst::kNoLabel) return A(0, 0, tr.weight, arc.nextstate);
+    return A(tr.ilabel, tr.olabel, tr.weight, arc.nextstate);
+  }
+  fst::MapFinalAction FinalAction() const {
+    return type_ == fst::ENCODE ? fst::MAP_REQUIRE_SUPERFINAL : fst::MAP_NO_SUPERFINAL;
+  }
+  fst::MapSymbolsAction InputSymbolsAction() const { return fst::MAP_CLEAR_SYMBOLS; }
+  fst::MapSymbolsAction OutputSymbolsAction() const { return fst::MAP_CLEAR_SYMBOLS; }
+  uint64 Properties(uint64 inprops) const {
+    return inprops & fst::kILabelInvariantProperties & fst::kOLabelInvariantProperties &
+           fst::kWeightInvariantProperties &
+           (type_ == fst::ENCODE ? fst::kAddSuperFinalProperties : fst::kRmSuperFinalProperties);
+  }
+  // Encode's and Decode's symbol tables (copies, as OpenFst's table keeps).
+  void SetSymbols(const fst::SymbolTable *in, const fst::SymbolTable *out) {
+    t_->isyms.reset(in ? in->Copy() : nullptr);
+    t_->osyms.reset(out ? out->Copy() : nullptr);
+  }
+  const fst::SymbolTable *InputSymbols() const { return t_->isyms.get(); }
+  const fst::SymbolTable *OutputSymbols() const { return t_->osyms.get(); }
+
+ private:
+  struct Table {
+    std::vector<Triple> triples;
+    std::vector<L> slots;  // label of the triple, 0 = free
+    std::unique_ptr<fst::SymbolTable> isyms, osyms;
+    static uint32_t Bits(const W &w) {
+      float v = w.Value();
+      uint32_t b;
+      memcpy(&b, &v, 4);
+      return b;
+    }
+    L Encode(L il, L ol, const W &w) {
+      if (slots.size() < 2 * (triples.size() + 1)) Grow();
+      const uint32_t wb = Bits(w);
+      const size_t mask = slots.size() - 1;
+      size_t h = (static_cast<uint64_t>(static_cast<uint32_t>(il)) * 0x9E3779B97F4A7C15ull) ^
+                 (static_cast<uint64_t>(static_cast<uint32_t>(ol)) * 0xC2B2AE3D27D4EB4Full) ^
+                 (static_cast<uint64_t>(wb) * 0x165667B19E3779F9ull);
+      h ^= h >> 29;
+      for (size_t i = h & mask;; i = (i + 1) & mask) {
+        const L l = slots[i];
+        if (l == 0) {
+          triples.push_back(Triple{il, ol, w});
+          slots[i] = static_cast<L>(triples.size());
+          return slots[i];
+        }
+        const Triple &t = triples[l - 1];
+        if (t.ilabel == il && t.olabel == ol && Bits(t.weight) == wb) return l;
+      }
+    }
+    void Grow() {
+      std::vector<L> old;
+      old.swap(slots);
+      slots.assign(old.empty() ? 1024 : 2 * old.size(), 0);
+      std::vector<Triple> tr;
+      tr.swap(triples);
+      tr.reserve(slots.size() / 2);
+      triples.reserve(slots.size() / 2);
+      for (const Triple &t : tr) Encode(t.ilabel, t.olabel, t.weight);
+    }
+  };
+  fst::EncodeType type_;
+  std::unique_ptr<Table> own_;
+  Table *t_ = own_.get();
+};
+
+// fst::Encode(f, &mapper) with the Encoder above.
 template <class F>
-void Decode(F *f, const fst::EncodeMapper<typename F::Arc> &mapper) {
-  fst::ArcMap(f, fst::EncodeMapper<typename F::Arc>(mapper, fst::DECODE));
+void Encode(F *f, Encoder<typename F::Arc> *e) {
+  e->SetSymbols(f->InputSymbols(), f->OutputSymbols());
+  fst::ArcMap(f, e);
+}
+
+// fst::Decode with the Encoder and RmFinalEpsilon above.
+template <class F>
+void Decode(F *f, const Encoder<typename F::Arc> &e) {
+  Encoder<typename F::Arc> d(e, fst::DECODE);
+  fst::ArcMap(f, &d);
   RmFinalEpsilon(f);
-  f->SetInputSymbols(mapper.InputSymbols());
-  f->SetOutputSymbols(mapper.OutputSymbols());
+  f->SetInputSymbols(e.InputSymbols());
+  f->SetOutputSymbols(e.OutputSymbols());
 }
 
 // OpenFst's internal::MergeStates with the Connect above.
