@@ -24,27 +24,19 @@ struct ConnectScratch {
 };
 
 // Marks in sc.mark the states a final state is reachable from (bit 1) and,
-// when with_access, those reachable from the start state (bit 0). Plain
-// forward and backward searches: reachability does not depend on the
-// visiting order, so the sets are those of OpenFst's SccVisitor.
+// when with_access, those reachable from the start state (bit 0), the sets
+// of OpenFst's SccVisitor (reachability does not depend on the visiting
+// order). Co-reachability: sweeps from the last state to the first, each
+// marking a state whose final weight is not Zero or that has an arc to a
+// marked state; states are mostly numbered along their arcs, so one sweep
+// usually marks them all. A sweep that marks nothing more is the fixpoint;
+// after a few sweeps, a backward search on reversed arcs finishes it.
 template <class F>
 void MarkReach(const F &f, bool with_access, ConnectScratch *sc) {
   typedef typename F::Arc A;
   typedef typename A::StateId S;
   const S n = f.NumStates(), start = f.Start();
   sc->mark.assign(n, 0);
-  sc->rev_start.assign(n + 1, 0);
-  size_t na = 0;
-  for (S s = 0; s < n; s++) {
-    for (fst::ArcIterator<F> it(f, s); !it.Done(); it.Next()) sc->rev_start[it.Value().nextstate + 1]++;
-    na += f.NumArcs(s);
-  }
-  for (S s = 0; s < n; s++) sc->rev_start[s + 1] += sc->rev_start[s];
-  sc->rev.resize(na);
-  std::vector<int32_t> &fill = sc->stack;  // reverse arcs, filled from the back
-  fill.assign(sc->rev_start.begin() + 1, sc->rev_start.end());
-  for (S s = 0; s < n; s++)
-    for (fst::ArcIterator<F> it(f, s); !it.Done(); it.Next()) sc->rev[--fill[it.Value().nextstate]] = s;
   sc->stack.clear();
   if (with_access && start != fst::kNoStateId) {
     sc->mark[start] |= 1;
@@ -61,19 +53,45 @@ void MarkReach(const F &f, bool with_access, ConnectScratch *sc) {
       }
     }
   }
-  for (S s = 0; s < n; s++) {
-    if (f.Final(s) != A::Weight::Zero()) {
-      sc->mark[s] |= 2;
-      sc->stack.push_back(s);
+  uint8_t *m = sc->mark.data();
+  S marked = 0;
+  bool changed = true;
+  for (int sweep = 0; changed && marked < n && sweep < 3; sweep++) {
+    changed = false;
+    for (S s = n - 1; s >= 0; s--) {
+      if (m[s] & 2) continue;
+      bool co = f.Final(s) != A::Weight::Zero();
+      for (fst::ArcIterator<F> it(f, s); !co && !it.Done(); it.Next()) co = (m[it.Value().nextstate] & 2) != 0;
+      if (co) {
+        m[s] |= 2;
+        marked++;
+        changed = true;
+      }
     }
   }
+  if (!changed || marked == n) return;
+  sc->rev_start.assign(n + 1, 0);
+  size_t na = 0;
+  for (S s = 0; s < n; s++) {
+    for (fst::ArcIterator<F> it(f, s); !it.Done(); it.Next()) sc->rev_start[it.Value().nextstate + 1]++;
+    na += f.NumArcs(s);
+  }
+  for (S s = 0; s < n; s++) sc->rev_start[s + 1] += sc->rev_start[s];
+  sc->rev.resize(na);
+  std::vector<int32_t> &fill = sc->stack;  // reverse arcs, filled from the back
+  fill.assign(sc->rev_start.begin() + 1, sc->rev_start.end());
+  for (S s = 0; s < n; s++)
+    for (fst::ArcIterator<F> it(f, s); !it.Done(); it.Next()) sc->rev[--fill[it.Value().nextstate]] = s;
+  sc->stack.clear();
+  for (S s = 0; s < n; s++)
+    if (m[s] & 2) sc->stack.push_back(s);
   while (!sc->stack.empty()) {
     const S s = sc->stack.back();
     sc->stack.pop_back();
     for (int32_t k = sc->rev_start[s]; k < sc->rev_start[s + 1]; k++) {
       const S t = sc->rev[k];
-      if (!(sc->mark[t] & 2)) {
-        sc->mark[t] |= 2;
+      if (!(m[t] & 2)) {
+        m[t] |= 2;
         sc->stack.push_back(t);
       }
     }
