@@ -93,10 +93,10 @@ void DeterminizeStarInLog(VFst *f, int max_states) {
 
 void MinimizeEncoded(VFst *f) {
   fst::ArcMap(f, fst::QuantizeMapper<Arc>(fst::kDelta));
-  fst::EncodeMapper<Arc> enc(fst::kEncodeLabels | fst::kEncodeWeights, fst::ENCODE);
-  fst::Encode(f, &enc);
-  fst::internal::AcceptorMinimize(f);
-  fst::Decode(f, enc);
+  tgraph::Encoder<Arc> enc(fst::ENCODE);
+  tgraph::Encode(f, &enc);
+  tgraph::AcceptorMinimize(f);
+  tgraph::Decode(f, enc);
 }
 
 }  // namespace

@@ -193,10 +193,12 @@ class DetStar {
       ofst->SetStart(fst::kNoStateId);
       return;
     }
+    ofst->ReserveStates(n);
     for (StateId s = 0; s < n; s++) ofst->AddState();
     ofst->SetStart(0);
     std::vector<Label> seq;
     for (StateId s = 0; s < n; s++) {
+      ofst->ReserveArcs(s, out_[s].size());  // one arc from s per output arc
       for (const OutArc &a : out_[s]) {
         seqs_.Get(a.ostring, &seq);
         if (a.nextstate == fst::kNoStateId) {

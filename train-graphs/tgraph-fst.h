@@ -20,6 +20,7 @@
 #include <fst/fstlib.h>
 
 #include "base/model/model.h"
+#include "tgraph-ops.h"
 
 namespace tgraph {
 
@@ -73,7 +74,7 @@ inline void TableCompose(const fst::Fst<Arc> &f1, const fst::Fst<Arc> &f2, VFst 
   fst::ComposeFstImplOptions<LeftMatcher, fst::SortedMatcher<fst::Fst<Arc> > > o(copts);
   o.matcher1 = new LeftMatcher(f1);
   *out = fst::ComposeFst<Arc>(f1, f2, o);
-  fst::Connect(out);
+  tgraph::Connect(out);
 }
 
 inline void LinearAcceptor(const int32_t *w, int32_t n, VFst *f) {

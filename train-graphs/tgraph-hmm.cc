@@ -66,7 +66,7 @@ VFst *HmmFst(const std::vector<int32_t> &window, const kio_ctx_dep &tree, const 
   // Kaldi removes epsilons locally here: with every arc labelled that only
   // adds a scratch state and connects the FST again.
   f->AddState();
-  fst::Connect(f);
+  tgraph::Connect(f);
   for (fst::StateIterator<VFst> si(*f); !si.Done(); si.Next()) {
     StateId s = si.Value();
     for (fst::MutableArcIterator<VFst> ai(f, s); !ai.Done(); ai.Next()) {
