@@ -153,7 +153,7 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
   const char *t = kio_test_hook(KIO_SET_TEST_SERVICE_SHM);
   if (t) r->shm_min = (size_t)strtoull(t, NULL, 10);
   r->shm_off = r->shm_min == 0;
-  r->balance = (int)kio_setting_int(KIO_SET_DEV_SERVICE_BALANCE, 1, 0, 1);
+  r->balance = (int)kio_setting_int(KIO_SET_DEV_SERVICE_BALANCE, 0, 0, 1);
   const char *late = kio_test_hook(KIO_SET_TEST_SERVICE_LATE);
   if (late) r->late_s = strtod(late, NULL);
   char *model = NULL;

@@ -7,7 +7,7 @@
 #   2. Timing over ~97.5 h (COPIES, default 2480: the tri2 fixture
 #      replicated), REPS runs each (default 2), outputs compared with the
 #      own context's --num-gpus=1; through the service --num-gpus=2 also
-#      with equal shares of each batch (KALDI_GPU_DEV_SERVICE_BALANCE=0);
+#      with balanced shares of each batch (KALDI_GPU_DEV_SERVICE_BALANCE=1);
 #      the --verbose=2 lines that say where the time went (the Time: line,
 #      each connection's frames, share and wait, where the statistics were
 #      accumulated) printed, the logs and the service's in
@@ -72,16 +72,16 @@ cat "$w/lda.ark" "$w/g.fsts" >/dev/null
 # the service started (and its devices initialised) before the first timed run
 KALDI_GPU_SERVICE=yes "$bin/gmm-align-compiled" "${opts[@]}" --use-gpu=yes "$mdl" "ark:$w/s.fsts" \
   "ark,s,cs:$w/s.ark" "ark:/dev/null" 2>/dev/null
-# WHERE.K[.eq]: eq = KALDI_GPU_DEV_SERVICE_BALANCE=0 (equal shares of each batch)
+# WHERE.K[.bal]: bal = KALDI_GPU_DEV_SERVICE_BALANCE=1 (balanced shares of each batch)
 for prog in gmm-align-acc-compiled gmm-align-compiled; do
-  for cfg in own.1 own.2 svc.1 svc.2 svc.2.eq; do
-    IFS=. read -r where k eq <<<"$cfg"
-    bal=1; [ -n "$eq" ] && bal=0
+  for cfg in own.1 own.2 svc.1 svc.2 svc.2.bal; do
+    IFS=. read -r where k shares <<<"$cfg"
+    bal=0; [ -n "$shares" ] && bal=1
     times=""
     for ((r = 1; r <= reps; r++)); do
       times="$times $(KALDI_GPU_DEV_SERVICE_BALANCE=$bal run $prog $where $k "$w/lda.ark" "$w/g.fsts" "$prog.$cfg.$r")"
     done
-    echo "$prog $where --num-gpus=$k${eq:+ (equal shares)}:$times; against own --num-gpus=1: $(same "$prog.$cfg.1" "$prog.own.1.1")"
+    echo "$prog $where --num-gpus=$k${shares:+ (balanced shares)}:$times; against own --num-gpus=1: $(same "$prog.$cfg.1" "$prog.own.1.1")"
     where_lines "$logs/$prog.$cfg.$reps.log"
   done
 done
