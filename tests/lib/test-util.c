@@ -138,6 +138,23 @@ void tu_logcap_start(void) {
   kio_log_set_handler(tu_logcap_handler, NULL);
 }
 
+void tu_text_put(tu_text *t, const char *s) {
+  size_t k = strlen(s);
+  if (t->n + k + 1 > t->cap) {
+    t->cap = (t->n + k + 1) * 2;
+    t->s = realloc(t->s, t->cap);
+  }
+  memcpy(t->s + t->n, s, k + 1);
+  t->n += k;
+}
+
+void tu_log_into_text(int level, const char *func, const char *file, int line, const char *msg,
+                      void *user) {
+  char b[4096];
+  snprintf(b, sizeof b, "%d %s %s:%d %s\n", level, func, file, line, msg);
+  tu_text_put(user, b);
+}
+
 static int tu_saved_fd = -1;
 
 void tu_stderr_start(void) {

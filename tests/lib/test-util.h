@@ -27,6 +27,12 @@ typedef struct { int n, warnings, errors; char last[2048], last_error[2048]; } t
 extern tu_logcap tu_cap;
 /* Clears tu_cap and installs the capturing handler. */
 void tu_logcap_start(void);
+/* A growing string; tu_log_into_text, a kio_log handler, appends each log
+ * line to the tu_text given as its user ("LEVEL FUNC FILE:LINE MSG\n"). */
+typedef struct { char *s; size_t n, cap; } tu_text;
+void tu_text_put(tu_text *t, const char *s);
+void tu_log_into_text(int level, const char *func, const char *file, int line, const char *msg,
+                      void *user);
 /* Redirects stderr (fd 2) to a temp file / restores it and returns what was
  * written (malloc'd), for tests of the printed format itself. */
 void tu_stderr_start(void);

@@ -13,51 +13,32 @@
 #include "base/sys/log.h"
 #include "tests/lib/test-util.h"
 
-typedef struct { char *s; size_t n, cap; } text;
-
-static void put(text *t, const char *s) {
-  size_t k = strlen(s);
-  if (t->n + k + 1 > t->cap) {
-    t->cap = (t->n + k + 1) * 2;
-    t->s = realloc(t->s, t->cap);
-  }
-  memcpy(t->s + t->n, s, k + 1);
-  t->n += k;
-}
-
-static void on_line(int level, const char *func, const char *file, int line, const char *msg,
-                    void *user) {
-  char b[4096];
-  snprintf(b, sizeof b, "%d %s %s:%d %s\n", level, func, file, line, msg);
-  put(user, b);
-}
-
 typedef struct {
-  text out, lines;
+  tu_text out, lines;
   int opened, ahead, close_rc, ended_done;
 } result;
 
-static void put_fst(text *t, const char *key, const kio_fst *g) {
+static void put_fst(tu_text *t, const char *key, const kio_fst *g) {
   char b[128];
   snprintf(b, sizeof b, "%s %d %d %d:", key, g->num_states, g->num_arcs, g->start);
-  put(t, b);
+  tu_text_put(t, b);
   for (int s = 0; s < g->num_states; s++) {
     snprintf(b, sizeof b, " %a/%d", g->final[s], g->arc_start[s + 1]);
-    put(t, b);
+    tu_text_put(t, b);
   }
   for (int a = 0; a < g->num_arcs; a++) {
     const kio_arc *c = &g->arcs[a];
     snprintf(b, sizeof b, " %d,%d,%a,%d", c->ilabel, c->olabel, c->weight, c->nextstate);
-    put(t, b);
+    tu_text_put(t, b);
   }
-  put(t, "\n");
+  tu_text_put(t, "\n");
 }
 
 static void read_all(const char *spec, int threads, int window, result *res) {
   memset(res, 0, sizeof *res);
-  put(&res->out, "");
-  put(&res->lines, "");
-  kio_log_set_handler(on_line, &res->lines);
+  tu_text_put(&res->out, "");
+  tu_text_put(&res->lines, "");
+  kio_log_set_handler(tu_log_into_text, &res->lines);
   kio_seq_reader *r;
   res->opened = kio_seq_open(&r, spec, &kio_fst_holder) == KIO_OK;
   if (!res->opened) {

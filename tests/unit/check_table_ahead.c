@@ -18,37 +18,17 @@
 #include "base/sys/log.h"
 #include "tests/lib/test-util.h"
 
-/* Every log line, in order, as one string. */
-typedef struct { char *s; size_t n, cap; } text;
-
-static void put(text *t, const char *s) {
-  size_t k = strlen(s);
-  if (t->n + k + 1 > t->cap) {
-    t->cap = (t->n + k + 1) * 2;
-    t->s = realloc(t->s, t->cap);
-  }
-  memcpy(t->s + t->n, s, k + 1);
-  t->n += k;
-}
-
-static void on_line(int level, const char *func, const char *file, int line, const char *msg,
-                    void *user) {
-  char b[4096];
-  snprintf(b, sizeof b, "%d %s %s:%d %s\n", level, func, file, line, msg);
-  put(user, b);
-}
-
 /* What a reader gave: keys and values, lines, how it ended. */
 typedef struct {
-  text out, lines;
+  tu_text out, lines;
   int opened, ahead, close_rc, ended_done;
 } result;
 
 static void read_all(const char *spec, int threads, int window, int stop_after, result *res) {
   memset(res, 0, sizeof *res);
-  put(&res->out, "");
-  put(&res->lines, "");
-  kio_log_set_handler(on_line, &res->lines);
+  tu_text_put(&res->out, "");
+  tu_text_put(&res->lines, "");
+  kio_log_set_handler(tu_log_into_text, &res->lines);
   kio_seq_reader *r;
   res->opened = kio_seq_open(&r, spec, &kio_matrix_holder) == KIO_OK;
   if (!res->opened) {
@@ -66,12 +46,12 @@ static void read_all(const char *spec, int threads, int window, int stop_after, 
     else ck_assert_int_eq(kio_seq_take(r, &m), KIO_OK);
     ck_assert_ptr_nonnull(v);
     snprintf(b, sizeof b, "%s %dx%d:", kio_seq_key(r), v->rows, v->cols);
-    put(&res->out, b);
+    tu_text_put(&res->out, b);
     for (size_t i = 0; i < (size_t)v->rows * v->cols; i++) {
       snprintf(b, sizeof b, " %a", v->data[i]);
-      put(&res->out, b);
+      tu_text_put(&res->out, b);
     }
-    put(&res->out, "\n");
+    tu_text_put(&res->out, "\n");
   }
   res->ended_done = kio_seq_done(r);
   res->close_rc = kio_seq_close(r);
@@ -255,9 +235,9 @@ END_TEST
 static void ra_lookups(const char *spec, const char *const *keys, int n, int threads, int window,
                        result *res) {
   memset(res, 0, sizeof *res);
-  put(&res->out, "");
-  put(&res->lines, "");
-  kio_log_set_handler(on_line, &res->lines);
+  tu_text_put(&res->out, "");
+  tu_text_put(&res->lines, "");
+  kio_log_set_handler(tu_log_into_text, &res->lines);
   kio_ra_reader *r;
   res->opened = (threads > 0 ? kio_ra_open_ahead(&r, spec, &kio_matrix_holder,
                                                  kio_matrix_body_bytes, threads, window)
@@ -272,9 +252,9 @@ static void ra_lookups(const char *spec, const char *const *keys, int n, int thr
     char b[256];
     int has = kio_ra_has_key(r, keys[i]);
     snprintf(b, sizeof b, "%s has %d", keys[i], has);
-    put(&res->out, b);
+    tu_text_put(&res->out, b);
     if (has != 1) {
-      put(&res->out, "\n");
+      tu_text_put(&res->out, "\n");
       if (has < 0) break;
       continue;
     }
@@ -287,16 +267,16 @@ static void ra_lookups(const char *spec, const char *const *keys, int n, int thr
       else if (t != KIO_OK) v = NULL;
     }
     if (!v) {
-      put(&res->out, " no value\n");
+      tu_text_put(&res->out, " no value\n");
       break;
     }
     snprintf(b, sizeof b, " %dx%d:", v->rows, v->cols);
-    put(&res->out, b);
+    tu_text_put(&res->out, b);
     for (size_t k = 0; k < (size_t)v->rows * v->cols; k++) {
       snprintf(b, sizeof b, " %a", v->data[k]);
-      put(&res->out, b);
+      tu_text_put(&res->out, b);
     }
-    put(&res->out, "\n");
+    tu_text_put(&res->out, "\n");
   }
   res->close_rc = kio_ra_close(r);
   kio_matrix_free(&m);
