@@ -138,6 +138,19 @@ void tu_logcap_start(void) {
   kio_log_set_handler(tu_logcap_handler, NULL);
 }
 
+const char *tu_file_variant(const char *src, long len, long at, int c) {
+  size_t n;
+  unsigned char *b = tu_read_file(src, &n);
+  ck_assert_ptr_nonnull(b);
+  if (at >= 0) b[at] = (unsigned char)c;
+  const char *p = tu_tmp_path("variant.ark");
+  FILE *f = fopen(p, "wb");
+  fwrite(b, 1, (size_t)len, f);
+  fclose(f);
+  free(b);
+  return p;
+}
+
 void tu_text_put(tu_text *t, const char *s) {
   size_t k = strlen(s);
   if (t->n + k + 1 > t->cap) {

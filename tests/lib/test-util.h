@@ -27,6 +27,10 @@ typedef struct { int n, warnings, errors; char last[2048], last_error[2048]; } t
 extern tu_logcap tu_cap;
 /* Clears tu_cap and installs the capturing handler. */
 void tu_logcap_start(void);
+/* The first len bytes of file src, with the byte at offset at (if >= 0) set
+ * to c, as a temp file (tu_tmp_path("variant.ark")): cut and corrupted
+ * archives for the readers' tests. */
+const char *tu_file_variant(const char *src, long len, long at, int c);
 /* A growing string; tu_log_into_text, a kio_log handler, appends each log
  * line to the tu_text given as its user ("LEVEL FUNC FILE:LINE MSG\n"). */
 typedef struct { char *s; size_t n, cap; } tu_text;

@@ -110,19 +110,6 @@ static const char *make_graphs(int *n, long *offs, long *body) {
   return p;
 }
 
-static const char *variant(const char *src, long len, long at, int c) {
-  size_t n;
-  unsigned char *b = tu_read_file(src, &n);
-  ck_assert_ptr_nonnull(b);
-  if (at >= 0) b[at] = (unsigned char)c;
-  const char *p = tu_tmp_path("variant.ark");
-  FILE *f = fopen(p, "wb");
-  fwrite(b, 1, (size_t)len, f);
-  fclose(f);
-  free(b);
-  return p;
-}
-
 START_TEST(body_sizes) {
   int n;
   long offs[MAXN + 1], body[MAXN];
@@ -165,7 +152,7 @@ START_TEST(cut_and_corrupt) {
     const long cuts[] = {offs[i] + 2, body[i] + 10, body[i] + 60, (offs[i] + offs[i + 1]) / 2,
                          offs[i + 1] - 1};
     for (int c = 0; c < 5; c++) {
-      snprintf(spec, sizeof spec, "ark:%s", variant(p, cuts[c], -1, 0));
+      snprintf(spec, sizeof spec, "ark:%s", tu_file_variant(p, cuts[c], -1, 0));
       same_both_ways(spec);
     }
   }
@@ -176,11 +163,11 @@ START_TEST(cut_and_corrupt) {
   for (int i = 0; i < n; i += 5) {
     if (i % 7 == 3) continue;
     const long narcs_hi = body[i] + hdr + 4 + 7, narcs_lo = body[i] + hdr + 4;
-    snprintf(spec, sizeof spec, "ark:%s", variant(p, offs[n], narcs_hi, 0x7f));
+    snprintf(spec, sizeof spec, "ark:%s", tu_file_variant(p, offs[n], narcs_hi, 0x7f));
     same_both_ways(spec);
-    snprintf(spec, sizeof spec, "ark:%s", variant(p, offs[n], narcs_hi, 0xff));
+    snprintf(spec, sizeof spec, "ark:%s", tu_file_variant(p, offs[n], narcs_hi, 0xff));
     same_both_ways(spec);
-    snprintf(spec, sizeof spec, "ark:%s", variant(p, offs[n], narcs_lo, 0x01));
+    snprintf(spec, sizeof spec, "ark:%s", tu_file_variant(p, offs[n], narcs_lo, 0x01));
     same_both_ways(spec);
   }
 }

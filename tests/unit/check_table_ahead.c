@@ -121,20 +121,6 @@ static const char *make_mixed(int n, long *offs) {
   return p;
 }
 
-/* The first len bytes of src, with byte at (if >= 0) set to c, as a file. */
-static const char *variant(const char *src, long len, long at, int c) {
-  size_t n;
-  unsigned char *b = tu_read_file(src, &n);
-  ck_assert_ptr_nonnull(b);
-  if (at >= 0) b[at] = (unsigned char)c;
-  const char *p = tu_tmp_path("variant.ark");
-  FILE *f = fopen(p, "wb");
-  fwrite(b, 1, (size_t)len, f);
-  fclose(f);
-  free(b);
-  return p;
-}
-
 enum { N = 300 };
 
 START_TEST(mixed_entries) {
@@ -160,7 +146,7 @@ START_TEST(cut_archives) {
     const long cuts[] = {offs[i], offs[i] + 3, offs[i] + 9, offs[i] + 13, offs[i] + 20,
                          (offs[i] + offs[i + 1]) / 2, offs[i + 1] - 1};
     for (int c = 0; c < 7; c++) {
-      const char *v = variant(p, cuts[c], -1, 0);
+      const char *v = tu_file_variant(p, cuts[c], -1, 0);
       snprintf(spec, sizeof spec, "ark:%s", v);
       same_both_ways(spec, -1, c == 5 && i % 17 != 5 ? 1 : -1);
       if (i % 3 == 1) {  /* permissive: the error ignored at close, the same way */
@@ -184,7 +170,7 @@ START_TEST(corrupt_headers) {
                        offs[i] + 16, offs[i] + 18, offs[i] + 20};
     const int to[] = {'\n', 'X', 0, 'Z', 0x7f, 9, 0xff, 0x40};
     for (int c = 0; c < 8; c++) {
-      snprintf(spec, sizeof spec, "ark:%s", variant(p, offs[N], at[c], to[c]));
+      snprintf(spec, sizeof spec, "ark:%s", tu_file_variant(p, offs[N], at[c], to[c]));
       same_both_ways(spec, -1, -1);
     }
   }
@@ -197,7 +183,7 @@ START_TEST(closed_early) {
   snprintf(p, sizeof p, "%s", make_mixed(N, offs));
   char spec[1200];
   /* entries past where the reader stops are never reported, even if bad */
-  snprintf(spec, sizeof spec, "ark:%s", variant(p, (offs[40] + offs[41]) / 2, -1, 0));
+  snprintf(spec, sizeof spec, "ark:%s", tu_file_variant(p, (offs[40] + offs[41]) / 2, -1, 0));
   for (int stop = 1; stop < 40; stop += 6) same_both_ways(spec, stop, 0);
   snprintf(spec, sizeof spec, "ark:%s", p);
   same_both_ways(spec, 2, 0);
@@ -351,7 +337,7 @@ START_TEST(ra_mixed_entries) {
   ra_all_kinds(p, 2);
   /* keys out of the archive's order: the "s" order ERROR, the same way */
   char q[1024];
-  snprintf(q, sizeof q, "%s", variant(p, offs[N], offs[60] + 3, '9'));
+  snprintf(q, sizeof q, "%s", tu_file_variant(p, offs[N], offs[60] + 3, '9'));
   ra_all_kinds(q, 2);
 }
 END_TEST
@@ -366,7 +352,7 @@ START_TEST(ra_cut_and_corrupt) {
   for (int i = 1; i < N; i += 23) {
     const long cuts[] = {offs[i] + 3, offs[i] + 13, (offs[i] + offs[i + 1]) / 2};
     for (int c = 0; c < 3; c++) {
-      const char *v = variant(p, cuts[c], -1, 0);
+      const char *v = tu_file_variant(p, cuts[c], -1, 0);
       snprintf(spec, sizeof spec, "ark,s,cs:%s", v);
       ra_same_both_ways(spec, (const char *const *)keys, n, 2);
       snprintf(spec, sizeof spec, "ark:%s", v);
@@ -375,7 +361,7 @@ START_TEST(ra_cut_and_corrupt) {
     const long at[] = {offs[i] + 9, offs[i] + 11, offs[i] + 16};
     const int to[] = {'X', 'Z', 0xff};
     for (int c = 0; c < 3; c++) {
-      snprintf(spec, sizeof spec, "ark,s,cs:%s", variant(p, offs[N], at[c], to[c]));
+      snprintf(spec, sizeof spec, "ark,s,cs:%s", tu_file_variant(p, offs[N], at[c], to[c]));
       ra_same_both_ways(spec, (const char *const *)keys, n, 2);
     }
   }
