@@ -20,6 +20,11 @@ int galign_cuda_rebind(galign_cuda *c, const galign_gmm *gmm, const galign_opts 
   GALIGN_NOCUDA();
 }
 void galign_cuda_trim(galign_cuda *c) { (void)c; }
+size_t galign_cuda_batch_need(const galign_cuda *c, int n, const galign_graph *const *graphs,
+                              const int32_t *rows) {
+  (void)c; (void)n; (void)graphs; (void)rows;
+  return SIZE_MAX;
+}
 struct kio_gpu_acct *galign_cuda_acct(const galign_cuda *c) { (void)c; return NULL; }
 const char *galign_cuda_device_desc(const galign_cuda *c) { (void)c; return "built without CUDA"; }
 int galign_cuda_set_dev_feats(galign_cuda *c, int n, const kio_matrix *const *feats,

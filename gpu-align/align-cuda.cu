@@ -335,6 +335,15 @@ static size_t galign_plan_bytes(const galign_cuda *c) {
   return c->sub_bytes && c->sub_bytes < room ? c->sub_bytes : room;
 }
 
+extern "C" size_t galign_cuda_batch_need(const galign_cuda *c, int n,
+                                         const galign_graph *const *graphs, const int32_t *rows) {
+  /* the cuBLAS path's fixed buffers are a share of whatever the limit is */
+  if (!c || !c->ll_exact) return SIZE_MAX;
+  size_t b = 0;
+  for (int i = 0; i < n; i++) b += galign_cu_utt_bytes(c, graphs[i], rows[i]);
+  return b;
+}
+
 extern "C" void galign_cuda_trim(galign_cuda *c) {
   if (!c) return;
   if (bind_device(c) != KIO_OK) return;

@@ -40,6 +40,12 @@ int galign_cuda_rebind(galign_cuda *c, const galign_gmm *gmm, const galign_opts 
  * batch): the GPU service calls it after each batch, so that a job holds
  * device memory only while its batch runs. */
 void galign_cuda_trim(galign_cuda *c);
+/* Device bytes the batch buffers of these n utterances (graphs[i] with
+ * rows[i] frames) are planned to take in one sub-batch (the sum of the
+ * per-utterance plans); SIZE_MAX where the plan depends on the budget
+ * itself (the cuBLAS likelihood path). */
+size_t galign_cuda_batch_need(const galign_cuda *c, int n, const galign_graph *const *graphs,
+                              const int32_t *rows);
 /* The account of c's device memory. */
 struct kio_gpu_acct *galign_cuda_acct(const galign_cuda *c);
 /* "NVIDIA H200, 132 SMs, 139.8 GiB" (valid until free). */

@@ -145,6 +145,13 @@ void galign_serve_free(galign_serve *s);
  * dropped). */
 int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
                        kio_msg *reply, int *batch_rc);
+/* galign_serve_align in two steps, so that the batch's device memory can
+ * be asked for between them: the request decoded and checked (KIO_ERR:
+ * malformed), what aligning it plans to take of the device
+ * (galign_aligner_batch_need), then the alignment and the reply. */
+int galign_serve_parse(galign_serve *s, const galign_aligner *a, kio_msg_reader *req);
+size_t galign_serve_need(const galign_serve *s, const galign_aligner *a);
+void galign_serve_run(galign_serve *s, galign_aligner *a, kio_msg *reply, int *batch_rc);
 /* A descriptor that came with the next request (kio_svc_take_fd; < 0:
  * none): the job's shared memory for its region. */
 void galign_serve_give_fd(galign_serve *s, int fd);

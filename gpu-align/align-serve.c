@@ -22,7 +22,7 @@ typedef struct {
 
 struct galign_serve {
   int cap, n;
-  uint32_t flags, seq;
+  uint32_t flags, seq, want_pf;
   serve_regions *rg;
   int fd;  /* a descriptor received with the request, not mapped yet (-1) */
   galign_graph *graphs;
@@ -138,12 +138,11 @@ static int graph_ok(const galign_graph *g, int32_t num_pdfs) {
   return 1;
 }
 
-int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
-                       kio_msg *reply, int *batch_rc) {
+int galign_serve_parse(galign_serve *s, const galign_aligner *a, kio_msg_reader *req) {
   serve_clear_results(s);
-  *batch_rc = KIO_OK;
   uint32_t n = kio_rd_u32(req), want_pf = kio_rd_u32(req);
   s->n = 0;
+  s->want_pf = want_pf;
   s->flags = kio_rd_u32(req);
   s->seq = kio_rd_u32(req);
   uint32_t region = kio_rd_u32(req);
@@ -205,6 +204,15 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
     s->fptr[i] = f;
   }
   s->n = (int)n;
+  return KIO_OK;
+}
+
+size_t galign_serve_need(const galign_serve *s, const galign_aligner *a) {
+  return galign_aligner_batch_need(a, s->n, s->gptr, s->fptr);
+}
+
+void galign_serve_run(galign_serve *s, galign_aligner *a, kio_msg *reply, int *batch_rc) {
+  const uint32_t n = (uint32_t)s->n, want_pf = s->want_pf;
   kio_log_defer(&s->lines);
   int rc = galign_align_batch(a, (int)n, s->gptr, s->fptr, (int)want_pf, s->res);
   kio_log_defer(NULL);
@@ -212,7 +220,7 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
   kio_msg_reset(reply);
   kio_msg_put_i32(reply, rc);
   kio_msg_put_lines(reply, s->lines);
-  if (rc != KIO_OK) return KIO_OK;
+  if (rc != KIO_OK) return;
   for (uint32_t i = 0; i < n; i++) {
     const galign_result *r = &s->res[i];
     kio_msg_put_i32(reply, r->ok);
@@ -226,6 +234,13 @@ int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
                     r->ok && want_pf && r->per_frame ? (size_t)s->feats[i].rows : 0,
                     sizeof(float));
   }
+}
+
+int galign_serve_align(galign_serve *s, galign_aligner *a, kio_msg_reader *req,
+                       kio_msg *reply, int *batch_rc) {
+  *batch_rc = KIO_OK;
+  if (galign_serve_parse(s, a, req) != KIO_OK) return KIO_ERR;
+  galign_serve_run(s, a, reply, batch_rc);
   return KIO_OK;
 }
 

@@ -116,6 +116,26 @@ void galign_aligner_trim(galign_aligner *a) {
   galign_cuda_trim(a->cuda);
   chunks_free(a);  /* long utterances' chunk buffers too */
 }
+/* Declared here: gpu_long_frames() is defined with the GPU run below. */
+static int32_t gpu_long_frames(void);
+
+size_t galign_aligner_batch_need(const galign_aligner *a, int n, const galign_graph *const *graphs,
+                                 const kio_matrix *const *feats) {
+  if (!a || !a->cuda || n <= 0) return SIZE_MAX;
+  const int32_t lim = gpu_long_frames();
+  int32_t *rows = malloc((size_t)n * sizeof *rows);
+  if (!rows) return SIZE_MAX;
+  int has_long = 0;
+  for (int i = 0; i < n; i++) {
+    rows[i] = feats[i]->rows;
+    has_long |= rows[i] > lim;
+  }
+  /* long utterances take chunk buffers of the host threads' own: no plan */
+  size_t need = has_long ? SIZE_MAX : galign_cuda_batch_need(a->cuda, n, graphs, rows);
+  free(rows);
+  return need;
+}
+
 int galign_rebind(galign_aligner *a, const kio_tmodel *tm, const kio_am_gmm *am,
                   const galign_opts *o) {
   (void)tm;

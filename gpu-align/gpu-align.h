@@ -128,6 +128,13 @@ void galign_unbind(galign_aligner *a);
  * per-batch buffers freed (the GPU service, between batches and jobs). */
 struct kio_gpu_acct *galign_aligner_acct(const galign_aligner *a);
 void galign_aligner_trim(galign_aligner *a);
+/* Device bytes our own device backend plans for aligning these n
+ * utterances in one sub-batch: what a batch asks of a shared budget. SIZE_MAX
+ * where there is no such plan (not our device backend, long utterances,
+ * the cuBLAS likelihood path). */
+size_t galign_aligner_batch_need(const galign_aligner *a, int n,
+                                 const galign_graph *const *graphs,
+                                 const kio_matrix *const *feats);
 
 /* Aligns n utterances (graphs prepared; feats rows >= 1). Per-utterance
  * failures are results with ok = 0. Returns KIO_ERR (after an ERROR line)

@@ -260,11 +260,18 @@ static int fits_now(gsvc_mem_pool *p, size_t want) {
   return fits;
 }
 
-static void begin(int k, kio_gpu_acct *acct, kio_gpu_part part) {
+size_t gsvc_mem_cap_want(size_t want, size_t need) {
+  if (need == SIZE_MAX) return want;
+  /* the allocations' rounding and alignment on top of the plan */
+  const size_t padded = need + need / 16 + 64 * MIB;
+  return padded < need || padded >= want ? want : padded;
+}
+
+static void begin(int k, kio_gpu_acct *acct, kio_gpu_part part, size_t need) {
   size_t *t_g = &t_grant[part == KIO_GPU_PART_ACC];
   *t_g = 0;
   if (!acct || k < 0 || k >= MAX_DEV || !dm[k].pool) return;
-  size_t want = want_of(k, part);
+  size_t want = gsvc_mem_cap_want(want_of(k, part), need);
   for (int i = 0; i < n_pressure && !fits_now(dm[k].pool, want); i++) {
     int n = on_pressure[i].fn(k);
     if (n) KIO_LOG("Device %d: memory short for a batch; %d idle %s freed",
@@ -295,8 +302,8 @@ static void end(int k, kio_gpu_acct *acct, kio_gpu_part part) {
   *t_g = 0;
 }
 
-void gsvc_mem_begin_align(int k, struct galign_aligner *a) {
-  begin(k, galign_aligner_acct(a), KIO_GPU_PART_ALIGN);
+void gsvc_mem_begin_align(int k, struct galign_aligner *a, size_t need) {
+  begin(k, galign_aligner_acct(a), KIO_GPU_PART_ALIGN, need);
 }
 
 void gsvc_mem_end_align(int k, struct galign_aligner *a) {
@@ -305,7 +312,7 @@ void gsvc_mem_end_align(int k, struct galign_aligner *a) {
 }
 
 void gsvc_mem_begin_acc(int k, struct gacc_acc *a) {
-  begin(k, gacc_acct(a), KIO_GPU_PART_ACC);
+  begin(k, gacc_acct(a), KIO_GPU_PART_ACC, SIZE_MAX);
 }
 
 void gsvc_mem_end_acc(int k, struct gacc_acc *a) {
@@ -313,9 +320,9 @@ void gsvc_mem_end_acc(int k, struct gacc_acc *a) {
   end(k, gacc_acct(a), KIO_GPU_PART_ACC);
 }
 
-int gsvc_mem_fits_align(int k, struct galign_aligner *a) {
+int gsvc_mem_fits_align(int k, struct galign_aligner *a, size_t need) {
   if (!galign_aligner_acct(a) || k < 0 || k >= MAX_DEV || !dm[k].pool) return 1;
-  size_t want = want_of(k, KIO_GPU_PART_ALIGN);
+  size_t want = gsvc_mem_cap_want(want_of(k, KIO_GPU_PART_ALIGN), need);
   gsvc_mem_pool *p = dm[k].pool;
   pthread_mutex_lock(&p->mu);
   size_t used = p->granted + (p->held ? p->held(p->user) : 0);

@@ -48,14 +48,20 @@ int gsvc_mem_enter(int k);
 void gsvc_mem_job_align(struct galign_aligner *a);
 void gsvc_mem_job_acc(struct gacc_acc *a);
 /* Around each batch of a connection on device k: begin waits for its turn
- * and grants the memory; end frees the batch buffers and returns it. */
-void gsvc_mem_begin_align(int k, struct galign_aligner *a);
+ * and grants the memory; end frees the batch buffers and returns it. An
+ * alignment batch asks for at most what the aligner plans for it (need,
+ * galign_aligner_batch_need; SIZE_MAX: no plan), so that small batches do
+ * not hold a job's whole share while others wait. */
+void gsvc_mem_begin_align(int k, struct galign_aligner *a, size_t need);
 void gsvc_mem_end_align(int k, struct galign_aligner *a);
 void gsvc_mem_begin_acc(int k, struct gacc_acc *a);
 /* 1 if a batch of a on device k would be admitted now without waiting
  * (nobody in line, its want fits): the connection may then keep its
  * accumulation running beside it. */
-int gsvc_mem_fits_align(int k, struct galign_aligner *a);
+int gsvc_mem_fits_align(int k, struct galign_aligner *a, size_t need);
+/* A batch's want (a job's share, or an even part of the budget) capped by
+ * its planned need with room for the allocations' rounding; SIZE_MAX: want. */
+size_t gsvc_mem_cap_want(size_t want, size_t need);
 void gsvc_mem_end_acc(int k, struct gacc_acc *a);
 /* fn(k) frees what the service keeps idle on device k (its pooled
  * aligners, its pooled accumulators: what, as in "accumulator(s)") and

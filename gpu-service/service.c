@@ -309,7 +309,7 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
   gsvc_fused f = {0};
   gsvc_request *q;
   int served = 0, failed = 0;
-  double t0 = kio_now_s(), busy = 0;
+  double t0 = kio_now_s(), busy = 0, t_mem = 0, t_batch = 0, t_acc_end = 0;
   while (rdr && (!g.drop_after || served < g.drop_after) && (q = gsvc_reader_next(rdr))) {
     served++;
     if (g.broken || g.stop) {  /* requests read ahead are the job's to redo */
@@ -352,18 +352,27 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     } else {
       galign_serve_give_fd(cv, q->fd);  /* the job's shared memory */
       q->fd = -1;
-      /* the previous request's accumulation goes on beside this alignment
-       * if the device memory allows both now; else it ends first */
-      if (!gsvc_mem_fits_align(d, a)) fused_end(&f, d);
-      gsvc_mem_begin_align(d, a);  /* waits its turn for device memory */
-      int bad = galign_serve_align(cv, a, &rd, m, &batch_rc) != KIO_OK;
-      gsvc_mem_end_align(d, a);
-      fused_end(&f, d);  /* its outcome goes with this reply */
-      if (bad) {
+      if (galign_serve_parse(cv, a, &rd) != KIO_OK) {
+        fused_end(&f, d);
         KIO_WARN("Malformed alignment request; closing the connection");
         gsvc_reader_done(rdr, q);
         break;
       }
+      const size_t need = galign_serve_need(cv, a);
+      /* the previous request's accumulation goes on beside this alignment
+       * if the device memory allows both now; else it ends first */
+      double t2 = kio_now_s();
+      if (!gsvc_mem_fits_align(d, a, need)) fused_end(&f, d);
+      gsvc_mem_begin_align(d, a, need);  /* waits its turn for device memory */
+      double t3 = kio_now_s();
+      batch_rc = KIO_OK;
+      galign_serve_run(cv, a, m, &batch_rc);
+      double t4 = kio_now_s();
+      gsvc_mem_end_align(d, a);
+      fused_end(&f, d);  /* its outcome goes with this reply */
+      t_mem += t3 - t2;
+      t_batch += t4 - t3;
+      t_acc_end += kio_now_s() - t4;
       if (f.acc) gacc_serve_fused_put(f.sv, f.acc, m, galign_serve_flags(cv, NULL) &
                                                          KIO_SVC_ALIGN_STATS);
     }
@@ -397,9 +406,12 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     galign_aligner_stats st1;
     galign_aligner_get_stats(a, &st1);
     KIO_LOG("align connection (device %d): likelihoods %.3f s, Viterbi %.3f s, staging %.3f s; "
-            "%lld retried on host threads in %.3f s", d, st1.loglike_s - st0.loglike_s,
+            "%lld retried on host threads in %.3f s; of the aligning: %.3f s waiting for device "
+            "memory (and earlier accumulations), %.3f s in the aligner, %.3f s trimming and "
+            "ending accumulations", d, st1.loglike_s - st0.loglike_s,
             st1.viterbi_s - st0.viterbi_s, st1.copy_s - st0.copy_s,
-            (long long)(st1.host_retries - st0.host_retries), st1.host_retry_s - st0.host_retry_s);
+            (long long)(st1.host_retries - st0.host_retries), st1.host_retry_s - st0.host_retry_s,
+            t_mem, t_batch, t_acc_end);
   }
   galign_serve_free(sv2);
   galign_serve_free(sv);

@@ -191,6 +191,21 @@ START_TEST(test_service_want) {
 }
 END_TEST
 
+/* An alignment batch asks for its plan with room, never more than its want;
+ * no plan (SIZE_MAX) or a plan near the want: the want. */
+START_TEST(test_service_want_capped) {
+  const size_t share = 1536 * MIB;
+  ck_assert_uint_eq(gsvc_mem_cap_want(share, SIZE_MAX), share);
+  ck_assert_uint_eq(gsvc_mem_cap_want(share, 0), 64 * MIB);
+  ck_assert_uint_eq(gsvc_mem_cap_want(share, 512 * MIB), 512 * MIB + 32 * MIB + 64 * MIB);
+  ck_assert_uint_eq(gsvc_mem_cap_want(share, 1400 * MIB), share);
+  ck_assert_uint_eq(gsvc_mem_cap_want(share, 4 * GIB), share);
+  ck_assert_uint_eq(gsvc_mem_cap_want(share, SIZE_MAX - 1), share);
+  /* sixteen mono-sized batches (~0.5 GiB planned) run together in 12 GiB */
+  ck_assert(16 * gsvc_mem_cap_want(share, 512 * MIB) <= 12 * GIB);
+}
+END_TEST
+
 /* The two-GPU crash's root: each half of the one-pass program chose its
  * own device (and the second choice reset the first's context). Now the
  * first choice is the job's for every thread. */
@@ -590,6 +605,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_budget_alone, 0, 5);
   tcase_add_loop_test(tc, test_budget_alone_small_free, 0, 2);
   tcase_add_test(tc, test_service_want);
+  tcase_add_test(tc, test_service_want_capped);
   tcase_add_test(tc, test_one_device_per_job);
   tcase_add_test(tc, test_accounts);
   tcase_add_test(tc, test_account_threads);
