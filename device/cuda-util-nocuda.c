@@ -51,6 +51,11 @@ int kio_cuda_host_alloc(void **p, size_t bytes) {
   return *p ? KIO_OK : KIO_ERR;
 }
 void kio_cuda_host_free(void *p, void *stream) { (void)stream; free(p); }
+void kio_cuda_host_trim(void) {}
+void kio_cuda_host_stats(int64_t *allocs, double *alloc_s, int64_t *frees, double *free_s) {
+  *allocs = *frees = 0;
+  *alloc_s = *free_s = 0;
+}
 #else
 typedef int kio_cuda_util_nocuda_unused; /* keep ISO C happy: no empty unit */
 #endif

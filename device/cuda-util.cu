@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cuda-util.h"
+#include "pinned-pool.h"
 #include "base/sys/log.h"
 #include "base/sys/settings.h"
 
@@ -390,60 +391,61 @@ extern "C" void kio_cuda_pool_keep(int dev, size_t bytes) {
 
 /* ---- page-locked host memory ---- */
 
-/* Page-locked blocks: a header before the caller's bytes holds the block's
- * capacity; freed blocks wait in a small cache (at most HOST_CACHE_N blocks,
- * HOST_CACHE_BYTES in all), the smallest that fits is reused. Portable:
- * usable from any context, whichever device was current when allocated. */
-enum { HOST_HDR = 64, HOST_CACHE_N = 64 };
-#define HOST_CACHE_BYTES ((size_t)2 << 30)
-static struct { char *base; size_t cap; } host_cache[HOST_CACHE_N];
-static int host_cache_n;
-static size_t host_cache_bytes;
+/* One pool per process (device/pinned-pool.h): slabs of 128 MiB from the
+ * driver, power-of-two blocks up to 32 MiB carved from them, larger blocks
+ * the driver's own (freed ones cached up to $KALDI_GPU_DEV_HOST_CACHE_MB).
+ * Portable blocks: usable from any context, whichever device was current
+ * when allocated. */
+#define HOST_SLAB ((size_t)128 << 20)
+
+static void *pinned_driver_alloc(size_t bytes) {
+  void *b = NULL;
+  if (cudaHostAlloc(&b, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  return b;
+}
+
+static void pinned_driver_free(void *b) {
+  cudaFreeHost(b);
+  cudaGetLastError();
+}
+
+static kio_pinned_pool *host_pool;
+static pthread_once_t host_pool_once = PTHREAD_ONCE_INIT;
+
+static void host_pool_init(void) {
+  size_t lim = (size_t)kio_setting_int(KIO_SET_DEV_HOST_CACHE_MB, 4096, 0, (long long)1 << 30) << 20;
+  host_pool = kio_pinned_pool_new((kio_pinned_backend){pinned_driver_alloc, pinned_driver_free},
+                                  HOST_SLAB, lim);
+}
 
 extern "C" int kio_cuda_host_alloc(void **p, size_t bytes) {
-  *p = NULL;
-  pthread_mutex_lock(&mem_mu);
-  int best = -1;
-  for (int i = 0; i < host_cache_n; i++)
-    if (host_cache[i].cap >= bytes && host_cache[i].cap <= 2 * bytes + ((size_t)1 << 20) &&
-        (best < 0 || host_cache[i].cap < host_cache[best].cap))
-      best = i;
-  if (best >= 0) {
-    char *b = host_cache[best].base;
-    host_cache_bytes -= host_cache[best].cap;
-    host_cache[best] = host_cache[--host_cache_n];
-    pthread_mutex_unlock(&mem_mu);
-    *p = b + HOST_HDR;
-    return KIO_OK;
-  }
-  pthread_mutex_unlock(&mem_mu);
-  void *b = NULL;
-  cudaError_t e = cudaHostAlloc(&b, bytes + HOST_HDR, cudaHostAllocPortable);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    KIO_ERROR("CUDA error %s: allocating %zu bytes of page-locked memory", cudaGetErrorString(e),
-              bytes);
-    return KIO_ERR;
-  }
-  *(size_t *)b = bytes;
-  *p = (char *)b + HOST_HDR;
-  return KIO_OK;
+  pthread_once(&host_pool_once, host_pool_init);
+  *p = kio_pinned_alloc(host_pool, bytes);
+  if (*p) return KIO_OK;
+  KIO_ERROR("CUDA error: allocating %zu bytes of page-locked memory failed", bytes);
+  return KIO_ERR;
 }
 
 extern "C" void kio_cuda_host_free(void *p, void *stream) {
   if (!p) return;
-  char *b = (char *)p - HOST_HDR;
-  size_t cap = *(size_t *)b;
   if (stream) cudaStreamSynchronize((cudaStream_t)stream);
   cudaGetLastError();
-  pthread_mutex_lock(&mem_mu);
-  if (host_cache_n < HOST_CACHE_N && host_cache_bytes + cap <= HOST_CACHE_BYTES) {
-    host_cache[host_cache_n].base = b;
-    host_cache[host_cache_n].cap = cap;
-    host_cache_n++;
-    host_cache_bytes += cap;
-    b = NULL;
-  }
-  pthread_mutex_unlock(&mem_mu);
-  if (b) cudaFreeHost(b);
+  kio_pinned_release(host_pool, p);
+}
+
+extern "C" void kio_cuda_host_trim(void) {
+  if (host_pool) kio_pinned_trim(host_pool);
+}
+
+extern "C" void kio_cuda_host_stats(int64_t *allocs, double *alloc_s, int64_t *frees,
+                                    double *free_s) {
+  kio_pinned_stats st;
+  kio_pinned_get_stats(host_pool, &st);
+  *allocs = st.driver_allocs;
+  *alloc_s = st.driver_alloc_s;
+  *frees = st.driver_frees;
+  *free_s = st.driver_free_s;
 }

@@ -64,12 +64,17 @@ int kio_cuda_debug_sync(void);
  * a new process gets a working context. Cheap (no synchronisation): the GPU
  * service asks after a failed batch. */
 int kio_cuda_context_broken(char *why, int why_len);
-/* Page-locked host blocks, kept in a process-wide cache for reuse;
+/* Page-locked host blocks from a process-wide pool (pinned-pool.h);
  * kio_cuda_host_free waits for stream (a cudaStream_t, the block's last
  * user; NULL: none) first. KIO_OK, or KIO_ERR with an ERROR logged. NULL
  * frees nothing. */
 int kio_cuda_host_alloc(void **p, size_t bytes);
 void kio_cuda_host_free(void *p, void *stream);
+/* The cache's blocks given back to the driver (an idle GPU service). */
+void kio_cuda_host_trim(void);
+/* The driver's page-locked allocations and frees so far (process-wide):
+ * how many and the seconds they took. */
+void kio_cuda_host_stats(int64_t *allocs, double *alloc_s, int64_t *frees, double *free_s);
 
 /* What `kaldi-gpu-service --describe` shows (tools/check-recipe.sh). */
 typedef struct {

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/sys/log.h"
+#include "device/cuda-util.h"
 #include "gpu-acc/gpu-acc.h"
 #include "gpu-align/gpu-align.h"
 
@@ -331,6 +332,8 @@ int gsvc_mem_fits_align(int k, struct galign_aligner *a, size_t need) {
   return fits;
 }
 
+static int host_trim_due;
+
 void gsvc_mem_idle(void) {
   double now = kio_now_s();
   for (int k = 0; k < MAX_DEV; k++) {
@@ -347,5 +350,15 @@ void gsvc_mem_idle(void) {
     pthread_mutex_lock(&dm_mu);
     dm[k].trimmed = 1;
     pthread_mutex_unlock(&dm_mu);
+    host_trim_due = 1;
   }
+  /* the page-locked blocks kept for reuse are the process's: given back
+   * once every device is idle */
+  pthread_mutex_lock(&dm_mu);
+  int all_idle = host_trim_due;
+  for (int k = 0; k < MAX_DEV; k++)
+    if (dm[k].gpu && !dm[k].trimmed) all_idle = 0;
+  if (all_idle) host_trim_due = 0;
+  pthread_mutex_unlock(&dm_mu);
+  if (all_idle) kio_cuda_host_trim();
 }

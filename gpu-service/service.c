@@ -288,6 +288,9 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
   }
   galign_aligner_stats st0;
   galign_aligner_get_stats(a, &st0);
+  int64_t pl_alloc0, pl_free0;
+  double pl_alloc_s0, pl_free_s0;
+  kio_cuda_host_stats(&pl_alloc0, &pl_alloc_s0, &pl_free0, &pl_free_s0);
   galign_serve *sv = galign_serve_new();
   int ok = sv && send_ready(s, m, KIO_OK, g.dev_desc[d]) == KIO_OK;
   c->busy = 0;
@@ -412,6 +415,13 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
             st1.viterbi_s - st0.viterbi_s, st1.copy_s - st0.copy_s,
             (long long)(st1.host_retries - st0.host_retries), st1.host_retry_s - st0.host_retry_s,
             t_mem, t_batch, t_acc_end);
+    int64_t pl_alloc, pl_free;
+    double pl_alloc_s, pl_free_s;
+    kio_cuda_host_stats(&pl_alloc, &pl_alloc_s, &pl_free, &pl_free_s);
+    KIO_LOG("align connection (device %d): while connected, the service's page-locked "
+            "allocations %lld (%.3f s), frees %lld (%.3f s)", d,
+            (long long)(pl_alloc - pl_alloc0), pl_alloc_s - pl_alloc_s0,
+            (long long)(pl_free - pl_free0), pl_free_s - pl_free_s0);
   }
   galign_serve_free(sv2);
   galign_serve_free(sv);

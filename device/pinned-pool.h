@@ -1,0 +1,58 @@
+/* A pool of page-locked host blocks over a driver's allocator.
+ *
+ * Allocating page-locked memory is slow (the pages are pinned one by one)
+ * and serialises every stream of the device while it runs, so jobs whose
+ * buffers grow at the same time (the GPU service's connections) stall each
+ * other. The pool asks the driver for large slabs, rarely, and hands out
+ * power-of-two blocks carved from them; freed blocks wait on a free list of
+ * their size for the next request. Blocks larger than a quarter of a slab
+ * are the driver's own, kept in a small cache when freed. Slabs go back to
+ * the driver only on a trim, and only those with no block in use.
+ *
+ * Thread-safe (one mutex). The backend is a parameter so that the logic is
+ * tested without a device (tests/unit/check_pinned_pool.c). */
+#ifndef KIO_DEVICE_PINNED_POOL_H
+#define KIO_DEVICE_PINNED_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  /* NULL on failure */
+  void *(*alloc)(size_t bytes);
+  void (*free)(void *p);
+} kio_pinned_backend;
+
+typedef struct {
+  int64_t driver_allocs, driver_frees; /* backend calls */
+  double driver_alloc_s, driver_free_s;
+  size_t slab_bytes;   /* held in slabs */
+  size_t in_use;       /* bytes of blocks handed out (their capacities) */
+  size_t cached;       /* bytes of large blocks waiting in the cache */
+  int slabs;
+} kio_pinned_stats;
+
+typedef struct kio_pinned_pool kio_pinned_pool;
+
+/* slab: bytes per slab (a power of two, at least 1 MiB); cache_limit: bytes
+ * of freed large blocks kept. NULL when out of memory. */
+kio_pinned_pool *kio_pinned_pool_new(kio_pinned_backend be, size_t slab, size_t cache_limit);
+/* Frees every slab and cached block; blocks still in use are lost. */
+void kio_pinned_pool_free(kio_pinned_pool *p);
+/* At least bytes (16-byte aligned); NULL when the backend fails. */
+void *kio_pinned_alloc(kio_pinned_pool *p, size_t bytes);
+void kio_pinned_release(kio_pinned_pool *p, void *ptr);
+/* The cached large blocks and the slabs with no block in use, back to the
+ * backend. */
+void kio_pinned_trim(kio_pinned_pool *p);
+void kio_pinned_get_stats(kio_pinned_pool *p, kio_pinned_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
