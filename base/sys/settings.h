@@ -119,7 +119,8 @@ extern "C" {
     "Microseconds a wait of the GPU service polls the device before it sleeps (default "  \
     "1000; 0: sleep at once)")                                                              \
   X(DEV_HOST_CACHE_MB, "KALDI_GPU_DEV_HOST_CACHE_MB", NULL, DEV,                           \
-    "MiB of freed large (over 32 MiB) page-locked host blocks kept for reuse (default 4096)")                   \
+    "MiB of freed large (over 32 MiB) page-locked host blocks kept for reuse (default "   \
+    "4096)")                                                                                \
   X(DEV_SERVICE_INFLIGHT, "KALDI_GPU_DEV_SERVICE_INFLIGHT", NULL, DEV,                     \
     "Alignment requests a job keeps unanswered on a GPU service connection, 1 to 3 "      \
     "(default 2: the next batch sent ahead; 1: one at a time)")                           \
