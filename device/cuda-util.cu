@@ -391,8 +391,9 @@ extern "C" void kio_cuda_pool_keep(int dev, size_t bytes) {
 
 /* ---- page-locked host memory ---- */
 
-/* One pool per process (device/pinned-pool.h): slabs of 128 MiB from the
- * driver, power-of-two blocks up to 32 MiB carved from them, larger blocks
+/* One pool per process (device/pinned-pool.h): slabs from the driver (16
+ * MiB first, doubling to 128 MiB), power-of-two blocks up to 32 MiB carved
+ * from them, larger blocks
  * the driver's own (freed ones cached up to $KALDI_GPU_DEV_HOST_CACHE_MB).
  * Portable blocks: usable from any context, whichever device was current
  * when allocated. */

@@ -20,12 +20,12 @@ typedef struct blk {
 } blk;
 _Static_assert(sizeof(blk) <= HDR, "block header too large");
 
-typedef struct { char *base; size_t used; int live; } slab_t;
+typedef struct { char *base; size_t size, used; int live; } slab_t;
 
 struct kio_pinned_pool {
   pthread_mutex_t mu;
   kio_pinned_backend be;
-  size_t slab, cache_limit;
+  size_t slab, next_slab, cache_limit;
   int max_shift;  /* the largest class: a quarter of a slab */
   blk *free_list[MAX_CLASSES];
   slab_t *slabs;
@@ -54,6 +54,8 @@ kio_pinned_pool *kio_pinned_pool_new(kio_pinned_backend be, size_t slab, size_t 
   pthread_mutex_init(&p->mu, NULL);
   p->be = be;
   p->slab = slab;
+  /* the first slabs smaller: a process that pins little pins little */
+  p->next_slab = slab / 8 > ((size_t)1 << 20) ? slab / 8 : ((size_t)1 << 20);
   p->cache_limit = cache_limit;
   p->max_shift = shift_of(slab) - 2;
   if (p->max_shift - MIN_SHIFT >= MAX_CLASSES) p->max_shift = MIN_SHIFT + MAX_CLASSES - 1;
@@ -84,7 +86,7 @@ static int carve(kio_pinned_pool *p, size_t size, size_t *off) {
       if (empty < 0) empty = i;
       continue;
     }
-    if (p->slab - p->slabs[i].used >= size) {
+    if (p->slabs[i].size - p->slabs[i].used >= size) {
       *off = p->slabs[i].used;
       p->slabs[i].used += size;
       return i;
@@ -101,10 +103,12 @@ static int carve(kio_pinned_pool *p, size_t size, size_t *off) {
     empty = p->nslabs++;
     p->slabs[empty].base = NULL;
   }
-  char *b = backend_alloc(p, p->slab);
+  size_t ssize = p->next_slab >= size ? p->next_slab : size;
+  char *b = backend_alloc(p, ssize);
   if (!b) return -1;
-  p->slabs[empty] = (slab_t){b, size, 0};
-  p->st.slab_bytes += p->slab;
+  if (p->next_slab < p->slab) p->next_slab *= 2;
+  p->slabs[empty] = (slab_t){b, ssize, size, 0};
+  p->st.slab_bytes += ssize;
   p->st.slabs++;
   *off = 0;
   return empty;
@@ -214,7 +218,7 @@ void kio_pinned_trim(kio_pinned_pool *p) {
     backend_free(p, p->slabs[si].base);
     p->slabs[si].base = NULL;
     p->slabs[si].used = 0;
-    p->st.slab_bytes -= p->slab;
+    p->st.slab_bytes -= p->slabs[si].size;
     p->st.slabs--;
   }
   pthread_mutex_unlock(&p->mu);

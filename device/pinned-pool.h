@@ -3,7 +3,7 @@
  * Allocating page-locked memory is slow (the pages are pinned one by one)
  * and serialises every stream of the device while it runs, so jobs whose
  * buffers grow at the same time (the GPU service's connections) stall each
- * other. The pool asks the driver for large slabs, rarely, and hands out
+ * other. The pool asks the driver for slabs, rarely, and hands out
  * power-of-two blocks carved from them; freed blocks wait on a free list of
  * their size for the next request. Blocks larger than a quarter of a slab
  * are the driver's own, kept in a small cache when freed. Slabs go back to
@@ -38,8 +38,10 @@ typedef struct {
 
 typedef struct kio_pinned_pool kio_pinned_pool;
 
-/* slab: bytes per slab (a power of two, at least 1 MiB); cache_limit: bytes
- * of freed large blocks kept. NULL when out of memory. */
+/* slab: bytes per slab (a power of two, at least 1 MiB; the first slabs are
+ * an eighth of it, doubling); blocks up to a quarter of it come from slabs;
+ * cache_limit: bytes of freed large blocks kept. NULL when out of memory or
+ * for bad arguments. */
 kio_pinned_pool *kio_pinned_pool_new(kio_pinned_backend be, size_t slab, size_t cache_limit);
 /* Frees every slab and cached block; blocks still in use are lost. */
 void kio_pinned_pool_free(kio_pinned_pool *p);
