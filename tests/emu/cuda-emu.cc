@@ -356,6 +356,12 @@ int kio_cuda_host_alloc(void **p, size_t bytes) {
   return cudaMalloc(p, bytes) == cudaSuccess ? KIO_OK : KIO_ERR;
 }
 void kio_cuda_host_free(void *p, void *stream) { (void)stream; free(p); }
+/* No pool of page-locked slabs here: nothing to trim, no driver calls. */
+void kio_cuda_host_trim(void) {}
+void kio_cuda_host_stats(int64_t *allocs, double *alloc_s, int64_t *frees, double *free_s) {
+  *allocs = *frees = 0;
+  *alloc_s = *free_s = 0;
+}
 int kio_cuda_device_count(void) { return emu_devices(); }
 /* The GPU service's broken context (gpu-service/fault-cuda.cu's trapping
  * kernel): marked here, reported by the health check. */
