@@ -391,7 +391,7 @@ static void *cached_thread(kio_ring *ring, void *arg) {
   int32_t rows, cols;
   int left = 0;
   while (!left && kio_fcache_next(h->cache, &key, &rows, &cols, &data) == KIO_OK) {
-    if (kio_matrix_resize(&m, rows, cols) != KIO_OK) {
+    if (kio_matrix_setsize(&m, rows, cols) != KIO_OK) {  /* every element copied next */
       left = 1;  /* out of memory: as a stage that died */
       h->status = 255 << 8;
       break;
