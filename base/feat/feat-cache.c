@@ -385,8 +385,9 @@ static void populate(const unsigned char *p, size_t n) {
 /* hash_bytes(KIO_FNV_START, ...) of the header and of the data of entries
  * [a, b) (each a multiple of 8 bytes), FC_LANES runs at once: one run's
  * chain of products waits on the multiplier's latency, independent chains
- * side by side fill it (about three times one chain's speed). */
+ * side by side fill it (2.8 times one chain's speed on data in cache). */
 #define FC_LANES 4
+_Static_assert(FC_LANES == 4, "hash_part's loop is written for four chains");
 static void *hash_part(void *arg) {
   fc_part *t = arg;
   if (t->b <= t->a) return NULL;
@@ -410,11 +411,23 @@ static void *hash_part(void *arg) {
     uint64_t n = left[0];
     for (int l = 1; l < active; l++) n = left[l] < n ? left[l] : n;
     if (active == FC_LANES) {
+      /* Four scalar chains: the empty asm keeps the compiler from turning
+       * them into vector code, whose 64-bit products x86 lacks before
+       * AVX-512 (emulated, it was slower than one chain). */
+      uint64_t h0 = h[0], h1 = h[1], h2 = h[2], h3 = h[3];
       for (uint64_t i = 0; i < n; i++) {
-        uint64_t w[FC_LANES];
-        for (int l = 0; l < FC_LANES; l++) memcpy(&w[l], p[l] + 8 * i, 8);
-        for (int l = 0; l < FC_LANES; l++) h[l] = mix(h[l], w[l]);
+        uint64_t w0, w1, w2, w3;
+        memcpy(&w0, p[0] + 8 * i, 8);
+        memcpy(&w1, p[1] + 8 * i, 8);
+        memcpy(&w2, p[2] + 8 * i, 8);
+        memcpy(&w3, p[3] + 8 * i, 8);
+        h0 = mix(h0, w0);
+        h1 = mix(h1, w1);
+        h2 = mix(h2, w2);
+        h3 = mix(h3, w3);
+        __asm__("" : "+r"(h0), "+r"(h1), "+r"(h2), "+r"(h3));
       }
+      h[0] = h0, h[1] = h1, h[2] = h2, h[3] = h3;
     } else {
       for (int l = 0; l < active; l++)
         for (uint64_t i = 0; i < n; i++) {
