@@ -247,6 +247,18 @@ if e=$(ls "$C"/*.fc 2>/dev/null) && [ -f "$e" ]; then
   cmp -s "$tmp/mt0.ark" "$tmp/mt2.ark" || fail "threads: the archive after a late corruption differs"
   [ "$(KALDI_GPU_FEATS_THREADS=4 copy "$f" mt3)" = hit ] || fail "threads: the entry was not written again"
   cmp -s "$tmp/mt0.ark" "$tmp/mt3.ark" || fail "threads: the hit after rewriting differs"
+  # a reader that leaves early (3 of 160 aligned) on that hit: the uncached run's lines
+  for c in 0 "$C"; do
+    KALDI_GPU_FEATS_THREADS=4 KALDI_GPU_FEATS_CACHE=$c "$BIN/gmm-align-compiled" --use-gpu=no $opts \
+      --verbose=1 models/tri2/final.mdl "ark:$tmp/g3" "${f/ark,s,cs:/ark:}" "ark:$tmp/mte.ali" 2>"$tmp/mte.log"
+    echo $? >"$tmp/mte.rc"
+    grep -v "^VLOG" "$tmp/mte.log" | sort >"$tmp/mte.$([ "$c" = 0 ] && echo ref || echo hit).log"
+    mv "$tmp/mte.ali" "$tmp/mte.$([ "$c" = 0 ] && echo ref || echo hit).ali"
+  done
+  grep -q "Feature cache: hit .*checked on 4 threads" "$tmp/mte.log" || fail "threads: early reader not a hit"
+  [ "$(cat "$tmp/mte.rc")" = 0 ] || fail "threads: early reader on a hit exit $(cat "$tmp/mte.rc")"
+  cmp -s "$tmp/mte.ref.ali" "$tmp/mte.hit.ali" || fail "threads: early reader's alignments differ"
+  diff "$tmp/mte.ref.log" "$tmp/mte.hit.log" >/dev/null || fail "threads: early reader's stderr differs"
 else
   fail "threads: no entry"
 fi
