@@ -26,8 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -40,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "feat-hash.h"
 #include "feat-pool.h"
 #include "base/io/io.h"
 #include "base/io/table.h"
@@ -109,23 +108,6 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
     b->s = s;
     b->cap = cap;
   }
-}
-
-/* The checksum: 8-byte words multiplied in (fast enough to check every
- * byte of a hit: a few ms per job), the tail through FNV-1a. */
-static uint64_t mix(uint64_t h, uint64_t w) {
-  h = (h ^ w) * 0x9E3779B97F4A7C15ull;
-  return h ^ (h >> 29);
-}
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, b + i, 8);
-    h = mix(h, w);
-  }
-  return mix(kio_fnv1a(h, b + i, n - i), n);
 }
 
 /* ---- the key ---- */
@@ -348,146 +330,6 @@ static int cmp_mtime(const void *a, const void *b) {
 
 /* ---- hit ---- */
 
-/* One output entry of a hit: where it lies, its header's and data's bytes
- * (padded), and their hashes. */
-typedef struct {
-  size_t pos;
-  uint64_t hb, db, hs, ds;
-} fc_span;
-
-/* The entries [a, b) hashed by one thread. */
-typedef struct {
-  const unsigned char *m;
-  fc_span *v;
-  size_t a, b;
-  pthread_t th;
-  int started;
-} fc_part;
-
-/* The most threads a hit's checksum uses, and the fewest bytes given to
- * each (below that, a thread costs more than it saves). */
-#define FC_HASH_THREADS_MAX 16
-#define FC_HASH_MIN_BYTES ((uint64_t)1 << 20)
-
-/* The pages of [p, p + n) mapped in one call, ahead of reading them (not a
- * fault every few pages); a kernel without MADV_POPULATE_READ faults them
- * in as they are read. */
-static void populate(const unsigned char *p, size_t n) {
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-  long ps = sysconf(_SC_PAGE_SIZE);
-  if (ps <= 0 || !n) return;
-  uintptr_t a = (uintptr_t)p & ~(uintptr_t)(ps - 1), e = (uintptr_t)p + n;
-  (void)madvise((void *)a, e - a, MADV_POPULATE_READ);
-}
-
-/* hash_bytes(KIO_FNV_START, ...) of the header and of the data of entries
- * [a, b) (each a multiple of 8 bytes), FC_LANES runs at once: one run's
- * chain of products waits on the multiplier's latency, independent chains
- * side by side fill it (2.8 times one chain's speed on data in cache). */
-#define FC_LANES 4
-_Static_assert(FC_LANES == 4, "hash_part's loop is written for four chains");
-static void *hash_part(void *arg) {
-  fc_part *t = arg;
-  if (t->b <= t->a) return NULL;
-  const fc_span *last = &t->v[t->b - 1];
-  populate(t->m + t->v[t->a].pos, last->pos + last->hb + last->db - t->v[t->a].pos);
-  const unsigned char *p[FC_LANES];
-  uint64_t h[FC_LANES], left[FC_LANES], len[FC_LANES], *out[FC_LANES];
-  int active = 0;
-  size_t next = 2 * t->a, end = 2 * t->b;  /* run 2i: entry i's header, 2i + 1: its data */
-  for (;;) {
-    for (; active < FC_LANES && next < end; next++, active++) {
-      fc_span *e = &t->v[next / 2];
-      int data = next % 2;
-      p[active] = t->m + e->pos + (data ? e->hb : 0);
-      len[active] = data ? e->db : e->hb;
-      left[active] = len[active] / 8;
-      h[active] = KIO_FNV_START;
-      out[active] = data ? &e->ds : &e->hs;
-    }
-    if (!active) break;
-    uint64_t n = left[0];
-    for (int l = 1; l < active; l++) n = left[l] < n ? left[l] : n;
-    if (active == FC_LANES) {
-      /* Four scalar chains: the empty asm keeps the compiler from turning
-       * them into vector code, whose 64-bit products x86 lacks before
-       * AVX-512 (emulated, it was slower than one chain). */
-      uint64_t h0 = h[0], h1 = h[1], h2 = h[2], h3 = h[3];
-      for (uint64_t i = 0; i < n; i++) {
-        uint64_t w0, w1, w2, w3;
-        memcpy(&w0, p[0] + 8 * i, 8);
-        memcpy(&w1, p[1] + 8 * i, 8);
-        memcpy(&w2, p[2] + 8 * i, 8);
-        memcpy(&w3, p[3] + 8 * i, 8);
-        h0 = mix(h0, w0);
-        h1 = mix(h1, w1);
-        h2 = mix(h2, w2);
-        h3 = mix(h3, w3);
-        __asm__("" : "+r"(h0), "+r"(h1), "+r"(h2), "+r"(h3));
-      }
-      h[0] = h0, h[1] = h1, h[2] = h2, h[3] = h3;
-    } else {
-      for (int l = 0; l < active; l++)
-        for (uint64_t i = 0; i < n; i++) {
-          uint64_t w;
-          memcpy(&w, p[l] + 8 * i, 8);
-          h[l] = mix(h[l], w);
-        }
-    }
-    for (int l = 0; l < active;) {
-      p[l] += 8 * n;
-      left[l] -= n;
-      if (left[l]) { l++; continue; }
-      *out[l] = mix(h[l], len[l]);  /* as hash_bytes ends (no tail: a multiple of 8) */
-      active--;
-      p[l] = p[active], h[l] = h[active], left[l] = left[active], len[l] = len[active];
-      out[l] = out[active];
-    }
-  }
-  return NULL;
-}
-
-/* Every entry's hashes, on up to `threads` threads, each a run of entries of
- * about the same bytes (the calling thread takes the first). *used: the
- * threads that ran. */
-static void hash_spans(const unsigned char *m, fc_span *v, size_t n, uint64_t bytes,
-                       int threads, int *used) {
-  uint64_t most = bytes / FC_HASH_MIN_BYTES;
-  if (threads > FC_HASH_THREADS_MAX) threads = FC_HASH_THREADS_MAX;
-  if ((uint64_t)threads > most) threads = most > 0 ? (int)most : 1;
-  if ((size_t)threads > n) threads = n > 0 ? (int)n : 1;
-  fc_part part[FC_HASH_THREADS_MAX];
-  size_t i = 0;
-  uint64_t done = 0;
-  for (int t = 0; t < threads; t++) {
-    uint64_t until = bytes / (uint64_t)threads * (uint64_t)(t + 1);
-    part[t] = (fc_part){.m = m, .v = v, .a = i, .b = i};
-    while (i < n && (t == threads - 1 || done < until)) {
-      done += v[i].hb + v[i].db;
-      i++;
-    }
-    part[t].b = i;
-  }
-  /* Helpers take no signals, as the chain's other threads. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  *used = 1;
-  for (int t = 1; t < threads; t++) {
-    part[t].started = part[t].b > part[t].a &&
-                      pthread_create(&part[t].th, NULL, hash_part, &part[t]) == 0;
-    *used += part[t].started;
-  }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  hash_part(&part[0]);
-  for (int t = 1; t < threads; t++) {
-    if (part[t].started) pthread_join(part[t].th, NULL);
-    else hash_part(&part[t]);  /* no thread: done here */
-  }
-}
-
 /* The mapped entry checked from end to end; KIO_OK or why. The entries'
  * headers are walked first (every size checked against the file), then
  * their bytes hashed on several threads, the hashes combined in order: the
@@ -507,13 +349,14 @@ static int validate(kio_fcache *c, const char **why) {
     return *why = "another key with the same hash", KIO_ERR;
   size_t pos = sizeof h + PAD8(h.key_len);
   if ((uint64_t)h.nstages * sizeof(fc_counts) > len - pos) return *why = "truncated", KIO_ERR;
-  uint64_t head_sum = mix(hash_bytes(KIO_FNV_START, m + sizeof h, PAD8(h.key_len)),
-                          hash_bytes(KIO_FNV_START, m + pos, h.nstages * sizeof(fc_counts)));
+  uint64_t head_sum =
+      kio_fhash_mix(kio_fhash_bytes(KIO_FNV_START, m + sizeof h, PAD8(h.key_len)),
+                    kio_fhash_bytes(KIO_FNV_START, m + pos, h.nstages * sizeof(fc_counts)));
   pos += h.nstages * sizeof(fc_counts);
   c->body = pos;
   /* Each entry is at least a header: no more of them than that. */
   if (h.nentries > (len - pos) / sizeof(fc_entry)) return *why = "checksum", KIO_ERR;
-  fc_span *v = malloc((h.nentries ? (size_t)h.nentries : 1) * sizeof *v);
+  kio_fhash_span *v = malloc((h.nentries ? (size_t)h.nentries : 1) * sizeof *v);
   if (!v) return *why = "out of memory", KIO_ERR;
   size_t n = 0;
   while (pos < len) {
@@ -527,15 +370,15 @@ static int validate(kio_fcache *c, const char **why) {
         db > len - pos - hb || memchr(m + pos + sizeof e, '\0', e.key_len))
       return free(v), *why = "bad entry", KIO_ERR;
     if (n == h.nentries) return free(v), *why = "checksum", KIO_ERR;
-    v[n++] = (fc_span){pos, hb, db, 0, 0};
+    v[n++] = (kio_fhash_span){pos, hb, db, 0, 0};
     pos += hb + db;
   }
   if (n != h.nentries) return free(v), *why = "checksum", KIO_ERR;
-  hash_spans(m, v, n, len - c->body, c->threads, &c->hash_threads);
+  c->hash_threads = kio_fhash_spans(m, v, n, len - c->body, c->threads);
   uint64_t sum = KIO_FNV_START;
-  for (size_t i = 0; i < n; i++) sum = mix(mix(sum, v[i].hs), v[i].ds);
+  for (size_t i = 0; i < n; i++) sum = kio_fhash_mix(kio_fhash_mix(sum, v[i].hs), v[i].ds);
   free(v);
-  if (mix(sum, head_sum) != h.body_sum) return *why = "checksum", KIO_ERR;
+  if (kio_fhash_mix(sum, head_sum) != h.body_sum) return *why = "checksum", KIO_ERR;
   return KIO_OK;
 }
 
@@ -652,14 +495,14 @@ void kio_fcache_put(kio_fcache *c, const char *key, const kio_matrix *m) {
     memcpy(head, &e, sizeof e);
     memcpy(head + sizeof e, key, kl);
     memset(head + sizeof e + kl, 0, PAD8(kl) - kl);
-    hs = hash_bytes(KIO_FNV_START, head, hb);
+    hs = kio_fhash_bytes(KIO_FNV_START, head, hb);
     fwrite(head, 1, hb, c->w);
   } else {
     unsigned char *b = calloc(1, hb);
     if (!b) { abandon(c); return; }
     memcpy(b, &e, sizeof e);
     memcpy(b + sizeof e, key, kl);
-    hs = hash_bytes(KIO_FNV_START, b, hb);
+    hs = kio_fhash_bytes(KIO_FNV_START, b, hb);
     fwrite(b, 1, hb, c->w);
     free(b);
   }
@@ -671,20 +514,20 @@ void kio_fcache_put(kio_fcache *c, const char *key, const kio_matrix *m) {
     for (; i + 8 <= db; i += 8) {
       uint64_t w;
       memcpy(&w, p + i, 8);
-      h = mix(h, w);
+      h = kio_fhash_mix(h, w);
     }
     unsigned char last[8] = {0};
     memcpy(last, p + i, db - i);
     uint64_t w;
     memcpy(&w, last, 8);
-    h = mix(h, w);
-    ds = mix(kio_fnv1a(h, NULL, 0), PAD8(db));
+    h = kio_fhash_mix(h, w);
+    ds = kio_fhash_mix(kio_fnv1a(h, NULL, 0), PAD8(db));
   } else {
-    ds = hash_bytes(KIO_FNV_START, m->data, db);
+    ds = kio_fhash_bytes(KIO_FNV_START, m->data, db);
   }
   fwrite(m->data, 1, db, c->w);
   fwrite(zeros, 1, PAD8(db) - db, c->w);
-  c->sum = mix(mix(c->sum, hs), ds);
+  c->sum = kio_fhash_mix(kio_fhash_mix(c->sum, hs), ds);
   c->written += hb + PAD8(db);
   c->nentries++;
   if (ferror(c->w)) abandon(c);
@@ -739,7 +582,8 @@ void kio_fcache_finish(kio_fcache *c, int clean, const kio_feat_counts *counts) 
   char *kp = calloc(1, PAD8(c->key.n) + 1);
   if (!kp) { free(r); abandon(c); return; }
   memcpy(kp, c->key.s, c->key.n);
-  uint64_t head_sum = mix(hash_bytes(KIO_FNV_START, kp, PAD8(c->key.n)), hash_bytes(KIO_FNV_START, r, rb));
+  uint64_t head_sum = kio_fhash_mix(kio_fhash_bytes(KIO_FNV_START, kp, PAD8(c->key.n)),
+                                    kio_fhash_bytes(KIO_FNV_START, r, rb));
   free(kp);
   memcpy(h.magic, FC_MAGIC, 8);
   h.version = FC_VERSION;
@@ -747,7 +591,7 @@ void kio_fcache_finish(kio_fcache *c, int clean, const kio_feat_counts *counts) 
   h.key_len = c->key.n;
   h.nentries = c->nentries;
   h.file_size = c->written;
-  h.body_sum = mix(c->sum, head_sum);
+  h.body_sum = kio_fhash_mix(c->sum, head_sum);
   h.hdr_sum = kio_fnv1a(KIO_FNV_START, &h, offsetof(fc_header, hdr_sum));
   int ok = fseek(c->w, (long)coff, SEEK_SET) == 0 && fwrite(r, 1, rb, c->w) == rb &&
            fseek(c->w, 0, SEEK_SET) == 0 && fwrite(&h, sizeof h, 1, c->w) == 1;
