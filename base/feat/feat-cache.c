@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "feat-hash.h"
+#include "feat-pool.h"
 #include "base/io/io.h"
 #include "base/io/table.h"
 #include "base/sys/log.h"
@@ -85,6 +87,7 @@ struct kio_fcache {
   uint64_t written, nentries, sum;
   /* hit */
   int hit;
+  int threads, hash_threads;  /* the threads a hit's checksum may use, and used */
   const unsigned char *map;
   size_t map_len, pos, body;
 };
@@ -105,23 +108,6 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
     b->s = s;
     b->cap = cap;
   }
-}
-
-/* The checksum: 8-byte words multiplied in (fast enough to check every
- * byte of a hit: a few ms per job), the tail through FNV-1a. */
-static uint64_t mix(uint64_t h, uint64_t w) {
-  h = (h ^ w) * 0x9E3779B97F4A7C15ull;
-  return h ^ (h >> 29);
-}
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, b + i, 8);
-    h = mix(h, w);
-  }
-  return mix(kio_fnv1a(h, b + i, n - i), n);
 }
 
 /* ---- the key ---- */
@@ -344,7 +330,10 @@ static int cmp_mtime(const void *a, const void *b) {
 
 /* ---- hit ---- */
 
-/* The mapped entry checked from end to end; KIO_OK or why. */
+/* The mapped entry checked from end to end; KIO_OK or why. The entries'
+ * headers are walked first (every size checked against the file), then
+ * their bytes hashed on several threads, the hashes combined in order: the
+ * same checksum as one pass over the file. */
 static int validate(kio_fcache *c, const char **why) {
   const unsigned char *m = c->map;
   size_t len = c->map_len;
@@ -360,27 +349,36 @@ static int validate(kio_fcache *c, const char **why) {
     return *why = "another key with the same hash", KIO_ERR;
   size_t pos = sizeof h + PAD8(h.key_len);
   if ((uint64_t)h.nstages * sizeof(fc_counts) > len - pos) return *why = "truncated", KIO_ERR;
-  uint64_t head_sum = mix(hash_bytes(KIO_FNV_START, m + sizeof h, PAD8(h.key_len)),
-                          hash_bytes(KIO_FNV_START, m + pos, h.nstages * sizeof(fc_counts)));
+  uint64_t head_sum =
+      kio_fhash_mix(kio_fhash_bytes(KIO_FNV_START, m + sizeof h, PAD8(h.key_len)),
+                    kio_fhash_bytes(KIO_FNV_START, m + pos, h.nstages * sizeof(fc_counts)));
   pos += h.nstages * sizeof(fc_counts);
   c->body = pos;
-  uint64_t sum = KIO_FNV_START, n = 0;
+  /* Each entry is at least a header: no more of them than that. */
+  if (h.nentries > (len - pos) / sizeof(fc_entry)) return *why = "checksum", KIO_ERR;
+  kio_fhash_span *v = malloc((h.nentries ? (size_t)h.nentries : 1) * sizeof *v);
+  if (!v) return *why = "out of memory", KIO_ERR;
+  size_t n = 0;
   while (pos < len) {
     fc_entry e;
-    if (len - pos < sizeof e) return *why = "truncated", KIO_ERR;
+    if (len - pos < sizeof e) return free(v), *why = "truncated", KIO_ERR;
     memcpy(&e, m + pos, sizeof e);
     uint64_t hb = sizeof e + PAD8(e.key_len);
     uint64_t db = PAD8((uint64_t)sizeof(float) * (uint32_t)e.rows * (uint32_t)e.cols);
     if (e.rows < 0 || e.cols < 0 || (e.rows && (uint64_t)e.cols > len / 4 / (uint64_t)e.rows) ||
         e.zero || e.key_len == 0 || hb > len - pos ||
         db > len - pos - hb || memchr(m + pos + sizeof e, '\0', e.key_len))
-      return *why = "bad entry", KIO_ERR;
-    sum = mix(mix(sum, hash_bytes(KIO_FNV_START, m + pos, hb)),
-              hash_bytes(KIO_FNV_START, m + pos + hb, db));
+      return free(v), *why = "bad entry", KIO_ERR;
+    if (n == h.nentries) return free(v), *why = "checksum", KIO_ERR;
+    v[n++] = (kio_fhash_span){pos, hb, db, 0, 0};
     pos += hb + db;
-    n++;
   }
-  if (n != h.nentries || mix(sum, head_sum) != h.body_sum) return *why = "checksum", KIO_ERR;
+  if (n != h.nentries) return free(v), *why = "checksum", KIO_ERR;
+  c->hash_threads = kio_fhash_spans(m, v, n, len - c->body, c->threads);
+  uint64_t sum = KIO_FNV_START;
+  for (size_t i = 0; i < n; i++) sum = kio_fhash_mix(kio_fhash_mix(sum, v[i].hs), v[i].ds);
+  free(v);
+  if (kio_fhash_mix(sum, head_sum) != h.body_sum) return *why = "checksum", KIO_ERR;
   return KIO_OK;
 }
 
@@ -497,14 +495,14 @@ void kio_fcache_put(kio_fcache *c, const char *key, const kio_matrix *m) {
     memcpy(head, &e, sizeof e);
     memcpy(head + sizeof e, key, kl);
     memset(head + sizeof e + kl, 0, PAD8(kl) - kl);
-    hs = hash_bytes(KIO_FNV_START, head, hb);
+    hs = kio_fhash_bytes(KIO_FNV_START, head, hb);
     fwrite(head, 1, hb, c->w);
   } else {
     unsigned char *b = calloc(1, hb);
     if (!b) { abandon(c); return; }
     memcpy(b, &e, sizeof e);
     memcpy(b + sizeof e, key, kl);
-    hs = hash_bytes(KIO_FNV_START, b, hb);
+    hs = kio_fhash_bytes(KIO_FNV_START, b, hb);
     fwrite(b, 1, hb, c->w);
     free(b);
   }
@@ -516,20 +514,20 @@ void kio_fcache_put(kio_fcache *c, const char *key, const kio_matrix *m) {
     for (; i + 8 <= db; i += 8) {
       uint64_t w;
       memcpy(&w, p + i, 8);
-      h = mix(h, w);
+      h = kio_fhash_mix(h, w);
     }
     unsigned char last[8] = {0};
     memcpy(last, p + i, db - i);
     uint64_t w;
     memcpy(&w, last, 8);
-    h = mix(h, w);
-    ds = mix(kio_fnv1a(h, NULL, 0), PAD8(db));
+    h = kio_fhash_mix(h, w);
+    ds = kio_fhash_mix(kio_fnv1a(h, NULL, 0), PAD8(db));
   } else {
-    ds = hash_bytes(KIO_FNV_START, m->data, db);
+    ds = kio_fhash_bytes(KIO_FNV_START, m->data, db);
   }
   fwrite(m->data, 1, db, c->w);
   fwrite(zeros, 1, PAD8(db) - db, c->w);
-  c->sum = mix(mix(c->sum, hs), ds);
+  c->sum = kio_fhash_mix(kio_fhash_mix(c->sum, hs), ds);
   c->written += hb + PAD8(db);
   c->nentries++;
   if (ferror(c->w)) abandon(c);
@@ -584,7 +582,8 @@ void kio_fcache_finish(kio_fcache *c, int clean, const kio_feat_counts *counts) 
   char *kp = calloc(1, PAD8(c->key.n) + 1);
   if (!kp) { free(r); abandon(c); return; }
   memcpy(kp, c->key.s, c->key.n);
-  uint64_t head_sum = mix(hash_bytes(KIO_FNV_START, kp, PAD8(c->key.n)), hash_bytes(KIO_FNV_START, r, rb));
+  uint64_t head_sum = kio_fhash_mix(kio_fhash_bytes(KIO_FNV_START, kp, PAD8(c->key.n)),
+                                    kio_fhash_bytes(KIO_FNV_START, r, rb));
   free(kp);
   memcpy(h.magic, FC_MAGIC, 8);
   h.version = FC_VERSION;
@@ -592,7 +591,7 @@ void kio_fcache_finish(kio_fcache *c, int clean, const kio_feat_counts *counts) 
   h.key_len = c->key.n;
   h.nentries = c->nentries;
   h.file_size = c->written;
-  h.body_sum = mix(c->sum, head_sum);
+  h.body_sum = kio_fhash_mix(c->sum, head_sum);
   h.hdr_sum = kio_fnv1a(KIO_FNV_START, &h, offsetof(fc_header, hdr_sum));
   int ok = fseek(c->w, (long)coff, SEEK_SET) == 0 && fwrite(r, 1, rb, c->w) == rb &&
            fseek(c->w, 0, SEEK_SET) == 0 && fwrite(&h, sizeof h, 1, c->w) == 1;
@@ -666,8 +665,10 @@ kio_fcache *kio_fcache_open(const kio_feat_plan *p, int profile, int blas_thread
   snprintf(c->path, sizeof c->path, "%s/%016llx.fc", dir,
            (unsigned long long)kio_fnv1a(KIO_FNV_START, c->key.s, c->key.n));
   snprintf(how, hl, "miss");
+  c->threads = kio_fpool_threads();
   if (try_hit(c, how, hl)) {
-    snprintf(how, hl, "hit %s, %d entries", c->path, kio_fcache_entries(c));
+    snprintf(how, hl, "hit %s, %d entries, checked on %d thread%s", c->path,
+             kio_fcache_entries(c), c->hash_threads, c->hash_threads == 1 ? "" : "s");
     return c;
   }
   fc_file *v;

@@ -379,30 +379,61 @@ static int read_entry(kio_seq_reader *rd, kio_fjob *j, utt_state *u) {
   return kio_fjob_reserve(j, (size_t)u->rows * (size_t)u->cols);
 }
 
+/* A hit's commit: the copied entry into the ring (input order). */
+static int commit_hit(void *arg, kio_fjob *j) {
+  kio_feat *h = arg;
+  return kio_ring_put(h->pring, j->key, &j->a);
+}
+
 /* A hit: the stored entries into the ring, then the stages' final lines
  * from their stored counts, as the run that wrote them printed them (a
- * reader that leaves early kills the stages: no final lines). */
+ * reader that leaves early kills the stages: no final lines). The copies
+ * out of the stored file run on the chain's pool (one thread: here). */
 static void *cached_thread(kio_ring *ring, void *arg) {
   kio_feat *h = arg;
   int n = h->plan.nstages;
-  kio_matrix m = {0};
+  h->pring = ring;
+  kio_fpool *pool = kio_fpool_new(kio_fpool_threads(), 0, commit_hit, h);
   const char *key;
   const float *data;
   int32_t rows, cols;
-  int left = 0;
+  int left = !pool;
+  if (!pool) h->status = 255 << 8;  /* out of memory: as a stage that died */
   while (!left && kio_fcache_next(h->cache, &key, &rows, &cols, &data) == KIO_OK) {
-    if (kio_matrix_resize(&m, rows, cols) != KIO_OK) {
-      left = 1;  /* out of memory: as a stage that died */
+    kio_fjob *j = kio_fpool_slot(pool);
+    if (!j) {
+      left = 1;
+      h->status = (128 + SIGPIPE) << 8;
+      break;
+    }
+    size_t kl = strlen(key);
+    if (kl + 1 > j->keycap) {
+      char *k = realloc(j->key, kl + 1);
+      if (!k) {
+        left = 1;
+        h->status = 255 << 8;
+        break;
+      }
+      j->key = k;
+      j->keycap = kl + 1;
+    }
+    memcpy(j->key, key, kl + 1);
+    if (kio_matrix_setsize(&j->a, rows, cols) != KIO_OK) {  /* every element copied by the job */
+      left = 1;
       h->status = 255 << 8;
       break;
     }
-    memcpy(m.data, data, sizeof(float) * (size_t)rows * (size_t)cols);
-    if (kio_ring_put(ring, key, &m) != 0) {
+    j->src = data;
+    if (kio_fpool_submit(pool) != 0) {
       left = 1;
       h->status = (128 + SIGPIPE) << 8;
     }
   }
-  kio_matrix_free(&m);
+  if (!left && kio_fpool_drain(pool) != 0) {
+    left = 1;
+    h->status = (128 + SIGPIPE) << 8;
+  }
+  kio_fpool_free(pool);
   for (int k = 0; !left && k < n; k++) {
     kio_feat_counts c;
     kio_fcache_counts(h->cache, k, &c);

@@ -91,6 +91,7 @@ static void job_reset(kio_fjob *j) {
     }
   j->nsteps = 0;
   j->normlen = 0;
+  j->src = NULL;
   if (j->a.cap * sizeof(float) > KEEP_BYTES) kio_matrix_free(&j->a);
   if (j->b.cap * sizeof(float) > KEEP_BYTES) kio_matrix_free(&j->b);
   if (j->in.cap > KEEP_BYTES || j->in.m.cap * sizeof(float) > KEEP_BYTES) {
@@ -182,6 +183,7 @@ static void shape(kio_matrix *m, int32_t rows, int32_t cols) {
 
 static void job_run(kio_fjob *j) {
   kio_matrix *m = &j->a, *t = &j->b;
+  if (j->src) memcpy(m->data, j->src, sizeof(float) * (size_t)m->rows * (size_t)m->cols);
   if (j->in.format)  /* fits: a was reserved for the input */
     kio_cmatrix_decompress(j->in.format, j->in.bytes, j->in.bytes + 16, m);
   const kio_fstep *sv = NULL;

@@ -46,6 +46,7 @@ typedef struct {
   char *key;
   size_t keycap;
   kio_cmatrix_raw in;  /* as read (format 0: the producer moved it to a) */
+  const float *src;    /* or a stored result copied into a (shaped and reserved), no steps */
   kio_matrix a, b;     /* a: input, then the result; both reserved by the producer */
   kio_fstep *steps;
   int nsteps;

@@ -62,6 +62,10 @@ int kio_matrix_resize(kio_matrix *m, int32_t rows, int32_t cols) {
   return KIO_OK;
 }
 
+int kio_matrix_setsize(kio_matrix *m, int32_t rows, int32_t cols) {
+  return mat_setsize((void **)&m->data, &m->cap, &m->rows, &m->cols, rows, cols, sizeof(float));
+}
+
 int kio_dmatrix_resize(kio_dmatrix *m, int32_t rows, int32_t cols) {
   if (mat_setsize((void **)&m->data, &m->cap, &m->rows, &m->cols, rows, cols,
                   sizeof(double)) != KIO_OK) return KIO_ERR;

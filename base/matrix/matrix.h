@@ -22,6 +22,9 @@ int kio_matrix_resize(kio_matrix *m, int32_t rows, int32_t cols);
 int kio_dmatrix_resize(kio_dmatrix *m, int32_t rows, int32_t cols);
 int kio_vector_resize(kio_vector *v, int32_t dim);
 int kio_dvector_resize(kio_dvector *v, int32_t dim);
+/* Resize (reusing capacity), contents undefined: for a caller that writes
+ * every element next. */
+int kio_matrix_setsize(kio_matrix *m, int32_t rows, int32_t cols);
 void kio_matrix_free(kio_matrix *m);
 void kio_dmatrix_free(kio_dmatrix *m);
 void kio_vector_free(kio_vector *v);

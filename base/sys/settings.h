@@ -53,7 +53,8 @@ extern "C" {
     "1: compute delta/LDA/fMLLR feature chains on the device (gmm-align-compiled, own "    \
     "context; default 0)")                                                                 \
   X(FEATS_THREADS, "KALDI_GPU_FEATS_THREADS", "KIO_FEATS_THREADS", USER,                   \
-    "Threads of the in-process feature chain (default: this job's share of the cores)")    \
+    "Threads of the in-process feature chain, and of a feature-cache hit's check and "     \
+    "copies (default: this job's share of the cores)")                                     \
   X(FEATS_CACHE, "KALDI_GPU_FEATS_CACHE", NULL, USER,                                      \
     "Folder of the in-process feature chains' cache (the output of chains with a "         \
     "transform-feats stage kept for the next iterations; default: featcache in the "       \

@@ -16,6 +16,8 @@
 #  - changed inputs are misses with the right output: the features archive
 #    rewritten, the CMVN scp, a transform, utt2spk changed, a file touched;
 #  - a corrupted or truncated entry is a miss (removed), the output right;
+#  - a hit checked on 4 threads gives the miss's archive; a corruption in
+#    its last entry (the last thread's part) is a miss, the output right;
 #  - no entry from a chain that warns (a speaker without CMVN stats), nor
 #    from a reader that leaves before the chain's end (gmm-align-compiled
 #    with 3 graphs for 160 utterances), nor from a chain that fails;
@@ -227,6 +229,40 @@ f=$(chain "$tmp/big" lda)
   "ark:$tmp/early.ali" 2>"$tmp/early.log" || fail "early: gmm-align-compiled exit $?"
 grep -q "Done 3, errors on 0" "$tmp/early.log" || fail "early: not 3 aligned"
 [ "$(entries)" = 0 ] || fail "early: an entry from a reader that left early"
+# A hit checked on several threads (160 utterances, ~9 MB: a quarter each):
+# the same archive as the miss and the uncached chain; a byte changed in
+# the last entry's data (the last thread's part) is found before anything
+# is handed out: a miss (removed, written again), the output right.
+rm -rf "$C"
+f=$(chain "$tmp/big" lda)
+[ "$(KALDI_GPU_FEATS_THREADS=4 copy "$f" mt0)" = miss ] || fail "threads: first run not a miss"
+[ "$(KALDI_GPU_FEATS_THREADS=4 copy "$f" mt1)" = hit ] || fail "threads: second run not a hit"
+grep -q "Feature cache: hit .*checked on 4 threads" "$tmp/mt1.log" ||
+  fail "threads: the hit not checked on 4 threads: $(grep -o 'Feature cache: .*' "$tmp/mt1.log")"
+cmp -s "$tmp/mt0.ark" "$tmp/mt1.ark" || fail "threads: the hit's archive differs from the miss's"
+if e=$(ls "$C"/*.fc 2>/dev/null) && [ -f "$e" ]; then
+  printf '\x01' | dd of="$e" bs=1 seek=$(( $(stat -c %s "$e") - 2000 )) conv=notrunc 2>/dev/null
+  [ "$(KALDI_GPU_FEATS_THREADS=4 copy "$f" mt2)" = miss ] || fail "threads: a late corruption not a miss"
+  grep -q "entry was invalid (checksum)" "$tmp/mt2.log" || fail "threads: late corruption not reported"
+  cmp -s "$tmp/mt0.ark" "$tmp/mt2.ark" || fail "threads: the archive after a late corruption differs"
+  [ "$(KALDI_GPU_FEATS_THREADS=4 copy "$f" mt3)" = hit ] || fail "threads: the entry was not written again"
+  cmp -s "$tmp/mt0.ark" "$tmp/mt3.ark" || fail "threads: the hit after rewriting differs"
+  # a reader that leaves early (3 of 160 aligned) on that hit: the uncached run's lines
+  for c in 0 "$C"; do
+    KALDI_GPU_FEATS_THREADS=4 KALDI_GPU_FEATS_CACHE=$c "$BIN/gmm-align-compiled" --use-gpu=no $opts \
+      --verbose=1 models/tri2/final.mdl "ark:$tmp/g3" "${f/ark,s,cs:/ark:}" "ark:$tmp/mte.ali" 2>"$tmp/mte.log"
+    echo $? >"$tmp/mte.rc"
+    grep -v "^VLOG" "$tmp/mte.log" | sort >"$tmp/mte.$([ "$c" = 0 ] && echo ref || echo hit).log"
+    mv "$tmp/mte.ali" "$tmp/mte.$([ "$c" = 0 ] && echo ref || echo hit).ali"
+  done
+  grep -q "Feature cache: hit .*checked on 4 threads" "$tmp/mte.log" || fail "threads: early reader not a hit"
+  [ "$(cat "$tmp/mte.rc")" = 0 ] || fail "threads: early reader on a hit exit $(cat "$tmp/mte.rc")"
+  cmp -s "$tmp/mte.ref.ali" "$tmp/mte.hit.ali" || fail "threads: early reader's alignments differ"
+  diff "$tmp/mte.ref.log" "$tmp/mte.hit.log" >/dev/null || fail "threads: early reader's stderr differs"
+else
+  fail "threads: no entry"
+fi
+rm -rf "$C"
 f="ark:apply-cmvn --utt2spk=ark:$d/utt2spk scp:$d/cmvn.scp scp:$d/feats.scp ark:- | splice-feats ark:- ark:- | transform-feats $tmp/none.mat ark:- ark:- |"
 "$TOOLS/feat-copy" "$f" "ark:$tmp/fail.ark" 2>/dev/null && fail "failing chain: exit 0"
 [ "$(entries)" = 0 ] || fail "failing chain: an entry written"
