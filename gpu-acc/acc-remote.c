@@ -99,8 +99,8 @@ struct gacc_remote {
   size_t shm_min;         /* fewer bytes go inline (0: all) */
   int shm_off;            /* no memfd here: inline */
   /* where the time of a connection of its own goes (--verbose=2, at the end) */
-  int nreq;
-  double t_wait, t_fill;
+  int nreq, ntaken;
+  double t_wait, t_fill, t_keep;
 };
 
 /* Frees k; its taken matrices go to the spares (at most two batches' worth). */
@@ -350,8 +350,9 @@ void gacc_remote_free(gacc_acc *a) {
   gacc_remote *r = a->remote;
   if (!r) return;
   if (r->nreq)
-    KIO_VLOG(2, "Accumulating through the GPU service (%s): %d requests; waiting for replies "
-             "%.3f s, shared memory copies %.3f s", r->desc, r->nreq, r->t_wait, r->t_fill);
+    KIO_VLOG(2, "Accumulating through the GPU service (%s): %d requests (%d with the features "
+             "taken, not copied); waiting for replies %.3f s, keeping the batches %.3f s, shared "
+             "memory copies %.3f s", r->desc, r->nreq, r->ntaken, r->t_wait, r->t_keep, r->t_fill);
   if (r->link) {  /* the aligner's requests no longer ask for accumulation */
     pthread_mutex_lock(&r->link->mu);
     r->link->on = 0;
@@ -661,8 +662,12 @@ static size_t *shm_fill(gacc_remote *r, int n, const kept *k) {
     ptr[i] = &k->mats[i];
     o += ((size_t)k->mats[i].rows * (size_t)k->mats[i].cols * sizeof(float) + 63) / 64 * 64;
   }
-  galign_shm_fill(r->shm.map, ptr, offs, n, bytes);
+  int rc = galign_shm_fill(r->shm.map, ptr, offs, n, bytes);
   free(ptr);
+  if (rc != KIO_OK) {  /* inline */
+    free(offs);
+    return NULL;
+  }
   return offs;
 }
 
@@ -681,9 +686,12 @@ static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *cons
     if (checkpoint(a) != KIO_OK) return KIO_ERR;
     if (!a->remote) return GONE;
   }
-  kept *k = keep_batch(r, n, utts, feats);
-  if (!k) return fall_back(a, "out of memory keeping a batch") == KIO_OK ? GONE : KIO_ERR;
   double t0 = kio_now_s();
+  kept *k = keep_batch(r, n, utts, feats);
+  r->t_keep += kio_now_s() - t0;
+  if (!k) return fall_back(a, "out of memory keeping a batch") == KIO_OK ? GONE : KIO_ERR;
+  r->ntaken += k->owns;
+  t0 = kio_now_s();
   size_t *offs = shm_fill(r, n, k);
   r->t_fill += kio_now_s() - t0;
   r->nreq++;
@@ -730,8 +738,8 @@ static int request_end(int first, int n, const gacc_utt *utts) {
 
 /* A batch in requests the service accepts; the last one stays in flight.
  * entry: which entry of the accumulator a lost service hands the rest to
- * (0 batch, 1 start, 2 async: take when feats is given, the features
- * taken as each request is kept). */
+ * (0 batch, 1 start, 2 async: take when feats is given). With feats the
+ * features are taken as each request is kept (start and async). */
 static int send_all(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
                     gacc_utt_result *res, int entry) {
   if (a->remote->link) {  /* only the take entry goes with the aligner's requests */
@@ -764,6 +772,12 @@ int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result 
 int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
   if (n <= 0) return gacc_remote_wait(a);
   return send_all(a, n, utts, NULL, res, 1);
+}
+
+int gacc_remote_start_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
+                           gacc_utt_result *res) {
+  if (n <= 0) return gacc_remote_wait(a);
+  return send_all(a, n, utts, feats, res, 1);
 }
 
 int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts) {
