@@ -215,8 +215,8 @@ START_TEST(bad_graph_offsets_are_malformed) {
                             last + 8, REGION};
     for (size_t j = 0; j < sizeof bad / sizeof bad[0]; j++) {
       bad_offset(buf, good, len, k, bad[j]);
-      ck_assert_msg(serve_raw(s, &f, buf, len, NULL) == KIO_ERR, "array %d at offset %llu accepted", k,
-                    (unsigned long long)bad[j]);
+      ck_assert_msg(serve_raw(s, &f, buf, len, NULL) == KIO_ERR, "array %d at offset %llu accepted",
+                    k, (unsigned long long)bad[j]);
     }
     /* the last aligned place that holds it is accepted (what it reads
      * there is zeros: a graph refused as inconsistent, or aligned) */
