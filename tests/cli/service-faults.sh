@@ -72,7 +72,7 @@ acc() {  # NAME [OPTIONS...]: Kaldi's tri2 statistics
 # Messages without the command line and the backend lines.
 msgs() {
   sed -e 1d -e "/:galign_aligner_new()/d" -e "/:galign_align_batch().*GPU service not usable/d" \
-    -e "/:fall_back()/d" -e "/:make_acc()/d" -e "/:main().*GPU service not usable/d" \
+    -e "/:gacc_remote_fall_back()/d" -e "/:make_acc()/d" -e "/:main().*GPU service not usable/d" \
     -e "/:pick_device()/d" "$1" |
     sed 's/^\([A-Z]*\) ([^)]*) /\1 /'
 }
