@@ -46,9 +46,10 @@ extern "C" {
  * requests in flight on a connection (KIO_SVC_MAX_INFLIGHT; the service
  * reads ahead and answers in order), shared memory in KIO_SVC_REGIONS
  * regions. 5: ACC requests carry flags, their features in shared memory
- * (KIO_SVC_ACC_SHM). A job and a service of other protocols refuse each
- * other at HELLO (the job then works alone). */
-enum { KIO_SVC_PROTOCOL = 5 };
+ * (KIO_SVC_ACC_SHM). 6: an ALIGN request's graphs go through the shared
+ * memory with its features. A job and a service of other protocols refuse
+ * each other at HELLO (the job then works alone). */
+enum { KIO_SVC_PROTOCOL = 6 };
 /* Requests a job may have sent and not yet had answered on one connection;
  * the service reads that many ahead, so a job's send never waits for a
  * reply it has not read (no deadlock with both ends writing). */

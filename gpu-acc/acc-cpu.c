@@ -217,6 +217,12 @@ int gacc_accumulate_batch_start(gacc_acc *a, int n, const gacc_utt *utts,
   return gacc_accumulate_batch(a, n, utts, res);
 }
 
+int gacc_accumulate_batch_start_take(gacc_acc *a, int n, const gacc_utt *utts,
+                                     kio_matrix *const *feats, gacc_utt_result *res) {
+  if (a->remote) return gacc_remote_start_take(a, n, utts, feats, res);
+  return gacc_accumulate_batch_start(a, n, utts, res);
+}
+
 /* The CPU backend has no worker: the batch is accumulated now. */
 int gacc_accumulate_batch_take(gacc_acc *a, int n, const gacc_utt *utts,
                                kio_matrix *const *feats) {

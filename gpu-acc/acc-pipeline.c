@@ -36,6 +36,7 @@ typedef struct {
   size_t frames;
   int nu;                  /* utterances handed to the accumulator */
   gacc_utt *utts; gacc_utt_result *res; int *utt_item;
+  kio_matrix **take;       /* the utterances' matrices (items' feats) */
 } batch;
 
 typedef struct {
@@ -76,6 +77,7 @@ static void batch_free(batch *b) {
   free(b->utts);
   free(b->res);
   free(b->utt_item);
+  free(b->take);
   memset(b, 0, sizeof *b);
 }
 
@@ -92,7 +94,9 @@ static int batch_start(state *st, batch *b) {
     if (r) b->res = r;
     int *ui = realloc(b->utt_item, sizeof(int) * (size_t)b->n);
     if (ui) b->utt_item = ui;
-    if (!u || !r || !ui) { KIO_ERROR("Out of memory"); return KIO_ERR; }
+    kio_matrix **tk = realloc(b->take, sizeof(kio_matrix *) * (size_t)b->n);
+    if (tk) b->take = tk;
+    if (!u || !r || !ui || !tk) { KIO_ERROR("Out of memory"); return KIO_ERR; }
   }
   for (int i = 0; i < b->n; i++) {
     item *it = &b->items[i];
@@ -100,11 +104,15 @@ static int batch_start(state *st, batch *b) {
     b->utts[nu].key = it->key;
     b->utts[nu].feats = &it->feats;
     b->utts[nu].ali = it->ali;
+    b->take[nu] = &it->feats;
     b->utt_item[i] = nu++;
   }
   b->nu = nu;
   double t0 = kio_now_s();
-  int rc = nu > 0 ? gacc_accumulate_batch_start(st->acc, nu, b->utts, b->res) : KIO_OK;
+  /* through the service the features are taken for its kept batches (the
+   * items get spare matrices, which the reader reuses), not copied */
+  int rc = nu > 0 ? gacc_accumulate_batch_start_take(st->acc, nu, b->utts, b->take, b->res)
+                  : KIO_OK;
   st->t_acc += kio_now_s() - t0;
   return rc;
 }

@@ -51,240 +51,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cuda-util.h"
 #include "device/svc-link.h"
 #include "base/sys/settings.h"
 #include "gpu-align/align-remote.h"
 #include "gpu-align/align-shm.h"
 #include "acc-internal.h"
+#include "acc-remote-impl.h"
 #include "acc-remote.h"
 
-/* A batch sent since the last checkpoint: copies of its keys, features and
- * alignments in one block. */
-typedef struct kept {
-  struct kept *next;
-  int n;
-  gacc_utt *utts;
-  kio_matrix *mats;
-  size_t bytes;
-  int owns;            /* the features were taken: mats own them */
-  uint32_t seq_first;  /* fused: the first request it went with */
-} kept;
-
-static void kept_free(kept *k) {
-  if (k && k->owns)
-    for (int i = 0; i < k->n; i++) kio_matrix_free(&k->mats[i]);
-  free(k);
-}
-
-struct gacc_remote {
-  kio_svc *svc;
-  kio_msg msg;
-  int pending;            /* utterances of the batch in flight (0: none) */
-  gacc_utt_result *res;   /* where its results go (NULL: only the sums) */
-  char desc[160];
-  gacc_on_loss on_loss;
-  kept *kept_first, *kept_last;
-  size_t kept_bytes, keep_limit;
-  double ck_like;         /* a->like_sum, a->frames_sum at the checkpoint */
-  int64_t ck_frames;
-  /* fused: the batches went with the aligner's requests */
-  const galign_aligner *al;
-  galign_acc_link *link;
-  /* taken matrices of batches no longer kept, given back by the next take
-   * (the caller's reader reuses their buffers, as with its own) */
-  kio_matrix *spare;
-  int nspare, cap_spare;
-  galign_shm shm;         /* the features of ACC requests */
-  size_t shm_min;         /* fewer bytes go inline (0: all) */
-  int shm_off;            /* no memfd here: inline */
-  /* where the time of a connection of its own goes (--verbose=2, at the end) */
-  int nreq;
-  double t_wait, t_fill;
-};
-
-/* Frees k; its taken matrices go to the spares (at most two batches' worth). */
-static void kept_drop(gacc_remote *r, kept *k) {
-  if (k && k->owns)
-    for (int i = 0; i < k->n; i++) {
-      if (r->nspare == r->cap_spare && r->cap_spare < 2 * k->n) {
-        int cap = 2 * k->n;
-        kio_matrix *m = realloc(r->spare, (size_t)cap * sizeof *m);
-        if (m) {
-          r->spare = m;
-          r->cap_spare = cap;
-        }
-      }
-      if (r->nspare < r->cap_spare) {
-        r->spare[r->nspare++] = k->mats[i];
-        k->mats[i] = (kio_matrix){0, 0, NULL, 0};
-      }
-    }
-  kept_free(k);
-}
-
-static void kept_free_all(gacc_remote *r) {
-  while (r->kept_first) {
-    kept *k = r->kept_first;
-    r->kept_first = k->next;
-    kept_drop(r, k);
-  }
-  r->kept_last = NULL;
-  r->kept_bytes = 0;
-}
-
-/* A copy of the batch, appended to the kept ones; NULL without memory.
- * feats (NULL: copied): the features are taken, each swapped with an
- * empty matrix. */
-static kept *keep_batch(gacc_remote *r, int n, const gacc_utt *utts, kio_matrix *const *feats) {
-  for (int i = 0; i < n && feats; i++)
-    if (utts[i].feats != feats[i]) feats = NULL;
-  size_t bytes = sizeof(kept) + (size_t)n * (sizeof(gacc_utt) + sizeof(kio_matrix));
-  for (int i = 0; i < n; i++) {
-    const kio_matrix *f = utts[i].feats;
-    if (!feats) bytes += ((size_t)f->rows * (size_t)f->cols * sizeof(float) + 7) / 8 * 8;
-    bytes += ((size_t)f->rows * sizeof(int32_t) + 7) / 8 * 8;
-    bytes += (strlen(utts[i].key) + 8) / 8 * 8;
-  }
-  kept *k = malloc(bytes);
-  if (!k) return NULL;
-  k->next = NULL;
-  k->n = n;
-  k->bytes = bytes;
-  k->owns = feats != NULL;
-  k->seq_first = 0;
-  k->utts = (gacc_utt *)(k + 1);
-  k->mats = (kio_matrix *)(k->utts + n);
-  char *p = (char *)(k->mats + n);
-  for (int i = 0; i < n; i++) {
-    const kio_matrix *f = utts[i].feats;
-    size_t fb = (size_t)f->rows * (size_t)f->cols * sizeof(float);
-    size_t ab = (size_t)f->rows * sizeof(int32_t), kb = strlen(utts[i].key) + 1;
-    float *x = (float *)p;
-    if (feats) {
-      k->mats[i] = *feats[i];
-      if (r->nspare) *feats[i] = r->spare[--r->nspare];
-      else memset(feats[i], 0, sizeof *feats[i]);
-      bytes += fb;  /* held all the same */
-    } else {
-      if (fb) memcpy(x, f->data, fb);
-      p += (fb + 7) / 8 * 8;
-    }
-    int32_t *ali = (int32_t *)p;
-    if (ab) memcpy(ali, utts[i].ali, ab);
-    p += (ab + 7) / 8 * 8;
-    char *key = p;
-    memcpy(key, utts[i].key, kb);
-    p += (kb + 7) / 8 * 8;
-    if (!feats) k->mats[i] = (kio_matrix){f->rows, f->cols, x, 0};
-    k->utts[i] = (gacc_utt){key, &k->mats[i], ali};
-  }
-  k->bytes = bytes;
-  if (r->kept_last) r->kept_last->next = k;
-  else r->kept_first = k;
-  r->kept_last = k;
-  r->kept_bytes += bytes;
-  return k;
-}
-
-/* Our own backend for the rest of the job, as on_loss allows (the
- * aligner's order: our own GPU context, else the CPU if optional); the
- * statistics go on from the checkpoint in a->st. desc: what it is. */
-static int own_backend(gacc_acc *a, gacc_on_loss on_loss, char *desc, size_t n) {
-  if (on_loss == GACC_LOSS_GPU_OR_CPU && kio_cuda_device_count() <= 0) {
-    snprintf(desc, n, "accumulating on the CPU");
-    return KIO_OK;
-  }
-  char dev[200] = "";
-  kio_log_deferred *quiet = NULL;
-  if (on_loss == GACC_LOSS_GPU_OR_CPU) kio_log_defer(&quiet);  /* the CPU is fine too */
-  kio_gpu *g = NULL;  /* the job's one device (device/gpu.h) */
-  int rc = kio_gpu_job(&g, on_loss == GACC_LOSS_GPU_WAIT) == KIO_OK ? KIO_OK : KIO_ERR;
-  if (rc == KIO_OK) {
-    snprintf(dev, sizeof dev, "%s", kio_gpu_desc(g));
-    rc = gacc_cuda_new(&a->cuda, g,
-                       on_loss == GACC_LOSS_GPU_OR_CPU ? KIO_GPU_OPTIONAL
-                       : on_loss == GACC_LOSS_GPU_WAIT ? KIO_GPU_WAIT : KIO_GPU_YES,
-                       &a->st, a->am);
-  }
-  if (rc == KIO_OK) rc = gacc_cuda_load(a->cuda, &a->st);
-  if (on_loss == GACC_LOSS_GPU_OR_CPU) {
-    kio_log_defer(NULL);
-    kio_log_discard(&quiet);
-  }
-  if (rc == KIO_OK) {
-    snprintf(desc, n, "accumulating on the GPU: %s", dev);
-    return KIO_OK;
-  }
-  gacc_cuda_free(a->cuda);
-  a->cuda = NULL;
-  if (on_loss != GACC_LOSS_GPU_OR_CPU) return KIO_ERR;
-  snprintf(desc, n, "GPU not usable; accumulating on the CPU");
-  return KIO_OK;
-}
-
-/* The service is lost (why): the job goes on by itself from the last
- * checkpoint, redoing the kept batches (the one in flight's results into
- * its caller's res). KIO_OK once redone; KIO_ERR: a fatal error, logged. */
-static int fall_back(gacc_acc *a, const char *why_in) {
-  char why[240];  /* why_in may be the connection's, freed below */
-  snprintf(why, sizeof why, "%s", why_in);
-  gacc_remote *r = a->remote;
-  kept *todo = r->kept_first;
-  /* the batch in flight is the last one kept */
-  kept *pending = r->pending ? r->kept_last : NULL;
-  gacc_utt_result *pending_res = r->pending ? r->res : NULL;
-  r->kept_first = r->kept_last = NULL;
-  int redo = 0;
-  for (kept *k = todo; k; k = k->next) redo += k->n;
-  a->like_sum = r->ck_like;
-  a->frames_sum = r->ck_frames;
-  gacc_on_loss on_loss = r->on_loss;
-  gacc_remote_free(a);
-  a->is_gpu = 0;
-  char desc[260];
-  int rc = own_backend(a, on_loss, desc, sizeof desc);
-  if (rc == KIO_OK) {
-    a->is_gpu = a->cuda != NULL;
-    KIO_LOG("GPU service lost during accumulation (%s): %s, from its last statistics "
-            "(%d utterances redone)", why, desc, redo);
-  } else {
-    KIO_ERROR("GPU service lost during accumulation (%s), and no GPU of our own for "
-              "--use-gpu=%s", why, on_loss == GACC_LOSS_GPU_WAIT ? "wait" : "yes");
-  }
-  gacc_utt_result *scratch = NULL;
-  int cap = 0;
-  while (todo) {
-    kept *k = todo;
-    todo = k->next;
-    gacc_utt_result *res = k == pending ? pending_res : NULL;
-    if (!res && rc == KIO_OK) {
-      if (k->n > cap) {
-        free(scratch);
-        cap = k->n;
-        if (!(scratch = malloc((size_t)cap * sizeof *scratch))) {
-          KIO_ERROR("Out of memory");
-          rc = KIO_ERR;
-        }
-      }
-      res = scratch;
-    }
-    if (rc == KIO_OK) rc = gacc_accumulate_batch(a, k->n, k->utts, res);
-    kept_free(k);
-  }
-  free(scratch);
-  return rc;
-}
-
-/* How many bytes of batches a job keeps for a fall-back before it asks for
- * a checkpoint: four times the statistics, at least 128 MiB. */
-static size_t keep_limit_for(const gacc_stats *st) {
-  size_t stats_bytes = sizeof(double) * ((size_t)st->num_tids + 1 + (size_t)st->num_gauss +
-                                         2 * (size_t)st->num_gauss * (size_t)st->dim);
-  size_t limit = 4 * stats_bytes > ((size_t)128 << 20) ? 4 * stats_bytes : (size_t)128 << 20;
-  const char *t = kio_test_hook(KIO_SET_TEST_ACC_KEEP_BYTES);
-  return t ? (size_t)strtoull(t, NULL, 10) : limit;
-}
 
 int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am,
                     gacc_on_loss on_loss, char *why, size_t why_len) {
@@ -304,7 +78,7 @@ int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am,
     snprintf(why, why_len, "cannot set up the model");
     goto fail;
   }
-  r->keep_limit = keep_limit_for(&(*out)->st);
+  r->keep_limit = gacc_keep_limit(&(*out)->st);
   r->shm.fd = -1;
   r->shm_min = SHM_MIN;
   const char *t = kio_test_hook(KIO_SET_TEST_SERVICE_SHM);
@@ -350,8 +124,9 @@ void gacc_remote_free(gacc_acc *a) {
   gacc_remote *r = a->remote;
   if (!r) return;
   if (r->nreq)
-    KIO_VLOG(2, "Accumulating through the GPU service (%s): %d requests; waiting for replies "
-             "%.3f s, shared memory copies %.3f s", r->desc, r->nreq, r->t_wait, r->t_fill);
+    KIO_VLOG(2, "Accumulating through the GPU service (%s): %d requests (%d with the features "
+             "taken, not copied); waiting for replies %.3f s, keeping the batches %.3f s, shared "
+             "memory copies %.3f s", r->desc, r->nreq, r->ntaken, r->t_wait, r->t_keep, r->t_fill);
   if (r->link) {  /* the aligner's requests no longer ask for accumulation */
     pthread_mutex_lock(&r->link->mu);
     r->link->on = 0;
@@ -361,7 +136,7 @@ void gacc_remote_free(gacc_acc *a) {
   kio_svc_close(r->svc);
   galign_shm_release(&r->shm);
   kio_msg_free(&r->msg);
-  kept_free_all(r);
+  gacc_kept_free_all(r);
   for (int i = 0; i < r->nspare; i++) kio_matrix_free(&r->spare[i]);
   free(r->spare);
   free(r);
@@ -374,7 +149,7 @@ static int lost_batch(gacc_acc *a, kio_msg_reader *rd, const char *what) {
   if (kio_rd_log_text(rd, text, sizeof text) != KIO_OK || !text[0])
     snprintf(text, sizeof text, "no reason given");
   snprintf(why, sizeof why, "the service could not %s: %s", what, text);
-  return fall_back(a, why);
+  return gacc_remote_fall_back(a, why);
 }
 
 static int fused_wait(gacc_acc *a);
@@ -389,7 +164,7 @@ int gacc_remote_wait(gacc_acc *a) {
   double t0 = kio_now_s();
   int got = kio_svc_recv(r->svc, KIO_SVC_ACCUMULATED, NULL, &rd);
   r->t_wait += kio_now_s() - t0;
-  if (got != KIO_OK) return fall_back(a, kio_svc_error(r->svc));
+  if (got != KIO_OK) return gacc_remote_fall_back(a, kio_svc_error(r->svc));
   int32_t status = kio_rd_i32(&rd);
   if (status != KIO_OK) return lost_batch(a, &rd, "accumulate a batch");
   kio_log_deferred *lines = NULL;
@@ -404,7 +179,7 @@ int gacc_remote_wait(gacc_acc *a) {
   if (lrc != KIO_OK || rd.bad || !u) {
     kio_log_discard(&lines);
     free(u);
-    return fall_back(a, u ? "malformed reply from the GPU service" : "out of memory");
+    return gacc_remote_fall_back(a, u ? "malformed reply from the GPU service" : "out of memory");
   }
   kio_log_replay(&lines);
   r->pending = 0;
@@ -447,7 +222,7 @@ static int checkpoint(gacc_acc *a) {
   kio_msg_reset(&r->msg);
   if (kio_svc_send(r->svc, KIO_SVC_STATS, &r->msg) != KIO_OK ||
       kio_svc_recv(r->svc, KIO_SVC_STATS_ARE, NULL, &rd) != KIO_OK)
-    return fall_back(a, kio_svc_error(r->svc));
+    return gacc_remote_fall_back(a, kio_svc_error(r->svc));
   int32_t status = kio_rd_i32(&rd);
   if (status != KIO_OK) return lost_batch(a, &rd, "return the statistics");
   kio_log_deferred *lines = NULL;
@@ -456,12 +231,12 @@ static int checkpoint(gacc_acc *a) {
   kio_log_defer(NULL);
   if (lrc != KIO_OK || read_stats(a, &rd) != KIO_OK) {
     kio_log_discard(&lines);
-    return fall_back(a, "malformed reply from the GPU service");
+    return gacc_remote_fall_back(a, "malformed reply from the GPU service");
   }
   kio_log_replay(&lines);
   r->ck_like = a->like_sum;
   r->ck_frames = a->frames_sum;
-  kept_free_all(r);
+  gacc_kept_free_all(r);
   return KIO_OK;
 }
 
@@ -501,7 +276,7 @@ int gacc_new_remote_fused(gacc_acc **out, const galign_aligner *al, const kio_tm
     return KIO_ERR;
   }
   r->link = l;
-  r->keep_limit = keep_limit_for(&(*out)->st);
+  r->keep_limit = gacc_keep_limit(&(*out)->st);
   snprintf(r->desc, sizeof r->desc, "%s", galign_remote_desc(gr));
   (*out)->remote = r;
   (*out)->is_gpu = 1;
@@ -532,22 +307,23 @@ static int apply_tail(gacc_acc *a, const uint8_t *p, size_t len, uint32_t seq, i
     }
     if (lrc != KIO_OK || rd.bad) {
       kio_log_discard(&lines);
-      return fall_back(a, "malformed reply from the GPU service");
+      return gacc_remote_fall_back(a, "malformed reply from the GPU service");
     }
     kio_log_replay(&lines);
   }
   uint32_t st = kio_rd_u32(&rd);
-  if (rd.bad || st > 2) return fall_back(a, "malformed reply from the GPU service");
-  if (st == 2) return fall_back(a, "the service could not return the statistics");
+  if (rd.bad || st > 2) return gacc_remote_fall_back(a, "malformed reply from the GPU service");
+  if (st == 2) return gacc_remote_fall_back(a, "the service could not return the statistics");
   if (st == 1) {
-    if (read_stats(a, &rd) != KIO_OK) return fall_back(a, "malformed reply from the GPU service");
+    if (read_stats(a, &rd) != KIO_OK)
+      return gacc_remote_fall_back(a, "malformed reply from the GPU service");
     r->ck_like = a->like_sum;
     r->ck_frames = a->frames_sum;
     while (r->kept_first && (final || r->kept_first->seq_first < seq)) {
       kept *k = r->kept_first;
       r->kept_first = k->next;
       r->kept_bytes -= k->bytes;
-      kept_drop(r, k);
+      gacc_kept_drop(r, k);
     }
     if (!r->kept_first) r->kept_last = NULL;
   }
@@ -577,14 +353,14 @@ static int fused_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *cons
     if (!first_seq) first_seq = x->seq;
     pos += x->n;
   }
-  kept *k = keep_batch(r, n, utts, feats);
+  kept *k = gacc_keep_batch(r, n, utts, feats);
   int rc = KIO_OK;
   if (k) k->seq_first = first_seq;
   if (!k) {
-    rc = fall_back(a, "out of memory keeping a batch");
+    rc = gacc_remote_fall_back(a, "out of memory keeping a batch");
     if (rc == KIO_OK) rc = gacc_accumulate_batch_take(a, n, utts, feats);
   } else if (!match) {
-    rc = fall_back(a, "the aligner lost the GPU service");  /* redoes this batch too */
+    rc = gacc_remote_fall_back(a, "the aligner lost the GPU service");  /* redoes this batch too */
   }
   for (galign_acc_rec *x = recs, *next; x; x = next) {
     next = x->next;
@@ -605,19 +381,19 @@ static int fused_wait(gacc_acc *a) {
   gacc_remote *r = a->remote;
   galign_acc_rec *x;
   while ((x = galign_acc_link_pop(r->link))) {
-    int rc = x->n > 0 ? fall_back(a, "the aligner's batches are not the accumulator's")
+    int rc = x->n > 0 ? gacc_remote_fall_back(a, "the aligner's batches are not the accumulator's")
                       : apply_tail(a, x->tail, x->tail_len, x->seq, 0);
     galign_acc_rec_free(x);
     if (rc != KIO_OK || !a->remote) return rc;  /* the rest went with the link */
   }
   galign_remote *gr = galign_aligner_remote(r->al);
-  if (!gr) return fall_back(a, "the aligner lost the GPU service");
+  if (!gr) return gacc_remote_fall_back(a, "the aligner lost the GPU service");
   kio_svc *s = galign_remote_svc(gr);
   kio_msg_reader rd;
   kio_msg_reset(&r->msg);
   if (kio_svc_send(s, KIO_SVC_STATS, &r->msg) != KIO_OK ||
       kio_svc_recv(s, KIO_SVC_STATS_ARE, NULL, &rd) != KIO_OK)
-    return fall_back(a, kio_svc_error(s));
+    return gacc_remote_fall_back(a, kio_svc_error(s));
   return apply_tail(a, rd.p, rd.len, 0, 1);
 }
 
@@ -661,8 +437,12 @@ static size_t *shm_fill(gacc_remote *r, int n, const kept *k) {
     ptr[i] = &k->mats[i];
     o += ((size_t)k->mats[i].rows * (size_t)k->mats[i].cols * sizeof(float) + 63) / 64 * 64;
   }
-  galign_shm_fill(r->shm.map, ptr, offs, n, bytes);
+  int rc = galign_shm_fill(r->shm.map, ptr, offs, n, bytes);
   free(ptr);
+  if (rc != KIO_OK) {  /* inline */
+    free(offs);
+    return NULL;
+  }
   return offs;
 }
 
@@ -681,9 +461,13 @@ static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *cons
     if (checkpoint(a) != KIO_OK) return KIO_ERR;
     if (!a->remote) return GONE;
   }
-  kept *k = keep_batch(r, n, utts, feats);
-  if (!k) return fall_back(a, "out of memory keeping a batch") == KIO_OK ? GONE : KIO_ERR;
   double t0 = kio_now_s();
+  kept *k = gacc_keep_batch(r, n, utts, feats);
+  r->t_keep += kio_now_s() - t0;
+  if (!k)
+    return gacc_remote_fall_back(a, "out of memory keeping a batch") == KIO_OK ? GONE : KIO_ERR;
+  r->ntaken += k->owns;
+  t0 = kio_now_s();
   size_t *offs = shm_fill(r, n, k);
   r->t_fill += kio_now_s() - t0;
   r->nreq++;
@@ -710,7 +494,7 @@ static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *cons
   r->res = res;
   if ((fd >= 0 ? kio_svc_send_fd(r->svc, KIO_SVC_ACC, m, fd)
                : kio_svc_send(r->svc, KIO_SVC_ACC, m)) != KIO_OK)
-    return fall_back(a, kio_svc_error(r->svc));
+    return gacc_remote_fall_back(a, kio_svc_error(r->svc));
   return KIO_OK;
 }
 
@@ -730,13 +514,14 @@ static int request_end(int first, int n, const gacc_utt *utts) {
 
 /* A batch in requests the service accepts; the last one stays in flight.
  * entry: which entry of the accumulator a lost service hands the rest to
- * (0 batch, 1 start, 2 async: take when feats is given, the features
- * taken as each request is kept). */
+ * (0 batch, 1 start, 2 async: take when feats is given). With feats the
+ * features are taken as each request is kept (start and async). */
 static int send_all(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
                     gacc_utt_result *res, int entry) {
   if (a->remote->link) {  /* only the take entry goes with the aligner's requests */
     if (entry == 2) return fused_take(a, n, utts, NULL);
-    if (fall_back(a, "a batch that was not aligned through the service") != KIO_OK) return KIO_ERR;
+    if (gacc_remote_fall_back(a, "a batch that was not aligned through the service") != KIO_OK)
+      return KIO_ERR;
     return gacc_accumulate_batch(a, n, utts, res);
   }
   for (int first = 0; first < n;) {
@@ -744,7 +529,8 @@ static int send_all(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const 
     gacc_utt_result *r = res ? res + first : NULL;
     int rc = a->remote ? send_batch(a, m, utts + first, feats ? feats + first : NULL, r) : GONE;
     if (rc == GONE) {
-      if (entry == 2 && feats) return gacc_accumulate_batch_take(a, n - first, utts + first, feats + first);
+      if (entry == 2 && feats)
+        return gacc_accumulate_batch_take(a, n - first, utts + first, feats + first);
       rc = entry == 2 ? gacc_accumulate_batch_async(a, n - first, utts + first)
                       : gacc_accumulate_batch(a, n - first, utts + first, r);
       return rc;
@@ -764,6 +550,12 @@ int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result 
 int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
   if (n <= 0) return gacc_remote_wait(a);
   return send_all(a, n, utts, NULL, res, 1);
+}
+
+int gacc_remote_start_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
+                           gacc_utt_result *res) {
+  if (n <= 0) return gacc_remote_wait(a);
+  return send_all(a, n, utts, feats, res, 1);
 }
 
 int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts) {

@@ -16,6 +16,10 @@ extern "C" {
 /* The job's side, called by the entries of acc-cpu.c when a->remote. */
 int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
 int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
+/* The start entry with the features taken into the kept batch (no copy on
+ * the caller's thread; gacc_accumulate_batch_start_take). */
+int gacc_remote_start_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
+                           gacc_utt_result *res);
 int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts);
 /* The take entry: on a fused accumulator the features are taken (kept for
  * a lost service without a copy), else as gacc_remote_async. */

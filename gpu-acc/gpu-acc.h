@@ -121,6 +121,15 @@ int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
  * until then. The CPU backend finishes before returning. */
 int gacc_accumulate_batch_start(gacc_acc *a, int n, const gacc_utt *utts,
                                 gacc_utt_result *res);
+/* As gacc_accumulate_batch_start, feats[i] being the matrix utts[i].feats
+ * points to: through the GPU service, where the batch is kept until the
+ * service's next statistics (for a lost service), the features are taken
+ * there instead of copied (feats[i] swapped with a matrix the accumulator
+ * is done with, empty or of an earlier batch, whose buffer the caller may
+ * reuse); the other backends borrow them as gacc_accumulate_batch_start
+ * (nothing is taken). */
+int gacc_accumulate_batch_start_take(gacc_acc *a, int n, const gacc_utt *utts,
+                                     kio_matrix *const *feats, gacc_utt_result *res);
 
 /* Asynchronous form of gacc_accumulate_batch, for a caller that should not
  * wait for the device (e.g. the thread that reads the input). Waits for the

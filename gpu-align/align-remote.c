@@ -1,6 +1,7 @@
 /* Alignment through the GPU service: the job's backend (see align-remote.h;
  * the service's handler of a request: align-serve.c; the wire format:
  * align-remote.h). */
+#include "align-pack.h"
 #include "align-remote.h"
 #include "align-shm.h"
 #include "align-split.h"
@@ -59,10 +60,11 @@ struct galign_remote {
   uint64_t req_bytes;     /* a batch goes in requests of about this size */
   galign_shm shm[MAX_CONN][KIO_SVC_REGIONS];
   int shm_next[MAX_CONN];
-  size_t shm_last[MAX_CONN];  /* the last request's features in shared memory */
+  size_t shm_last[MAX_CONN];  /* the last request's bytes in shared memory */
   int warm_pending[MAX_CONN]; /* more batches follow: warm the region after the next request */
   int shm_off;            /* shared memory not usable here: inline */
-  size_t shm_min;         /* smaller requests' features go inline */
+  int bad_offset;         /* a test hook's malformed offset (align-pack.h) */
+  size_t shm_min;         /* smaller requests' arrays go inline */
   kio_svc *svc[MAX_CONN];
   kio_msg msg[MAX_CONN];
   /* where the time goes (--verbose=2, at the end) */
@@ -75,7 +77,7 @@ struct galign_remote {
    * on; t_prev_end: the previous call's end; late_s: a test hook's delay */
   double share[MAX_CONN], t_prev_end, late_s;
   int balance, first_rx;
-  uint64_t sent_bytes, shm_bytes;
+  uint64_t sent_bytes, shm_bytes, shm_graph_bytes;
   char desc[160];
   char err[200];
 };
@@ -153,6 +155,8 @@ int galign_remote_new(galign_remote **out, const kio_tmodel *tm, const kio_am_gm
   const char *t = kio_test_hook(KIO_SET_TEST_SERVICE_SHM);
   if (t) r->shm_min = (size_t)strtoull(t, NULL, 10);
   r->shm_off = r->shm_min == 0;
+  const char *bad = kio_test_hook(KIO_SET_TEST_SERVICE_BAD_OFFSET);
+  if (bad) r->bad_offset = atoi(bad);
   r->balance = (int)kio_setting_int(KIO_SET_DEV_SERVICE_BALANCE, 0, 0, 1);
   const char *late = kio_test_hook(KIO_SET_TEST_SERVICE_LATE);
   if (late) r->late_s = strtod(late, NULL);
@@ -198,10 +202,11 @@ void galign_remote_free(galign_remote *r) {
                     c ? ";" : " (", c + 1, (long long)r->frames_c[c], r->share[c], r->t_wait_c[c]);
     if (per[0]) snprintf(per + strlen(per), sizeof per - strlen(per), ")");
     KIO_VLOG(2, "Through the GPU service: %d requests in %d batches (%d sent ahead); %.1f MB on "
-             "the socket, %.1f MB through shared memory (%d region(s) faulted in ahead); sending "
-             "%.3f s (shared memory copies %.3f s), waiting for replies %.3f s%s", r->nreq,
-             r->nbatch, r->nahead, r->sent_bytes / 1e6, r->shm_bytes / 1e6, r->nwarm, r->t_send,
-             r->t_fill, r->t_wait, per);
+             "the socket, %.1f MB through shared memory (graphs %.1f MB; %d region(s) faulted in "
+             "ahead); sending %.3f s (packing and shared memory copies %.3f s), waiting for "
+             "replies %.3f s%s", r->nreq, r->nbatch, r->nahead, r->sent_bytes / 1e6,
+             r->shm_bytes / 1e6, r->shm_graph_bytes / 1e6, r->nwarm, r->t_send, r->t_fill,
+             r->t_wait, per);
   }
   galign_acc_link_put(r->link);
   batch_plan *pl[2] = {&r->cur, &r->ahead};
@@ -225,45 +230,6 @@ const char *galign_remote_desc(const galign_remote *r) { return r->desc; }
 const char *galign_remote_error(const galign_remote *r) { return r->err; }
 int galign_remote_nconn(const galign_remote *r) { return r ? r->nconn : 0; }
 kio_svc *galign_remote_svc(galign_remote *r) { return r ? r->svc[0] : NULL; }
-
-galign_acc_link *galign_acc_link_new(void) {
-  galign_acc_link *l = calloc(1, sizeof *l);
-  if (!l) return NULL;
-  pthread_mutex_init(&l->mu, NULL);
-  l->refs = 1;
-  l->on = 1;
-  return l;
-}
-
-void galign_acc_rec_free(galign_acc_rec *r) {
-  if (!r) return;
-  free(r->feats);
-  free(r->tail);
-  free(r);
-}
-
-void galign_acc_link_put(galign_acc_link *l) {
-  if (!l) return;
-  pthread_mutex_lock(&l->mu);
-  int last = --l->refs == 0;
-  pthread_mutex_unlock(&l->mu);
-  if (!last) return;
-  while (l->head) galign_acc_rec_free(galign_acc_link_pop(l));
-  pthread_mutex_destroy(&l->mu);
-  free(l);
-}
-
-galign_acc_rec *galign_acc_link_pop(galign_acc_link *l) {
-  pthread_mutex_lock(&l->mu);
-  galign_acc_rec *r = l->head;
-  if (r) {
-    l->head = r->next;
-    if (!l->head) l->last = NULL;
-    r->next = NULL;
-  }
-  pthread_mutex_unlock(&l->mu);
-  return r;
-}
 
 int galign_remote_fuse(galign_remote *r, galign_acc_link *l, char *why, size_t why_len) {
   if (r->nconn != 1 || r->link) {
@@ -339,24 +305,15 @@ static int lost(galign_remote *r, const char *why) {
   return GALIGN_REMOTE_LOST;
 }
 
-/* Bytes of utterance i in an ALIGN request (an upper bound). */
-static uint64_t utt_bytes(const galign_graph *g, const kio_matrix *f) {
-  uint64_t ns = (uint64_t)g->fst.num_states, na = (uint64_t)g->fst.num_arcs;
-  uint64_t b = 160 + 4 * (ns + 1) + sizeof(kio_arc) * na + 4 * ns + 4 * (uint64_t)g->num_pdfs_used +
-               4 * na + 4 * (uint64_t)f->rows * (uint64_t)f->cols;
-  if (g->band_T == f->rows) b += 4 * ns + 8 * ((uint64_t)g->band_T + 1);
-  return b;
-}
-
-/* Sends request p as one ALIGN request on its connection. */
+/* Sends request p as one ALIGN request on its connection: its arrays
+ * (graphs and features) through the connection's next region of shared
+ * memory, or inline (small requests, no memfd here). */
 static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *const *graphs,
                       const kio_matrix *const *feats, int want_per_frame) {
   const int c = p->c, first = p->first, n = p->n;
   kio_msg *m = &r->msg[c];
-  kio_msg_reset(m);
-  size_t fbytes = 0;
-  for (int i = first; i < first + n; i++)
-    fbytes += ((size_t)feats[i]->rows * (size_t)feats[i]->cols * sizeof(float) + 63) / 64 * 64;
+  size_t gbytes = 0;
+  size_t fbytes = galign_pack_shm_bytes(graphs + first, feats + first, n, &gbytes);
   galign_shm *sh = &r->shm[c][r->shm_next[c]];
   if (r->shm_off || fbytes < r->shm_min || fbytes > SHM_MAX) sh = NULL;
   size_t least = r->req_bytes < SHM_LEAST ? (size_t)r->req_bytes : SHM_LEAST;
@@ -364,53 +321,18 @@ static int send_chunk(galign_remote *r, const req_part *p, const galign_graph *c
     r->shm_off = 1;  /* no memfd here: inline from now on */
     sh = NULL;
   }
-  size_t *offs = sh ? malloc((size_t)(n > 0 ? n : 1) * sizeof *offs) : NULL;
-  if (sh && !offs) return KIO_ERR;
   double t0 = kio_now_s();
-  if (sh) {  /* the features' places in the shared memory, then the copy */
-    size_t o = 0;
-    for (int i = 0; i < n; i++) {
-      offs[i] = o;
-      o += ((size_t)feats[first + i]->rows * (size_t)feats[first + i]->cols * sizeof(float) + 63) /
-           64 * 64;
-    }
-    galign_shm_fill(sh->map, feats + first, offs, n, fbytes);
+  uint32_t flags = p->flags | (sh ? KIO_SVC_ALIGN_SHM : 0);
+  if (galign_pack_request(m, sh ? sh->map : NULL, fbytes, graphs + first, feats + first, n,
+                          want_per_frame, flags, p->seq, (uint32_t)r->shm_next[c],
+                          sh ? r->bad_offset : 0) != KIO_OK)
+    return KIO_ERR;
+  if (sh) r->bad_offset = 0;  /* once */
+  if (sh) {
     r->shm_bytes += fbytes;
+    r->shm_graph_bytes += gbytes;
   }
   r->t_fill += kio_now_s() - t0;
-  uint32_t flags = p->flags | (sh ? KIO_SVC_ALIGN_SHM : 0);
-  kio_msg_put_u32(m, (uint32_t)n);
-  kio_msg_put_u32(m, (uint32_t)want_per_frame);
-  kio_msg_put_u32(m, flags);
-  kio_msg_put_u32(m, p->seq);
-  kio_msg_put_u32(m, (uint32_t)r->shm_next[c]);
-  for (int i = first; i < first + n; i++) {
-    const galign_graph *g = graphs[i];
-    const kio_fst *f = &g->fst;
-    kio_msg_put_i32(m, f->num_states);
-    kio_msg_put_i32(m, f->num_arcs);
-    kio_msg_put_i32(m, f->start);
-    kio_msg_put_i32(m, g->num_pdfs_used);
-    kio_msg_put_i32(m, feats[i]->rows);
-    kio_msg_put_i32(m, feats[i]->cols);
-    kio_msg_put_ref(m, f->arc_start, (size_t)f->num_states + 1, sizeof(int32_t));
-    kio_msg_put_ref(m, f->arcs, (size_t)f->num_arcs, sizeof(kio_arc));
-    kio_msg_put_ref(m, f->final, (size_t)f->num_states, sizeof(float));
-    kio_msg_put_ref(m, g->pdfs_used, (size_t)g->num_pdfs_used, sizeof(int32_t));
-    kio_msg_put_ref(m, g->arc_pdf, (size_t)f->num_arcs, sizeof(int32_t));
-    size_t fn = (size_t)feats[i]->rows * (size_t)feats[i]->cols;
-    if (sh) {  /* the offset of the features in the shared memory */
-      kio_msg_put_u64(m, offs[i - first]);
-    } else {
-      kio_msg_put_ref(m, feats[i]->data, fn, sizeof(float));
-    }
-    const int32_t bt = g->band_T == feats[i]->rows ? g->band_T : 0;
-    kio_msg_put_i32(m, bt);
-    kio_msg_put_ref(m, g->topo_pos, bt ? (size_t)f->num_states : 0, sizeof(int32_t));
-    kio_msg_put_ref(m, g->band_lo, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
-    kio_msg_put_ref(m, g->band_hi, bt ? (size_t)bt + 1 : 0, sizeof(int32_t));
-  }
-  free(offs);
   int fd = -1;
   if (sh) {
     r->shm_next[c] = (r->shm_next[c] + 1) % (r->inflight + 1);  /* fewer to fill first */
@@ -501,7 +423,7 @@ static int split_chunk(galign_remote *r, int c, int from, int to,
   req_part **parts = &pl->parts;
   int *nparts = &pl->nparts, *cap = &pl->cap;
   uint64_t total = 0;
-  for (int i = from; i < to; i++) total += utt_bytes(graphs[i], feats[i]);
+  for (int i = from; i < to; i++) total += galign_pack_utt_bytes(graphs[i], feats[i]);
   uint64_t k = (total + r->req_bytes - 1) / r->req_bytes, done = 0, cum = 0;
   if (k < 1) k = 1;
   int i = from;
@@ -512,7 +434,7 @@ static int split_chunk(galign_remote *r, int c, int from, int to,
     uint64_t bytes = 64, goal = num >= den ? total : total / den * num + total % den * num / den;
     int first = i;
     for (; i < to; i++) {
-      uint64_t u = utt_bytes(graphs[i], feats[i]);
+      uint64_t u = galign_pack_utt_bytes(graphs[i], feats[i]);
       if (i > first && (bytes + u > KIO_SVC_MAX_REQUEST || cum + u / 2 > goal)) break;
       bytes += u;
       cum += u;

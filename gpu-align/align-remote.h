@@ -23,10 +23,12 @@
  *            memfd comes with the request that first uses it), then per
  *            utterance
  *            i32 num_states, num_arcs, start, num_pdfs_used, rows, cols,
- *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features (with
- *            KIO_SVC_ALIGN_SHM: u64 their offset in the region),
+ *            arrays arc_start, arcs, final, pdfs_used, arc_pdf, features,
  *            i32 band_T (margin band, 0: none), arrays topo_pos, band_lo, band_hi
- *            (empty without a band)
+ *            (empty without a band); with KIO_SVC_ALIGN_SHM each array is
+ *            a u64 offset into the region instead (8-byte aligned, the
+ *            array, of the length its counts give, wholly inside: else the
+ *            request is malformed), packed by align-pack.c
  *   ALIGNED: i32 status, log lines, then (status KIO_OK) per utterance
  *            i32 ok, retried, band_failed, num_frames, f32 like, score,
  *            arrays ali, per_frame; on a fused connection then the

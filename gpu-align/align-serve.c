@@ -138,6 +138,21 @@ static int graph_ok(const galign_graph *g, int32_t num_pdfs) {
   return 1;
 }
 
+/* An array of the request: inline (map NULL: read from the payload, its
+ * count in *count), or (shared memory) at a u64 offset into the region of
+ * len bytes, count elements of size bytes: the offset 8-byte aligned and
+ * the array wholly inside the region, else *count = (size_t)-1 (no count
+ * matches it) and NULL. */
+static const void *arr(kio_msg_reader *req, const uint8_t *map, size_t len, size_t size,
+                       int64_t count, size_t *got) {
+  if (!map) return kio_rd_arr(req, size, req->len, got);
+  uint64_t off = kio_rd_u64(req);
+  uint64_t b = count >= 0 ? (uint64_t)count * size : UINT64_MAX;
+  int in = !req->bad && count >= 0 && off % 8 == 0 && off <= len && b <= len - off;
+  *got = in ? (size_t)count : (size_t)-1;
+  return in ? map + off : NULL;
+}
+
 int galign_serve_parse(galign_serve *s, const galign_aligner *a, kio_msg_reader *req) {
   serve_clear_results(s);
   uint32_t n = kio_rd_u32(req), want_pf = kio_rd_u32(req);
@@ -149,13 +164,12 @@ int galign_serve_parse(galign_serve *s, const galign_aligner *a, kio_msg_reader 
   const int shm = (s->flags & KIO_SVC_ALIGN_SHM) != 0;
   if (req->bad || region >= KIO_SVC_REGIONS) return KIO_ERR;
   if (shm && s->fd >= 0 && serve_map(s, region) != KIO_OK) return KIO_ERR;
-  const uint8_t *rmap = s->rg->reg[region].map;
-  const size_t rlen = s->rg->reg[region].len;
+  const uint8_t *rmap = shm ? s->rg->reg[region].map : NULL;
+  const size_t rlen = shm ? s->rg->reg[region].len : 0;
   if (shm && !rmap) return KIO_ERR;
   /* an utterance takes more than 64 bytes of the request: a count the
    * payload cannot hold allocates nothing */
   if (req->bad || n > req->len / 64 || grow(s, (int)n) != KIO_OK) return KIO_ERR;
-  const size_t big = req->len;
   int32_t num_pdfs = galign_aligner_num_pdfs(a);
   for (uint32_t i = 0; i < n; i++) {
     galign_graph *g = &s->graphs[i];
@@ -164,26 +178,19 @@ int galign_serve_parse(galign_serve *s, const galign_aligner *a, kio_msg_reader 
     memset(f, 0, sizeof *f);
     int32_t ns = kio_rd_i32(req), na = kio_rd_i32(req), start = kio_rd_i32(req);
     int32_t npu = kio_rd_i32(req), rows = kio_rd_i32(req), cols = kio_rd_i32(req);
-    size_t c1, c2, c3, c4, c5, c6;
-    g->fst.arc_start = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c1);
-    g->fst.arcs = (kio_arc *)kio_rd_arr(req, sizeof(kio_arc), big, &c2);
-    g->fst.final = (float *)kio_rd_arr(req, sizeof(float), big, &c3);
-    g->pdfs_used = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c4);
-    g->arc_pdf = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c5);
-    if (shm) {  /* an offset into the shared memory, checked below */
-      uint64_t off = kio_rd_u64(req);
-      uint64_t fb = (uint64_t)(rows > 0 ? rows : 0) * (uint64_t)(cols > 0 ? cols : 0) * 4;
-      int in = off % 8 == 0 && off <= rlen && fb <= rlen - off;
-      f->data = in ? (float *)(rmap + off) : NULL;
-      c6 = in ? (size_t)rows * (size_t)cols : (size_t)-1;
-    } else {
-      f->data = (float *)kio_rd_arr(req, sizeof(float), big, &c6);
-    }
+    size_t c1, c2, c3, c4, c5, c6, c7, c8, c9;
+    g->fst.arc_start = (int32_t *)arr(req, rmap, rlen, sizeof(int32_t), (int64_t)ns + 1, &c1);
+    g->fst.arcs = (kio_arc *)arr(req, rmap, rlen, sizeof(kio_arc), na, &c2);
+    g->fst.final = (float *)arr(req, rmap, rlen, sizeof(float), ns, &c3);
+    g->pdfs_used = (int32_t *)arr(req, rmap, rlen, sizeof(int32_t), npu, &c4);
+    g->arc_pdf = (int32_t *)arr(req, rmap, rlen, sizeof(int32_t), na, &c5);
+    f->data = (float *)arr(req, rmap, rlen, sizeof(float),
+                           rows > 0 && cols > 0 ? (int64_t)rows * cols : -1, &c6);
     int32_t bt = kio_rd_i32(req);
-    size_t c7, c8, c9;
-    g->topo_pos = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c7);
-    g->band_lo = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c8);
-    g->band_hi = (int32_t *)kio_rd_arr(req, sizeof(int32_t), big, &c9);
+    const int64_t nb = bt == rows && bt > 0 ? bt : 0;  /* else refused below */
+    g->topo_pos = (int32_t *)arr(req, rmap, rlen, sizeof(int32_t), nb ? ns : 0, &c7);
+    g->band_lo = (int32_t *)arr(req, rmap, rlen, sizeof(int32_t), nb ? nb + 1 : 0, &c8);
+    g->band_hi = (int32_t *)arr(req, rmap, rlen, sizeof(int32_t), nb ? nb + 1 : 0, &c9);
     if (req->bad || ns < 1 || na < 0 || npu < 0 || rows < 1 || cols < 1 ||
         c1 != (size_t)ns + 1 || c2 != (size_t)na || c3 != (size_t)ns || c4 != (size_t)npu ||
         c5 != (size_t)na || c6 != (size_t)rows * (size_t)cols)

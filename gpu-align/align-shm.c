@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -29,38 +31,64 @@ void galign_shm_release(galign_shm *g) {
 
 /* The copy into the shared memory, on the job's share of the cores (the
  * reading thread is busy with the next batch meanwhile, the cores mostly
- * idle): pieces i = first, first + step, ... */
+ * idle): each thread the pieces whose offsets lie in its equal part of the
+ * bytes (the pieces are in offset order), so that the large ones (the
+ * features) spread over the threads whatever their place among the small
+ * ones, and each thread writes one stretch of the region. */
 typedef struct {
   uint8_t *dst;
-  const kio_matrix *const *feats;
-  const size_t *off;
-  int n, first, step;
+  const galign_shm_piece *pc;
+  int n;
+  size_t lo, hi;  /* pieces at offsets [lo, hi) */
 } shm_copy;
+
+/* The first piece at offset lo or after. */
+static int first_at(const galign_shm_piece *pc, int n, size_t lo) {
+  int a = 0, b = n;
+  while (a < b) {
+    int m = a + (b - a) / 2;
+    if (pc[m].off < lo) a = m + 1;
+    else b = m;
+  }
+  return a;
+}
 
 static void *shm_copy_main(void *arg) {
   const shm_copy *j = arg;
-  for (int i = j->first; i < j->n; i += j->step)
-    memcpy(j->dst + j->off[i], j->feats[i]->data,
-           (size_t)j->feats[i]->rows * (size_t)j->feats[i]->cols * sizeof(float));
+  for (int i = first_at(j->pc, j->n, j->lo); i < j->n && j->pc[i].off < j->hi; i++)
+    memcpy(j->dst + j->pc[i].off, j->pc[i].src, j->pc[i].len);
   return NULL;
 }
 
-void galign_shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,
-                     size_t bytes) {
+void galign_shm_fill_pieces(uint8_t *dst, const galign_shm_piece *pc, int n, size_t bytes) {
   enum { MAX_T = 8 };
   int nt = kio_cpu_share(0);
   if (nt > MAX_T) nt = MAX_T;
   if ((size_t)nt > bytes / ((size_t)8 << 20)) nt = (int)(bytes / ((size_t)8 << 20));
   if (nt < 1) nt = 1;
-  shm_copy j[MAX_T] = {{NULL, NULL, NULL, 0, 0, 1}};  /* all set below; cppcheck cannot tell */
+  shm_copy j[MAX_T] = {{NULL, NULL, 0, 0, 0}};  /* all set below; cppcheck cannot tell */
   pthread_t th[MAX_T];
   int started = 1;
-  for (int t = 0; t < nt; t++) j[t] = (shm_copy){dst, feats, off, n, t, nt};
+  for (int t = 0; t < nt; t++)
+    j[t] = (shm_copy){dst, pc, n, bytes / (size_t)nt * (size_t)t,
+                      t == nt - 1 ? SIZE_MAX : bytes / (size_t)nt * (size_t)(t + 1)};
   for (; started < nt; started++)
     if (pthread_create(&th[started], NULL, shm_copy_main, &j[started]) != 0) break;
   shm_copy_main(&j[0]);
   for (int t = 1; t < started; t++) pthread_join(th[t], NULL);
   for (int t = started; t < nt; t++) shm_copy_main(&j[t]);  /* threads not started */
+}
+
+int galign_shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,
+                    size_t bytes) {
+  galign_shm_piece *pc = malloc((size_t)(n > 0 ? n : 1) * sizeof *pc);
+  if (!pc) return KIO_ERR;
+  for (int i = 0; i < n; i++)
+    pc[i] = (galign_shm_piece){feats[i]->data, off[i],
+                               (size_t)feats[i]->rows * (size_t)feats[i]->cols * sizeof(float)};
+  galign_shm_fill_pieces(dst, pc, n, bytes);
+  free(pc);
+  return KIO_OK;
 }
 
 /* A new sealed memfd of about bytes in g (released before), mapped. */

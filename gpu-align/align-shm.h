@@ -1,5 +1,6 @@
 /* Internal to gpu-align (and gpu-acc/acc-remote.c's ACC requests): the
- * job's shared memory for requests to the GPU service (align-remote.c). A request's features are copied into a sealed
+ * job's shared memory for requests to the GPU service (align-remote.c). A
+ * request's features (and an ALIGN request's graphs) are copied into a sealed
  * memfd the service maps (one copy in the job instead of two in the kernel
  * and a wake-up per socket buffer). inflight + 1 regions per connection (at
  * most KIO_SVC_REGIONS), request by request in turn: the service reads
@@ -47,10 +48,20 @@ int galign_shm_reserve(galign_shm *g, size_t bytes, size_t least_cap);
  * the thread still runs; released regions wait for it. 1 if the thread
  * started. */
 int galign_shm_warm(galign_shm *g, size_t bytes, size_t least_cap);
-/* Copies the n matrices' data to dst + off[i], on the job's share of the
- * cores. */
-void galign_shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,
-                     size_t bytes);
+/* A piece of a request: len bytes from src, to the region's offset off. */
+typedef struct {
+  const void *src;
+  size_t off, len;
+} galign_shm_piece;
+/* Copies the n pieces (in increasing offset order, within bytes) to dst,
+ * on the job's share of the cores: each thread an equal part of the
+ * bytes. */
+void galign_shm_fill_pieces(uint8_t *dst, const galign_shm_piece *pc, int n, size_t bytes);
+/* Copies the n matrices' data to dst + off[i] (increasing), as
+ * galign_shm_fill_pieces.
+ * KIO_ERR: out of memory (nothing copied). */
+int galign_shm_fill(uint8_t *dst, const kio_matrix *const *feats, const size_t *off, int n,
+                    size_t bytes);
 /* The service's side: maps a region received (fd, closed here) read-only,
  * if it is sealed against shrinking (the job cannot pull pages from under
  * the reader). KIO_ERR if unusable. */

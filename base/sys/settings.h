@@ -170,8 +170,12 @@ extern "C" {
   X(TEST_SERVICE_DROP, "KALDI_GPU_TEST_SERVICE_DROP", "KALDI_GPU_SERVICE_TEST_DROP", TEST, \
     "The service drops a connection after N batches")                                     \
   X(TEST_SERVICE_SHM, "KALDI_GPU_TEST_SERVICE_SHM", NULL, TEST,                            \
-    "The least bytes of features an alignment or accumulation request sends through "      \
-    "shared memory (0: none)")                                                              \
+    "The least bytes of an alignment request's arrays (graphs and features) or an "        \
+    "accumulation request's features that go through shared memory (0: none)")            \
+  X(TEST_SERVICE_BAD_OFFSET, "KALDI_GPU_TEST_SERVICE_BAD_OFFSET", NULL, TEST,              \
+    "The job's first alignment request through shared memory gives its first utterance's "  \
+    "array N (1 arc_start .. 5 arc_pdf, 6 the features) an offset outside the region (the " \
+    "service must refuse it)")                                                              \
   X(TEST_SERVICE_BREAK, "KALDI_GPU_TEST_SERVICE_BREAK", NULL, TEST,                        \
     "The service's device context breaks after N batches (all connections together)")      \
   X(TEST_SERVICE_STOP, "KALDI_GPU_TEST_SERVICE_STOP", NULL, TEST,                          \

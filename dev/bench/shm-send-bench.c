@@ -61,7 +61,7 @@ int main(int argc, char *argv[]) {
     galign_shm *g = &ring[b % regions];
     double t0 = kio_now_s();
     if (galign_shm_reserve(g, bytes, bytes < SHM_LEAST ? bytes : SHM_LEAST) != KIO_OK) return 255;
-    galign_shm_fill(g->map, ptr, off, n, bytes);
+    if (galign_shm_fill(g->map, ptr, off, n, bytes) != KIO_OK) return 255;
     copy_s += kio_now_s() - t0;
     /* the next batch's region readied while the job reads it */
     if (warm && b + 1 < batches)

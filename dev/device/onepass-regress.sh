@@ -16,6 +16,9 @@
 #            flight and their size (KALDI_GPU_DEV_SERVICE_INFLIGHT,
 #            KALDI_GPU_DEV_SERVICE_REQUEST_KB)
 #   old      other builds' programs (packed as NAME=DIR), same data
+#   svc      this build and every old one through the GPU service (a fresh
+#            service each: the one pass, the aligner, the accumulator),
+#            then the accumulator on its own context
 # and gmm-acc-stats-ali as 16 jobs of 1/16 of the data at once through the
 # service: what one process should match; then, where the host has nsys,
 # the kernels of one default one-pass run. Each output is compared with the
@@ -124,7 +127,7 @@ declare -A first  # kind -> the first output of that kind
 # the splits worth a column: the aligner's and the accumulator's totals
 split_of() {
   local subs; subs=$(sed -n 's/^device sub-batches: //p' "$1")
-  { grep -h -o -E 'budget [0-9.]+ MiB \([a-z ]+\)|reading [0-9.]+ s|alignment [0-9.]+ s|Viterbi [0-9.]+ s|per-batch hook [0-9.]+ s|peak [0-9.]+ MiB|[0-9]+ batches, [0-9]+ frames|staging [0-9.]+ s|waiting for the device [0-9.]+ s|[0-9.]+ s in the accumulator|total [0-9.]+ s|[0-9]+ requests in [0-9]+ batches \([0-9]+ sent ahead\)|sending [0-9.]+ s|shared memory copies [0-9.]+ s|waiting for replies [0-9.]+ s' "$1"
+  { grep -h -o -E 'budget [0-9.]+ MiB \([a-z ]+\)|reading [0-9.]+ s|alignment [0-9.]+ s|Viterbi [0-9.]+ s|per-batch hook [0-9.]+ s|peak [0-9.]+ MiB|[0-9]+ batches, [0-9]+ frames|staging [0-9.]+ s|waiting for the device [0-9.]+ s|[0-9.]+ s in the accumulator|total [0-9.]+ s|[0-9]+ requests in [0-9]+ batches \([0-9]+ sent ahead\)|sending [0-9.]+ s|shared memory copies [0-9.]+ s|keeping the batches [0-9.]+ s|graphs [0-9.]+ MB|waiting for replies [0-9.]+ s' "$1"
     [ "${subs:-0}" -gt 0 ] && echo "$subs device sub-batches"; } | awk '!seen[$0]++' | tr '\n' ';' | sed 's/;$//; s/;/; /g'
 }
 same() {  # kind file: sets res (identical to the first output of that kind?)
@@ -251,6 +254,22 @@ case $steps in *" fused "*)
   svc_start "$NEW/kaldi-gpu-service" KALDI_GPU_DEV_ACC_STATS=tiled
   fused "$NEW" svc "tiled (the service's kernel)"
   svc_stop
+;; esac
+# every build through the service, each with a fresh service of its own:
+# the one pass, the aligner and the accumulator (the service's time split
+# in logs/svc*.service.log), then the accumulator on its own context
+case $steps in *" svc "*)
+  for d in "$NEW" "$W"/p/old/*/; do
+    d=${d%/}
+    [ -x "$d/kaldi-gpu-service" ] || continue
+    o=new; [ "$d" = "$NEW" ] || o=$(basename "$d")
+    svc_start "$d/kaldi-gpu-service"
+    fused "$d" svc "build $o"
+    align "$d" svc "build $o"
+    acc "$d" svc "build $o"
+    svc_stop
+    acc "$d" own "build $o"
+  done
 ;; esac
 case $steps in *" jobs "*)
   svc_start "$NEW/kaldi-gpu-service"

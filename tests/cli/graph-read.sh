@@ -90,7 +90,7 @@ if [ -n "${TEST_BIN:-}" ] && [ -x "$TEST_BIN/gmm-align-compiled" ] &&
   grep -q 'through the GPU service' "$tmp/svc.log" || fail "service: not used"
   cmp -s "$tmp/ref.ali" "$tmp/svc.ali" || fail "service: alignments differ from the CPU path's"
   # five batches of about 11 MB: regions 1 and 2 of the ring made ahead
-  grep -q 'through shared memory (2 region(s) faulted in ahead)' "$tmp/svc.log" ||
+  grep -q -E 'through shared memory \(graphs [0-9.]+ MB; 2 region\(s\) faulted in ahead\)' "$tmp/svc.log" ||
     fail "service: $(grep -o 'through shared memory[^;]*' "$tmp/svc.log")"
   for pid in $(sed -n 's/.*Serving jobs on .* (pid \([0-9]*\)).*/\1/p' "$tmp"/svc/service-*.log 2>/dev/null); do
     kill "$pid" 2>/dev/null

@@ -13,7 +13,9 @@
 #      and the failure is remembered for the next ones;
 #   E. clusters: host and physical GPUs in the identity and the file names,
 #      the service outside the job's session and CPU affinity, a service
-#      killed mid-run.
+#      killed mid-run;
+#   F. a malformed request (a graph or feature offset outside the job's
+#      shared memory): refused, the job aligns on its own.
 # (The service's own bounds, a silent client, SIGTERM and oversized messages:
 # tests/unit/check_svc.c.) Env: TEST_BIN, TOP, TOOLS. Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -70,7 +72,7 @@ acc() {  # NAME [OPTIONS...]: Kaldi's tri2 statistics
 # Messages without the command line and the backend lines.
 msgs() {
   sed -e 1d -e "/:galign_aligner_new()/d" -e "/:galign_align_batch().*GPU service not usable/d" \
-    -e "/:fall_back()/d" -e "/:make_acc()/d" -e "/:main().*GPU service not usable/d" \
+    -e "/:gacc_remote_fall_back()/d" -e "/:make_acc()/d" -e "/:main().*GPU service not usable/d" \
     -e "/:pick_device()/d" "$1" |
     sed 's/^\([A-Z]*\) ([^)]*) /\1 /'
 }
@@ -259,6 +261,27 @@ wait "$a" "$b"
 same_align midkill
 said midkill 'GPU service not usable: lost'
 same_onepass onemidkill
+stop_service
 
+# F. A malformed request: a graph array's or the features' offset outside
+# the job's shared memory (a test hook; every request through it). The
+# service refuses the request and drops the connection, as for any
+# malformed request; the job aligns on its own (the CPU path's outputs),
+# and the service goes on serving the next job.
+starts=$(cat "$KALDI_GPU_SERVICE_DIR"/service-*.log | grep -c 'Serving jobs')
+for k in 1 2 5 6; do
+  KALDI_GPU_TEST_SERVICE_SHM=1 KALDI_GPU_TEST_SERVICE_BAD_OFFSET=$k align "bad$k" --batch-size=4
+  same_align "bad$k"
+  said "bad$k" 'GPU service not usable: lost: the GPU service closed the connection'
+done
+[ "$(cat "$KALDI_GPU_SERVICE_DIR"/service-*.log | grep -c 'Malformed alignment request')" = 4 ] ||
+  fail "malformed requests: not each refused by the service"
+KALDI_GPU_TEST_SERVICE_SHM=1 align goodshm --batch-size=4
+same_align goodshm
+grep -q 'GPU service not usable' "$tmp/goodshm.log" && fail "goodshm: a well-formed request was refused"
+grep -q 'through the GPU service' "$tmp/goodshm.log" || fail "goodshm: the service was not used"
+[ "$(cat "$KALDI_GPU_SERVICE_DIR"/service-*.log | grep -c 'Serving jobs')" = $((starts + 1)) ] ||
+  fail "malformed requests: the service did not go on serving"
+stop_service
 [ $fails = 0 ] || { echo "service-faults.sh: $fails failure(s)"; exit 1; }
 echo "service-faults.sh: all passed"
