@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/sys/log.h"
 
@@ -35,12 +34,6 @@ struct kio_pinned_pool {
   kio_pinned_stats st;
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int shift_of(size_t bytes) {
   int s = 0;
   while (s < 63 && ((size_t)1 << s) < bytes) s++;
@@ -63,18 +56,18 @@ kio_pinned_pool *kio_pinned_pool_new(kio_pinned_backend be, size_t slab, size_t 
 }
 
 static void *backend_alloc(kio_pinned_pool *p, size_t bytes) {
-  double t0 = now_s();
+  double t0 = kio_now_s();
   void *b = p->be.alloc(bytes);
   p->st.driver_allocs++;
-  p->st.driver_alloc_s += now_s() - t0;
+  p->st.driver_alloc_s += kio_now_s() - t0;
   return b;
 }
 
 static void backend_free(kio_pinned_pool *p, void *b) {
-  double t0 = now_s();
+  double t0 = kio_now_s();
   p->be.free(b);
   p->st.driver_frees++;
-  p->st.driver_free_s += now_s() - t0;
+  p->st.driver_free_s += kio_now_s() - t0;
 }
 
 /* Room for size bytes in a slab (a new one if none has it): its index and
