@@ -130,6 +130,8 @@ static struct {
   running run[MAX_RUNNING];
   int nrun;
 } dm[MAX_DEV];
+/* Lock order: a pool's mu before dm_mu (an admission asks held_outside
+ * under its pool's lock); never a pool's lock under dm_mu. */
 static pthread_mutex_t dm_mu = PTHREAD_MUTEX_INITIALIZER;
 /* The running batches' grants (begin .. end) of this thread: its
  * alignment's [0] and its accumulation's [1], which may overlap. */
@@ -180,20 +182,21 @@ int gsvc_mem_open(int k, int dev, char *desc, size_t n) {
 int gsvc_mem_pick(int ndev) {
   if (ndev < 1) ndev = 1;
   if (ndev > MAX_DEV) ndev = MAX_DEV;
-  pthread_mutex_lock(&dm_mu);
-  int best = 0;
-  size_t best_load = 0;
+  /* The pools' loads before dm_mu: a batch's admission holds its pool's
+   * lock while it takes dm_mu (held_outside), so dm_mu is never held while
+   * a pool's lock is taken. */
+  size_t load[MAX_DEV];
   for (int k = 0; k < ndev; k++) {
     size_t granted = 0;
     int waiting = 0;
     if (dm[k].pool) gsvc_mem_pool_state(dm[k].pool, &granted, NULL, &waiting);
-    size_t load = granted + (size_t)waiting * kio_gpu_share(dm[k].gpu, KIO_GPU_PART_ALIGN);
-    if (k == 0 || dm[k].conns < dm[best].conns ||
-        (dm[k].conns == dm[best].conns && load < best_load)) {
-      best = k;
-      best_load = load;
-    }
+    load[k] = granted + (size_t)waiting * kio_gpu_share(dm[k].gpu, KIO_GPU_PART_ALIGN);
   }
+  pthread_mutex_lock(&dm_mu);
+  int best = 0;
+  for (int k = 1; k < ndev; k++)
+    if (dm[k].conns < dm[best].conns || (dm[k].conns == dm[best].conns && load[k] < load[best]))
+      best = k;
   dm[best].conns++;
   pthread_mutex_unlock(&dm_mu);
   return best;
@@ -332,7 +335,7 @@ int gsvc_mem_fits_align(int k, struct galign_aligner *a, size_t need) {
   return fits;
 }
 
-static int host_trim_due;
+static int host_trim_due, host_grow_failed;
 
 void gsvc_mem_idle(void) {
   double now = kio_now_s();
@@ -361,4 +364,25 @@ void gsvc_mem_idle(void) {
   if (all_idle) host_trim_due = 0;
   pthread_mutex_unlock(&dm_mu);
   if (all_idle) kio_cuda_host_trim();
+  /* Page-locked memory pinned ahead while no batch runs: pinning stalls
+   * every stream, and the jobs of a recipe's next stage would otherwise
+   * pin their larger buffers all at once, stalling each other. */
+  int first = -1, busy = 0;
+  for (int k = 0; k < MAX_DEV; k++) {
+    pthread_mutex_lock(&dm_mu);
+    int has = dm[k].gpu != NULL && dm[k].pool != NULL;
+    if (has && dm[k].nrun) busy = 1;
+    pthread_mutex_unlock(&dm_mu);
+    if (!has) continue;
+    if (first < 0) first = k;
+    int running = 0, waiting = 0;
+    gsvc_mem_pool_state(dm[k].pool, NULL, &running, &waiting);
+    if (running || waiting) busy = 1;
+  }
+  if (first >= 0 && !busy && !host_grow_failed) {
+    if (kio_cuda_host_grow(kio_gpu_device(dm[first].gpu)) < 0) {
+      host_grow_failed = 1;
+      KIO_WARN("Could not pin host memory ahead; pinning on demand");
+    }
+  }
 }
