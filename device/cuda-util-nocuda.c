@@ -52,6 +52,8 @@ int kio_cuda_host_alloc(void **p, size_t bytes) {
 }
 void kio_cuda_host_free(void *p, void *stream) { (void)stream; free(p); }
 void kio_cuda_host_trim(void) {}
+int kio_cuda_host_grow(int device) { (void)device; return 0; }
+void kio_cuda_host_describe(char *buf, size_t n) { snprintf(buf, n, "no page-locked pool"); }
 void kio_cuda_host_stats(int64_t *allocs, double *alloc_s, int64_t *frees, double *free_s) {
   *allocs = *frees = 0;
   *alloc_s = *free_s = 0;

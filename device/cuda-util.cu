@@ -441,6 +441,33 @@ extern "C" void kio_cuda_host_trim(void) {
   if (host_pool) kio_pinned_trim(host_pool);
 }
 
+extern "C" int kio_cuda_host_grow(int device) {
+  pthread_once(&host_pool_once, host_pool_init);
+  static int reserve_set;
+  if (!reserve_set) {
+    reserve_set = 1;
+    long long phys = (long long)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+    long long cap = phys > 0 ? (phys / 16) >> 20 : 0;
+    long long mb = kio_setting_int(KIO_SET_DEV_HOST_RESERVE_MB, 2048 < cap ? 2048 : cap, 0,
+                                   cap > 0 ? cap : 0);
+    kio_pinned_set_reserve(host_pool, (size_t)mb << 20);
+  }
+  if (cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return kio_pinned_grow(host_pool);
+}
+
+extern "C" void kio_cuda_host_describe(char *buf, size_t n) {
+  kio_pinned_stats st;
+  kio_pinned_get_stats(host_pool, &st);
+  snprintf(buf, n, "%d slabs of %.0f MiB (reserve %.0f MiB, %lld pinned ahead), in use %.0f MiB, "
+           "cached %.0f MiB, %lld driver allocations of large blocks", st.slabs,
+           st.slab_bytes / 1048576.0, st.reserve / 1048576.0, (long long)st.ahead_allocs,
+           st.in_use / 1048576.0, st.cached / 1048576.0, (long long)st.large_allocs);
+}
+
 extern "C" void kio_cuda_host_stats(int64_t *allocs, double *alloc_s, int64_t *frees,
                                     double *free_s) {
   kio_pinned_stats st;

@@ -75,6 +75,13 @@ void kio_cuda_host_trim(void);
 /* The driver's page-locked allocations and frees so far (process-wide):
  * how many and the seconds they took. */
 void kio_cuda_host_stats(int64_t *allocs, double *alloc_s, int64_t *frees, double *free_s);
+/* One slab of the page-locked reserve ($KALDI_GPU_DEV_HOST_RESERVE_MB) pinned
+ * with device current, if the pool holds less: 1 pinned, 0 nothing to do,
+ * -1 failed (no more tries). For an idle GPU service: pinning stalls the
+ * device. */
+int kio_cuda_host_grow(int device);
+/* The pool's state in words, for the service's log. */
+void kio_cuda_host_describe(char *buf, size_t n);
 
 /* What `kaldi-gpu-service --describe` shows (tools/check-recipe.sh). */
 typedef struct {

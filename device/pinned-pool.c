@@ -20,11 +20,13 @@ typedef struct blk {
 _Static_assert(sizeof(blk) <= HDR, "block header too large");
 
 typedef struct { char *base; size_t size, used; int live; } slab_t;
+/* cls of a large block that has a whole empty slab to itself */
+enum { CLS_DRIVER = -1, CLS_SLAB = -2 };
 
 struct kio_pinned_pool {
   pthread_mutex_t mu;
   kio_pinned_backend be;
-  size_t slab, next_slab, cache_limit;
+  size_t slab, next_slab, cache_limit, reserve;
   int max_shift;  /* the largest class: a quarter of a slab */
   blk *free_list[MAX_CLASSES];
   slab_t *slabs;
@@ -70,32 +72,46 @@ static void backend_free(kio_pinned_pool *p, void *b) {
   p->st.driver_free_s += kio_now_s() - t0;
 }
 
+/* An unused entry of the slab table: its index, or -1. */
+static int new_slab_index(kio_pinned_pool *p) {
+  for (int i = 0; i < p->nslabs; i++)
+    if (!p->slabs[i].base) return i;
+  if (p->nslabs == p->cap_slabs) {
+    int nc = p->cap_slabs ? 2 * p->cap_slabs : 8;
+    slab_t *s = realloc(p->slabs, (size_t)nc * sizeof *s);
+    if (!s) return -1;
+    p->slabs = s;
+    p->cap_slabs = nc;
+  }
+  p->slabs[p->nslabs].base = NULL;
+  return p->nslabs++;
+}
+
 /* Room for size bytes in a slab (a new one if none has it): its index and
  * offset, or -1. */
 static int carve(kio_pinned_pool *p, size_t size, size_t *off) {
-  int empty = -1;
+  int empty = -1, fresh = -1;
   for (int i = 0; i < p->nslabs; i++) {
     if (!p->slabs[i].base) {
       if (empty < 0) empty = i;
       continue;
     }
-    if (p->slabs[i].size - p->slabs[i].used >= size) {
-      *off = p->slabs[i].used;
-      p->slabs[i].used += size;
-      return i;
+    if (p->slabs[i].size - p->slabs[i].used < size) continue;
+    if (p->slabs[i].used == 0) {  /* untouched slabs last: a large block may want one */
+      if (fresh < 0) fresh = i;
+      continue;
     }
+    *off = p->slabs[i].used;
+    p->slabs[i].used += size;
+    return i;
   }
-  if (empty < 0) {
-    if (p->nslabs == p->cap_slabs) {
-      int nc = p->cap_slabs ? 2 * p->cap_slabs : 8;
-      slab_t *s = realloc(p->slabs, (size_t)nc * sizeof *s);
-      if (!s) return -1;
-      p->slabs = s;
-      p->cap_slabs = nc;
-    }
-    empty = p->nslabs++;
-    p->slabs[empty].base = NULL;
+  if (fresh >= 0) {
+    *off = 0;
+    p->slabs[fresh].used = size;
+    return fresh;
   }
+  if (empty < 0) empty = new_slab_index(p);
+  if (empty < 0) return -1;
   size_t ssize = p->next_slab >= size ? p->next_slab : size;
   char *b = backend_alloc(p, ssize);
   if (!b) return -1;
@@ -108,6 +124,26 @@ static int carve(kio_pinned_pool *p, size_t size, size_t *off) {
 }
 
 static void *large_alloc(kio_pinned_pool *p, size_t need) {
+  /* an empty slab (one pinned ahead, kio_pinned_grow) holds it whole */
+  int whole = -1;
+  for (int i = 0; i < p->nslabs; i++) {
+    const slab_t *sl = &p->slabs[i];
+    if (sl->base && sl->used == 0 && sl->live == 0 && sl->size >= need &&
+        (whole < 0 || sl->size < p->slabs[whole].size))
+      whole = i;
+  }
+  if (whole >= 0) {
+    slab_t *sl = &p->slabs[whole];
+    blk *b = (blk *)(void *)sl->base;
+    sl->used = sl->size;
+    sl->live = 1;
+    b->magic = MAGIC;
+    b->size = sl->size;
+    b->cls = CLS_SLAB;
+    b->slab = whole;
+    p->st.in_use += b->size;
+    return (char *)b + HDR;
+  }
   int best = -1;
   for (int i = 0; i < p->ncache; i++)
     if (p->cache[i]->size >= need && p->cache[i]->size <= 2 * need &&
@@ -126,8 +162,9 @@ static void *large_alloc(kio_pinned_pool *p, size_t need) {
     b->size = size;
   }
   b->magic = MAGIC;
-  b->cls = -1;
+  b->cls = CLS_DRIVER;
   b->slab = -1;
+  p->st.large_allocs += best < 0;
   p->st.in_use += b->size;
   return (char *)b + HDR;
 }
@@ -184,6 +221,9 @@ void kio_pinned_release(kio_pinned_pool *p, void *ptr) {
     b->next = p->free_list[b->cls];
     p->free_list[b->cls] = b;
     p->slabs[b->slab].live--;
+  } else if (b->cls == CLS_SLAB) {
+    p->slabs[b->slab].live = 0;
+    p->slabs[b->slab].used = 0;
   } else if (p->ncache < CACHE_N && p->st.cached + b->size <= p->cache_limit) {
     p->cache[p->ncache++] = b;
     p->st.cached += b->size;
@@ -199,8 +239,10 @@ void kio_pinned_trim(kio_pinned_pool *p) {
   for (int i = 0; i < p->ncache; i++) backend_free(p, p->cache[i]);
   p->ncache = 0;
   p->st.cached = 0;
+  /* the smaller (first) slabs go first; the reserve's bytes stay */
   for (int si = 0; si < p->nslabs; si++) {
     if (!p->slabs[si].base || p->slabs[si].live) continue;
+    if (p->st.slab_bytes - p->slabs[si].size < p->reserve) continue;
     for (int c = 0; c < MAX_CLASSES; c++) {  /* its blocks off the free lists */
       blk **link = &p->free_list[c];
       while (*link) {
@@ -215,6 +257,41 @@ void kio_pinned_trim(kio_pinned_pool *p) {
     p->st.slabs--;
   }
   pthread_mutex_unlock(&p->mu);
+}
+
+void kio_pinned_set_reserve(kio_pinned_pool *p, size_t bytes) {
+  if (!p) return;
+  pthread_mutex_lock(&p->mu);
+  p->reserve = bytes;
+  p->st.reserve = bytes;
+  pthread_mutex_unlock(&p->mu);
+}
+
+int kio_pinned_grow(kio_pinned_pool *p) {
+  if (!p) return 0;
+  pthread_mutex_lock(&p->mu);
+  int due = p->st.slab_bytes < p->reserve;
+  pthread_mutex_unlock(&p->mu);
+  if (!due) return 0;
+  /* outside the lock: the others' blocks from the free lists meanwhile */
+  double t0 = kio_now_s();
+  char *b = p->be.alloc(p->slab);
+  double dt = kio_now_s() - t0;
+  pthread_mutex_lock(&p->mu);
+  p->st.driver_allocs++;
+  p->st.driver_alloc_s += dt;
+  p->st.ahead_allocs++;
+  int si = b ? new_slab_index(p) : -1;
+  if (si >= 0) {
+    p->slabs[si] = (slab_t){b, p->slab, 0, 0};
+    p->st.slab_bytes += p->slab;
+    p->st.slabs++;
+  } else {
+    p->reserve = p->st.reserve = p->st.slab_bytes;  /* no more tries */
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (si < 0 && b) backend_free(p, b);
+  return si >= 0 ? 1 : -1;
 }
 
 void kio_pinned_get_stats(kio_pinned_pool *p, kio_pinned_stats *out) {

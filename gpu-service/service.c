@@ -418,10 +418,12 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
     int64_t pl_alloc, pl_free;
     double pl_alloc_s, pl_free_s;
     kio_cuda_host_stats(&pl_alloc, &pl_alloc_s, &pl_free, &pl_free_s);
+    char pool[240];
+    kio_cuda_host_describe(pool, sizeof pool);
     KIO_LOG("align connection (device %d): while connected, the service's page-locked "
-            "allocations %lld (%.3f s), frees %lld (%.3f s)", d,
+            "allocations %lld (%.3f s), frees %lld (%.3f s); now %s", d,
             (long long)(pl_alloc - pl_alloc0), pl_alloc_s - pl_alloc_s0,
-            (long long)(pl_free - pl_free0), pl_free_s - pl_free_s0);
+            (long long)(pl_free - pl_free0), pl_free_s - pl_free_s0, pool);
   }
   galign_serve_free(sv2);
   galign_serve_free(sv);

@@ -122,6 +122,10 @@ extern "C" {
   X(DEV_HOST_CACHE_MB, "KALDI_GPU_DEV_HOST_CACHE_MB", NULL, DEV,                           \
     "MiB of freed large (over 32 MiB) page-locked host blocks kept for reuse (default "   \
     "4096)")                                                                                \
+  X(DEV_HOST_RESERVE_MB, "KALDI_GPU_DEV_HOST_RESERVE_MB", NULL, DEV,                       \
+    "MiB of page-locked host memory the GPU service pins ahead while its devices are "    \
+    "idle and keeps while it runs (default 2048, at most a sixteenth of the host's "      \
+    "memory; 0: pin only on demand)")                                                     \
   X(DEV_SERVICE_INFLIGHT, "KALDI_GPU_DEV_SERVICE_INFLIGHT", NULL, DEV,                     \
     "Alignment requests a job keeps unanswered on a GPU service connection, 1 to 3 "      \
     "(default 2: the next batch sent ahead; 1: one at a time)")                           \

@@ -362,6 +362,8 @@ void kio_cuda_host_stats(int64_t *allocs, double *alloc_s, int64_t *frees, doubl
   *allocs = *frees = 0;
   *alloc_s = *free_s = 0;
 }
+int kio_cuda_host_grow(int device) { (void)device; return 0; }
+void kio_cuda_host_describe(char *buf, size_t n) { snprintf(buf, n, "no page-locked pool"); }
 int kio_cuda_device_count(void) { return emu_devices(); }
 /* The GPU service's broken context (gpu-service/fault-cuda.cu's trapping
  * kernel): marked here, reported by the health check. */

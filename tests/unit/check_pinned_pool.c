@@ -3,7 +3,9 @@
  * their bytes, freed blocks are reused without the backend, growing
  * buffers cost a few slab allocations (not one each), large blocks are the
  * backend's own and cached within the limit, a trim gives back only the
- * cache and the slabs with nothing in use, threads share one pool. */
+ * cache and the slabs with nothing in use, threads share one pool; slabs
+ * pinned ahead up to the reserve serve later blocks (large ones whole)
+ * without the backend and stay through trims. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -148,6 +150,90 @@ static void *churn(void *arg) {
   return NULL;
 }
 
+/* The reserve: slabs pinned ahead one call at a time, then blocks (a large
+ * one whole in an empty slab) without the backend; a trim keeps the
+ * reserve's slabs and gives back the rest. */
+START_TEST(reserve_pinned_ahead) {
+  kio_pinned_pool *p = new_pool(16 * MIB, 0);
+  kio_pinned_set_reserve(p, 40 * MIB);
+  int grown = 0, r;
+  while ((r = kio_pinned_grow(p)) == 1) grown++;
+  ck_assert_int_eq(r, 0);
+  ck_assert_int_eq(grown, 3);  /* 48 MiB of 16 MiB slabs */
+  ck_assert_int_eq(n_alloc, 3);
+  kio_pinned_stats st;
+  kio_pinned_get_stats(p, &st);
+  ck_assert_int_eq(st.ahead_allocs, 3);
+  ck_assert_uint_eq(st.slab_bytes, 48 * MIB);
+  /* a large block (over a quarter of a slab) takes an empty slab whole */
+  unsigned char *big = kio_pinned_alloc(p, 10 * MIB);
+  ck_assert_ptr_nonnull(big);
+  memset(big, 0xab, 10 * MIB);
+  /* small ones share another slab */
+  unsigned char *s1 = kio_pinned_alloc(p, 1 * MIB), *s2 = kio_pinned_alloc(p, 2 * MIB);
+  ck_assert_ptr_nonnull(s1);
+  ck_assert_ptr_nonnull(s2);
+  memset(s1, 1, 1 * MIB);
+  memset(s2, 2, 2 * MIB);
+  /* one empty slab left: a second large block takes it */
+  unsigned char *big2 = kio_pinned_alloc(p, 12 * MIB);
+  ck_assert_ptr_nonnull(big2);
+  memset(big2, 0xcd, 12 * MIB);
+  ck_assert_int_eq(n_alloc, 3);
+  for (size_t k = 0; k < 10 * MIB; k += 4099) ck_assert_uint_eq(big[k], 0xab);
+  ck_assert_uint_eq(s1[MIB - 1], 1);
+  ck_assert_uint_eq(s2[0], 2);
+  /* no empty slab now: the third large block is the backend's */
+  void *big3 = kio_pinned_alloc(p, 9 * MIB);
+  ck_assert_ptr_nonnull(big3);
+  ck_assert_int_eq(n_alloc, 4);
+  kio_pinned_get_stats(p, &st);
+  ck_assert_int_eq(st.large_allocs, 1);
+  kio_pinned_release(p, big3);  /* cache limit 0: straight back */
+  ck_assert_int_eq(n_free, 1);
+  /* a released whole-slab block leaves its slab empty for the next one */
+  kio_pinned_release(p, big);
+  void *again = kio_pinned_alloc(p, 16 * MIB - 64);
+  ck_assert_ptr_nonnull(again);
+  ck_assert_int_eq(n_alloc, 4);
+  kio_pinned_release(p, again);
+  kio_pinned_release(p, big2);
+  kio_pinned_release(p, s1);
+  kio_pinned_release(p, s2);
+  /* a trim keeps 40 MiB: all three 16 MiB slabs stay (two would be less) */
+  kio_pinned_trim(p);
+  kio_pinned_get_stats(p, &st);
+  ck_assert_uint_eq(st.slab_bytes, 48 * MIB);
+  ck_assert_int_eq(n_free, 1);
+  /* a lower reserve: the trim gives back what is above it */
+  kio_pinned_set_reserve(p, 16 * MIB);
+  kio_pinned_trim(p);
+  kio_pinned_get_stats(p, &st);
+  ck_assert_uint_eq(st.slab_bytes, 16 * MIB);
+  ck_assert_int_eq(n_free, 3);
+  ck_assert_int_eq(kio_pinned_grow(p), 0);
+  kio_pinned_pool_free(p);
+}
+END_TEST
+
+static void *failing_alloc(size_t n) { (void)n; return NULL; }
+
+/* A backend that cannot pin: grow says so once and stops asking. */
+START_TEST(reserve_backend_fails) {
+  kio_pinned_pool *p = kio_pinned_pool_new((kio_pinned_backend){failing_alloc, counting_free},
+                                           16 * MIB, 0);
+  ck_assert_ptr_nonnull(p);
+  kio_pinned_set_reserve(p, 64 * MIB);
+  ck_assert_int_eq(kio_pinned_grow(p), -1);
+  ck_assert_int_eq(kio_pinned_grow(p), 0);
+  kio_pinned_stats st;
+  kio_pinned_get_stats(p, &st);
+  ck_assert_uint_eq(st.reserve, 0);
+  kio_pinned_pool_free(p);
+}
+END_TEST
+
+
 START_TEST(threads_share) {
   kio_pinned_pool *p = new_pool(8 * MIB, 0);
   pthread_t t[8];
@@ -180,6 +266,8 @@ int main(void) {
   tcase_add_test(tc, blocks_apart_and_reused);
   tcase_add_test(tc, growing_buffers);
   tcase_add_test(tc, large_blocks_cached);
+  tcase_add_test(tc, reserve_pinned_ahead);
+  tcase_add_test(tc, reserve_backend_fails);
   tcase_add_test(tc, threads_share);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
