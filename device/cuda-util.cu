@@ -448,7 +448,7 @@ extern "C" int kio_cuda_host_grow(int device) {
     reserve_set = 1;
     long long phys = (long long)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
     long long cap = phys > 0 ? (phys / 16) >> 20 : 0;
-    long long mb = kio_setting_int(KIO_SET_DEV_HOST_RESERVE_MB, 2048 < cap ? 2048 : cap, 0,
+    long long mb = kio_setting_int(KIO_SET_DEV_HOST_RESERVE_MB, 4096 < cap ? 4096 : cap, 0,
                                    cap > 0 ? cap : 0);
     kio_pinned_set_reserve(host_pool, (size_t)mb << 20);
   }

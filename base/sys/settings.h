@@ -124,7 +124,7 @@ extern "C" {
     "4096)")                                                                                \
   X(DEV_HOST_RESERVE_MB, "KALDI_GPU_DEV_HOST_RESERVE_MB", NULL, DEV,                       \
     "MiB of page-locked host memory the GPU service pins ahead while its devices are "    \
-    "idle and keeps while it runs (default 2048, at most a sixteenth of the host's "      \
+    "idle and keeps while it runs (default 4096, at most a sixteenth of the host's "      \
     "memory; 0: pin only on demand)")                                                     \
   X(DEV_SERVICE_INFLIGHT, "KALDI_GPU_DEV_SERVICE_INFLIGHT", NULL, DEV,                     \
     "Alignment requests a job keeps unanswered on a GPU service connection, 1 to 3 "      \
