@@ -66,6 +66,9 @@ typedef struct conn {
                             go out */
   double beat;           /* seconds between heartbeats: a quarter of the job's
                             timeout, at most 1 */
+  _Atomic unsigned answers;  /* replies sent; the ticker's last look at them: */
+  unsigned seen_answers;     /* the count and when it changed (-1: stuck) */
+  double seen_at;
 } conn;
 
 static struct {
@@ -83,6 +86,7 @@ static struct {
   int device_ok;
   char desc[200];        /* the device, or why it is not usable */
   double stall_s;        /* a job's silence allowed inside a message */
+  double stuck_s;        /* a busy connection's silence before its heartbeats stop */
   _Atomic int broken;    /* a device context broke: restart */
   char broken_why[240];
   int batches;           /* tests: batches begun, all connections */
@@ -260,6 +264,7 @@ static int next_request(conn *c, uint32_t expect, uint32_t *type, kio_msg_reader
 
 static int reply(conn *c, uint32_t type, kio_msg *m) {
   int rc = kio_svc_send(c->s, type, m);
+  c->answers++;
   if (c->busy > 0) c->busy--;
   return rc;
 }
@@ -329,6 +334,7 @@ static void serve_align(conn *c, kio_msg *m, model_entry *e, const galign_opts *
                       : gsvc_fuse(&f, d, e->id, &e->tm, &e->am, g.use_cpu, why, sizeof why);
       gsvc_reader_answering(rdr);
       int src = send_ready(s, m, frc, frc == KIO_OK ? g.dev_desc[d] : why[0] ? why : "fused already");
+      c->answers++;
       if (c->busy > 0) c->busy--;
       gsvc_reader_done(rdr, q);
       if (src != KIO_OK) break;
@@ -600,8 +606,24 @@ static void *ticker_main(void *arg) {
   for (;;) {
     sleep_s(0.05);
     pthread_mutex_lock(&g.mu);
-    for (conn *c = g.conns; c; c = c->next)
-      if (c->busy && kio_svc_quiet_for(c->s) >= c->beat) kio_svc_heartbeat(c->s);
+    const double now = kio_now_s();
+    for (conn *c = g.conns; c; c = c->next) {
+      /* A connection that answers nothing for stuck_s gets no more
+       * heartbeats: a wedged thread must not keep its job waiting for ever
+       * (the job gives up after its timeout and goes on by itself). */
+      unsigned a = c->answers;
+      if (!c->busy || a != c->seen_answers || c->seen_at == 0) {
+        c->seen_answers = a;
+        c->seen_at = now;
+      }
+      if (c->busy && g.stuck_s > 0 && now - c->seen_at > g.stuck_s) {
+        if (c->seen_at > 0)
+          KIO_WARN("A connection answered nothing for %.0f s: no more heartbeats", g.stuck_s);
+        c->seen_at = -1;
+        continue;
+      }
+      if (c->busy && c->seen_at > 0 && kio_svc_quiet_for(c->s) >= c->beat) kio_svc_heartbeat(c->s);
+    }
     pthread_mutex_unlock(&g.mu);
   }
   return NULL;
@@ -683,6 +705,7 @@ int gsvc_serve(const gsvc_config *cfg) {
   g.drop_after = cfg->drop_after;
   g.verbose = cfg->verbose;
   g.stall_s = cfg->stall_s > 0 ? cfg->stall_s : 30;
+  g.stuck_s = (double)kio_setting_int(KIO_SET_DEV_SERVICE_STUCK_S, 180, 0, 1 << 30);
   g.break_after = cfg->break_after;
   g.stop_after = cfg->stop_after;
   g.slow_s = cfg->slow_s;

@@ -126,6 +126,10 @@ extern "C" {
     "MiB of page-locked host memory the GPU service pins ahead while its devices are "    \
     "idle and keeps while it runs (default 4096, at most a sixteenth of the host's "      \
     "memory; 0: pin only on demand)")                                                     \
+  X(DEV_SERVICE_STUCK_S, "KALDI_GPU_DEV_SERVICE_STUCK_S", NULL, DEV,                       \
+    "Seconds a GPU service connection may work on requests without answering any before " \
+    "its heartbeats stop, so that its job gives up on it after its timeout and goes on "  \
+    "by itself (default 180; 0: no limit)")                                               \
   X(DEV_SERVICE_INFLIGHT, "KALDI_GPU_DEV_SERVICE_INFLIGHT", NULL, DEV,                     \
     "Alignment requests a job keeps unanswered on a GPU service connection, 1 to 3 "      \
     "(default 2: the next batch sent ahead; 1: one at a time)")                           \

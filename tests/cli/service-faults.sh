@@ -6,7 +6,7 @@
 # outputs of an undisturbed run, after a bounded wait. Checked:
 #   A. a lost service during accumulation: the statistics are Kaldi's;
 #   B. a stopped service: the jobs give up after KALDI_GPU_SERVICE_TIMEOUT;
-#      a slow one (heartbeats) is waited for;
+#      a slow one (heartbeats) is waited for, a wedged connection is not;
 #   C. a broken device context: the job goes on by itself, the service
 #      exits, the next job gets a fresh one;
 #   D. a service that never starts: the jobs wait side by side, bounded,
@@ -149,6 +149,18 @@ KALDI_GPU_SERVICE_TIMEOUT=2 KALDI_GPU_TEST_SERVICE_SLOW=3 align slow
 same_align slow
 grep -q 'GPU service not usable' "$tmp/slow.log" && fail "slow: the job gave up on a working service"
 grep -q 'through the GPU service' "$tmp/slow.log" || fail "slow: the service was not used"
+stop_service
+# A wedged connection (its batch never ends) does not keep its job: the
+# heartbeats stop after KALDI_GPU_DEV_SERVICE_STUCK_S, the job gives up
+# after its timeout and aligns by itself.
+t0=$(now)
+KALDI_GPU_SERVICE_TIMEOUT=1 KALDI_GPU_DEV_SERVICE_STUCK_S=2 KALDI_GPU_TEST_SERVICE_SLOW=120 align stuck
+t=$(took "$t0")
+same_align stuck
+said stuck 'no sign of life from the GPU service for 1 s'
+under "$t" 20 || fail "wedged connection: the job took $t s (no answer for 2 s, timeout 1 s)"
+grep -q 'answered nothing for 2 s' "$KALDI_GPU_SERVICE_DIR"/service*.log ||
+  fail "wedged connection: the service did not say so"
 stop_service
 
 # C. A broken device context: the batch comes back failed, the job aligns
