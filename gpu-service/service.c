@@ -33,6 +33,7 @@
 #include "gpu-service/svc-acc.h"
 #include "gpu-service/svc-align.h"
 #include "gpu-service/svc-fused.h"
+#include "gpu-service/svc-models.h"
 #include "gpu-service/svc-reader.h"
 #include "base/sys/log.h"
 #include "device/svc-link.h"
@@ -42,19 +43,7 @@
 #include "gpu-align/gpu-align.h"
 #include "base/sys/settings.h"
 
-/* A model, by its exact bytes (a job's model file, or a pipe such as
- * gmm-boost-silence's output, serialised by the job). */
-typedef struct model_entry {
-  struct model_entry *next;
-  char *bytes;
-  size_t len;
-  kio_tmodel tm;
-  kio_am_gmm am;
-  int refs;           /* connections using it */
-  double last_used;
-  uint64_t id;        /* unique in the service: what a pooled aligner or
-                         accumulator last held */
-} model_entry;
+typedef gsvc_model model_entry;
 
 enum { MAX_DEV = 16 };
 
@@ -73,7 +62,6 @@ typedef struct conn {
 
 static struct {
   pthread_mutex_t mu;
-  model_entry *models;
   conn *conns;
   int active;            /* connections being served */
   int ndev;              /* devices served (CUDA ordinals in dev_id) */
@@ -161,63 +149,6 @@ static void on_signal(int sig) {
 
 /* ---------------- models and pools ---------------- */
 
-static void entry_free(model_entry *e) {
-  kio_tmodel_free(&e->tm);
-  kio_am_gmm_free(&e->am);
-  free(e->bytes);
-  free(e);
-}
-
-/* The entry of these bytes with a reference taken, or NULL; under g.mu. */
-static model_entry *model_find(const void *bytes, size_t len) {
-  for (model_entry *e = g.models; e; e = e->next)
-    if (e->len == len && !memcmp(e->bytes, bytes, len)) {
-      e->refs++;
-      return e;
-    }
-  return NULL;
-}
-
-/* The entry for these bytes (parsed on first use), with a reference taken.
- * The jobs of an iteration come at once: a twin parsed meanwhile is
- * dropped, so that they share one entry (and its pools). */
-static model_entry *model_get(const void *bytes, size_t len) {
-  pthread_mutex_lock(&g.mu);
-  model_entry *e = model_find(bytes, len), *t;
-  pthread_mutex_unlock(&g.mu);
-  if (e) return e;
-  e = calloc(1, sizeof *e);
-  if (!e || !(e->bytes = malloc(len ? len : 1))) {
-    free(e);
-    return NULL;
-  }
-  memcpy(e->bytes, bytes, len);
-  e->len = len;
-  static _Atomic uint64_t next_id = 1;
-  e->id = next_id++;
-  if (kio_model_from_bytes(bytes, len, &e->tm, &e->am) != KIO_OK) {
-    free(e->bytes);
-    free(e);
-    return NULL;
-  }
-  e->refs = 1;
-  pthread_mutex_lock(&g.mu);
-  if (!(t = model_find(bytes, len))) {
-    e->next = g.models;
-    g.models = e;
-  }
-  pthread_mutex_unlock(&g.mu);
-  if (t) entry_free(e);
-  return t ? t : e;
-}
-
-static void model_put(model_entry *e) {
-  pthread_mutex_lock(&g.mu);
-  e->refs--;
-  e->last_used = kio_now_s();
-  pthread_mutex_unlock(&g.mu);
-}
-
 /* Frees models, aligners and accumulators unused for idle_s (negative:
  * all). */
 static void evict(double idle_s) {
@@ -225,18 +156,7 @@ static void evict(double idle_s) {
   if (n && g.verbose) KIO_LOG("%d idle aligner(s) freed", n);
   n = gsvc_acc_shed(-1, idle_s);
   if (n && g.verbose) KIO_LOG("%d idle accumulator(s) freed", n);
-  pthread_mutex_lock(&g.mu);
-  double t = kio_now_s();
-  for (model_entry **pp = &g.models; *pp;) {
-    model_entry *e = *pp;
-    if (e->refs == 0 && t - e->last_used > idle_s) {
-      *pp = e->next;
-      entry_free(e);
-    } else {
-      pp = &e->next;
-    }
-  }
-  pthread_mutex_unlock(&g.mu);
+  gsvc_model_evict(idle_s);
 }
 
 /* ---------------- one connection ---------------- */
@@ -544,7 +464,7 @@ static void *conn_main(void *arg) {
   }
   kio_log_deferred *lines = NULL;
   kio_log_defer(&lines);
-  model_entry *e = model_get(model, len);
+  model_entry *e = gsvc_model_get(model, len);
   kio_log_defer(NULL);
   kio_log_discard(&lines);
   if (!e) {
@@ -565,7 +485,7 @@ static void *conn_main(void *arg) {
     serve_acc(c, &m, e, d);
   }
   gsvc_mem_leave(d);
-  model_put(e);
+  gsvc_model_put(e);
 out:
   kio_msg_free(&m);
   pthread_mutex_lock(&g.mu);
