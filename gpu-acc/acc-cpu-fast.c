@@ -23,12 +23,15 @@
 
 static int g_simd = -1;
 
+/* Decided once; threads that race to decide write the same answer. */
 static int use_simd(void) {
-  if (g_simd >= 0) return g_simd;
+  int v = __atomic_load_n(&g_simd, __ATOMIC_RELAXED);
+  if (v >= 0) return v;
   __builtin_cpu_init();
-  g_simd = !kio_setting_flag(KIO_SET_DEV_NO_SIMD, 0) && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma");
-  return g_simd;
+  v = !kio_setting_flag(KIO_SET_DEV_NO_SIMD, 0) && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma");
+  __atomic_store_n(&g_simd, v, __ATOMIC_RELAXED);
+  return v;
 }
 
 /* ---------------- scalar ---------------- */

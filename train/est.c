@@ -515,6 +515,15 @@ void trn_est_trace_free(trn_est_trace *t) {
   memset(t, 0, sizeof *t);
 }
 
+static int g_threads;  /* trn_est_set_threads; 0: the process's share */
+
+void trn_est_set_threads(int n) { __atomic_store_n(&g_threads, n > 0 ? n : 0, __ATOMIC_RELAXED); }
+
+int trn_est_threads(int max_threads) {
+  int n = __atomic_load_n(&g_threads, __ATOMIC_RELAXED);
+  return n > 0 ? n : kio_cpu_share(max_threads);
+}
+
 /* ---- MleAmDiagGmmUpdate's pdfs on several threads ----
  * Each pdf's update reads only its own statistics and GMM, so pdfs run on
  * this process's CPU share of threads with the serial bits; each pdf's
@@ -571,7 +580,7 @@ static int update_pdfs(const trn_est_opts *o, const gacc_stats *s, kio_am_gmm *a
                        trn_est_trace *trace, int32_t maxM, gmm_result *res) {
   int32_t P = am->num_pdfs;
   /* a thread per ~2000 Gaussians at most: small models stay on this one */
-  int threads = kio_cpu_share((s->num_gauss / 2000) + 1);
+  int threads = trn_est_threads((s->num_gauss / 2000) + 1);
   if (threads > (P + PDF_CHUNK - 1) / PDF_CHUNK) threads = (P + PDF_CHUNK - 1) / PDF_CHUNK;
   if (threads < 1) threads = 1;
   pdf_job j = { .o = o, .s = s, .am = am, .trace = trace, .res = res, .maxM = maxM,
@@ -642,6 +651,7 @@ int trn_est_update_traced(const trn_est_opts *o, const gacc_stats *s, kio_tmodel
     if (M > maxM) maxM = M;
   }
   char a[32], b[32];
+  double t0 = kio_now_s();
   if (o->update_flags & TRN_FLAG_TRANS) {
     if (transition_update(o, s, tm, &r->trans_objf_impr, &r->trans_count) != KIO_OK)
       return KIO_ERR;
@@ -666,6 +676,8 @@ int trn_est_update_traced(const trn_est_opts *o, const gacc_stats *s, kio_tmodel
   }
   int32_t elems_floored = 0, gauss_floored = 0, gauss_removed = 0;
   float tot_obj = 0.0f, tot_count = 0.0f;
+  double t1 = kio_now_s();
+  r->secs_trans = t1 - t0;
   if (rc == KIO_OK) rc = update_pdfs(o, s, am, trace, maxM, res);
   for (int32_t p = 0; p < am->num_pdfs && rc == KIO_OK; p++) {  /* Kaldi's order */
     tot_obj += res[p].obj_change;
@@ -686,6 +698,8 @@ int trn_est_update_traced(const trn_est_opts *o, const gacc_stats *s, kio_tmodel
     KIO_KALDI(EST_GMM_LIKE, kio_fmt_g(a, r->tot_like / r->tot_t), kio_fmt_g(b, r->tot_t));
     r->gauss_before_split = r->gauss_after = ng;
   }
+  double t2 = kio_now_s(), t3 = t2;
+  r->secs_pdfs = t2 - t1;
   int want_occs = occs_wx && *occs_wx;
   if (rc == KIO_OK && (o->mix_up != 0 || want_occs)) {
     for (int32_t p = 0; p < am->num_pdfs; p++) {
@@ -694,7 +708,10 @@ int trn_est_update_traced(const trn_est_opts *o, const gacc_stats *s, kio_tmodel
     if (o->mix_up != 0)
       rc = split_by_count(am, pdf_occs, o->mix_up, o->perturb_factor, o->power, o->min_count,
                           trace);
+    t3 = kio_now_s();
+    r->secs_mixup = t3 - t2;
     if (rc == KIO_OK && want_occs) rc = write_occs(occs_wx, pdf_occs, am->num_pdfs);
+    r->secs_occs = kio_now_s() - t3;
     int32_t ng = 0;
     for (int32_t p = 0; p < am->num_pdfs; p++) ng += am->pdfs[p].num_comp;
     r->gauss_after = ng;

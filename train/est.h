@@ -60,6 +60,7 @@ typedef struct {
   float gmm_objf_impr, gmm_count;
   float tot_like, tot_t;           /* avg like per frame = tot_like / tot_t */
   int32_t gauss_before_split, gauss_after;
+  double secs_trans, secs_pdfs, secs_mixup, secs_occs;  /* where the time went */
 } trn_est_report;
 
 /* gmm-est on a model in memory: transition update (flag t), GMM update,
@@ -86,6 +87,13 @@ void trn_est_trace_free(trn_est_trace *t);
 /* AmDiagGmm::SplitByCount (exposed for tests): pdf_occs per pdf. */
 int trn_est_split_by_count(kio_am_gmm *am, const float *pdf_occs, int32_t target,
                         float perturb_factor, float power, float min_count);
+
+/* Threads of the estimation's parallel parts (the pdfs' updates, the
+ * jobs' sum in trn_est_sum_jobs): trn_est_threads(max) is n if set (tests:
+ * the same bits whatever n), else this process's CPU share, at most max.
+ * n <= 0: the default again. */
+void trn_est_set_threads(int n);
+int trn_est_threads(int max_threads);
 
 /* cblas_sdot as Kaldi's OpenBLAS computes it (for the objective lines). */
 float trn_est_sdot(int n, const float *x, const float *y);

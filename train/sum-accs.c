@@ -439,6 +439,40 @@ static int glob_cmp(const void *a, const void *b) {
   return strcmp(x, y);
 }
 
+/* The jobs' means and variances summed over slices of the elements taken
+ * by threads; each job's file holds floats, the sum starts from 0.0 as
+ * Kaldi's. */
+enum { SUM_SLICE = 8192 };
+typedef struct {
+  gacc_stats *const *jobs;
+  const int *order;
+  int n;
+  gacc_stats *out;
+  size_t len, next;
+  pthread_mutex_t mu;
+} job_sum;
+
+static void *job_sum_worker(void *arg) {
+  job_sum *js = arg;
+  for (;;) {
+    pthread_mutex_lock(&js->mu);
+    size_t a = js->next;
+    js->next = a + SUM_SLICE < js->len ? a + SUM_SLICE : js->len;
+    size_t b = js->next;
+    pthread_mutex_unlock(&js->mu);
+    if (a >= b) break;
+    double *m = js->out->mean_acc, *v = js->out->var_acc;
+    for (int k = 0; k < js->n; k++) {
+      const gacc_stats *s = js->jobs[js->order[k] - 1];
+      for (size_t i = a; i < b; i++) {
+        m[i] += (double)(float)s->mean_acc[i];
+        v[i] += (double)(float)s->var_acc[i];
+      }
+    }
+  }
+  return NULL;
+}
+
 int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_lines) {
   int *order = malloc(sizeof(int) * (size_t)(nj > 0 ? nj : 1));
   if (!order) { KIO_ERROR("out of memory"); return KIO_ERR; }
@@ -481,16 +515,26 @@ int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_l
                 (int)f->num_pdfs, (int)s->num_pdfs);
       return KIO_ERR;
     }
+  }
+  for (int k = 0; k < n; k++) {
+    const gacc_stats *s = jobs[order[k] - 1];
     for (int32_t t = 0; t <= s->num_tids; t++) out->tacc[t] += s->tacc[t];
-    /* Each job's file holds floats; the sum starts from 0.0 as Kaldi's. */
     for (size_t g = 0; g < G; g++) out->occ[g] += (double)(float)s->occ[g];
-    for (size_t i = 0; i < G * D; i++) {
-      out->mean_acc[i] += (double)(float)s->mean_acc[i];
-      out->var_acc[i] += (double)(float)s->var_acc[i];
-    }
     out->total_like += s->total_like;
     out->total_frames += s->total_frames;
   }
+  /* The means and variances, by far the most, on threads over slices of
+   * the elements: each element still gets the jobs in glob order. */
+  job_sum js = { jobs, order, n, out, G * D, 0, PTHREAD_MUTEX_INITIALIZER };
+  int threads = trn_est_threads((int)(G * D / SUM_SLICE) + 1);
+  pthread_t *th = threads > 1 ? malloc(sizeof *th * (size_t)threads) : NULL;
+  int started = 0;
+  while (th && started < threads - 1 &&
+         pthread_create(&th[started], NULL, job_sum_worker, &js) == 0)
+    started++;
+  job_sum_worker(&js);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  free(th);
   /* gmm-sum-accs' lines come from the double sums; the sum is written
    * (float) and read back by gmm-est. */
   if (log_lines) trn_sum_accs_log(kio_log_thread_program(), n, out, "-");

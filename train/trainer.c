@@ -394,11 +394,20 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
   gacc_stats sum;
   memset(&sum, 0, sizeof sum);
   kio_log_set_thread_program("gmm-sum-accs");
+  double t0 = kio_now_s();
   int rc = trn_est_sum_jobs((gacc_stats *const *)jobs, nj, &sum, 1);
+  double t1 = kio_now_s();
   kio_log_set_thread_program(NULL);
   trn_est_report rep = {0};  /* a failed update leaves last_like 0 */
   if (rc == KIO_OK) rc = trn_est_update_traced(eo, &sum, &t->tm, &t->am, occs, &rep, trace);
+  double t2 = kio_now_s();
   if (rc == KIO_OK) rc = write_model(c->dir, x + 1, &t->tm, &t->am);
+  t->est_sum += t1 - t0;
+  t->est_trans += rep.secs_trans;
+  t->est_pdfs += rep.secs_pdfs;
+  t->est_mixup += rep.secs_mixup;
+  t->est_occs += rep.secs_occs;
+  t->est_write += kio_now_s() - t2;
   if (rc == KIO_OK) {
     char mdl[4096];  /* a longer path could not have been written */
     snprintf(mdl, sizeof mdl, "%s/%d.mdl", c->dir, x + 1);
@@ -571,6 +580,9 @@ int trn_mllt_step(trn_ctx *t, int x) {
 
 static int full_iteration(trn_ctx *t, int x) {
   const trn_cfg *c = t->c;
+  /* the graphs compiled beside the iterations before this one (the wait:
+   * the Graphs: line) */
+  if (t->realign[x] && trn_graphs_ready(&t->d) != KIO_OK) return KIO_ERR;
   double t0 = kio_now_s();
   if (t->realign[x] && trn_realign_jobs(t, x, x == 1 && c->first_beam > 0 ? c->first_beam
                                                                           : c->align.beam, x) !=
@@ -706,7 +718,11 @@ int trn_run(const trn_cfg *c) {
   if (!mdl || kio_model_read(mdl, &t.tm, &t.am) != KIO_OK) { free(mdl); goto done; }
   free(mdl);
   double ts5 = kio_now_s();
-  if (trn_data_load_rest(&t.d, c, &t.tm) != KIO_OK) goto done;
+  /* the graphs beside the iterations before the first realignment (the
+   * equal-alignment pass and the stochastic mode need them at once) */
+  int beside = c->stoch_batch <= 0.0 && !c->equal_align &&
+               kio_setting_int(KIO_SET_DEV_TRAIN_GRAPHS_BESIDE, 1, 0, 1) != 0;
+  if (trn_data_load_rest(&t.d, c, &t.tm, beside) != KIO_OK) goto done;
   double ts6 = kio_now_s();
   KIO_VLOG(1, "Start-up: %.2f s (the wait aside): features %.2f s, device %.2f s beside them "
            "(waited %.2f s for it), features on the device %.2f s; waiting for the script's "
@@ -723,16 +739,24 @@ int trn_run(const trn_cfg *c) {
     int x = c->equal_align ? 1 : c->start_iter;
     for (; rc == KIO_OK && x < c->num_iters; x++) {
       rc = full_iteration(&t, x);
+      /* graphs that failed beside the iterations stop the run at once */
+      if (rc == KIO_OK && trn_graphs_failed(&t.d)) rc = trn_graphs_ready(&t.d);
       if (rc != KIO_OK) break;
       remove_file(c->dir, "%s/%d.mdl", x);
       remove_file(c->dir, "%s/%d.occs", x);
       if (x <= c->max_iter_inc) t.numgauss += c->inc_gauss;
     }
+    if (rc == KIO_OK) rc = trn_graphs_ready(&t.d);
     if (rc == KIO_OK) rc = finish(&t, c->num_iters);
   }
-  if (rc == KIO_OK)
+  if (rc == KIO_OK) {
     KIO_LOG("Trained in %.1f s (realignment %.1f s, accumulation %.1f s, estimation %.1f s)",
             kio_now_s() - t0, t.time_align, t.time_acc, t.time_est);
+    KIO_VLOG(1, "Estimation, all updates: summing the jobs' statistics %.3f s, transitions "
+             "%.3f s, pdfs %.3f s, mixing up %.3f s, occupancies %.3f s, "
+             "writing the models %.3f s", t.est_sum, t.est_trans, t.est_pdfs,
+             t.est_mixup, t.est_occs, t.est_write);
+  }
   if (rc == KIO_OK) rc = trn_graphs_wait(&t.d);  /* the fsts.JOB.gz writers, done by now */
 done:
   for (int k = 0; k < (int)(sizeof t.accs / sizeof t.accs[0]); k++) gacc_free(t.accs[k]);

@@ -102,8 +102,10 @@ typedef struct {
   int32_t *store_job;
   int32_t n_store;
   int64_t frames;         /* of all utterances */
+  struct trn_graph_bg *gbg; /* the compilation, until trn_graphs_ready (trn-graphs.c) */
   struct trn_graph_out *gw; /* fsts.JOB.gz writers still running (trn-graphs.c) */
   double gw_t0;           /* when the last job's graphs were compiled */
+  int gw_rc;              /* the compilation's and writers' outcome once joined */
   double t_feats;         /* seconds reading the features */
 } trn_data;
 
@@ -111,16 +113,30 @@ typedef struct {
 typedef struct { const trn_data *d; int32_t *idx; } trn_key_index;
 int32_t trn_key_find(const trn_key_index *ki, const char *key); /* -1: none */
 /* Every job's graphs compiled into d (trn-graphs.c); with c->write_graphs
- * also written as fsts.JOB.gz, by threads that go on after the return:
- * trn_graphs_wait waits for them (KIO_ERR if one failed; trn_data_free
- * waits too). */
-int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const trn_key_index *ki);
+ * also written as fsts.JOB.gz by writer threads. trn_graphs_start reads the
+ * tree and lexicon (their errors at once) and compiles the jobs, with
+ * background on a thread of its own at a lower priority
+ * (KALDI_GPU_DEV_TRAIN_GRAPHS_NICE) while the caller goes on: the
+ * iterations before the first realignment need only the alignments.
+ * trn_graphs_ready waits for the compilation and points the utterances at
+ * their graphs (KIO_ERR if it failed: its ERROR already logged);
+ * trn_graphs_failed says, without waiting, whether it has failed. The
+ * writers go on after that: trn_graphs_wait waits for them too (KIO_ERR if
+ * one failed). trn_graphs_abandon (a failing run) stops the compilation at
+ * its next batch and waits; trn_data_free calls it. */
+int trn_graphs_start(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const trn_key_index *ki,
+                     int background);
+int trn_graphs_ready(trn_data *d);
+int trn_graphs_failed(const trn_data *d);
 int trn_graphs_wait(trn_data *d);
+void trn_graphs_abandon(trn_data *d);
 
 /* The resident data in two steps: the features (nothing of the experiment
- * directory needed), then speakers, graphs and alignments with model tm. */
+ * directory needed), then speakers, graphs and alignments with model tm;
+ * with graphs_background the graphs are still compiling on return
+ * (trn_graphs_ready before they are used). */
 int trn_data_load_feats(trn_data *d, const trn_cfg *c);
-int trn_data_load_rest(trn_data *d, const trn_cfg *c, const kio_tmodel *tm);
+int trn_data_load_rest(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, int graphs_background);
 /* Features again (after an MLLT update) from rspec (JOB, ITER replaced). */
 int trn_data_reload_feats(trn_data *d, const char *rspec, int iter);
 /* ali.JOB.gz of every job; with phones (the model's transitions, NULL: not)

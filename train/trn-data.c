@@ -357,7 +357,7 @@ int trn_data_load_feats(trn_data *d, const trn_cfg *c) {
   return KIO_OK;
 }
 
-int trn_data_load_rest(trn_data *d, const trn_cfg *c, const kio_tmodel *tm) {
+int trn_data_load_rest(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, int graphs_background) {
   double t1 = kio_now_s();
   trn_key_index ki = { d, malloc(sizeof(int32_t) * (size_t)(d->n ? d->n : 1)) };
   if (!ki.idx) { KIO_ERROR("out of memory"); return KIO_ERR; }
@@ -365,7 +365,10 @@ int trn_data_load_rest(trn_data *d, const trn_cfg *c, const kio_tmodel *tm) {
   g_sort_d = d;
   qsort(ki.idx, (size_t)d->n, sizeof(int32_t), key_cmp);
   int rc = load_speakers(d, c, &ki);
-  if (rc == KIO_OK) rc = trn_graphs_load(d, c, tm, &ki);
+  /* copies share their originals' graphs: those are needed first */
+  if (c->replicate > 1) graphs_background = 0;
+  if (rc == KIO_OK) rc = trn_graphs_start(d, c, tm, &ki, graphs_background);
+  if (rc == KIO_OK && !graphs_background) rc = trn_graphs_ready(d);
   double t2 = kio_now_s();
   if (rc == KIO_OK && c->ali_in && *c->ali_in) rc = load_ali(d, c->ali_in, &ki);
   free(ki.idx);
@@ -467,7 +470,7 @@ int trn_data_write_ali(const trn_data *d, const char *dir, int text, const kio_t
 }
 
 void trn_data_free(trn_data *d) {
-  trn_graphs_wait(d);
+  trn_graphs_abandon(d);
   for (int32_t i = 0; i < d->n; i++) {
     free(d->u[i].key);
     free(d->u[i].ali);

@@ -251,39 +251,44 @@ static void text_pool_end(text_pool *p) {
   free(p->th);
 }
 
-int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const trn_key_index *ki) {
-  char *tree_path = path2(c->dir, "tree"), *lex = path2(c->lang, "L.fst");
-  char *dis = path2(c->lang, "phones/disambig.int");
+/* The compilation of every job on a thread of its own, beside the
+ * iterations that need only the alignments (trn_graphs_start ..
+ * trn_graphs_ready). It owns a copy of the transition model (the loop
+ * updates the model in place) and of the key index, writes the graphs into
+ * d->graph_store only (got[i]: utterance i's is there) and the main thread
+ * points the utterances at them once the thread is joined. */
+typedef struct trn_graph_bg {
+  trn_data *d;
+  const trn_cfg *c;
+  kio_tmodel tm;
   kio_ctx_dep tree;
-  memset(&tree, 0, sizeof tree);
-  int32_t *disambig = NULL, num_disambig = 0;
-  tgraph_compiler *gc = NULL;
-  int rc = KIO_ERR;
-  tgraph_opts go;
-  tgraph_opts_default(&go);
-  go.transition_scale = 0.0f;  /* compile-train-graphs' defaults */
-  go.self_loop_scale = 0.0f;
-  double t_compile = 0.0, t_loop = kio_now_s();
-  const int writer_nice = (int)kio_setting_int(KIO_SET_DEV_TRAIN_WRITER_NICE, 10, 0, 19);
-  text_pool texts;
-  memset(&texts, 0, sizeof texts);
-  int texts_on = 0;
-  graph_out *outs = calloc((size_t)d->nj, sizeof *outs);
-  if (!outs) { KIO_ERROR("out of memory"); goto done; }
-  if (!tree_path || !lex || !dis || kio_ctx_dep_read(tree_path, &tree) != KIO_OK ||
-      tgraph_read_disambig(dis, KIO_KM_CTG_DISAMBIG, &disambig, &num_disambig) != KIO_OK ||
-      tgraph_create(&gc, tm, &tree, lex, disambig, num_disambig, &go) != KIO_OK)
-    goto done;
-  d->graph_store = calloc((size_t)(d->n ? d->n : 1), sizeof *d->graph_store);
-  if (!d->graph_store) { KIO_ERROR("out of memory"); goto done; }
+  int32_t *disambig, num_disambig;
+  tgraph_compiler *gc;
+  char *tree_path, *lex, *dis;
+  trn_key_index ki;
+  uint8_t *got;
+  graph_out *outs;
+  int nice, writer_nice;
+  pthread_t th;
+  int beside;             /* on a thread of its own (set before it starts) */
+  int threaded;           /* that thread is to be joined */
+  int rc;
+  int done, stop;         /* atomics: the thread has finished; give up */
+  double t0, t1, t_compile, t_texts;
+} graph_bg;
+
+static int compile_jobs(graph_bg *b) {
+  trn_data *d = b->d;
+  const trn_cfg *c = b->c;
+  graph_out *outs = b->outs;
   enum { BATCH = 512 };
   kio_int_vec words[BATCH];
   char *keys[BATCH];
   tgraph_graph out[BATCH];
   memset(words, 0, sizeof words);
   memset(keys, 0, sizeof keys);
-  texts_on = 1;
-  rc = text_pool_start(&texts, c->text_rspec, d->nj, c->threads > 0 ? c->threads : kio_cpu_share(0));
+  text_pool texts;
+  int rc = text_pool_start(&texts, c->text_rspec, d->nj, c->threads > 0 ? c->threads : kio_cpu_share(0));
   for (int j = 0; j < d->nj && rc == KIO_OK; j++) {
     graph_out *go_j = &outs[j];
     char *rs = NULL;
@@ -295,8 +300,8 @@ int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const t
     if (asprintf(&wx, "ark:|gzip -c >%s/fsts.%d.gz", c->dir, j + 1) < 0) wx = NULL;
     if (asprintf(&logp, "%s/log/compile_graphs.%d.log", c->dir, j + 1) < 0) logp = NULL;
     if (wx && asprintf(&cmd, "compile-train-graphs --read-disambig-syms=%s %s %s/%d.mdl %s \"%s\" "
-                       "\"%s\" (in process: gmm-train-gpu)", dis, tree_path, c->dir,
-                       c->equal_align ? 0 : c->start_iter, lex, rs,
+                       "\"%s\" (in process: gmm-train-gpu)", b->dis, b->tree_path, c->dir,
+                       c->equal_align ? 0 : c->start_iter, b->lex, rs,
                        wx) < 0)
       cmd = NULL;
     if (!wx || !logp || !cmd ||
@@ -307,11 +312,12 @@ int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const t
     if (rc == KIO_OK) trn_log_use(go_j->lg);
     if (rc == KIO_OK && c->write_graphs) {  /* the writer opens it on its thread */
       go_j->wx = wx;
-      go_j->nice = writer_nice;
+      go_j->nice = b->writer_nice;
       wx = NULL;
     }
     long num_succeed = 0, num_fail = 0;
     while (rc == KIO_OK && !kio_seq_done(r)) {
+      if (__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) { rc = KIO_ERR; break; }
       int n = 0;
       for (; n < BATCH && !kio_seq_done(r); n++, kio_seq_next(r)) {
         free(keys[n]);
@@ -322,14 +328,14 @@ int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const t
       memset(out, 0, sizeof out);
       int what = TGRAPH_CSR | (go_j->wx ? TGRAPH_BYTES : 0);
       double tc = kio_now_s();
-      if (tgraph_compile(gc, n, words, what, c->threads, out) != KIO_OK) { rc = KIO_ERR; break; }
-      t_compile += kio_now_s() - tc;
+      if (tgraph_compile(b->gc, n, words, what, c->threads, out) != KIO_OK) { rc = KIO_ERR; break; }
+      b->t_compile += kio_now_s() - tc;
       for (int i = 0; i < n; i++) {
-        int32_t ui = trn_key_find(ki, keys[i]);
-        if (ui >= 0 && !d->u[ui].graph) {
+        int32_t ui = trn_key_find(&b->ki, keys[i]);
+        if (ui >= 0 && !b->got[ui]) {
           d->graph_store[ui] = out[i].fst;
           memset(&out[i].fst, 0, sizeof out[i].fst);
-          d->u[ui].graph = &d->graph_store[ui];
+          b->got[ui] = 1;
         }
         if (out[i].empty) {
           KIO_KALDI(CTG_EMPTY_GRAPH, keys[i]);
@@ -351,40 +357,152 @@ int trn_graphs_load(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const t
     free(rs);
   }
   for (int i = 0; i < BATCH; i++) { free(keys[i]); free(words[i].v); }
-done:;
-  if (texts_on) text_pool_end(&texts);
-  if (rc == KIO_OK && outs) {
-    /* the writers go on beside the training (trn_graphs_wait) */
-    d->gw = outs;
-    d->gw_t0 = kio_now_s();
-    KIO_VLOG(1, "Graphs: %.2f s: compiling %.2f s, waiting %.2f s for the transcripts' readers, "
-             "the rest %.2f s (the fsts.JOB.gz writers at niceness +%d)", d->gw_t0 - t_loop,
-             t_compile, texts.wait_s, d->gw_t0 - t_loop - t_compile - texts.wait_s,
-             writer_nice);
-    outs = NULL;
-  }
-  for (int j = 0; outs && j < d->nj; j++) graph_out_finish(&outs[j]);
-  free(outs);
-  tgraph_free(gc);
-  free(disambig);
-  kio_ctx_dep_free(&tree);
-  free(tree_path);
-  free(lex);
-  free(dis);
+  text_pool_end(&texts);
+  b->t_texts = texts.wait_s;
   return rc;
 }
 
+static void *graph_bg_main(void *arg) {
+  graph_bg *b = arg;
+  if (b->beside) lower_thread_priority(b->nice);  /* the compiler's threads inherit it */
+  b->rc = compile_jobs(b);
+  b->t1 = kio_now_s();
+  __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void graph_bg_free(graph_bg *b) {
+  if (!b) return;
+  tgraph_free(b->gc);
+  kio_tmodel_free(&b->tm);
+  free(b->disambig);
+  kio_ctx_dep_free(&b->tree);
+  free(b->tree_path);
+  free(b->lex);
+  free(b->dis);
+  free(b->ki.idx);
+  free(b->got);
+  free(b);
+}
+
+/* A deep copy of a transition model (through its binary form). */
+static int tmodel_copy(const kio_tmodel *src, kio_tmodel *dst) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  int rc = f && kio_tmodel_write(f, 1, src) == KIO_OK ? KIO_OK : KIO_ERR;
+  if (f && fclose(f) != 0) rc = KIO_ERR;
+  memset(dst, 0, sizeof *dst);
+  if (rc == KIO_OK) {
+    FILE *g = fmemopen(buf, len, "rb");
+    rc = g && kio_tmodel_read(g, 1, dst) == KIO_OK ? KIO_OK : KIO_ERR;
+    if (g) fclose(g);
+  }
+  free(buf);
+  if (rc != KIO_OK) KIO_ERROR("Could not copy the transition model");
+  return rc;
+}
+
+int trn_graphs_start(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const trn_key_index *ki,
+                     int background) {
+  graph_bg *b = calloc(1, sizeof *b);
+  if (!b) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  b->d = d;
+  b->c = c;
+  b->t0 = kio_now_s();
+  b->writer_nice = (int)kio_setting_int(KIO_SET_DEV_TRAIN_WRITER_NICE, 10, 0, 19);
+  b->nice = (int)kio_setting_int(KIO_SET_DEV_TRAIN_GRAPHS_NICE, 5, 0, 19);
+  b->tree_path = path2(c->dir, "tree");
+  b->lex = path2(c->lang, "L.fst");
+  b->dis = path2(c->lang, "phones/disambig.int");
+  size_t n = (size_t)(d->n ? d->n : 1);
+  b->ki.d = d;
+  b->ki.idx = malloc(sizeof(int32_t) * n);
+  b->got = calloc(n, 1);
+  b->outs = calloc((size_t)d->nj, sizeof *b->outs);
+  d->graph_store = calloc(n, sizeof *d->graph_store);
+  d->gbg = b;
+  if (!b->tree_path || !b->lex || !b->dis || !b->ki.idx || !b->got || !b->outs ||
+      !d->graph_store) {
+    KIO_ERROR("out of memory");
+    b->rc = KIO_ERR;
+    b->done = 1;
+    return KIO_ERR;
+  }
+  memcpy(b->ki.idx, ki->idx, sizeof(int32_t) * (size_t)d->n);
+  tgraph_opts go;
+  tgraph_opts_default(&go);
+  go.transition_scale = 0.0f;  /* compile-train-graphs' defaults */
+  go.self_loop_scale = 0.0f;
+  if (tmodel_copy(tm, &b->tm) != KIO_OK || kio_ctx_dep_read(b->tree_path, &b->tree) != KIO_OK ||
+      tgraph_read_disambig(b->dis, KIO_KM_CTG_DISAMBIG, &b->disambig, &b->num_disambig) != KIO_OK ||
+      tgraph_create(&b->gc, &b->tm, &b->tree, b->lex, b->disambig, b->num_disambig, &go) != KIO_OK) {
+    b->rc = KIO_ERR;
+    b->done = 1;
+    return KIO_ERR;
+  }
+  b->beside = background != 0;
+  b->threaded = b->beside && pthread_create(&b->th, NULL, graph_bg_main, b) == 0;
+  if (!b->threaded) {
+    b->beside = 0;  /* no thread: compiled here, now */
+    graph_bg_main(b);
+  }
+  return b->threaded ? KIO_OK : b->rc;
+}
+
+int trn_graphs_failed(const trn_data *d) {
+  const graph_bg *b = d->gbg;
+  return b && __atomic_load_n(&b->done, __ATOMIC_ACQUIRE) && b->rc != KIO_OK;
+}
+
+void trn_graphs_abandon(trn_data *d) {
+  if (d->gbg) __atomic_store_n(&d->gbg->stop, 1, __ATOMIC_RELEASE);
+  trn_graphs_wait(d);
+}
+
+int trn_graphs_ready(trn_data *d) {
+  graph_bg *b = d->gbg;
+  if (!b) return d->gw_rc;
+  double tw = kio_now_s();
+  int beside = b->beside;
+  if (b->threaded) pthread_join(b->th, NULL);
+  b->threaded = 0;
+  double waited = kio_now_s() - tw;
+  int rc = b->rc;
+  for (int32_t i = 0; b->got && i < d->n; i++)
+    if (b->got[i]) d->u[i].graph = &d->graph_store[i];
+  if (rc == KIO_OK) {
+    /* the writers go on beside the training (trn_graphs_wait) */
+    d->gw = b->outs;
+    d->gw_t0 = b->t1;
+    b->outs = NULL;
+    KIO_VLOG(1, "Graphs: %.2f s%s: compiling %.2f s, waiting %.2f s for the transcripts' readers, "
+             "the rest %.2f s (the compilation at niceness +%d, the fsts.JOB.gz writers +%d more); "
+             "waited for them %.2f s", b->t1 - b->t0, beside ? " beside the iterations" : "",
+             b->t_compile, b->t_texts, b->t1 - b->t0 - b->t_compile - b->t_texts,
+             beside ? b->nice : 0, b->writer_nice, waited);
+  } else {
+    for (int j = 0; b->outs && j < d->nj; j++) graph_out_finish(&b->outs[j]);
+    free(b->outs);
+    b->outs = NULL;
+  }
+  d->gw_rc = rc;
+  d->gbg = NULL;
+  graph_bg_free(b);
+  return rc;
+}
 
 int trn_graphs_wait(trn_data *d) {
-  if (!d->gw) return KIO_OK;
+  int rc = trn_graphs_ready(d);
+  if (!d->gw) return rc;
   double t0 = kio_now_s(), last = d->gw_t0;
-  int rc = KIO_OK;
   for (int j = 0; j < d->nj; j++) {
     if (graph_out_finish(&d->gw[j]) != KIO_OK) rc = KIO_ERR;
     if (d->gw[j].t_end > last) last = d->gw[j].t_end;
   }
   free(d->gw);
   d->gw = NULL;
+  d->gw_rc = rc;
   if (rc == KIO_OK)
     KIO_VLOG(1, "Graphs: the fsts.JOB.gz writers finished %.2f s after the compilation "
              "(waited for: %.2f s)", last - d->gw_t0, kio_now_s() - t0);

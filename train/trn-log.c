@@ -83,7 +83,8 @@ void trn_log_raw(trn_log *l, const char *line) {
 void trn_log_close(trn_log *l) {
   if (!l) return;
   if (t_log == l) t_log = NULL;
-  if (g_default == l) trn_log_set_default(NULL);
+  trn_log *expect = l;  /* no longer the default, if it was (other threads set theirs) */
+  __atomic_compare_exchange_n(&g_default, &expect, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   time_t end = time(NULL);
   char date[64];
   stamp(date, sizeof date, end);

@@ -23,6 +23,7 @@ typedef struct {
                                 next (rebound to each model), or NULL */
   float last_like;
   double time_align, time_acc, time_est;
+  double est_sum, est_trans, est_pdfs, est_mixup, est_occs, est_write;  /* time_est's parts */
 } trn_ctx;
 
 /* Every job's statistics with model am (acc.X.JOB.log); only the picked

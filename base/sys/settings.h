@@ -155,6 +155,14 @@ extern "C" {
     "gmm-train-gpu: niceness added to the fsts.JOB.gz writers (thread and gzip), 0 to 19 " \
     "(default 10: the graph compilation first, the writers in the cycles it leaves; 0: "   \
     "as the compilation)")                                                                 \
+  X(DEV_TRAIN_GRAPHS_NICE, "KALDI_GPU_DEV_TRAIN_GRAPHS_NICE", NULL, DEV,                   \
+    "gmm-train-gpu: niceness added to the training graphs' compilation when it runs "      \
+    "beside the first iterations, 0 to 19 (default 5: the iterations' threads first); "    \
+    "the fsts.JOB.gz writers add theirs to it")                                            \
+  X(DEV_TRAIN_GRAPHS_BESIDE, "KALDI_GPU_DEV_TRAIN_GRAPHS_BESIDE", NULL, DEV,               \
+    "gmm-train-gpu: 0 compiles the training graphs before the first iteration; default "  \
+    "1: beside the iterations before the first realignment, which wait for them (the "     \
+    "same graphs, files and log lines)")                                                   \
   X(DEV_BLAS_CACHE, "KALDI_GPU_DEV_BLAS_CACHE", NULL, DEV,                               \
     "0: find the Kaldi's OpenBLAS core anew in every process (two short child processes) " \
     "instead of the answer kept in the private directory for the same program, library "  \

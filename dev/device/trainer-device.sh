@@ -18,11 +18,10 @@
 #                                [--budget SECONDS] [--steps "mono deltas variants big"]
 #                                [--kaldi-exp EXP]
 #
-# Step variants (after deltas): our train_deltas again with the start-up and
-# accumulation settings of before (one accumulator, KALDI_GPU_DEV_TRAIN_ACC_STREAMS=1;
-# writers at the compilation's priority, KALDI_GPU_DEV_TRAIN_WRITER_NICE=0;
-# the trainer started after the tree, --early-start false), and with 8
-# accumulators: the same build, the same hold, each change's share.
+# Step variants (after deltas): our train_deltas again with the graphs
+# compiled before the first iteration (KALDI_GPU_DEV_TRAIN_GRAPHS_BESIDE=0),
+# with the compilation beside the iterations at their priority (KALDI_GPU_DEV_TRAIN_GRAPHS_NICE=0), and
+# with 8 accumulators: the same build, the same hold, each change's share.
 #
 # --kaldi-exp EXP (e.g. exp_kaldi, after `recipe-device.sh start --stages 1-3`
 # in the same machine hold): stock Kaldi's side is not run again; its mono,
@@ -143,7 +142,7 @@ ratio() { awk -v k="${secs[$1]:-}" -v g="${secs[$2]:-}" 'BEGIN { if (k ~ /^[0-9.
 rows=()
 # The trainer's own account of its time (its log at --verbose=1).
 timing_lines() {
-  grep -hE "Start-up:|Resident|resident on the GPU|Graphs:|Iteration [0-9]+:|Realignment:|GPU accumulation:|Trained in|Alignments:|trainer wall time" "$1" |
+  grep -hE "Start-up:|Resident|resident on the GPU|Graphs:|Iteration [0-9]+:|Realignment:|GPU accumulation:|Trained in|Estimation, all updates:|Alignments:|trainer wall time" "$1" |
     sed -E 's/^(LOG|VLOG\[[0-9]\]) \([^ ]*\) //'
 }
 
@@ -198,8 +197,8 @@ if [[ " $steps " == *" deltas "* ]]; then
 fi
 variant_dirs=()
 if [[ " $steps " == *" variants "* ]] && [ -f $e/mono_ali/ali.1.gz ]; then
-  for v in "old:KALDI_GPU_DEV_TRAIN_ACC_STREAMS=1 KALDI_GPU_DEV_TRAIN_WRITER_NICE=0:--early-start false" \
-           "s8:KALDI_GPU_DEV_TRAIN_ACC_STREAMS=8::" "s1:KALDI_GPU_DEV_TRAIN_ACC_STREAMS=1::"; do
+  for v in "first:KALDI_GPU_DEV_TRAIN_GRAPHS_BESIDE=0:" "nice0:KALDI_GPU_DEV_TRAIN_GRAPHS_NICE=0:" \
+           "s8:KALDI_GPU_DEV_TRAIN_ACC_STREAMS=8:"; do
     IFS=: read -r vn venv vopt <<<"$v"
     rm -rf $e/tri1_$vn
     # shellcheck disable=SC2086

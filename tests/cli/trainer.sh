@@ -18,7 +18,9 @@
 # messages (the framing and echoed command lines aside), the same
 # analyze_alignments.log (its per-job step is the trainer's), and mono's
 # phone_stats.JOB.gz as the stock pipe makes them. Then the stochastic mode (seeded, reproducible),
-# wrong options (an error before any work), and the rest of a recipe on our
+# wrong options (an error before any work), unreadable transcripts and
+# features (also a transcript met by the compilation beside the
+# iterations), and the rest of a recipe on our
 # directories (align_si --use-graphs true, align_si, train_sat, mkgraph,
 # decode), and train_deltas on the emulated device (make emu). Needs the Kaldi bundle and
 # the corpus (else SKIP); ours run with the rounding profile of this host's
@@ -217,6 +219,41 @@ if [ -f exp/tri_k/final.mdl ] && [ -f exp/tri_g/fsts.1.gz ]; then
     fail "unreadable transcripts: job 2 has graphs or a log"
 fi
 
+# A transcript line that cannot be read at the end of job 3's, met by the
+# compilation beside the iterations (realignment at 3: iterations 1 and 2
+# need only the alignments): the run fails with the reader's ERROR and exit
+# 255 before the realignment, no final model; the first iteration ran
+# beside the compilation (its line is logged). With the graphs compiled
+# first (KALDI_GPU_DEV_TRAIN_GRAPHS_BESIDE=0) no iteration runs.
+if [ -f exp/tri_k/final.mdl ] && [ -d "$tmp/txt" ]; then
+  for j in 2 3 4; do
+    utils/sym2int.pl --map-oov "$(cat data/lang/oov.int)" -f 2- data/lang/words.txt \
+      <data/train_300/split11/$j/text >"$tmp/txt/$j" || exit 1
+  done
+  echo "bad-utt x y" >>"$tmp/txt/3"
+  sd=data/train_300/split11
+  for beside in 1 0; do
+    rm -rf exp/bg_bad && mkdir -p exp/bg_bad/log && cp exp/tri_k/tree exp/bg_bad/ &&
+      cp exp/tri_k/final.mdl exp/bg_bad/1.mdl || exit 1
+    KALDI_GPU_DEV_TRAIN_GRAPHS_BESIDE=$beside "$BIN/gmm-train-gpu" --nj=11 --lang=data/lang \
+      --sdata=$sd --use-gpu=no --write-graphs=true --num-iters=4 --realign-iters=3 \
+      --feats="ark,s,cs:apply-cmvn --utt2spk=ark:$sd/JOB/utt2spk scp:$sd/JOB/cmvn.scp scp:$sd/JOB/feats.scp ark:- | add-deltas ark:- ark:- |" \
+      --ali-in="ark:gunzip -c exp/tri_k/ali.JOB.gz |" --text="ark:cat $tmp/txt/JOB |" \
+      exp/bg_bad 2>"$tmp/bg_bad.err"
+    r=$?
+    [ $r -eq 255 ] || fail "graphs failing beside=$beside: exit $r, not 255"
+    grep -q "^ERROR .*cat $tmp/txt/3 |" "$tmp/bg_bad.err" ||
+      fail "graphs failing beside=$beside: no ERROR naming job 3's transcripts"
+    ! grep -q "Iteration 3:" "$tmp/bg_bad.err" && [ ! -e exp/bg_bad/final.mdl ] ||
+      fail "graphs failing beside=$beside: trained past the failure"
+    if [ $beside = 1 ]; then
+      grep -q "Iteration 1:" "$tmp/bg_bad.err" || fail "graphs failing beside: no iteration beside the compilation"
+    else
+      ! grep -q "Iteration 1:" "$tmp/bg_bad.err" || fail "graphs failing first: an iteration ran"
+    fi
+  done
+fi
+
 # Features that cannot be read, of jobs 2 and 4 (the jobs' features are read
 # side by side): it stops at job 2 with the reader's errors naming it, as
 # when the jobs were read one by one; job 4 says nothing.
@@ -277,4 +314,4 @@ later mkgraph.out utils/mkgraph.sh data/lang_test exp/lda_g exp/lda_g/graph &&
 grep -q "training passes 1 to 5 in one process ($tmp/trainer-bin/gmm-train-gpu)" "$tmp/lda.g.out" ||
   fail "lda: the trainer of $BIN did not run"
 [ $fails -eq 0 ] || exit 1
-echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, graphs, files, log messages), train_deltas on another split under Prescott too, stochastic mode seeded, wrong options refused, unreadable transcripts and features stop at their job, align_si/train_sat/mkgraph/decode on our directories ($(( $(date +%s) - t0 )) s)$note"
+echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, graphs, files, log messages), train_deltas on another split under Prescott too, stochastic mode seeded, wrong options refused, unreadable transcripts and features stop at their job, a transcript failing beside the iterations stops the run, align_si/train_sat/mkgraph/decode on our directories ($(( $(date +%s) - t0 )) s)$note"
