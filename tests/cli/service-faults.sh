@@ -201,6 +201,12 @@ if [ -x "$R" ] && "$R" --print-args=false --type=matrix --copies=40 ark:feats/ld
     same_msgs baddrop$d bad1
     stop_service
   done
+  # the service's device context broken at batch 3 (a failed reply while
+  # batch 4 is unanswered)
+  KALDI_GPU_TEST_SERVICE_BREAK=2 badacc badbreak
+  said badbreak 'GPU service lost during accumulation'
+  same_msgs badbreak bad1
+  stop_service
 else
   fail "the x40 fixture (replicate-archive)"
 fi
