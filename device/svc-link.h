@@ -47,9 +47,11 @@ extern "C" {
  * reads ahead and answers in order), shared memory in KIO_SVC_REGIONS
  * regions. 5: ACC requests carry flags, their features in shared memory
  * (KIO_SVC_ACC_SHM). 6: an ALIGN request's graphs go through the shared
- * memory with its features. A job and a service of other protocols refuse
- * each other at HELLO (the job then works alone). */
-enum { KIO_SVC_PROTOCOL = 6 };
+ * memory with its features. 7: a job keeps two ACC requests in flight, their
+ * features in two regions taken in turn (the request names its region).
+ * A job and a service of other protocols refuse each other at HELLO (the
+ * job then works alone). */
+enum { KIO_SVC_PROTOCOL = 7 };
 /* Requests a job may have sent and not yet had answered on one connection;
  * the service reads that many ahead, so a job's send never waits for a
  * reply it has not read (no deadlock with both ends writing). */
@@ -77,7 +79,8 @@ enum {
 /* Flags of an ALIGN request on a fused connection. */
 enum { KIO_SVC_ALIGN_ACC = 1, KIO_SVC_ALIGN_STATS = 2, KIO_SVC_ALIGN_SHM = 4 };
 /* Flags of an ACC request: the features are in the job's shared memory
- * (one region a connection: one request in flight, read before its reply). */
+ * (gpu-acc/acc-remote.h: two regions a connection, taken in turn; a region
+ * is read before the reply of the request that named it). */
 enum { KIO_SVC_ACC_SHM = 1 };
 /* A reply's status: anything but KIO_OK means the service could not do the
  * work (its device failed, it ran out of memory, ...): the job does it

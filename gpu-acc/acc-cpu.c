@@ -146,6 +146,7 @@ int gacc_is_gpu(const gacc_acc *a) { return a && a->is_gpu; }
 void gacc_free(gacc_acc *a) {
   if (!a) return;
   gacc_remote_free(a);
+  kio_log_discard(&a->held_lines);
   gacc_gpu_free(a);  /* first: the worker may still use the device */
   gacc_cuda_free(a->cuda);
   gacc_stats_free(&a->st);
@@ -203,8 +204,25 @@ int gacc_accumulate_cpu(gacc_acc *a, int n, const gacc_utt *utts,
   return KIO_OK;
 }
 
+/* The outcome of a batch a lost service's fall-back redid before its
+ * collection (acc-keep.c): its lines now, its status. */
+static int held_out(gacc_acc *a) {
+  if (!a->held) return KIO_OK;
+  a->held = 0;
+  a->held_skip = 0;
+  kio_log_replay(&a->held_lines);
+  return a->held_rc;
+}
+
+#define HELD_OUT(a)                        \
+  do {                                     \
+    if ((a)->held && held_out(a) != KIO_OK) \
+      return KIO_ERR;                      \
+  } while (0)
+
 int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
                           gacc_utt_result *res) {
+  HELD_OUT(a);
   if (a->remote) return gacc_remote_batch(a, n, utts, res);
   if (a->is_gpu) return gacc_gpu_batch(a, n, utts, res);
   return gacc_accumulate_cpu(a, n, utts, res);
@@ -212,6 +230,7 @@ int gacc_accumulate_batch(gacc_acc *a, int n, const gacc_utt *utts,
 
 int gacc_accumulate_batch_start(gacc_acc *a, int n, const gacc_utt *utts,
                                 gacc_utt_result *res) {
+  HELD_OUT(a);
   if (a->remote) return gacc_remote_start(a, n, utts, res);
   if (a->is_gpu && n > 0) return gacc_gpu_batch_start(a, n, utts, res);
   return gacc_accumulate_batch(a, n, utts, res);
@@ -219,6 +238,7 @@ int gacc_accumulate_batch_start(gacc_acc *a, int n, const gacc_utt *utts,
 
 int gacc_accumulate_batch_start_take(gacc_acc *a, int n, const gacc_utt *utts,
                                      kio_matrix *const *feats, gacc_utt_result *res) {
+  HELD_OUT(a);
   if (a->remote) return gacc_remote_start_take(a, n, utts, feats, res);
   return gacc_accumulate_batch_start(a, n, utts, res);
 }
@@ -226,12 +246,14 @@ int gacc_accumulate_batch_start_take(gacc_acc *a, int n, const gacc_utt *utts,
 /* The CPU backend has no worker: the batch is accumulated now. */
 int gacc_accumulate_batch_take(gacc_acc *a, int n, const gacc_utt *utts,
                                kio_matrix *const *feats) {
+  HELD_OUT(a);
   if (a->remote) return gacc_remote_take(a, n, utts, feats);
   if (a->is_gpu) return gacc_gpu_batch_take(a, n, utts, feats);
   return gacc_accumulate_batch_async(a, n, utts);
 }
 
 int gacc_accumulate_batch_async(gacc_acc *a, int n, const gacc_utt *utts) {
+  HELD_OUT(a);
   if (a->remote) return gacc_remote_async(a, n, utts);
   if (a->is_gpu) return gacc_gpu_batch_async(a, n, utts);
   if (n > a->cap_res) {
@@ -244,9 +266,21 @@ int gacc_accumulate_batch_async(gacc_acc *a, int n, const gacc_utt *utts) {
 }
 
 int gacc_wait(gacc_acc *a) {
+  HELD_OUT(a);
   if (a->remote) return gacc_remote_wait(a);
   return a->is_gpu ? gacc_gpu_wait(a) : KIO_OK;
 }
+
+int gacc_wait_first(gacc_acc *a) {
+  if (a->remote) return gacc_remote_wait_first(a);
+  if (a->held && a->held_skip > 0) {  /* a batch before the held one: done */
+    a->held_skip--;
+    return KIO_OK;
+  }
+  return gacc_wait(a);
+}
+
+int gacc_inflight(const gacc_acc *a) { return a && a->remote ? gacc_remote_inflight(a) : 1; }
 
 int gacc_get_totals(gacc_acc *a, double *like, int64_t *frames) {
   int rc = gacc_wait(a);

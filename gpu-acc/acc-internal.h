@@ -195,6 +195,12 @@ struct gacc_acc {
   pthread_cond_t cv;
   gacc_job *inflight;  /* handed to the worker, not yet collected */
   gacc_utt_result *pending_res; /* gacc_gpu_batch_start's: filled by gacc_gpu_wait */
+  /* a lost service's batch redone before its caller collects it
+   * (gacc_remote_fall_back): its lines and status, given out when it is
+   * collected (after held_skip calls of gacc_wait_first) or by any other
+   * entry */
+  int held, held_rc, held_skip;
+  kio_log_deferred *held_lines;
 };
 
 /* acc-cpu.c */

@@ -67,6 +67,8 @@ kept *gacc_keep_batch(gacc_remote *r, int n, const gacc_utt *utts, kio_matrix *c
   k->bytes = bytes;
   k->owns = feats != NULL;
   k->seq_first = 0;
+  k->pending = 0;
+  k->res = NULL;
   k->utts = (gacc_utt *)(k + 1);
   k->mats = (kio_matrix *)(k->utts + n);
   char *p = (char *)(k->mats + n);
@@ -138,22 +140,26 @@ static int own_backend(gacc_acc *a, gacc_on_loss on_loss, char *desc, size_t n) 
 }
 
 /* The service is lost (why): the job goes on by itself from the last
- * checkpoint, redoing the kept batches (the one in flight's results into
- * its caller's res). KIO_OK once redone; KIO_ERR: a fatal error, logged. */
+ * checkpoint, redoing the kept batches (those in flight: their results into
+ * their callers' res). KIO_OK once redone; KIO_ERR: a fatal error, logged.
+ * With two batches in flight and their caller collecting them one by one
+ * (not gacc_wait), the second one's outcome (its lines, an error) is held
+ * for its collection (gacc_wait_first, or any other entry): it then comes
+ * after the first one's, as without a loss. */
 int gacc_remote_fall_back(gacc_acc *a, const char *why_in) {
   char why[240];  /* why_in may be the connection's, freed below */
   snprintf(why, sizeof why, "%s", why_in);
   gacc_remote *r = a->remote;
   kept *todo = r->kept_first;
-  /* the batch in flight is the last one kept */
-  kept *pending = r->pending ? r->kept_last : NULL;
-  gacc_utt_result *pending_res = r->pending ? r->res : NULL;
   r->kept_first = r->kept_last = NULL;
   int redo = 0;
   for (kept *k = todo; k; k = k->next) redo += k->n;
   a->like_sum = r->ck_like;
   a->frames_sum = r->ck_frames;
   gacc_on_loss on_loss = r->on_loss;
+  /* the first batch in flight is collected by this call (gacc_wait_first
+   * or gacc_wait) or by the caller's next gacc_wait_first */
+  const int hold = !r->in_wait_all, skip = !r->in_wait_first;
   gacc_remote_free(a);
   a->is_gpu = 0;
   char desc[260];
@@ -167,11 +173,15 @@ int gacc_remote_fall_back(gacc_acc *a, const char *why_in) {
               "--use-gpu=%s", why, on_loss == GACC_LOSS_GPU_WAIT ? "wait" : "yes");
   }
   gacc_utt_result *scratch = NULL;
-  int cap = 0;
+  int cap = 0, npending = 0, held = 0;
   while (todo) {
     kept *k = todo;
     todo = k->next;
-    gacc_utt_result *res = k == pending ? pending_res : NULL;
+    gacc_utt_result *res = k->pending ? k->res : NULL;
+    if (k->pending && ++npending == 2 && hold && rc == KIO_OK) {
+      held = 1;  /* from here on, the lines wait for its collection */
+      kio_log_defer(&a->held_lines);
+    }
     if (!res && rc == KIO_OK) {
       if (k->n > cap) {
         free(scratch);
@@ -187,6 +197,13 @@ int gacc_remote_fall_back(gacc_acc *a, const char *why_in) {
     gacc_kept_free(k);
   }
   free(scratch);
+  if (held) {
+    kio_log_defer(NULL);
+    a->held = 1;
+    a->held_rc = rc;
+    a->held_skip = skip;
+    return KIO_OK;
+  }
   return rc;
 }
 

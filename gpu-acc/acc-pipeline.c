@@ -84,7 +84,9 @@ static void batch_free(batch *b) {
 /* Hands the batch's utterances to the accumulator. On the GPU (the service
  * or the job's own device) this returns once they are sent or handed to the
  * accumulator's worker: the device works while the next batch is read, and
- * batch_finish collects the results. */
+ * batch_finish collects the results. Through the service the batch before
+ * may still be in flight (gacc_inflight): this one is sent while the
+ * service accumulates that one, collected first. */
 static int batch_start(state *st, batch *b) {
   int nu = 0;
   if (b->n > 0) {
@@ -117,10 +119,11 @@ static int batch_start(state *st, batch *b) {
   return rc;
 }
 
-/* Waits for the batch's results, then prints its messages in order. */
+/* Waits for the batch's results (the oldest in flight), then prints its
+ * messages in order. */
 static int batch_finish(state *st, batch *b) {
   double t0 = kio_now_s();
-  int rc = b->nu > 0 ? gacc_wait(st->acc) : KIO_OK;
+  int rc = b->nu > 0 ? gacc_wait_first(st->acc) : KIO_OK;
   st->t_acc += kio_now_s() - t0;
   if (rc != KIO_OK) return KIO_ERR;
   char buf[32];
@@ -265,7 +268,9 @@ static void quiet(int level, const char *func, const char *file, int line, const
 /* The loop. The backend is chosen when the first batch is full or the
  * input ended (choose_acc); until then utterances are only read (gpu < 0).
  * GPU: batches; the one read last (b) fills while the one before (prev)
- * may still be accumulated. CPU: one utterance at a time, as Kaldi. */
+ * may still be accumulated; through the service b is sent before prev is
+ * collected (two in flight), else prev is collected first. CPU: one
+ * utterance at a time, as Kaldi. */
 static int run(state *st, const kio_tmodel *tm, const kio_am_gmm *am, galign_use_gpu mode,
                const gacc_pipeline_cfg *cfg, kio_seq_reader **feats_out,
                kio_ra_reader **alis_out, batch *bufs) {
@@ -330,14 +335,20 @@ static int run(state *st, const kio_tmodel *tm, const kio_am_gmm *am, galign_use
     if (!gpu) {
       if (flush_batch(st, b) != KIO_OK) return KIO_ERR;
     } else if (b->n >= MAX_BATCH_UTTS || b->frames >= MAX_BATCH_FRAMES) {
-      if ((prev && batch_finish(st, prev) != KIO_OK) || batch_start(st, b) != KIO_OK)
+      if (prev && gacc_inflight(st->acc) > 1) {
+        if (batch_start(st, b) != KIO_OK || batch_finish(st, prev) != KIO_OK) return KIO_ERR;
+      } else if ((prev && batch_finish(st, prev) != KIO_OK) || batch_start(st, b) != KIO_OK) {
         return KIO_ERR;
+      }
       prev = b;
       b = b == &bufs[0] ? &bufs[1] : &bufs[0];
     }
   }
   if (!st->acc) CHOOSE(1);
 #undef CHOOSE
+  if (prev && gacc_inflight(st->acc) > 1)
+    return batch_start(st, b) == KIO_OK && batch_finish(st, prev) == KIO_OK &&
+                   batch_finish(st, b) == KIO_OK ? KIO_OK : KIO_ERR;
   if ((prev && batch_finish(st, prev) != KIO_OK) || flush_batch(st, b) != KIO_OK)
     return KIO_ERR;
   return KIO_OK;

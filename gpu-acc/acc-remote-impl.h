@@ -12,6 +12,7 @@
 #include "gpu-align/align-remote.h"
 #include "gpu-align/align-shm.h"
 #include "acc-internal.h"
+#include "acc-remote.h"
 
 /* A batch sent since the last checkpoint: copies of its keys, features and
  * alignments in one block. */
@@ -22,8 +23,16 @@ typedef struct kept {
   kio_matrix *mats;
   size_t bytes;
   int owns;            /* the features were taken: mats own them */
-  uint32_t seq_first;  /* fused: the first request it went with */
+  uint32_t seq_first;  /* fused: the first request it went with; a connection
+                          of its own: the ACC request's number */
+  int pending;         /* sent, its reply not read yet */
+  gacc_utt_result *res;/* pending: where its results go (NULL: only the sums) */
 } kept;
+
+/* Replies a connection of its own awaits: its ACC requests (at most
+ * GACC_REMOTE_INFLIGHT, acc-remote.h) and a checkpoint's STATS between
+ * them. */
+enum { ACC_QUEUE = GACC_REMOTE_INFLIGHT + 2 };
 
 /* Frees k (its taken matrices too). */
 void gacc_kept_free(kept *k);
@@ -31,8 +40,17 @@ void gacc_kept_free(kept *k);
 struct gacc_remote {
   kio_svc *svc;
   kio_msg msg;
-  int pending;            /* utterances of the batch in flight (0: none) */
-  gacc_utt_result *res;   /* where its results go (NULL: only the sums) */
+  /* the replies awaited, in the order the requests went: an ACC request's
+   * (its kept batch) or a STATS request's (k NULL; seq: the ACC requests
+   * sent before it, which its statistics cover) */
+  struct { kept *k; uint32_t seq; } q[ACC_QUEUE];
+  int qhead, qn;
+  int nacc;               /* ACC requests among them */
+  int inflight;           /* at most this many ACC requests unanswered */
+  uint32_t nsent;         /* ACC requests sent */
+  int stats_asked;        /* a STATS request is among the replies awaited */
+  int in_wait_first;      /* collecting the oldest batch for its caller */
+  int in_wait_all;        /* collecting every reply */
   char desc[160];
   gacc_on_loss on_loss;
   kept *kept_first, *kept_last;
@@ -46,11 +64,14 @@ struct gacc_remote {
    * (the caller's reader reuses their buffers, as with its own) */
   kio_matrix *spare;
   int nspare, cap_spare;
-  galign_shm shm;         /* the features of ACC requests */
+  galign_shm shm[GACC_REMOTE_REGIONS]; /* the features of ACC requests */
   size_t shm_min;         /* fewer bytes go inline (0: all) */
   int shm_off;            /* no memfd here: inline */
+  size_t shm_last;        /* bytes of the last request through shared memory */
+  int nwarm;              /* regions faulted in ahead (galign_shm_warm) */
   /* where the time of a connection of its own goes (--verbose=2, at the end) */
-  int nreq, ntaken;
+  int nreq, ntaken, most; /* most: ACC requests unanswered at once */
+  int nstats_ahead;       /* checkpoints asked for behind a request in flight */
   double t_wait, t_fill, t_keep;
 };
 
@@ -63,8 +84,11 @@ void gacc_kept_free_all(gacc_remote *r);
  * or an empty matrix. */
 kept *gacc_keep_batch(gacc_remote *r, int n, const gacc_utt *utts, kio_matrix *const *feats);
 /* The service is lost (why): the job goes on by itself from the last
- * checkpoint, redoing the kept batches (the one in flight's results into
- * its caller's res). KIO_OK once redone; KIO_ERR: a fatal error, logged. */
+ * checkpoint, redoing the kept batches (those in flight: their results into
+ * their callers' res). The outcome of batches in flight after the first of
+ * them (their log lines, an error) is held for the accumulator's next entry
+ * (gacc_held_out), so that it comes after the earlier batch's collection as
+ * without a loss. KIO_OK once redone; KIO_ERR: a fatal error, logged. */
 int gacc_remote_fall_back(gacc_acc *a, const char *why);
 /* How many bytes of batches a job keeps before it asks for a checkpoint. */
 size_t gacc_keep_limit(const gacc_stats *st);

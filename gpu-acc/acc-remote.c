@@ -6,27 +6,35 @@
  * Wire format:
  *   HELLO:       u32 protocol, u32 kind (acc), f32 the job's timeout, array
  *                model bytes
- *   ACC:         u32 n, u32 flags, then per utterance str key, i32 rows,
- *                cols, the features (KIO_SVC_ACC_SHM: u64 their offset in
- *                the job's shared memory; else an array), array
- *                transition-ids. The shared memory (a sealed memfd, one a
- *                connection, gpu-align/align-shm.h) comes with the first
- *                request that uses it; the service is done with it once it
- *                answers (one request in flight). Batches of less than
- *                SHM_MIN bytes of features go inline.
+ *   ACC:         u32 n, u32 flags, u32 region, then per utterance str key,
+ *                i32 rows, cols, the features (KIO_SVC_ACC_SHM: u64 their
+ *                offset in the job's shared-memory region; else an array),
+ *                array transition-ids. The regions (sealed memfds,
+ *                GACC_REMOTE_REGIONS a connection, gpu-align/align-shm.h)
+ *                are taken in turn, request k region k mod REGIONS; each
+ *                comes with the first request that uses it (again when it
+ *                grew), and the service is done with it once it answers
+ *                the request. Batches of less than SHM_MIN bytes of
+ *                features go inline.
  *   ACCUMULATED: i32 status, log lines, then (status KIO_OK) per utterance
  *                f32 like, i32 frames
  *   STATS / STATS_ARE: i32 status, log lines, arrays tacc, occ, mean_acc,
  *                var_acc, f64 total_like, total_frames
- * One batch at a time is in flight: an asynchronous entry sends its batch
- * and returns; the reply is collected before the next batch is sent.
+ * An asynchronous entry sends its batch and returns. gmm-acc-stats-ali's
+ * entry (start-take) keeps up to two ACC requests unanswered
+ * (KALDI_GPU_DEV_SERVICE_ACC_INFLIGHT): the next batch is copied into the
+ * other region and sent while the service accumulates the one before, and
+ * the pipeline collects the older (gacc_wait_first) after sending the
+ * newer; the other entries collect a batch's reply before the next is
+ * sent. A checkpoint's STATS goes between two requests without waiting:
+ * its reply comes in order, covering the requests before it.
  *
  * A lost service (gone, silent for the timeout, or unable to do a batch)
  * must not cost the job its statistics, and the service's are lost with it:
  * which of the batches in flight it had added is unknowable. So the job
  * keeps a copy of every batch it sent since a checkpoint: the service's
  * statistics fetched (STATS) into the job's own (a->st) whenever the kept
- * batches would pass a bound (max(128 MB, 4 x the statistics), so the
+ * batches pass a bound (max(128 MB, 4 x the statistics), so the
  * checkpoints cost little). On a loss the job goes on from the checkpoint
  * on its own GPU context or the CPU (as --use-gpu allows, as the aligner
  * does): it redoes the kept batches, in order, then the rest. The sums are
@@ -79,7 +87,9 @@ int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am,
     goto fail;
   }
   r->keep_limit = gacc_keep_limit(&(*out)->st);
-  r->shm.fd = -1;
+  for (int k = 0; k < GACC_REMOTE_REGIONS; k++) r->shm[k].fd = -1;
+  r->inflight = (int)kio_setting_int(KIO_SET_DEV_SERVICE_ACC_INFLIGHT, GACC_REMOTE_INFLIGHT, 1,
+                                     GACC_REMOTE_INFLIGHT);
   r->shm_min = SHM_MIN;
   const char *t = kio_test_hook(KIO_SET_TEST_SERVICE_SHM);
   if (t) r->shm_min = (size_t)strtoull(t, NULL, 10);
@@ -109,7 +119,7 @@ int gacc_new_remote(gacc_acc **out, const kio_tmodel *tm, const kio_am_gmm *am,
   return KIO_OK;
 fail:
   free(model);
-  galign_shm_release(&r->shm);
+  for (int k = 0; k < GACC_REMOTE_REGIONS; k++) galign_shm_release(&r->shm[k]);
   kio_svc_close(r->svc);
   kio_msg_free(&r->msg);
   free(r);
@@ -125,8 +135,10 @@ void gacc_remote_free(gacc_acc *a) {
   if (!r) return;
   if (r->nreq)
     KIO_VLOG(2, "Accumulating through the GPU service (%s): %d requests (%d with the features "
-             "taken, not copied); waiting for replies %.3f s, keeping the batches %.3f s, shared "
-             "memory copies %.3f s", r->desc, r->nreq, r->ntaken, r->t_wait, r->t_keep, r->t_fill);
+             "taken, not copied; up to %d in flight; %d checkpoints asked for behind a request "
+             "in flight; %d region(s) faulted in ahead); waiting for replies %.3f s, keeping "
+             "the batches %.3f s, shared memory copies %.3f s", r->desc, r->nreq, r->ntaken,
+             r->most, r->nstats_ahead, r->nwarm, r->t_wait, r->t_keep, r->t_fill);
   if (r->link) {  /* the aligner's requests no longer ask for accumulation */
     pthread_mutex_lock(&r->link->mu);
     r->link->on = 0;
@@ -134,7 +146,7 @@ void gacc_remote_free(gacc_acc *a) {
     galign_acc_link_put(r->link);
   }
   kio_svc_close(r->svc);
-  galign_shm_release(&r->shm);
+  for (int k = 0; k < GACC_REMOTE_REGIONS; k++) galign_shm_release(&r->shm[k]);
   kio_msg_free(&r->msg);
   gacc_kept_free_all(r);
   for (int i = 0; i < r->nspare; i++) kio_matrix_free(&r->spare[i]);
@@ -153,13 +165,13 @@ static int lost_batch(gacc_acc *a, kio_msg_reader *rd, const char *what) {
 }
 
 static int fused_wait(gacc_acc *a);
+static int read_stats(gacc_acc *a, kio_msg_reader *rd);
 
-/* Collects the reply of the batch in flight, if any. */
-int gacc_remote_wait(gacc_acc *a) {
+/* The reply awaited first is read: KIO_OK, or the service given up
+ * (gacc_remote_fall_back's status; a->remote is then NULL). */
+static int collect_acc(gacc_acc *a, kept *k) {
   gacc_remote *r = a->remote;
-  if (r->link) return fused_wait(a);
-  if (!r->pending) return KIO_OK;
-  int n = r->pending;
+  int n = k->n;
   kio_msg_reader rd;
   double t0 = kio_now_s();
   int got = kio_svc_recv(r->svc, KIO_SVC_ACCUMULATED, NULL, &rd);
@@ -171,7 +183,7 @@ int gacc_remote_wait(gacc_acc *a) {
   kio_log_defer(&lines);
   int lrc = kio_rd_log_lines(&rd);
   kio_log_defer(NULL);
-  gacc_utt_result *u = malloc((size_t)n * sizeof *u);
+  gacc_utt_result *u = malloc((size_t)(n > 0 ? n : 1) * sizeof *u);
   for (int i = 0; i < n && u; i++) {
     u[i].like = kio_rd_f32(&rd);
     u[i].frames = kio_rd_i32(&rd);
@@ -182,14 +194,92 @@ int gacc_remote_wait(gacc_acc *a) {
     return gacc_remote_fall_back(a, u ? "malformed reply from the GPU service" : "out of memory");
   }
   kio_log_replay(&lines);
-  r->pending = 0;
   for (int i = 0; i < n; i++) {
-    if (r->res) r->res[i] = u[i];
+    if (k->res) k->res[i] = u[i];
     a->like_sum += (double)u[i].like;
     a->frames_sum += u[i].frames;
   }
   free(u);
+  k->pending = 0;
+  k->res = NULL;
+  r->nacc--;
   return KIO_OK;
+}
+
+/* A STATS reply: the service's statistics of the ACC requests before it
+ * (seq of them, all collected) into a->st, a checkpoint: their kept
+ * batches are no longer needed. */
+static int collect_stats(gacc_acc *a, uint32_t seq) {
+  gacc_remote *r = a->remote;
+  kio_msg_reader rd;
+  double t0 = kio_now_s();
+  int got = kio_svc_recv(r->svc, KIO_SVC_STATS_ARE, NULL, &rd);
+  r->t_wait += kio_now_s() - t0;
+  if (got != KIO_OK) return gacc_remote_fall_back(a, kio_svc_error(r->svc));
+  int32_t status = kio_rd_i32(&rd);
+  if (status != KIO_OK) return lost_batch(a, &rd, "return the statistics");
+  kio_log_deferred *lines = NULL;
+  kio_log_defer(&lines);
+  int lrc = kio_rd_log_lines(&rd);
+  kio_log_defer(NULL);
+  if (lrc != KIO_OK || read_stats(a, &rd) != KIO_OK) {
+    kio_log_discard(&lines);
+    return gacc_remote_fall_back(a, "malformed reply from the GPU service");
+  }
+  kio_log_replay(&lines);
+  r->ck_like = a->like_sum;
+  r->ck_frames = a->frames_sum;
+  while (r->kept_first && !r->kept_first->pending && r->kept_first->seq_first < seq) {
+    kept *k = r->kept_first;
+    r->kept_first = k->next;
+    r->kept_bytes -= k->bytes;
+    gacc_kept_drop(r, k);
+  }
+  if (!r->kept_first) r->kept_last = NULL;
+  r->stats_asked = 0;
+  return KIO_OK;
+}
+
+/* Reads the reply awaited first (the queue's head leaves it once read). */
+static int collect_one(gacc_acc *a) {
+  gacc_remote *r = a->remote;
+  kept *k = r->q[r->qhead].k;
+  uint32_t seq = r->q[r->qhead].seq;
+  int rc = k ? collect_acc(a, k) : collect_stats(a, seq);
+  if (rc == KIO_OK && a->remote) {
+    r->qhead = (r->qhead + 1) % ACC_QUEUE;
+    r->qn--;
+  }
+  return rc;
+}
+
+/* Collects every reply awaited. */
+int gacc_remote_wait(gacc_acc *a) {
+  gacc_remote *r = a->remote;
+  if (r->link) return fused_wait(a);
+  r->in_wait_all = 1;
+  int rc = KIO_OK;
+  while (rc == KIO_OK && a->remote && r->qn > 0) rc = collect_one(a);
+  if (a->remote) r->in_wait_all = 0;
+  return rc;
+}
+
+int gacc_remote_wait_first(gacc_acc *a) {
+  gacc_remote *r = a->remote;
+  if (r->link) return fused_wait(a);
+  r->in_wait_first = 1;
+  int rc = KIO_OK;
+  while (rc == KIO_OK && a->remote && r->nacc > 0) {
+    int acc = r->q[r->qhead].k != NULL;
+    rc = collect_one(a);
+    if (acc) break;
+  }
+  if (a->remote) r->in_wait_first = 0;
+  return rc;
+}
+
+int gacc_remote_inflight(const gacc_acc *a) {
+  return a->remote && !a->remote->link ? a->remote->inflight : 1;
 }
 
 /* The statistics of a reply (arrays, totals) into a->st. KIO_ERR if
@@ -214,32 +304,21 @@ static int read_stats(gacc_acc *a, kio_msg_reader *rd) {
   return KIO_OK;
 }
 
-/* The service's statistics so far into a->st; the kept batches are then
- * no longer needed. */
-static int checkpoint(gacc_acc *a) {
+/* Asks for the service's statistics of the ACC requests sent so far (a
+ * checkpoint), read in turn with the replies (collect_stats). */
+static int ask_stats(gacc_acc *a) {
   gacc_remote *r = a->remote;
-  kio_msg_reader rd;
   kio_msg_reset(&r->msg);
-  if (kio_svc_send(r->svc, KIO_SVC_STATS, &r->msg) != KIO_OK ||
-      kio_svc_recv(r->svc, KIO_SVC_STATS_ARE, NULL, &rd) != KIO_OK)
+  if (kio_svc_send(r->svc, KIO_SVC_STATS, &r->msg) != KIO_OK)
     return gacc_remote_fall_back(a, kio_svc_error(r->svc));
-  int32_t status = kio_rd_i32(&rd);
-  if (status != KIO_OK) return lost_batch(a, &rd, "return the statistics");
-  kio_log_deferred *lines = NULL;
-  kio_log_defer(&lines);
-  int lrc = kio_rd_log_lines(&rd);
-  kio_log_defer(NULL);
-  if (lrc != KIO_OK || read_stats(a, &rd) != KIO_OK) {
-    kio_log_discard(&lines);
-    return gacc_remote_fall_back(a, "malformed reply from the GPU service");
-  }
-  kio_log_replay(&lines);
-  r->ck_like = a->like_sum;
-  r->ck_frames = a->frames_sum;
-  gacc_kept_free_all(r);
+  int tail = (r->qhead + r->qn) % ACC_QUEUE;
+  r->q[tail].k = NULL;
+  r->q[tail].seq = r->nsent;
+  r->qn++;
+  r->stats_asked = 1;
+  if (r->nacc > 0) r->nstats_ahead++;
   return KIO_OK;
 }
-
 
 /* ---------------- the one pass (fused) ---------------- */
 
@@ -398,29 +477,30 @@ static int fused_wait(gacc_acc *a) {
 }
 
 static int send_all(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
-                    gacc_utt_result *res, int entry);
+                    gacc_utt_result *res, int entry, int depth);
 
 /* The take entry: on a connection of its own the batch is kept with the
  * features taken (no copy of them on the caller's thread), as a fused
  * accumulator keeps it. */
 int gacc_remote_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats) {
-  if (!a->remote->link) return n <= 0 ? gacc_remote_wait(a) : send_all(a, n, utts, feats, NULL, 2);
+  if (!a->remote->link)
+    return n <= 0 ? gacc_remote_wait(a) : send_all(a, n, utts, feats, NULL, 2, 1);
   if (n <= 0) return KIO_OK;
   return fused_take(a, n, utts, feats);
 }
 
 enum { GONE = 2 };  /* send_batch: the service was lost before the batch went */
 
-/* The kept batch's features copied into the shared memory: their offsets
- * (64-byte aligned), or NULL: they go inline (a small batch, no memfd
- * here, or no memory). The service is done with the region: the request
- * before was answered. */
-static size_t *shm_fill(gacc_remote *r, int n, const kept *k) {
+/* The kept batch's features copied into the shared-memory region g: their
+ * offsets (64-byte aligned), or NULL: they go inline (a small batch, no
+ * memfd here, or no memory). The service is done with the region: the
+ * request that used it before was answered. */
+static size_t *shm_fill(gacc_remote *r, galign_shm *g, int n, const kept *k) {
   size_t bytes = 0;
   for (int i = 0; i < n; i++)
     bytes += ((size_t)k->mats[i].rows * (size_t)k->mats[i].cols * sizeof(float) + 63) / 64 * 64;
   if (r->shm_off || n <= 0 || bytes < r->shm_min || bytes > SHM_MAX) return NULL;
-  if (galign_shm_reserve(&r->shm, bytes, bytes < SHM_LEAST ? bytes : SHM_LEAST) != KIO_OK) {
+  if (galign_shm_reserve(g, bytes, bytes < SHM_LEAST ? bytes : SHM_LEAST) != KIO_OK) {
     r->shm_off = 1;
     return NULL;
   }
@@ -437,28 +517,32 @@ static size_t *shm_fill(gacc_remote *r, int n, const kept *k) {
     ptr[i] = &k->mats[i];
     o += ((size_t)k->mats[i].rows * (size_t)k->mats[i].cols * sizeof(float) + 63) / 64 * 64;
   }
-  int rc = galign_shm_fill(r->shm.map, ptr, offs, n, bytes);
+  int rc = galign_shm_fill(g->map, ptr, offs, n, bytes);
   free(ptr);
   if (rc != KIO_OK) {  /* inline */
     free(offs);
     return NULL;
   }
+  r->shm_last = bytes;
   return offs;
 }
 
 /* Sends a batch (checked first, kept: its features taken from feats, or
- * copied when feats is NULL); its results go to res when collected. GONE:
- * the service was lost before (the job goes on by itself already): the
- * caller's entry does the batch on the new backend. */
+ * copied when feats is NULL) once fewer than depth ACC requests are
+ * unanswered; its results go to res when collected. GONE: the service was
+ * lost before (the job goes on by itself already): the caller's entry does
+ * the batch on the new backend. */
 static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
-                      gacc_utt_result *res) {
-  if (gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
-  if (!a->remote) return GONE;
+                      gacc_utt_result *res, int depth) {
   gacc_remote *r = a->remote;
+  while (r->nacc >= depth) {  /* also frees the region this request takes */
+    if (collect_one(a) != KIO_OK) return KIO_ERR;
+    if (!a->remote) return GONE;
+  }
   for (int i = 0; i < n; i++)
     if (gacc_check_utt(a, &utts[i]) != KIO_OK) return KIO_ERR;
-  if (r->kept_first && r->kept_bytes >= r->keep_limit) {
-    if (checkpoint(a) != KIO_OK) return KIO_ERR;
+  if (r->kept_first && r->kept_bytes >= r->keep_limit && !r->stats_asked) {
+    if (ask_stats(a) != KIO_OK) return KIO_ERR;
     if (!a->remote) return GONE;
   }
   double t0 = kio_now_s();
@@ -467,14 +551,17 @@ static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *cons
   if (!k)
     return gacc_remote_fall_back(a, "out of memory keeping a batch") == KIO_OK ? GONE : KIO_ERR;
   r->ntaken += k->owns;
+  const uint32_t region = r->nsent % GACC_REMOTE_REGIONS;
+  galign_shm *g = &r->shm[region];
   t0 = kio_now_s();
-  size_t *offs = shm_fill(r, n, k);
+  size_t *offs = shm_fill(r, g, n, k);
   r->t_fill += kio_now_s() - t0;
   r->nreq++;
   kio_msg *m = &r->msg;
   kio_msg_reset(m);
   kio_msg_put_u32(m, (uint32_t)n);
   kio_msg_put_u32(m, offs ? KIO_SVC_ACC_SHM : 0);
+  kio_msg_put_u32(m, region);
   for (int i = 0; i < n; i++) {
     const kio_matrix *f = k->utts[i].feats;
     kio_msg_put_str(m, k->utts[i].key);
@@ -486,15 +573,26 @@ static int send_batch(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *cons
   }
   const int shm = offs != NULL;
   free(offs);
-  int fd = -1;  /* the region goes with its first request */
-  if (shm && !r->shm.sent) fd = r->shm.fd;
-  if (shm) r->shm.sent = 1;
+  int fd = -1;  /* a region goes with its first request (again when it grew) */
+  if (shm && !g->sent) fd = g->fd;
+  if (shm) g->sent = 1;
   /* in flight from here: a loss redoes it, its results into res */
-  r->pending = n;
-  r->res = res;
+  k->pending = 1;
+  k->res = res;
+  k->seq_first = r->nsent++;
+  int tail = (r->qhead + r->qn) % ACC_QUEUE;
+  r->q[tail].k = k;
+  r->q[tail].seq = k->seq_first;
+  r->qn++;
+  if (++r->nacc > r->most) r->most = r->nacc;
   if ((fd >= 0 ? kio_svc_send_fd(r->svc, KIO_SVC_ACC, m, fd)
                : kio_svc_send(r->svc, KIO_SVC_ACC, m)) != KIO_OK)
     return gacc_remote_fall_back(a, kio_svc_error(r->svc));
+  /* the next region, not made yet, faulted in while the job reads on (a
+   * fresh page costs its first write ~10x a copy), sized as this request */
+  galign_shm *next = &r->shm[r->nsent % GACC_REMOTE_REGIONS];
+  const size_t least = r->shm_last < SHM_LEAST ? r->shm_last : SHM_LEAST;
+  if (shm && r->inflight > 1 && !next->map) r->nwarm += galign_shm_warm(next, r->shm_last, least);
   return KIO_OK;
 }
 
@@ -515,9 +613,12 @@ static int request_end(int first, int n, const gacc_utt *utts) {
 /* A batch in requests the service accepts; the last one stays in flight.
  * entry: which entry of the accumulator a lost service hands the rest to
  * (0 batch, 1 start, 2 async: take when feats is given). With feats the
- * features are taken as each request is kept (start and async). */
+ * features are taken as each request is kept (start and async). depth:
+ * ACC requests that may be unanswered once a request is sent (the
+ * pipeline's start-take entry: r->inflight; the others 1: the batch before
+ * is collected first). */
 static int send_all(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
-                    gacc_utt_result *res, int entry) {
+                    gacc_utt_result *res, int entry, int depth) {
   if (a->remote->link) {  /* only the take entry goes with the aligner's requests */
     if (entry == 2) return fused_take(a, n, utts, NULL);
     if (gacc_remote_fall_back(a, "a batch that was not aligned through the service") != KIO_OK)
@@ -527,7 +628,8 @@ static int send_all(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const 
   for (int first = 0; first < n;) {
     int end = request_end(first, n, utts), m = end - first;
     gacc_utt_result *r = res ? res + first : NULL;
-    int rc = a->remote ? send_batch(a, m, utts + first, feats ? feats + first : NULL, r) : GONE;
+    int rc = a->remote ? send_batch(a, m, utts + first, feats ? feats + first : NULL, r, depth)
+                       : GONE;
     if (rc == GONE) {
       if (entry == 2 && feats)
         return gacc_accumulate_batch_take(a, n - first, utts + first, feats + first);
@@ -537,35 +639,37 @@ static int send_all(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const 
     }
     if (rc != KIO_OK) return KIO_ERR;
     first = end;
-    if (first < n && a->remote && gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
   }
   return entry == 0 && a->remote ? gacc_remote_wait(a) : KIO_OK;
 }
 
 int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
   if (n <= 0) return KIO_OK;
-  return send_all(a, n, utts, NULL, res, 0);
+  return send_all(a, n, utts, NULL, res, 0, 1);
 }
 
 int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res) {
   if (n <= 0) return gacc_remote_wait(a);
-  return send_all(a, n, utts, NULL, res, 1);
+  return send_all(a, n, utts, NULL, res, 1, 1);
 }
 
 int gacc_remote_start_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats,
                            gacc_utt_result *res) {
   if (n <= 0) return gacc_remote_wait(a);
-  return send_all(a, n, utts, feats, res, 1);
+  return send_all(a, n, utts, feats, res, 1, a->remote->link ? 1 : a->remote->inflight);
 }
 
 int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts) {
   if (n <= 0) return gacc_remote_wait(a);
-  return send_all(a, n, utts, NULL, NULL, 2);
+  return send_all(a, n, utts, NULL, NULL, 2, 1);
 }
 
 int gacc_remote_stats(gacc_acc *a, gacc_stats *out) {
   if (gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
-  if (a->remote && !a->remote->link && checkpoint(a) != KIO_OK) return KIO_ERR;
+  if (a->remote && !a->remote->link) {  /* the last checkpoint: everything */
+    if (ask_stats(a) != KIO_OK) return KIO_ERR;
+    if (a->remote && gacc_remote_wait(a) != KIO_OK) return KIO_ERR;
+  }
   if (!a->remote) return gacc_get_stats(a, out);  /* lost: ours */
   /* the checkpoint brought the service's statistics into a->st */
   const gacc_stats *s = &a->st;

@@ -13,6 +13,14 @@
 extern "C" {
 #endif
 
+/* ACC requests a job keeps unanswered on a connection of its own (the next
+ * batch is packed and sent while the service accumulates the one before),
+ * and the shared-memory regions they take in turn: request k writes region
+ * k mod GACC_REMOTE_REGIONS, which the service is done with once it
+ * answered k; request k + GACC_REMOTE_REGIONS is sent only after that
+ * answer was read. */
+enum { GACC_REMOTE_INFLIGHT = 2, GACC_REMOTE_REGIONS = GACC_REMOTE_INFLIGHT };
+
 /* The job's side, called by the entries of acc-cpu.c when a->remote. */
 int gacc_remote_batch(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
 int gacc_remote_start(gacc_acc *a, int n, const gacc_utt *utts, gacc_utt_result *res);
@@ -25,6 +33,11 @@ int gacc_remote_async(gacc_acc *a, int n, const gacc_utt *utts);
  * a lost service without a copy), else as gacc_remote_async. */
 int gacc_remote_take(gacc_acc *a, int n, const gacc_utt *utts, kio_matrix *const *feats);
 int gacc_remote_wait(gacc_acc *a);
+/* Collects the replies up to the oldest ACC request's (gacc_wait_first). */
+int gacc_remote_wait_first(gacc_acc *a);
+/* ACC requests the start-take entry keeps unanswered (1 on a fused
+ * accumulator). */
+int gacc_remote_inflight(const gacc_acc *a);
 /* out already shaped for the model. */
 int gacc_remote_stats(gacc_acc *a, gacc_stats *out);
 void gacc_remote_free(gacc_acc *a);

@@ -27,8 +27,8 @@ struct gacc_serve {
   int run_n, end_n, end_rc;
   kio_log_deferred *flines;
   int fd;                 /* a region received, not mapped yet (-1) */
-  const uint8_t *map;     /* the job's shared memory (ACC_SHM requests) */
-  size_t map_len;
+  struct { const uint8_t *map; size_t len; } reg[GACC_REMOTE_REGIONS];
+                          /* the job's shared memory (ACC_SHM requests) */
   int n_shm;              /* requests through it */
 };
 
@@ -44,17 +44,17 @@ void gacc_serve_give_fd(gacc_serve *s, int fd) {
   s->fd = fd;
 }
 
-/* The region received becomes the mapping (sealed against shrinking: the
- * job cannot pull pages from under the accumulator). */
-static int serve_map(gacc_serve *s) {
+/* The region received becomes region k's mapping (sealed against
+ * shrinking: the job cannot pull pages from under the accumulator). */
+static int serve_map(gacc_serve *s, uint32_t k) {
   int fd = s->fd;
   s->fd = -1;
   const uint8_t *p;
   size_t len;
   if (galign_shm_map_received(fd, &p, &len) != KIO_OK) return KIO_ERR;
-  if (s->map) munmap((void *)s->map, s->map_len);
-  s->map = p;
-  s->map_len = len;
+  if (s->reg[k].map) munmap((void *)s->reg[k].map, s->reg[k].len);
+  s->reg[k].map = p;
+  s->reg[k].len = len;
   return KIO_OK;
 }
 
@@ -63,7 +63,8 @@ int gacc_serve_shm_requests(const gacc_serve *s) { return s ? s->n_shm : 0; }
 void gacc_serve_free(gacc_serve *s) {
   if (!s) return;
   if (s->fd >= 0) close(s->fd);
-  if (s->map) munmap((void *)s->map, s->map_len);
+  for (int k = 0; k < GACC_REMOTE_REGIONS; k++)
+    if (s->reg[k].map) munmap((void *)s->reg[k].map, s->reg[k].len);
   kio_log_discard(&s->lines);
   kio_log_discard(&s->flines);
   free(s->utts);
@@ -82,12 +83,15 @@ int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *rep
                    int *batch_rc) {
   kio_log_discard(&s->lines);
   *batch_rc = KIO_OK;
-  uint32_t n = kio_rd_u32(req), flags = kio_rd_u32(req);
+  uint32_t n = kio_rd_u32(req), flags = kio_rd_u32(req), region = kio_rd_u32(req);
   const int shm = (flags & KIO_SVC_ACC_SHM) != 0;
-  if (shm && s->fd >= 0 && serve_map(s) != KIO_OK) return KIO_ERR;
+  if (req->bad || region >= GACC_REMOTE_REGIONS) return KIO_ERR;
+  if (shm && s->fd >= 0 && serve_map(s, region) != KIO_OK) return KIO_ERR;
+  const uint8_t *map = s->reg[region].map;
+  const size_t map_len = s->reg[region].len;
   /* an utterance takes more than 32 bytes of the request: a count the
    * payload cannot hold allocates nothing */
-  if (req->bad || n > req->len / 32 || (flags & ~(uint32_t)KIO_SVC_ACC_SHM) || (shm && !s->map))
+  if (req->bad || n > req->len / 32 || (flags & ~(uint32_t)KIO_SVC_ACC_SHM) || (shm && !map))
     return KIO_ERR;
   s->n_shm += shm;
   if ((int)n > s->cap) {
@@ -108,8 +112,8 @@ int gacc_serve_acc(gacc_serve *s, gacc_acc *a, kio_msg_reader *req, kio_msg *rep
     if (shm) {  /* an offset into the shared memory, checked */
       uint64_t off = kio_rd_u64(req);
       uint64_t fb = (uint64_t)(rows > 0 ? rows : 0) * (uint64_t)(cols > 0 ? cols : 0) * 4;
-      int in = off % 8 == 0 && off <= s->map_len && fb <= s->map_len - off;
-      x = in ? (const float *)(s->map + off) : NULL;
+      int in = off % 8 == 0 && off <= map_len && fb <= map_len - off;
+      x = in ? (const float *)(map + off) : NULL;
       nf = in ? (size_t)rows * (size_t)cols : (size_t)-1;
     } else {
       x = kio_rd_arr(req, sizeof(float), req->len, &nf);

@@ -127,7 +127,11 @@ int gacc_accumulate_batch_start(gacc_acc *a, int n, const gacc_utt *utts,
  * there instead of copied (feats[i] swapped with a matrix the accumulator
  * is done with, empty or of an earlier batch, whose buffer the caller may
  * reuse); the other backends borrow them as gacc_accumulate_batch_start
- * (nothing is taken). */
+ * (nothing is taken). Through the service up to gacc_inflight(a) batches
+ * of this entry are in flight: it returns once its batch is sent without
+ * collecting the one before (only one before that), whose res is filled by
+ * gacc_wait_first, gacc_wait or the next entry of another kind; utts, res
+ * and the data of each stay valid until then. */
 int gacc_accumulate_batch_start_take(gacc_acc *a, int n, const gacc_utt *utts,
                                      kio_matrix *const *feats, gacc_utt_result *res);
 
@@ -159,6 +163,14 @@ int gacc_accumulate_batch_take(gacc_acc *a, int n, const gacc_utt *utts,
  * other entry waits first, so calling it is only needed to learn the
  * outcome at a chosen point. */
 int gacc_wait(gacc_acc *a);
+/* Waits for the oldest batch in flight only (its res filled; a batch sent
+ * after it stays in flight), else as gacc_wait. */
+int gacc_wait_first(gacc_acc *a);
+/* How many batches of gacc_accumulate_batch_start_take may be in flight at
+ * once: 2 through the GPU service on a connection of its own
+ * (KALDI_GPU_DEV_SERVICE_ACC_INFLIGHT), else 1 (the entry waits for the
+ * batch before). It may drop to 1 during a run (a lost service). */
+int gacc_inflight(const gacc_acc *a);
 
 /* Sums of the per-utterance results of every batch accumulated so far
  * (synchronous or not): *like = sum of (double) gacc_utt_result.like in

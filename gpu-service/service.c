@@ -168,20 +168,6 @@ static int send_ready(kio_svc *s, kio_msg *m, int status, const char *desc) {
   return kio_svc_send(s, KIO_SVC_READY, m);
 }
 
-/* The next request of a connection; heartbeats go out while it is worked
- * on (c->busy, cleared by done()). Between requests the job may take its
- * time; the service's end wakes the wait (kio_svc_shutdown). */
-static int next_request(conn *c, uint32_t expect, uint32_t *type, kio_msg_reader *rd) {
-  if (g.broken || g.stop) return KIO_ERR;
-  if (kio_svc_recv(c->s, expect, type, rd) != KIO_OK) {
-    const char *e = kio_svc_error(c->s);
-    if (strstr(e, "refused")) KIO_WARN("%s; closing the connection", e);
-    return KIO_ERR;
-  }
-  c->busy = 1;
-  return KIO_OK;
-}
-
 static int reply(conn *c, uint32_t type, kio_msg *m) {
   int rc = kio_svc_send(c->s, type, m);
   c->answers++;
@@ -380,19 +366,32 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
   if (ok) {
     kio_svc_set_timeouts(s, -1, g.stall_s);
     kio_svc_set_limit(s, KIO_SVC_MAX_REQUEST);
-    kio_msg_reader rd;
-    uint32_t type;
+    /* Requests are read ahead (the job sends its next batch while this one
+     * is accumulated): the next one's transfer overlaps the work. */
+    gsvc_reader *rdr = gsvc_reader_start(s, &c->busy, reading_stops);
+    if (!rdr) KIO_WARN("Cannot start a connection's reader: out of memory or threads");
+    gsvc_request *q;
     int served = 0;
-    double t0 = kio_now_s(), busy = 0;
-    while ((!g.drop_after || served < g.drop_after) &&
-           next_request(c, 0, &type, &rd) == KIO_OK) {
+    double t0 = kio_now_s(), busy = 0, t_next = 0;
+    for (;;) {
+      if (!rdr || (g.drop_after && served >= g.drop_after)) break;
+      double tq = kio_now_s();
+      q = gsvc_reader_next(rdr);
+      t_next += kio_now_s() - tq;
+      if (!q) break;
       served++;
-      uint32_t reply_type;
+      if (g.broken || g.stop) {  /* requests read ahead are the job's to redo */
+        gsvc_reader_done(rdr, q);
+        break;
+      }
+      kio_msg_reader rd = {q->buf, q->len, 0, 0};
+      uint32_t type = q->type, reply_type;
       double t1 = kio_now_s();
       int batch_rc = KIO_OK;
       if (type == KIO_SVC_ACC) {
         reply_type = KIO_SVC_ACCUMULATED;
-        gacc_serve_give_fd(sv, kio_svc_take_fd(s));  /* the job's shared memory */
+        gacc_serve_give_fd(sv, q->fd);  /* the job's shared memory */
+        q->fd = -1;
         if (test_faults()) {
           failed_reply(m, g.broken_why);
           batch_rc = KIO_ERR;
@@ -400,25 +399,34 @@ static void serve_acc(conn *c, kio_msg *m, model_entry *e, int d) {
           gsvc_mem_begin_acc(d, a);  /* waits its turn for device memory */
           int bad = gacc_serve_acc(sv, a, &rd, m, &batch_rc) != KIO_OK;
           gsvc_mem_end_acc(d, a);
-          if (bad) break;
+          if (bad) {
+            KIO_WARN("Malformed accumulation request; closing the connection");
+            gsvc_reader_done(rdr, q);
+            break;
+          }
         }
       } else if (type == KIO_SVC_STATS) {
         gacc_serve_stats(sv, a, m, &batch_rc);
         reply_type = KIO_SVC_STATS_ARE;
       } else {
+        gsvc_reader_done(rdr, q);
         break;
       }
+      gsvc_reader_done(rdr, q);
       busy += kio_now_s() - t1;
       if (batch_rc != KIO_OK) {
         failed = 1;
         check_device();
       }
+      gsvc_reader_answering(rdr);
       /* after a failure the statistics are not trusted: the job redoes them */
       if (reply(c, reply_type, m) != KIO_OK || batch_rc != KIO_OK) break;
     }
+    int most = rdr ? gsvc_reader_most(rdr) : 0;
+    gsvc_reader_stop(rdr);
     if (g.verbose)
-      gsvc_acc_log(d, served, gacc_serve_shm_requests(sv), t_new, busy, kio_now_s() - t0, a,
-                   kind, &t_start);
+      gsvc_acc_log(d, served, most, gacc_serve_shm_requests(sv), t_new, busy, t_next,
+                   kio_now_s() - t0, a, kind, &t_start);
   }
   gacc_serve_free(sv);
   /* one whose batch failed is not trusted; a broken context's is of no use */

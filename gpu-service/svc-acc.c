@@ -125,12 +125,13 @@ const char *gsvc_acc_kind_name(int kind) {
                                    : "new accumulator";
 }
 
-void gsvc_acc_log(int dev, int requests, int shm, double setup, double busy, double connected,
-                  const gacc_acc *a, int kind, const gacc_timing *t0) {
+void gsvc_acc_log(int dev, int requests, int most, int shm, double setup, double busy,
+                  double waiting, double connected, const gacc_acc *a, int kind,
+                  const gacc_timing *t0) {
   const char *what = gsvc_acc_kind_name(kind);
-  KIO_LOG("acc connection (device %d): %d requests (%d through shared memory), %.3f s setting "
-          "up (%s), %.3f s accumulating, %.3f s connected", dev, requests, shm, setup, what,
-          busy, connected);
+  KIO_LOG("acc connection (device %d): %d requests (%d through shared memory), up to %d in "
+          "flight, %.3f s setting up (%s), %.3f s accumulating, %.3f s waiting for requests, "
+          "%.3f s connected", dev, requests, shm, most, setup, what, busy, waiting, connected);
   if (kio_log_verbose() < 2) return;
   gacc_timing t;
   gacc_get_timing(a, &t);

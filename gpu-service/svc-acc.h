@@ -51,14 +51,16 @@ int gsvc_acc_idle_count(int dev);
  * to a new model": the LOG lines' words for kind. */
 const char *gsvc_acc_kind_name(int kind);
 
-/* The connection's LOG lines (KALDI_GPU_SERVICE_VERBOSE): requests, seconds
- * setting up (kind: GSVC_ACC_*), accumulating and connected; at verbosity 2
- * (shm: requests whose features came through shared memory) the
- * accumulator's split since t0 (its timing when the connection took it):
- * batches, frames, host sort, staging, waiting for the device, the
- * per-frame likelihoods, fetching the statistics. */
-void gsvc_acc_log(int dev, int requests, int shm, double setup, double busy, double connected,
-                  const gacc_acc *a, int kind, const gacc_timing *t0);
+/* The connection's LOG lines (KALDI_GPU_SERVICE_VERBOSE): requests (most:
+ * the most the job had unanswered at once, as the reader saw them), seconds
+ * setting up (kind: GSVC_ACC_*), accumulating, waiting for the next request
+ * and connected; at verbosity 2 (shm: requests whose features came through
+ * shared memory) the accumulator's split since t0 (its timing when the
+ * connection took it): batches, frames, host sort, staging, waiting for the
+ * device, the per-frame likelihoods, fetching the statistics. */
+void gsvc_acc_log(int dev, int requests, int most, int shm, double setup, double busy,
+                  double waiting, double connected, const gacc_acc *a, int kind,
+                  const gacc_timing *t0);
 
 #ifdef __cplusplus
 }

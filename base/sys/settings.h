@@ -133,6 +133,10 @@ extern "C" {
   X(DEV_SERVICE_INFLIGHT, "KALDI_GPU_DEV_SERVICE_INFLIGHT", NULL, DEV,                     \
     "Alignment requests a job keeps unanswered on a GPU service connection, 1 to 3 "      \
     "(default 2: the next batch sent ahead; 1: one at a time)")                           \
+  X(DEV_SERVICE_ACC_INFLIGHT, "KALDI_GPU_DEV_SERVICE_ACC_INFLIGHT", NULL, DEV,             \
+    "Accumulation requests gmm-acc-stats-ali keeps unanswered on its GPU service "        \
+    "connection, 1 or 2 (default 2: the next batch sent while the service accumulates "   \
+    "the one before; 1: one at a time)")                                                  \
   X(DEV_SERVICE_REQUEST_KB, "KALDI_GPU_DEV_SERVICE_REQUEST_KB", NULL, DEV,                 \
     "A batch goes to the GPU service in requests of about this many KiB (default "        \
     "1048576: one request per batch, the next batch sent ahead)")                          \

@@ -267,6 +267,9 @@ case $steps in *" svc "*)
     fused "$d" svc "build $o"
     align "$d" svc "build $o"
     acc "$d" svc "build $o"
+    # this build's accumulator with one ACC request at a time (as before
+    # two were kept in flight)
+    [ "$d" = "$NEW" ] && acc "$d" svc "build $o, one ACC request in flight (KALDI_GPU_DEV_SERVICE_ACC_INFLIGHT=1)" KALDI_GPU_DEV_SERVICE_ACC_INFLIGHT=1
     svc_stop
     acc "$d" own "build $o"
   done

@@ -120,6 +120,97 @@ same_acc accdrop
 said accdrop 'GPU service lost during accumulation'
 stop_service
 
+# A2. Two accumulation requests in flight: gmm-acc-stats-ali sends batch
+# k+1 before it reads batch k's reply (x40 of the tri2 fixture: 4 batches;
+# its --verbose=2 line counts the most unanswered at once). The service
+# lost with two batches unanswered (after 1-3 requests, with and without a
+# checkpoint asked for between them): the kept batches redone, the CPU
+# path's statistics and messages, in order.
+R=${TOOLS:-$TOP/build/tools}/replicate-archive
+if [ -x "$R" ] && "$R" --print-args=false --type=matrix --copies=40 ark:feats/lda.ark \
+     "ark:$tmp/big.ark" 2>/dev/null &&
+   "$R" --print-args=false --type=ali --copies=40 ark:kaldi/tri2/ali.ark "ark:$tmp/big.ali" 2>/dev/null; then
+  bigacc() {  # NAME [OPTIONS...]
+    local name=$1; shift
+    "$BIN/gmm-acc-stats-ali" "$@" models/tri2/final.mdl "ark:$tmp/big.ark" "ark:$tmp/big.ali" \
+      "$tmp/$name.acc" 2>"$tmp/$name.log"
+    echo $? >"$tmp/$name.rc"
+  }
+  same_msgs() {  # NAME REF: the Kaldi lines (not the stack trace) the same
+    diff <(msgs "$tmp/$1.log" | grep -E '^(LOG|WARNING|ERROR|VLOG)' | grep -v ':kio_blas_resolve()') \
+      <(msgs "$tmp/$2.log" | grep -E '^(LOG|WARNING|ERROR|VLOG)' | grep -v ':kio_blas_resolve()') \
+      >/dev/null || fail "$1: messages differ from $2's"
+  }
+  same_big() {
+    cmp -s "$tmp/$1.acc" "$tmp/bigcpu.acc" || fail "$1: statistics differ from the CPU path's"
+    [ "$(cat "$tmp/$1.rc")" = 0 ] || fail "$1: exit code $(cat "$tmp/$1.rc"): $(grep ERROR "$tmp/$1.log")"
+  }
+  bigacc bigcpu --use-gpu=no
+  bigacc big2 --verbose=2
+  same_big big2
+  said big2 'through the GPU service'
+  said big2 '4 requests (4 with the features taken, not copied; up to 2 in flight'
+  said big2 'in flight; 1 region(s) faulted in ahead)'
+  KALDI_GPU_DEV_SERVICE_ACC_INFLIGHT=1 bigacc big1 --verbose=2
+  same_big big1
+  said big1 '4 requests (4 with the features taken, not copied; up to 1 in flight'
+  said big1 'in flight; 0 region(s) faulted in ahead)'
+  KALDI_GPU_TEST_ACC_KEEP_BYTES=300000 bigacc bigck --verbose=2
+  same_big bigck
+  grep -q 'up to 2 in flight; [1-9][0-9]* checkpoints asked for behind a request in flight' \
+    "$tmp/bigck.log" || fail "bigck: no checkpoint behind a request: $(grep 'in flight' "$tmp/bigck.log")"
+  stop_service
+  for d in 1 2 3; do
+    for keep in 0 300000; do
+      n=bigdrop$d.$keep
+      if [ $keep = 0 ]; then KALDI_GPU_TEST_SERVICE_DROP=$d bigacc $n
+      else KALDI_GPU_TEST_SERVICE_DROP=$d KALDI_GPU_TEST_ACC_KEEP_BYTES=$keep bigacc $n; fi
+      same_big $n
+      said $n 'GPU service lost during accumulation'
+      same_msgs $n bigcpu
+      stop_service
+    done
+  done
+  # Batch 3 fails (an infinite likelihood: FLT_MAX in a feature of its
+  # utterance r030-en-029-f1-00014, the 1201st): its ERROR after batch 2's
+  # messages, as with one request at a time, also with the service lost
+  # while batches 2 and 3 are unanswered (batch 3's outcome held until it
+  # is collected).
+  key=r030-en-029-f1-00014
+  cp "$tmp/big.ark" "$tmp/bad.ark"
+  off=$(grep -abo "$key " "$tmp/bad.ark" | head -n 1 | cut -d: -f1)
+  # the key, " \0B", "FM ", rows and cols (5 bytes each), then frame 3's first value
+  printf '\xff\xff\x7f\x7f' | dd of="$tmp/bad.ark" bs=1 seek=$((off + ${#key} + 16 + 4 * 40 * 3)) \
+    conv=notrunc status=none
+  badacc() {  # NAME: the poisoned features; ERROR and exit 255
+    "$BIN/gmm-acc-stats-ali" models/tri2/final.mdl "ark:$tmp/bad.ark" "ark:$tmp/big.ali" \
+      "$tmp/$1.acc" 2>"$tmp/$1.log"
+    echo $? >"$tmp/$1.rc"
+    [ "$(cat "$tmp/$1.rc")" = 255 ] || fail "$1: exit code $(cat "$tmp/$1.rc"), not 255"
+    said $1 "ERROR .*Invalid answer .* at frame 3 of utterance $key"
+  }
+  KALDI_GPU_DEV_SERVICE_ACC_INFLIGHT=1 badacc bad1
+  said bad1 'Processed 1000 utterances'
+  stop_service
+  badacc bad2
+  same_msgs bad2 bad1
+  stop_service
+  for d in 1 2; do
+    KALDI_GPU_TEST_SERVICE_DROP=$d badacc baddrop$d
+    said baddrop$d 'GPU service lost during accumulation'
+    same_msgs baddrop$d bad1
+    stop_service
+  done
+  # the service's device context broken at batch 3 (a failed reply while
+  # batch 4 is unanswered)
+  KALDI_GPU_TEST_SERVICE_BREAK=2 badacc badbreak
+  said badbreak 'GPU service lost during accumulation'
+  same_msgs badbreak bad1
+  stop_service
+else
+  fail "the x40 fixture (replicate-archive)"
+fi
+
 # B. A stopped service: bounded waits, then the job's own backend. Before
 # the job comes (the READY wait), and mid-run (a hook stops the service
 # after 2 batches).

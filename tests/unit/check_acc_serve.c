@@ -46,17 +46,23 @@ static void fixture_free(fixture *f) {
   kio_am_gmm_free(&f->am);
 }
 
-/* One utterance's ACC request (every array copied into the message). */
-static void request(kio_msg *m, const fixture *f, uint32_t flags, uint64_t off) {
+/* One utterance's ACC request (every array copied into the message), its
+ * features at off in region reg with KIO_SVC_ACC_SHM. */
+static void request_in(kio_msg *m, const fixture *f, uint32_t flags, uint64_t off, uint32_t reg) {
   kio_msg_reset(m);
   kio_msg_put_u32(m, 1);
   kio_msg_put_u32(m, flags);
+  kio_msg_put_u32(m, reg);
   kio_msg_put_str(m, "utt1");
   kio_msg_put_i32(m, ROWS);
   kio_msg_put_i32(m, f->am.dim);
   if (flags & KIO_SVC_ACC_SHM) kio_msg_put_u64(m, off);
   else kio_msg_put_arr(m, f->x, (size_t)ROWS * (size_t)f->am.dim, sizeof(float));
   kio_msg_put_arr(m, f->ali, ROWS, sizeof(int32_t));
+}
+
+static void request(kio_msg *m, const fixture *f, uint32_t flags, uint64_t off) {
+  request_in(m, f, flags, off, 0);
 }
 
 static int serve(gacc_serve *s, gacc_acc *a, kio_msg *m) {
@@ -98,11 +104,14 @@ START_TEST(shared_memory_equals_inline) {
   kio_msg m = {0};
   request(&m, &f, 0, 0);
   ck_assert_int_eq(serve(s1, in, &m), KIO_OK);
-  /* the region with the first request, the second one reuses it */
+  /* a region with the first request that names it, the next one reuses
+   * it; the other region, never sent, serves nothing */
   gacc_serve_give_fd(s2, region(&f, 1));
-  request(&m, &f, KIO_SVC_ACC_SHM, OFF);
+  request_in(&m, &f, KIO_SVC_ACC_SHM, OFF, 1);
   ck_assert_int_eq(serve(s2, sh, &m), KIO_OK);
   ck_assert_int_eq(serve(s2, sh, &m), KIO_OK);
+  request_in(&m, &f, KIO_SVC_ACC_SHM, OFF, 0);
+  ck_assert_int_eq(serve(s2, sh, &m), KIO_ERR);
   ck_assert_int_eq(gacc_serve_shm_requests(s2), 2);
   request(&m, &f, 0, 0);
   ck_assert_int_eq(serve(s1, in, &m), KIO_OK);
@@ -158,6 +167,13 @@ START_TEST(bad_shared_memory_is_malformed) {
   request(&m, &f, KIO_SVC_ACC_SHM, OFF + 4);
   ck_assert_int_eq(serve(s, a, &m), KIO_ERR);
   request(&m, &f, KIO_SVC_ACC_SHM | 2, OFF);
+  ck_assert_int_eq(serve(s, a, &m), KIO_ERR);
+  /* a region past the connection's, one the job never sent */
+  request_in(&m, &f, KIO_SVC_ACC_SHM, OFF, GACC_REMOTE_REGIONS);
+  ck_assert_int_eq(serve(s, a, &m), KIO_ERR);
+  request_in(&m, &f, 0, OFF, UINT32_MAX);
+  ck_assert_int_eq(serve(s, a, &m), KIO_ERR);
+  request_in(&m, &f, KIO_SVC_ACC_SHM, OFF, 1);
   ck_assert_int_eq(serve(s, a, &m), KIO_ERR);
   ck_assert_int_eq(frames_of(a), 0);
   /* the region is still good for a well-formed request */
