@@ -42,6 +42,57 @@ oom:
   return KIO_ERR;
 }
 
+/* *p resized to n elements of size sz (at least one), its contents kept
+ * up to the smaller size; KIO_ERR leaves *p as it was. */
+static int resize(void **p, size_t n, size_t sz) {
+  void *q = realloc(*p, (n ? n : 1) * sz);
+  if (!q) return KIO_ERR;
+  *p = q;
+  return KIO_OK;
+}
+
+int gacc_stats_reshape(gacc_stats *s, const kio_tmodel *tm, const kio_am_gmm *am, int zero) {
+  int64_t g = 0;
+  for (int32_t j = 0; j < am->num_pdfs; j++) g += am->pdfs[j].num_comp;
+  if (g > INT32_MAX) goto oom;
+  size_t gd = (size_t)g * (size_t)(am->dim > 0 ? am->dim : 0);
+  size_t old_gd = (size_t)s->num_gauss * (size_t)(s->dim > 0 ? s->dim : 0);
+  int fresh = !s->tacc;  /* a zeroed struct: nothing to keep */
+  if ((fresh || s->num_pdfs != am->num_pdfs) &&
+      resize((void **)&s->pdf_offset, (size_t)am->num_pdfs + 1, sizeof(int32_t)) != KIO_OK)
+    goto oom;
+  if ((fresh || s->num_tids != tm->num_tids) &&
+      resize((void **)&s->tacc, (size_t)tm->num_tids + 1, sizeof(double)) != KIO_OK)
+    goto oom;
+  if ((fresh || s->num_gauss != g) && resize((void **)&s->occ, (size_t)g, sizeof(double)) != KIO_OK)
+    goto oom;
+  if ((fresh || old_gd != gd) && (resize((void **)&s->mean_acc, gd, sizeof(double)) != KIO_OK ||
+                                  resize((void **)&s->var_acc, gd, sizeof(double)) != KIO_OK))
+    goto oom;
+  s->num_tids = tm->num_tids;
+  s->num_pdfs = am->num_pdfs;
+  s->dim = am->dim;
+  s->num_gauss = (int32_t)g;
+  g = 0;
+  for (int32_t j = 0; j < am->num_pdfs; j++) {
+    s->pdf_offset[j] = (int32_t)g;
+    g += am->pdfs[j].num_comp;
+  }
+  s->pdf_offset[am->num_pdfs] = (int32_t)g;
+  s->total_like = s->total_frames = 0.0;
+  if (zero) {
+    memset(s->tacc, 0, sizeof(double) * ((size_t)tm->num_tids + 1));
+    memset(s->occ, 0, sizeof(double) * (size_t)g);
+    memset(s->mean_acc, 0, sizeof(double) * gd);
+    memset(s->var_acc, 0, sizeof(double) * gd);
+  }
+  return KIO_OK;
+oom:
+  gacc_stats_free(s);
+  KIO_ERROR("Out of memory allocating statistics for %d pdfs", (int)am->num_pdfs);
+  return KIO_ERR;
+}
+
 void gacc_stats_free(gacc_stats *s) {
   if (!s) return;
   free(s->pdf_offset);
@@ -292,11 +343,8 @@ int gacc_get_totals(gacc_acc *a, double *like, int64_t *frames) {
 int gacc_get_stats(gacc_acc *a, gacc_stats *out) {
   if (gacc_wait(a) != KIO_OK) return KIO_ERR;
   const gacc_stats *s = &a->st;
-  if (!out->tacc || out->num_tids != s->num_tids || out->num_pdfs != s->num_pdfs ||
-      out->num_gauss != s->num_gauss || out->dim != s->dim) {
-    gacc_stats_free(out);
-    if (gacc_stats_init(out, a->tm, a->am) != KIO_OK) return KIO_ERR;
-  }
+  /* every value is written below: out's buffers are only reshaped */
+  if (gacc_stats_reshape(out, a->tm, a->am, 0) != KIO_OK) return KIO_ERR;
   if (a->remote) return gacc_remote_stats(a, out);
   if (a->is_gpu) {
     if (gacc_cuda_fetch(a->cuda, out) != KIO_OK) return KIO_ERR;
@@ -319,11 +367,15 @@ int gacc_reset_stats(gacc_acc *a) {
     return KIO_ERR;
   }
   gacc_stats *s = &a->st;
-  size_t gd = (size_t)s->num_gauss * (size_t)s->dim;
-  memset(s->tacc, 0, sizeof(double) * ((size_t)s->num_tids + 1));
-  memset(s->occ, 0, sizeof(double) * (size_t)s->num_gauss);
-  memset(s->mean_acc, 0, sizeof(double) * gd);
-  memset(s->var_acc, 0, sizeof(double) * gd);
+  /* on the device backend the host arrays are scratch, each use (cpu_rest)
+   * fetches the device's statistics into them first */
+  if (!a->cuda) {
+    size_t gd = (size_t)s->num_gauss * (size_t)s->dim;
+    memset(s->tacc, 0, sizeof(double) * ((size_t)s->num_tids + 1));
+    memset(s->occ, 0, sizeof(double) * (size_t)s->num_gauss);
+    memset(s->mean_acc, 0, sizeof(double) * gd);
+    memset(s->var_acc, 0, sizeof(double) * gd);
+  }
   s->total_like = s->total_frames = 0.0;
   a->like_sum = 0.0;
   a->frames_sum = 0;
@@ -346,19 +398,17 @@ int gacc_rebind(gacc_acc *a, const kio_tmodel *tm, const kio_am_gmm *am, int sam
   a->am = am;
   if (same) return gacc_reset_stats(a);
   int32_t mc;
-  gacc_stats st;
-  if (model_max_comp(am, &mc) != KIO_OK || gacc_stats_init(&st, tm, am) != KIO_OK)
-    return KIO_ERR;
+  if (model_max_comp(am, &mc) != KIO_OK) return KIO_ERR;
   float *ll = realloc(a->ll, sizeof(float) * (size_t)(mc > 0 ? mc : 1));
   if (!ll) {
-    gacc_stats_free(&st);
     KIO_ERROR("Out of memory");
     return KIO_ERR;
   }
   a->ll = ll;
   a->max_comp = mc;
-  gacc_stats_free(&a->st);
-  a->st = st;  /* zero, as gacc_new's */
+  /* the statistics' buffers kept, reshaped; zero as gacc_new's (on the
+   * device backend the host arrays are scratch: see gacc_reset_stats) */
+  if (gacc_stats_reshape(&a->st, tm, am, !a->cuda) != KIO_OK) return KIO_ERR;
   a->like_sum = 0.0;
   a->frames_sum = 0;
   a->piece_cap = 0;

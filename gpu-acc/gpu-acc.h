@@ -43,6 +43,12 @@ typedef struct {
 /* Zeroed statistics shaped for the model. KIO_OK or KIO_ERR (logged). */
 int gacc_stats_init(gacc_stats *s, const kio_tmodel *tm, const kio_am_gmm *am);
 void gacc_stats_free(gacc_stats *s);
+/* s (zeroed, or shaped before, for any model) shaped for the model, its
+ * buffers kept where they fit (realloc'ed where not), so that statistics
+ * used again and again take no fresh pages; the totals zeroed, the arrays
+ * zeroed too when zero is nonzero (else their values are unspecified).
+ * KIO_OK, or KIO_ERR (logged; s freed). */
+int gacc_stats_reshape(gacc_stats *s, const kio_tmodel *tm, const kio_am_gmm *am, int zero);
 
 /* Writes the stats file body of 4.3 (transition vector, <NUMPDFS>, one
  * <GMMACCS> per pdf with FLAGS 15, totals) to an open stream; the "\0B"
@@ -179,8 +185,8 @@ int gacc_inflight(const gacc_acc *a);
  * for both entries). Waits first: returns gacc_wait's status. */
 int gacc_get_totals(gacc_acc *a, double *like, int64_t *frames);
 
-/* Copies the totals so far into out (shaped by gacc_stats_init or zeroed;
- * it is (re)initialised as needed). Waits first (KIO_ERR if the batch in
+/* Copies the totals so far into out (zeroed, or statistics of any shape,
+ * whose buffers are reused: gacc_stats_reshape). Waits first (KIO_ERR if the batch in
  * flight failed). */
 int gacc_get_stats(gacc_acc *a, gacc_stats *out);
 

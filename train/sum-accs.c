@@ -462,6 +462,7 @@ static void *job_sum_worker(void *arg) {
     pthread_mutex_unlock(&js->mu);
     if (a >= b) break;
     double *m = js->out->mean_acc, *v = js->out->var_acc;
+    for (size_t i = a; i < b; i++) m[i] = v[i] = 0.0;
     for (int k = 0; k < js->n; k++) {
       const gacc_stats *s = js->jobs[js->order[k] - 1];
       for (size_t i = a; i < b; i++) {
@@ -469,8 +470,47 @@ static void *job_sum_worker(void *arg) {
         v[i] += (double)(float)s->var_acc[i];
       }
     }
+    /* written as float and read back (gmm-sum-accs' lines need only the
+     * occupancies' double sums) */
+    for (size_t i = a; i < b; i++) {
+      m[i] = (double)(float)m[i];
+      v[i] = (double)(float)v[i];
+    }
   }
   return NULL;
+}
+
+/* out shaped as f (its buffers reused where they fit), values unset. */
+static int shape_like(gacc_stats *out, const gacc_stats *f) {
+  size_t np1 = (size_t)f->num_pdfs + 1, G = (size_t)f->num_gauss;
+  size_t GD = G * (size_t)(f->dim > 0 ? f->dim : 0);
+  size_t old_gd = (size_t)out->num_gauss * (size_t)(out->dim > 0 ? out->dim : 0);
+  int fresh = !out->tacc;
+  void *p;
+  if (fresh || out->num_pdfs != f->num_pdfs) {
+    if (!(p = realloc(out->pdf_offset, sizeof(int32_t) * np1))) return KIO_ERR;
+    out->pdf_offset = p;
+  }
+  if (fresh || out->num_tids != f->num_tids) {
+    if (!(p = realloc(out->tacc, sizeof(double) * ((size_t)f->num_tids + 1)))) return KIO_ERR;
+    out->tacc = p;
+  }
+  if (fresh || (size_t)out->num_gauss != G) {
+    if (!(p = realloc(out->occ, sizeof(double) * (G ? G : 1)))) return KIO_ERR;
+    out->occ = p;
+  }
+  if (fresh || old_gd != GD) {
+    if (!(p = realloc(out->mean_acc, sizeof(double) * (GD ? GD : 1)))) return KIO_ERR;
+    out->mean_acc = p;
+    if (!(p = realloc(out->var_acc, sizeof(double) * (GD ? GD : 1)))) return KIO_ERR;
+    out->var_acc = p;
+  }
+  out->num_tids = f->num_tids;
+  out->num_pdfs = f->num_pdfs;
+  out->dim = f->dim;
+  out->num_gauss = f->num_gauss;
+  memcpy(out->pdf_offset, f->pdf_offset, sizeof(int32_t) * np1);
+  return KIO_OK;
 }
 
 int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_lines) {
@@ -480,31 +520,25 @@ int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_l
   for (int j = 0; j < nj; j++)
     if (jobs[j]) order[n++] = j + 1;
   qsort(order, (size_t)n, sizeof *order, glob_cmp);
-  memset(out, 0, sizeof *out);
   if (n == 0) {
     free(order);
+    gacc_stats_free(out);
     KIO_ERROR("no statistics to sum");
     return KIO_ERR;
   }
   const gacc_stats *f = jobs[order[0] - 1];
   size_t G = (size_t)f->num_gauss, D = (size_t)f->dim;
-  out->num_tids = f->num_tids;
-  out->num_pdfs = f->num_pdfs;
-  out->dim = f->dim;
-  out->num_gauss = f->num_gauss;
-  out->pdf_offset = malloc(sizeof(int32_t) * ((size_t)f->num_pdfs + 1));
-  out->tacc = calloc((size_t)f->num_tids + 1, sizeof(double));
-  out->occ = calloc(G ? G : 1, sizeof(double));
-  size_t GD = G * D > 0 ? G * D : 1;
-  out->mean_acc = calloc(GD, sizeof(double));
-  out->var_acc = calloc(GD, sizeof(double));
-  if (!out->pdf_offset || !out->tacc || !out->occ || !out->mean_acc || !out->var_acc) {
+  /* out's buffers kept from an earlier sum where they fit: every value is
+   * set below (the means and variances by the slices' workers) */
+  if (shape_like(out, f) != KIO_OK) {
     free(order);
     gacc_stats_free(out);
     KIO_ERROR("out of memory");
     return KIO_ERR;
   }
-  memcpy(out->pdf_offset, f->pdf_offset, sizeof(int32_t) * ((size_t)f->num_pdfs + 1));
+  memset(out->tacc, 0, sizeof(double) * ((size_t)f->num_tids + 1));
+  memset(out->occ, 0, sizeof(double) * G);
+  out->total_like = out->total_frames = 0.0;
   for (int k = 0; k < n; k++) {
     const gacc_stats *s = jobs[order[k] - 1];
     if (s->num_tids != f->num_tids || s->num_gauss != f->num_gauss || s->dim != f->dim ||
@@ -538,7 +572,7 @@ int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_l
   /* gmm-sum-accs' lines come from the double sums; the sum is written
    * (float) and read back by gmm-est. */
   if (log_lines) trn_sum_accs_log(kio_log_thread_program(), n, out, "-");
-  trn_sum_accs_round(out);
+  for (size_t g = 0; g < G; g++) out->occ[g] = (double)(float)out->occ[g];
   free(order);
   return KIO_OK;
 }

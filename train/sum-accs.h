@@ -41,7 +41,8 @@ void trn_sum_accs_round(gacc_stats *sum);
  * statistics rounded to float as written, added in double in the order
  * the glob lists "X.J.acc" (1, 10, 11, ..., 2, ...), the sum rounded to
  * float as written and read back. jobs[j] holds job j+1's statistics
- * (NULL: none); out is initialised here. Logs gmm-sum-accs' lines when
+ * (NULL: none); out is zeroed or holds an earlier sum of any shape, whose
+ * buffers are reused (on failure it is freed). Logs gmm-sum-accs' lines when
  * log_lines is nonzero. */
 int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_lines);
 

@@ -167,14 +167,14 @@ typedef struct {
   int job;
   const kio_am_gmm *am;
   gacc_stats *out;
+  gacc_acc **slot;  /* its accumulator in trn_ctx.cpu_accs */
   int x, rc;
 } acc_job;
 
-/* Job job's statistics into out (acc.X.JOB.log), with shared (the GPU
- * accumulator of the iteration: its statistics are reset after) or an
- * accumulator of the job's own (NULL). */
-static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_acc *shared,
-                   gacc_stats *out) {
+/* Job job's statistics into out (acc.X.JOB.log), with acc, whose
+ * statistics are zero (those of a new accumulator); with reset they are
+ * zeroed again after (the GPU accumulators serving several jobs in turn). */
+static int acc_one(trn_ctx *t, int job, int x, gacc_acc *acc, int reset, gacc_stats *out) {
   const trn_cfg *c = t->c;
   char *logp = fmt("%s/log/acc.%d", c->dir, x), path[4200], cmd[8600];
   if (!logp) return KIO_ERR;
@@ -186,24 +186,33 @@ static int acc_one(trn_ctx *t, int job, const kio_am_gmm *am, int x, gacc_acc *s
   trn_log *lg = trn_log_open(path, "gmm-acc-stats-ali", cmd);
   if (!lg) return KIO_ERR;
   trn_log_use(lg);
-  gacc_acc *acc = shared;
-  int rc = shared ? KIO_OK : gacc_new(&acc, t->gpu ? "gpu" : "cpu", &t->tm, am);
   trn_range r = { &t->d, t->d.job_start[job], t->d.job_start[job + 1], t->pick };
-  if (rc == KIO_OK) rc = trn_accumulate(&r, acc, 1);
+  int rc = trn_accumulate(&r, acc, 1);
   if (rc == KIO_OK) rc = gacc_get_stats(acc, out);
-  if (shared) {
-    if (rc == KIO_OK) rc = gacc_reset_stats(acc);
-  } else {
-    gacc_free(acc);
-  }
+  if (rc == KIO_OK && reset) rc = gacc_reset_stats(acc);
   trn_log_use(NULL);
   trn_log_close(lg);
   return rc;
 }
 
+/* The CPU path's job on accumulator *slot: the one kept from an earlier
+ * job rebound to this iteration's model (its buffers kept, zeroed: a new
+ * accumulator's statistics), else a new one. */
 static void *acc_thread(void *arg) {
   acc_job *j = arg;
-  j->rc = acc_one(j->t, j->job, j->am, j->x, NULL, j->out);
+  gacc_acc **acc = j->slot;
+  j->rc = KIO_OK;
+  if (!*acc || gacc_dim(*acc) != j->am->dim ||
+      gacc_rebind(*acc, &j->t->tm, j->am, 0) != KIO_OK) {
+    gacc_free(*acc);
+    *acc = NULL;
+    j->rc = gacc_new(acc, "cpu", &j->t->tm, j->am);
+  }
+  if (j->rc == KIO_OK) j->rc = acc_one(j->t, j->job, j->x, *acc, 0, j->out);
+  if (j->rc != KIO_OK) {  /* statistics unspecified: not kept */
+    gacc_free(*acc);
+    *acc = NULL;
+  }
   return NULL;
 }
 
@@ -289,7 +298,7 @@ static void *gpu_worker_main(void *arg) {
     int j = q->failed || q->next >= q->nj ? -1 : q->next++;
     pthread_mutex_unlock(&q->mu);
     if (j < 0) break;
-    w->rc = acc_one(q->t, j, q->am, q->x, *w->acc, &q->stats[j]);
+    w->rc = acc_one(q->t, j, q->x, *w->acc, 1, &q->stats[j]);
   }
   gacc_unbind(*w->acc);  /* the model changes before the next iteration */
   return NULL;
@@ -353,6 +362,13 @@ int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *sta
   int nj = t->d.nj;
   if (t->gpu) return gpu_accumulate_jobs(t, am, x, stats);
   int par = t->threads < 1 ? 1 : t->threads;
+  if (par > nj) par = nj > 0 ? nj : 1;
+  if (!t->cpu_accs) {
+    t->cpu_accs = calloc((size_t)par, sizeof *t->cpu_accs);
+    if (!t->cpu_accs) { KIO_ERROR("out of memory"); return KIO_ERR; }
+    t->n_cpu_accs = par;
+  }
+  if (par > t->n_cpu_accs) par = t->n_cpu_accs;
   acc_job *jobs = calloc((size_t)nj, sizeof *jobs);
   pthread_t *th = calloc((size_t)nj, sizeof *th);
   if (!jobs || !th) { free(jobs); free(th); KIO_ERROR("out of memory"); return KIO_ERR; }
@@ -360,7 +376,7 @@ int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *sta
   for (int j0 = 0; j0 < nj; j0 += par) {
     int j1 = j0 + par < nj ? j0 + par : nj;
     for (int j = j0; j < j1; j++) {
-      jobs[j] = (acc_job){ t, j, am, &stats[j], x, KIO_ERR };
+      jobs[j] = (acc_job){ t, j, am, &stats[j], &t->cpu_accs[j - j0], x, KIO_ERR };
       if (j == j1 - 1 || pthread_create(&th[j], NULL, acc_thread, &jobs[j]) != 0) {
         acc_thread(&jobs[j]);
         th[j] = 0;
@@ -391,15 +407,14 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
   trn_log *lg = trn_log_open(path, "gmm-est", cmd);
   if (!lg) return KIO_ERR;
   trn_log_use(lg);
-  gacc_stats sum;
-  memset(&sum, 0, sizeof sum);
+  gacc_stats *sum = &t->sum;  /* its buffers kept from the last update */
   kio_log_set_thread_program("gmm-sum-accs");
   double t0 = kio_now_s();
-  int rc = trn_est_sum_jobs((gacc_stats *const *)jobs, nj, &sum, 1);
+  int rc = trn_est_sum_jobs((gacc_stats *const *)jobs, nj, sum, 1);
   double t1 = kio_now_s();
   kio_log_set_thread_program(NULL);
   trn_est_report rep = {0};  /* a failed update leaves last_like 0 */
-  if (rc == KIO_OK) rc = trn_est_update_traced(eo, &sum, &t->tm, &t->am, occs, &rep, trace);
+  if (rc == KIO_OK) rc = trn_est_update_traced(eo, sum, &t->tm, &t->am, occs, &rep, trace);
   double t2 = kio_now_s();
   if (rc == KIO_OK) rc = write_model(c->dir, x + 1, &t->tm, &t->am);
   t->est_sum += t1 - t0;
@@ -414,7 +429,6 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
     KIO_KALDI(EST_WRITTEN, mdl);
   }
   t->last_like = rep.tot_t > 0 ? rep.tot_like / rep.tot_t : 0.0f;
-  gacc_stats_free(&sum);
   trn_log_use(NULL);
   trn_log_close(lg);
   return rc;
@@ -592,9 +606,10 @@ static int full_iteration(trn_ctx *t, int x) {
   if (t->mllt[x] && trn_mllt_step(t, x) != KIO_OK) return KIO_ERR;
   double t2 = kio_now_s();
   int nj = t->d.nj, rc;
-  gacc_stats *stats = calloc((size_t)nj, sizeof *stats);
+  if (!t->job_stats) t->job_stats = calloc((size_t)nj, sizeof *t->job_stats);
+  gacc_stats *stats = t->job_stats;  /* buffers kept from the last iteration */
   const gacc_stats **sp = calloc((size_t)nj, sizeof *sp);
-  if (!stats || !sp) { free(stats); free(sp); KIO_ERROR("out of memory"); return KIO_ERR; }
+  if (!stats || !sp) { free(sp); KIO_ERROR("out of memory"); return KIO_ERR; }
   rc = trn_accumulate_jobs(t, &t->am, x, stats);
   double t3 = kio_now_s();
   for (int j = 0; j < nj; j++) sp[j] = &stats[j];
@@ -604,8 +619,6 @@ static int full_iteration(trn_ctx *t, int x) {
   char desc[64];
   snprintf(desc, sizeof desc, "gmm-sum-accs - %d.*.acc |", x);
   if (rc == KIO_OK) rc = trn_estimate(t, sp, nj, x, &eo, 1, desc, NULL);
-  for (int j = 0; j < nj; j++) gacc_stats_free(&stats[j]);
-  free(stats);
   free(sp);
   if (rc != KIO_OK) return KIO_ERR;
   double t4 = kio_now_s();
@@ -760,6 +773,12 @@ int trn_run(const trn_cfg *c) {
   if (rc == KIO_OK) rc = trn_graphs_wait(&t.d);  /* the fsts.JOB.gz writers, done by now */
 done:
   for (int k = 0; k < (int)(sizeof t.accs / sizeof t.accs[0]); k++) gacc_free(t.accs[k]);
+  for (int k = 0; k < t.n_cpu_accs; k++) gacc_free(t.cpu_accs[k]);
+  free(t.cpu_accs);
+  if (t.job_stats)
+    for (int j = 0; j < t.d.nj; j++) gacc_stats_free(&t.job_stats[j]);
+  free(t.job_stats);
+  gacc_stats_free(&t.sum);
   gacc_dev_feats_free(t.dfeats);
   trn_data_free(&t.d);
   kio_tmodel_free(&t.tm);

@@ -228,16 +228,14 @@ int trn_stoch_run(trn_ctx *t) {
       if (rc != KIO_OK) break;
     }
     /* this batch's statistics, stored in place of the oldest */
-    t->pick = batch;
-    for (int j = 0; j < d->nj; j++) gacc_stats_free(&jobs[j]);
+    t->pick = batch;  /* jobs' buffers reused (gacc_get_stats reshapes them) */
     double tc = kio_now_s();
     rc = trn_accumulate_jobs(t, &t->am, u, jobs);
     t->time_acc += kio_now_s() - tc;
     t->pick = NULL;
     if (rc != KIO_OK) break;
     for (int j = 0; j < d->nj; j++) jp[j] = &jobs[j];
-    stored *slot = &st[next];
-    gacc_stats_free(&slot->s);
+    stored *slot = &st[next];  /* the oldest sum's buffers reused */
     if (trn_est_sum_jobs((gacc_stats *const *)jp, d->nj, &slot->s, 0) != KIO_OK) {
       rc = KIO_ERR;
       break;

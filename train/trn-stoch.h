@@ -21,6 +21,12 @@ typedef struct {
   gacc_dev_feats *dfeats;    /* GPU: the features resident on the device, or NULL */
   gacc_acc *accs[16];        /* GPU: the accumulators kept from one iteration to the
                                 next (rebound to each model), or NULL */
+  gacc_acc **cpu_accs;       /* CPU: one accumulator per side-by-side job, kept from one
+                                iteration to the next (rebound to each model) */
+  int n_cpu_accs;
+  gacc_stats *job_stats;     /* the jobs' statistics (nj), their buffers kept from one
+                                iteration to the next */
+  gacc_stats sum;            /* the jobs' sum, its buffers kept likewise */
   float last_like;
   double time_align, time_acc, time_est;
   double est_sum, est_trans, est_pdfs, est_mixup, est_occs, est_write;  /* time_est's parts */

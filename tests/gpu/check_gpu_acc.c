@@ -542,11 +542,13 @@ START_TEST(gpu_side_by_side_jobs) {
 }
 END_TEST
 
-/* The GPU service's pooled accumulator (gacc_rebind): rebound to a model
- * with more pdfs and Gaussians (tri1 after mono), then to one with fewer
- * (mono again: the larger arrays kept), then to the same model, its
- * statistics and totals are a fresh accumulator's, bit for bit, though its
- * earlier statistics were not zero; another dimension is refused. */
+/* The service's pooled accumulator, the trainer's kept ones (gacc_rebind):
+ * rebound to more pdfs and Gaussians (tri1 after mono), to fewer (mono),
+ * to the same model, its statistics and totals are a fresh accumulator's,
+ * bit for bit, though its earlier ones were not zero; fetched each time
+ * into one gacc_stats (reshaped, as the trainer's per-job statistics) they
+ * are those fetched into fresh ones, offsets included; another dimension
+ * is refused. */
 static void rebind_check(const char *backend) {
   mono_utts a, b;
   utts_load(&a, "models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark");
@@ -563,11 +565,21 @@ static void rebind_check(const char *backend) {
   ck_assert_int_eq(gacc_accumulate_batch(pooled, a.n / 2, a.u, res), KIO_OK);
   const mono_utts *order[] = {&b, &a, &a, &b};
   gacc_acc *fresh[] = {fb, fa, fa, fb};
+  gacc_stats kept = {0};  /* reused: first holding the half job's statistics */
+  ck_assert_int_eq(gacc_get_stats(pooled, &kept), KIO_OK);
   for (int k = 0; k < 4; k++) {
     const mono_utts *d = order[k];
     gacc_unbind(pooled);
     ck_assert_int_eq(gacc_rebind(pooled, &d->tm, &d->am, k == 2), KIO_OK);
     ck_assert_int_eq(gacc_accumulate_batch(pooled, d->n, d->u, res), KIO_OK);
+    gacc_stats fs = {0};
+    ck_assert_int_eq(gacc_get_stats(pooled, &kept), KIO_OK);
+    ck_assert_int_eq(gacc_get_stats(fresh[k], &fs), KIO_OK);
+    ck_assert_msg(kept.num_pdfs == fs.num_pdfs && stats_identical(&kept, &fs) &&
+                      !memcmp(kept.pdf_offset, fs.pdf_offset,
+                              sizeof(int32_t) * ((size_t)fs.num_pdfs + 1)),
+                  "step %d: statistics fetched into reused ones differ from fresh ones'", k);
+    gacc_stats_free(&fs);
     assert_same_stats(pooled, fresh[k], k == 0 ? "rebound to more Gaussians"
                                         : k == 1 ? "rebound to fewer Gaussians"
                                         : k == 2 ? "rebound to the same model"
@@ -586,6 +598,7 @@ static void rebind_check(const char *backend) {
   kio_log_set_handler(quiet, NULL);
   ck_assert_int_eq(gacc_rebind(pooled, &tm2, &am2, 0), KIO_ERR);
   kio_log_set_handler(NULL, NULL);
+  gacc_stats_free(&kept);
   gacc_free(pooled);
   gacc_free(fa);
   gacc_free(fb);

@@ -2,7 +2,8 @@
  * statistics, the pdfs' updates) against one thread, on the fixture's
  * statistics (kaldi/tri2/final.acc, eleven jobs made of it, each scaled
  * its own way): the same sums, model, occupancies and log lines whatever
- * the number, and the sums those of the jobs in the shell glob's order. */
+ * the number, and the sums those of the jobs in the shell glob's order;
+ * a sum into an earlier one's buffers equals a fresh one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,7 @@ START_TEST(threads_same_bits) {
   make_jobs(jobs);
   (void)kio_blas_profile();  /* its one line (once a process) before the comparisons */
   gacc_stats ref;
+  memset(&ref, 0, sizeof ref);
   tu_text ref_lines = {0};
   estimate(1, jobs, &ref, "t1", &ref_lines);
   ck_assert_msg(ref.num_gauss * ref.dim > 8192, "the fixture is one slice of the sum: %d x %d",
@@ -81,6 +83,7 @@ START_TEST(threads_same_bits) {
     char tag[16];
     snprintf(tag, sizeof tag, "t%d", counts[k]);
     gacc_stats s;
+    memset(&s, 0, sizeof s);
     tu_text lines = {0};
     estimate(counts[k], jobs, &s, tag, &lines);
     ck_assert_msg(same_doubles(s.mean_acc, ref.mean_acc, gd) &&
@@ -125,11 +128,83 @@ START_TEST(threads_same_bits) {
 }
 END_TEST
 
+/* The first np pdfs of s (a smaller model's statistics), values kept. */
+static void first_pdfs(const gacc_stats *s, int32_t np, gacc_stats *out) {
+  memset(out, 0, sizeof *out);
+  int32_t G = s->pdf_offset[np];
+  size_t gd = (size_t)G * (size_t)s->dim;
+  *out = (gacc_stats){ .num_tids = s->num_tids, .num_pdfs = np, .dim = s->dim, .num_gauss = G,
+                       .total_like = s->total_like, .total_frames = s->total_frames };
+  out->pdf_offset = malloc(sizeof(int32_t) * ((size_t)np + 1));
+  out->tacc = malloc(sizeof(double) * ((size_t)s->num_tids + 1));
+  out->occ = malloc(sizeof(double) * (size_t)G);
+  out->mean_acc = malloc(sizeof(double) * gd);
+  out->var_acc = malloc(sizeof(double) * gd);
+  ck_assert(out->pdf_offset && out->tacc && out->occ && out->mean_acc && out->var_acc);
+  memcpy(out->pdf_offset, s->pdf_offset, sizeof(int32_t) * ((size_t)np + 1));
+  memcpy(out->tacc, s->tacc, sizeof(double) * ((size_t)s->num_tids + 1));
+  memcpy(out->occ, s->occ, sizeof(double) * (size_t)G);
+  memcpy(out->mean_acc, s->mean_acc, sizeof(double) * gd);
+  memcpy(out->var_acc, s->var_acc, sizeof(double) * gd);
+}
+
+static int same_sum(const gacc_stats *x, const gacc_stats *y) {
+  size_t gd = (size_t)x->num_gauss * (size_t)x->dim;
+  return x->num_tids == y->num_tids && x->num_pdfs == y->num_pdfs && x->dim == y->dim &&
+         x->num_gauss == y->num_gauss &&
+         !memcmp(x->pdf_offset, y->pdf_offset, sizeof(int32_t) * ((size_t)x->num_pdfs + 1)) &&
+         same_doubles(x->tacc, y->tacc, (size_t)x->num_tids + 1) &&
+         same_doubles(x->occ, y->occ, (size_t)x->num_gauss) &&
+         same_doubles(x->mean_acc, y->mean_acc, gd) && same_doubles(x->var_acc, y->var_acc, gd) &&
+         !memcmp(&x->total_like, &y->total_like, sizeof(double)) &&
+         x->total_frames == y->total_frames;
+}
+
+/* The trainer keeps the sum's buffers from one update to the next: a sum
+ * into the last one's (larger, smaller, then larger again: the model
+ * changed between) is the sum into a fresh one, bit for bit, on one thread
+ * and on several. */
+START_TEST(reused_sum_equals_fresh) {
+  gacc_stats big[NJ], small[NJ];
+  make_jobs(big);
+  for (int j = 0; j < NJ; j++) first_pdfs(&big[j], big[j].num_pdfs / 2, &small[j]);
+  ck_assert_int_lt(small[0].num_gauss, big[0].num_gauss);
+  gacc_stats *bp[NJ], *sp[NJ];
+  for (int j = 0; j < NJ; j++) {
+    bp[j] = &big[j];
+    sp[j] = &small[j];
+  }
+  const int counts[] = {1, 3};
+  for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+    trn_est_set_threads(counts[c]);
+    gacc_stats kept;
+    memset(&kept, 0, sizeof kept);
+    gacc_stats *const *order[] = {bp, sp, bp, bp};
+    for (int k = 0; k < 4; k++) {
+      gacc_stats fresh;
+      memset(&fresh, 0, sizeof fresh);
+      ck_assert_int_eq(trn_est_sum_jobs(order[k], NJ, &kept, 0), KIO_OK);
+      ck_assert_int_eq(trn_est_sum_jobs(order[k], NJ, &fresh, 0), KIO_OK);
+      ck_assert_msg(same_sum(&kept, &fresh), "%d thread(s), sum %d: into the last one's buffers "
+                    "it differs from a fresh sum", counts[c], k);
+      gacc_stats_free(&fresh);
+    }
+    gacc_stats_free(&kept);
+  }
+  trn_est_set_threads(0);
+  for (int j = 0; j < NJ; j++) {
+    gacc_stats_free(&big[j]);
+    gacc_stats_free(&small[j]);
+  }
+}
+END_TEST
+
 Suite *est_threads_suite(void) {
   Suite *s = suite_create("est_threads");
   TCase *t = tcase_create("bits");
   tcase_set_timeout(t, 300);
   tcase_add_test(t, threads_same_bits);
+  tcase_add_test(t, reused_sum_equals_fresh);
   suite_add_tcase(s, t);
   return s;
 }
