@@ -169,20 +169,38 @@ static int read_stats(gacc_acc *a, kio_msg_reader *rd);
 
 /* The reply awaited first is read: KIO_OK, or the service given up
  * (gacc_remote_fall_back's status; a->remote is then NULL). */
+/* The start of every reply: received (the wait timed), its status, its
+ * log lines held in *lines with *lrc their reading status; 0. Or the
+ * service given up (what: what it could not do): 1, with *rc the
+ * fall-back's status, the collection's result. */
+static int recv_reply(gacc_acc *a, uint32_t type, const char *what, kio_msg_reader *rd,
+                      kio_log_deferred **lines, int *lrc, int *rc) {
+  gacc_remote *r = a->remote;
+  double t0 = kio_now_s();
+  int got = kio_svc_recv(r->svc, type, NULL, rd);
+  r->t_wait += kio_now_s() - t0;
+  if (got != KIO_OK) {
+    *rc = gacc_remote_fall_back(a, kio_svc_error(r->svc));
+    return 1;
+  }
+  if (kio_rd_i32(rd) != KIO_OK) {
+    *rc = lost_batch(a, rd, what);
+    return 1;
+  }
+  *lines = NULL;
+  kio_log_defer(lines);
+  *lrc = kio_rd_log_lines(rd);
+  kio_log_defer(NULL);
+  return 0;
+}
+
 static int collect_acc(gacc_acc *a, kept *k) {
   gacc_remote *r = a->remote;
   int n = k->n;
   kio_msg_reader rd;
-  double t0 = kio_now_s();
-  int got = kio_svc_recv(r->svc, KIO_SVC_ACCUMULATED, NULL, &rd);
-  r->t_wait += kio_now_s() - t0;
-  if (got != KIO_OK) return gacc_remote_fall_back(a, kio_svc_error(r->svc));
-  int32_t status = kio_rd_i32(&rd);
-  if (status != KIO_OK) return lost_batch(a, &rd, "accumulate a batch");
-  kio_log_deferred *lines = NULL;
-  kio_log_defer(&lines);
-  int lrc = kio_rd_log_lines(&rd);
-  kio_log_defer(NULL);
+  kio_log_deferred *lines;
+  int lrc, rc;
+  if (recv_reply(a, KIO_SVC_ACCUMULATED, "accumulate a batch", &rd, &lines, &lrc, &rc)) return rc;
   gacc_utt_result *u = malloc((size_t)(n > 0 ? n : 1) * sizeof *u);
   for (int i = 0; i < n && u; i++) {
     u[i].like = kio_rd_f32(&rd);
@@ -212,16 +230,9 @@ static int collect_acc(gacc_acc *a, kept *k) {
 static int collect_stats(gacc_acc *a, uint32_t seq) {
   gacc_remote *r = a->remote;
   kio_msg_reader rd;
-  double t0 = kio_now_s();
-  int got = kio_svc_recv(r->svc, KIO_SVC_STATS_ARE, NULL, &rd);
-  r->t_wait += kio_now_s() - t0;
-  if (got != KIO_OK) return gacc_remote_fall_back(a, kio_svc_error(r->svc));
-  int32_t status = kio_rd_i32(&rd);
-  if (status != KIO_OK) return lost_batch(a, &rd, "return the statistics");
-  kio_log_deferred *lines = NULL;
-  kio_log_defer(&lines);
-  int lrc = kio_rd_log_lines(&rd);
-  kio_log_defer(NULL);
+  kio_log_deferred *lines;
+  int lrc, rc;
+  if (recv_reply(a, KIO_SVC_STATS_ARE, "return the statistics", &rd, &lines, &lrc, &rc)) return rc;
   if (lrc != KIO_OK || read_stats(a, &rd) != KIO_OK) {
     kio_log_discard(&lines);
     return gacc_remote_fall_back(a, "malformed reply from the GPU service");
