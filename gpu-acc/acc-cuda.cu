@@ -10,7 +10,8 @@
  *      reference used FMA);
  *   3. softmax per frame (one thread per frame, ascending m, glibc's expf
  *      algorithm), counts the frame's transition-id;
- *   4. writes the posteriors to global memory (sorted frame order).
+ *   4. writes the posteriors and the features to global memory in sorted
+ *      frame order, a row per component and per dim.
  * Then the statistics (gacc_cells_kernel): each thread owns one cell (a
  * component's dim, or its occupancy) of a pdf and adds post * x and post *
  * x^2 in frame order to a running double sum, fused or not as the CPU
@@ -64,7 +65,8 @@ struct gacc_cuda {
   /* batch buffers, grown as needed */
   size_t cap_frames, cap_chunks;
   float *d_feats, *d_mx, *d_sum;
-  float *d_xsort;         /* the features in sorted-frame order (chunk kernel) */
+  float *d_xsort;         /* the features in sorted-frame order, a row per dim (chunk kernel) */
+  int *d_nonfinite;       /* set by the chunk kernel on an inf or NaN feature (kept) */
   int32_t *d_tid, *d_order;
   int4 *d_chunks;
   int32_t *h_order, *h_count;  /* h_order, h_chunks: page-locked */
@@ -76,7 +78,8 @@ struct gacc_cuda {
   int4 *h_cblocks, *d_cblocks; /* (pdf, start, frames, first cell) per cells block */
   size_t cap_cblocks;          /* num_pdfs x the most blocks a pdf needs */
   int tiled;                   /* KALDI_GPU_DEV_ACC_STATS=tiled: the per-pdf kernel */
-  float *d_gam;                /* cap_frames x max_comp posteriors, sorted frames */
+  float *d_gam;                /* cap_frames x max_comp posteriors, sorted frames: a row
+                                  per component (cells), or per frame (tiled) */
   int prof;                    /* the rounding profile (kio_blas_profile()) */
   /* page-locked staging ring for features given as matrices */
   void *h_ring[GACC_RING_N];
@@ -91,7 +94,29 @@ struct gacc_cuda {
    * KALDI_GPU_SERVICE_VERBOSE=2) */
   double t_new, t_sort, t_stage, t_wait, t_fetch;
   long n_batches, n_frames, n_resident;
+  /* the device's own phases (--verbose=2: timed events per batch, two
+   * batches' sets in turn): uploads, chunk kernels with the likelihoods'
+   * copies back, statistics kernels, and the stream idle between a batch's
+   * statistics and the next batch's first copy (the host was staging) */
+  cudaEvent_t dev_ev[2][4];
+  int dev_ev_on;
+  long dev_ev_last;  /* the batch whose statistics are not yet timed (0: none) */
+  double t_dev_up, t_dev_chunk, t_dev_stats, t_dev_idle;
 };
+
+/* Seconds between two timed events that have both completed. */
+static double ev_span(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0.0f;
+  return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? (double)ms / 1e3 : 0.0;
+}
+
+/* The statistics span of the last timed batch, once its stream is idle. */
+static void dev_ev_close(gacc_cuda *c) {
+  if (!c->dev_ev_on || !c->dev_ev_last) return;
+  cudaEvent_t *e = c->dev_ev[c->dev_ev_last & 1];
+  if (cudaEventSynchronize(e[3]) == cudaSuccess) c->t_dev_stats += ev_span(e[2], e[3]);
+  c->dev_ev_last = 0;
+}
 
 
 template <typename T>
@@ -117,7 +142,15 @@ extern "C" void gacc_cuda_free(gacc_cuda *c) {
     KIO_VLOG(2, "GPU accumulator: %ld batches, %ld frames; set-up %.4f s, host sort %.4f s, "
              "staging %.4f s, waiting for the device %.4f s, fetching statistics %.4f s",
              c->n_batches, c->n_frames, c->t_new, c->t_sort, c->t_stage, c->t_wait, c->t_fetch);
-  void *dev[] = { c->d_pdf_offset, c->d_gconst, c->d_mi, c->d_iv, c->d_tacc,
+  if (c->gpu) kio_gpu_bind(c->gpu);
+  dev_ev_close(c);
+  if (c->n_batches && c->dev_ev_on)
+    KIO_VLOG(2, "GPU accumulator, the device's phases: uploads %.4f s, chunk kernels %.4f s, "
+             "statistics kernels %.4f s, idle between batches %.4f s",
+             c->t_dev_up, c->t_dev_chunk, c->t_dev_stats, c->t_dev_idle);
+  for (int i = 0; i < 2 && c->dev_ev_on; i++)
+    for (int k = 0; k < 4; k++) cudaEventDestroy(c->dev_ev[i][k]);
+  void *dev[] = { c->d_nonfinite, c->d_pdf_offset, c->d_gconst, c->d_mi, c->d_iv, c->d_tacc,
                   c->d_occ, c->d_mean, c->d_var, c->d_ranges, c->d_cblocks };
   if (c->gpu) kio_gpu_bind(c->gpu);
   if (c->has_stream) kio_cuda_stream_wait(c->stream);
@@ -305,6 +338,16 @@ extern "C" int gacc_cuda_new(gacc_cuda **out, kio_gpu *gpu, kio_gpu_mode mode,
     return KIO_ERR;
   }
   c->has_stream = 1;
+  if (dev_alloc(c, &c->d_nonfinite, 1) != KIO_OK) {  /* out of memory: the device layer's */
+    gacc_cuda_free(c);
+    return KIO_ERR;
+  }
+  e = cudaMemsetAsync(c->d_nonfinite, 0, sizeof(int), c->stream);
+  if (e != cudaSuccess) {
+    KIO_ERROR("CUDA error setting up the accumulator: %s", cudaGetErrorString(e));
+    gacc_cuda_free(c);
+    return KIO_ERR;
+  }
   c->prof = kio_blas_profile();
   /* $KALDI_GPU_DEV_ACC_STATS=tiled: the statistics by gacc_stats_kernel (one
    * block per pdf), for measuring; the same bits either way */
@@ -360,9 +403,10 @@ static int grow(gacc_cuda *c, size_t frames, size_t chunks) {
   if (frames > c->cap_frames) {
     size_t cap = c->cap_frames ? c->cap_frames : 8192;
     while (cap < frames) cap *= 2;
-    /* exactly what is asked when the doubling would not fit the budget */
+    /* what is asked (rounded up to 4: the statistics' rows stay 16-byte
+     * aligned) when the doubling would not fit the budget */
     const size_t fb = gacc_cuda_frame_bytes(c);
-    if (cap * fb > kio_gpu_acct_room(c->acct) + c->cap_frames * fb) cap = frames;
+    if (cap * fb > kio_gpu_acct_room(c->acct) + c->cap_frames * fb) cap = (frames + 3) & ~(size_t)3;
     void *old[] = {c->d_feats, c->d_mx, c->d_sum, c->d_tid, c->d_order, c->d_gam, c->d_xsort};
     for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) kio_gpu_free(old[i], c->stream);
     c->d_feats = c->d_mx = c->d_sum = c->d_gam = c->d_xsort = NULL;
@@ -478,6 +522,18 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
   cudaStream_t st = c->stream;
   double t1 = kio_now_s();
   c->t_sort += t1 - t0;
+  if (c->n_batches == 1 && kio_log_verbose() >= 2) {
+    int ok = 1;
+    for (int i = 0; i < 2; i++)
+      for (int k = 0; k < 4; k++) ok &= cudaEventCreate(&c->dev_ev[i][k]) == cudaSuccess;
+    for (int i = 0; i < 2 && !ok; i++)
+      for (int k = 0; k < 4; k++)
+        if (c->dev_ev[i][k]) cudaEventDestroy(c->dev_ev[i][k]);
+    c->dev_ev_on = ok;
+    cudaGetLastError();
+  }
+  cudaEvent_t *ev = c->dev_ev_on ? c->dev_ev[c->n_batches & 1] : NULL;
+  if (ev) KIO_CUDA_TRY(cudaEventRecord(ev[0], st));
   if (feats)
     KIO_CUDA_TRY(cudaMemcpyAsync(c->d_feats, feats, sizeof(float) * (size_t)n_frames * D,
                                  cudaMemcpyHostToDevice, st));
@@ -495,10 +551,12 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
   if (n_cblocks)
     KIO_CUDA_TRY(cudaMemcpyAsync(c->d_cblocks, c->h_cblocks, sizeof(int4) * n_cblocks,
                                  cudaMemcpyHostToDevice, st));
+  if (ev) KIO_CUDA_TRY(cudaEventRecord(ev[1], st));
   gacc_launch_chunks((unsigned)n_chunks, c->shmem, st,
       c->d_chunks, c->d_order, c->d_feats, c->d_tid, c->d_pdf_offset, c->d_gconst,
       c->d_mi, c->d_iv, c->dim, c->chunk_frames, c->prof, c->max_comp, c->d_tacc,
-      c->d_gam, c->d_mx, c->d_sum, c->d_xsort);
+      c->tiled ? c->d_gam : NULL, c->d_mx, c->d_sum, c->d_xsort, c->d_gam, c->cap_frames,
+      c->d_nonfinite);
   KIO_CUDA_LAUNCHED();
   /* mx and sum go back before the statistics kernel runs: the host forms
    * the likelihoods (and sorts the next batch) while the device adds the
@@ -508,6 +566,7 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
   KIO_CUDA_TRY(cudaMemcpyAsync(sum, c->d_sum, sizeof(float) * (size_t)n_frames,
                                cudaMemcpyDeviceToHost, st));
   KIO_CUDA_TRY(cudaEventRecord(c->like_ev, st));
+  if (ev) KIO_CUDA_TRY(cudaEventRecord(ev[2], st));
   if (n_ranges) {
     gacc_launch_tiled(n_ranges, c->stats_shmem, st, c->d_ranges, c->d_order, c->d_feats,
                       c->d_gam, c->max_comp, c->d_pdf_offset, c->dim, c->prof, c->stats_tile,
@@ -515,14 +574,29 @@ static int accumulate(gacc_cuda *c, int32_t n_frames, const float *feats,
     KIO_CUDA_LAUNCHED();
   }
   if (n_cblocks) {
-    gacc_launch_cells((unsigned)n_cblocks, st, c->d_cblocks, c->d_xsort, c->d_gam, c->max_comp,
-                      c->d_pdf_offset, c->dim, c->prof, c->d_occ, c->d_mean, c->d_var);
+    gacc_launch_cells((unsigned)n_cblocks, st, c->d_cblocks, c->d_xsort, c->d_gam, c->cap_frames,
+                      c->d_pdf_offset, c->dim, c->prof, c->d_nonfinite, c->d_occ, c->d_mean,
+                      c->d_var);
     KIO_CUDA_LAUNCHED();
   }
+  if (ev) KIO_CUDA_TRY(cudaEventRecord(ev[3], st));
   double t2 = kio_now_s();
   c->t_stage += t2 - t1;
   KIO_CUDA_TRY(kio_cuda_event_wait(c->like_ev));
   c->t_wait += kio_now_s() - t2;
+  if (ev) {
+    /* this batch's copies and chunks are done, and so is the batch before */
+    if (cudaEventSynchronize(ev[2]) == cudaSuccess) {
+      c->t_dev_up += ev_span(ev[0], ev[1]);
+      c->t_dev_chunk += ev_span(ev[1], ev[2]);
+      if (c->dev_ev_last) {
+        cudaEvent_t *pe = c->dev_ev[c->dev_ev_last & 1];
+        c->t_dev_stats += ev_span(pe[2], pe[3]);
+        c->t_dev_idle += ev_span(pe[3], ev[0]);
+      }
+      c->dev_ev_last = c->n_batches;
+    }
+  }
   return KIO_OK;
 }
 

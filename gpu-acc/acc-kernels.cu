@@ -46,7 +46,8 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
                                   const float *__restrict__ iv,
                                   int D, int chunk_cap, int prof, int maxc,
                                   double *tacc, float *gam_out, float *mx_out,
-                                  float *sum_out, float *xs_out) {
+                                  float *sum_out, float *xs_t, float *gam_t, size_t cap,
+                                  int *nonfinite) {
   GACC_DYN_SHARED(sh);
   const int4 ch = chunks[blockIdx.x];
   const int pdf = ch.x, start = ch.y, len = ch.z;
@@ -60,9 +61,15 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
     float v = feats[(size_t)order[start + f] * D + d];
     xs[i] = v;
     x2[i] = v * v;
-    xs_out[(size_t)start * D + i] = v;  /* the statistics read these rows in order */
+    if (!isfinite(v)) *nonfinite = 1;
   }
   __syncthreads();
+  /* the statistics read each dim's frames in sorted order: dim-major rows
+   * of cap floats (consecutive threads, consecutive frames) */
+  for (int i = threadIdx.x; i < len * D; i += blockDim.x) {
+    int d = i / len, f = i - d * len;
+    xs_t[(size_t)d * cap + start + f] = xs[f * D + d];
+  }
 
   for (int i = threadIdx.x; i < len * M; i += blockDim.x) {
     int f = i / M, m = i - f * M;
@@ -88,113 +95,168 @@ __global__ void gacc_chunk_kernel(const int4 *__restrict__ chunks,
   }
   __syncthreads();
 
-  for (int i = threadIdx.x; i < len * M; i += blockDim.x) {
-    int f = i / M, m = i - f * M;
-    gam_out[(size_t)(start + f) * maxc + m] = gam[i];
-  }
+  if (gam_out) /* the per-pdf statistics kernel's layout */
+    for (int i = threadIdx.x; i < len * M; i += blockDim.x) {
+      int f = i / M, m = i - f * M;
+      gam_out[(size_t)(start + f) * maxc + m] = gam[i];
+    }
+  else /* the cells kernel's: component-major rows of cap floats */
+    for (int i = threadIdx.x; i < len * M; i += blockDim.x) {
+      int m = i / len, f = i - m * len;
+      gam_t[(size_t)m * cap + start + f] = gam[f * M + m];
+    }
 }
 
 /* The same sums, GACC_CELLS cells of one pdf per block: blocks[b] = (pdf,
  * first sorted frame, frames, first cell), cells numbered as in
  * gacc_stats_kernel (m * D + d for the means and variances, then M * D + m
- * for the occupancies). A thread reads its frames' feature (xs: the rows
- * in sorted-frame order, written by the chunk kernel) and posterior
- * straight from global memory (a warp's cells are neighbouring dims of one
- * or two components: coalesced rows, broadcast posteriors), the loads of
- * the next GACC_UNROLL frames issued before the adds of these, which stay
- * in frame order: no shared memory, no barrier. The pdf with the most
- * frames thus runs on M * (D + 1) / GACC_CELLS SMs at once, each add
- * waiting only for the previous one of its cell. */
+ * for the occupancies). A thread adds its cell's terms in frame order to a
+ * running double sum; the pdf with the most frames is the kernel's length,
+ * so what counts is one thread's time a frame. It reads its dim's features
+ * and its component's posteriors as rows of consecutive frames (xs_t, gam_t:
+ * cap floats a row, written so by the chunk kernel; a warp's cells are
+ * neighbouring dims of one or two components), four frames a load, the
+ * next GACC_UNROLL frames' loads issued before the adds of these.
+ *
+ * A frame whose posterior is 0 leaves the sums as they are (the CPU path
+ * skips it). Where no feature so far was inf or NaN (*nonfinite 0) and no
+ * sum starts at -0, its terms are made +0 instead (its feature taken as 0),
+ * which leaves a sum as it is too, and the sum's chain is one fma a frame;
+ * else (SUB 0) a select after the fma keeps the sum. */
 enum { GACC_UNROLL = 16 };
-__device__ static __forceinline__ void gacc_cell_add(double gm, double xd, int fused, double &sm,
-                                                     double &sv) {
-  if (gm != 0.0) {
-    const double q = xd * xd;
-    sm = fma(gm, xd, sm);
-    if (fused) {
-      sv = fma(gm, q, sv);
-    } else {
-      double p = gm * q;
-      sv = sv + p;
+template <int FUSED, int SUB>
+__device__ static __forceinline__ void gacc_cell_add(float g, float x, double &sm, double &sv) {
+  const bool on = g != 0.0f;
+  const double gm = (double)g, xd = (double)(SUB && !on ? 0.0f : x), q = xd * xd;
+  const double m1 = fma(gm, xd, sm);
+  const double v1 = FUSED ? fma(gm, q, sv) : sv + gm * q;
+  sm = SUB || on ? m1 : sm;
+  sv = SUB || on ? v1 : sv;
+}
+
+/* One mean/variance cell over frames [0, len) of gp (posteriors) and xp
+ * (features): single frames up to a 16-byte boundary, then four at a time,
+ * then the rest (all singly where gp and xp are not equally aligned). */
+template <int FUSED, int SUB>
+__device__ static __forceinline__ void gacc_cell_run(const float *gp, const float *xp, int len,
+                                                     double &sm, double &sv) {
+  int f = 0;
+  if (((uintptr_t)gp & 15) != ((uintptr_t)xp & 15)) { /* no common boundary: singly */
+    for (; f < len; f++) gacc_cell_add<FUSED, SUB>(gp[f], xp[f], sm, sv);
+    return;
+  }
+  for (; f < len && ((uintptr_t)(xp + f) & 15) != 0; f++)
+    gacc_cell_add<FUSED, SUB>(gp[f], xp[f], sm, sv);
+  const float4 *g4 = (const float4 *)(gp + f), *x4 = (const float4 *)(xp + f);
+  const int n4 = (len - f) / 4, full = n4 - n4 % (GACC_UNROLL / 4);
+  enum { V = GACC_UNROLL / 4 };
+  float4 ga[V], xa[V];
+  if (full > 0) {
+#pragma unroll
+    for (int u = 0; u < V; u++) {
+      ga[u] = g4[u];
+      xa[u] = x4[u];
     }
   }
+  for (int k = 0; k < full; k += V) {
+    float4 gb[V], xb[V];
+    if (k + V < full) {
+#pragma unroll
+      for (int u = 0; u < V; u++) {
+        gb[u] = g4[k + V + u];
+        xb[u] = x4[k + V + u];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < V; u++) {
+      gacc_cell_add<FUSED, SUB>(ga[u].x, xa[u].x, sm, sv);
+      gacc_cell_add<FUSED, SUB>(ga[u].y, xa[u].y, sm, sv);
+      gacc_cell_add<FUSED, SUB>(ga[u].z, xa[u].z, sm, sv);
+      gacc_cell_add<FUSED, SUB>(ga[u].w, xa[u].w, sm, sv);
+    }
+#pragma unroll
+    for (int u = 0; u < V; u++) {
+      ga[u] = gb[u];
+      xa[u] = xb[u];
+    }
+  }
+  for (f += 4 * full; f < len; f++) gacc_cell_add<FUSED, SUB>(gp[f], xp[f], sm, sv);
+}
+
+/* An occupancy cell: the posteriors' sum over frames [0, len) of gp, four
+ * frames a load as gacc_cell_run. SKIP0: a posterior of 0 is skipped (the
+ * sum is -0); else added (+0 or -0 leaves any other sum as it is). */
+template <int SKIP0>
+__device__ static __forceinline__ void gacc_occ_add(float g, double &so) {
+  const double s1 = so + (double)g;
+  so = SKIP0 && g == 0.0f ? so : s1;
+}
+template <int SKIP0>
+__device__ static __forceinline__ void gacc_occ_run(const float *gp, int len, double &so) {
+  int f = 0;
+  for (; f < len && ((uintptr_t)(gp + f) & 15) != 0; f++) gacc_occ_add<SKIP0>(gp[f], so);
+  const float4 *g4 = (const float4 *)(gp + f);
+  enum { V = GACC_UNROLL / 4 };
+  const int n4 = (len - f) / 4, full = n4 - n4 % V;
+  float4 ga[V];
+  if (full > 0) {
+#pragma unroll
+    for (int u = 0; u < V; u++) ga[u] = g4[u];
+  }
+  for (int k = 0; k < full; k += V) {
+    float4 gb[V];
+    if (k + V < full) {
+#pragma unroll
+      for (int u = 0; u < V; u++) gb[u] = g4[k + V + u];
+    }
+#pragma unroll
+    for (int u = 0; u < V; u++) {
+      gacc_occ_add<SKIP0>(ga[u].x, so);
+      gacc_occ_add<SKIP0>(ga[u].y, so);
+      gacc_occ_add<SKIP0>(ga[u].z, so);
+      gacc_occ_add<SKIP0>(ga[u].w, so);
+    }
+#pragma unroll
+    for (int u = 0; u < V; u++) ga[u] = gb[u];
+  }
+  for (f += 4 * full; f < len; f++) gacc_occ_add<SKIP0>(gp[f], so);
 }
 
 __global__ void gacc_cells_kernel(const int4 *__restrict__ blocks,
-                                  const float *__restrict__ xs,
-                                  const float *__restrict__ gam, int maxc,
+                                  const float *__restrict__ xs_t,
+                                  const float *__restrict__ gam_t, size_t cap,
                                   const int32_t *__restrict__ pdf_offset, int D, int prof,
-                                  double *occ, double *mean, double *var) {
+                                  const int *__restrict__ nonfinite, double *occ, double *mean,
+                                  double *var) {
   const int4 b = blocks[blockIdx.x];
   const int pdf = b.x, start = b.y, len = b.z;
   const int g0 = pdf_offset[pdf], M = pdf_offset[pdf + 1] - g0, MD = M * D;
   const int fuse_to = kio_blas_daxpy_fused(prof, D);
+  const int finite = *nonfinite == 0;
   int n = MD + M - b.w;
   if (n > GACC_CELLS) n = GACC_CELLS;
   for (int c = threadIdx.x; c < n; c += blockDim.x) {
     const int i = b.w + c;
     const int m = i < MD ? i / D : i - MD, d = i < MD ? i - m * D : 0;
-    const float *gp = gam + (size_t)start * maxc + m;
-    const float *xp = xs + (size_t)start * D + d;
-    const int full = len - len % GACC_UNROLL;
-    float ga[GACC_UNROLL], xa[GACC_UNROLL];
+    const float *gp = gam_t + (size_t)m * cap + start;
     if (i < MD) {
+      const float *xp = xs_t + (size_t)d * cap + start;
       const size_t cell = (size_t)g0 * D + i;
-      const int fused = d < fuse_to;
       double sm = mean[cell], sv = var[cell];
-      if (full > 0) {
-#pragma unroll
-        for (int u = 0; u < GACC_UNROLL; u++) {
-          ga[u] = gp[(size_t)u * maxc];
-          xa[u] = xp[(size_t)u * D];
-        }
+      const int sub = finite && !(sm == 0.0 && signbit(sm)) && !(sv == 0.0 && signbit(sv));
+      if (d < fuse_to) {
+        if (sub) gacc_cell_run<1, 1>(gp, xp, len, sm, sv);
+        else gacc_cell_run<1, 0>(gp, xp, len, sm, sv);
+      } else {
+        if (sub) gacc_cell_run<0, 1>(gp, xp, len, sm, sv);
+        else gacc_cell_run<0, 0>(gp, xp, len, sm, sv);
       }
-      for (int f = 0; f < full; f += GACC_UNROLL) {
-        float gb[GACC_UNROLL], xb[GACC_UNROLL];
-        const int nf = f + GACC_UNROLL;
-        if (nf < full) {
-#pragma unroll
-          for (int u = 0; u < GACC_UNROLL; u++) {
-            gb[u] = gp[(size_t)(nf + u) * maxc];
-            xb[u] = xp[(size_t)(nf + u) * D];
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < GACC_UNROLL; u++)
-          gacc_cell_add((double)ga[u], (double)xa[u], fused, sm, sv);
-#pragma unroll
-        for (int u = 0; u < GACC_UNROLL; u++) {
-          ga[u] = gb[u];
-          xa[u] = xb[u];
-        }
-      }
-      for (int f = full; f < len; f++)
-        gacc_cell_add((double)gp[(size_t)f * maxc], (double)xp[(size_t)f * D], fused, sm, sv);
       mean[cell] = sm;
       var[cell] = sv;
     } else {
       double so = occ[g0 + m];
-      if (full > 0) {
-#pragma unroll
-        for (int u = 0; u < GACC_UNROLL; u++) ga[u] = gp[(size_t)u * maxc];
-      }
-      for (int f = 0; f < full; f += GACC_UNROLL) {
-        float gb[GACC_UNROLL];
-        const int nf = f + GACC_UNROLL;
-        if (nf < full) {
-#pragma unroll
-          for (int u = 0; u < GACC_UNROLL; u++) gb[u] = gp[(size_t)(nf + u) * maxc];
-        }
-#pragma unroll
-        for (int u = 0; u < GACC_UNROLL; u++)
-          if (ga[u] != 0.0f) so = so + (double)ga[u];
-#pragma unroll
-        for (int u = 0; u < GACC_UNROLL; u++) ga[u] = gb[u];
-      }
-      for (int f = full; f < len; f++) {
-        const double gm = (double)gp[(size_t)f * maxc];
-        if (gm != 0.0) so = so + gm;
-      }
+      if (so == 0.0 && signbit(so)) gacc_occ_run<1>(gp, len, so);
+      else gacc_occ_run<0>(gp, len, so);
       occ[g0 + m] = so;
     }
   }
@@ -204,13 +266,16 @@ void gacc_launch_chunks(unsigned grid, size_t shmem, cudaStream_t st, const int4
                         const int32_t *order, const float *feats, const int32_t *tid,
                         const int32_t *pdf_offset, const float *gconst, const float *mi,
                         const float *iv, int D, int chunk_cap, int prof, int maxc, double *tacc,
-                        float *gam_out, float *mx_out, float *sum_out, float *xs_out) {
+                        float *gam_out, float *mx_out, float *sum_out, float *xs_t,
+                        float *gam_t, size_t cap, int *nonfinite) {
   GACC_LAUNCH_CHUNKS(grid, shmem, st, chunks, order, feats, tid, pdf_offset, gconst, mi, iv, D,
-                     chunk_cap, prof, maxc, tacc, gam_out, mx_out, sum_out, xs_out);
+                     chunk_cap, prof, maxc, tacc, gam_out, mx_out, sum_out, xs_t, gam_t, cap,
+                     nonfinite);
 }
 
-void gacc_launch_cells(unsigned grid, cudaStream_t st, const int4 *blocks, const float *xs,
-                       const float *gam, int maxc, const int32_t *pdf_offset, int D, int prof,
-                       double *occ, double *mean, double *var) {
-  GACC_LAUNCH_CELLS(grid, st, blocks, xs, gam, maxc, pdf_offset, D, prof, occ, mean, var);
+void gacc_launch_cells(unsigned grid, cudaStream_t st, const int4 *blocks, const float *xs_t,
+                       const float *gam_t, size_t cap, const int32_t *pdf_offset, int D, int prof,
+                       const int *nonfinite, double *occ, double *mean, double *var) {
+  GACC_LAUNCH_CELLS(grid, st, blocks, xs_t, gam_t, cap, pdf_offset, D, prof, nonfinite, occ, mean,
+                    var);
 }

@@ -421,6 +421,45 @@ START_TEST(gpu_continues_from_loaded_stats) {
 }
 END_TEST
 
+/* A frame whose posterior is 0 leaves a sum as it is, -0 included: the
+ * device adds +0 terms for such frames only where no sum starts at -0.
+ * Features scaled up make many posteriors exactly 0; every sum starts at
+ * -0 on both paths, which must then agree bit for bit (and keep some -0). */
+START_TEST(gpu_zero_posteriors_keep_negative_zero) {
+  select_gpu();
+  mono_utts d;
+  mono_load(&d);
+  for (int i = 0; i < d.n; i++)
+    for (size_t k = 0; k < (size_t)d.m[i].rows * (size_t)d.m[i].cols; k++) d.m[i].data[k] *= 8.0f;
+  gacc_utt_result res[MAXU];
+  gacc_acc *cpu, *gpu;
+  ck_assert_int_eq(gacc_new(&cpu, "cpu", &d.tm, &d.am), KIO_OK);
+  ck_assert_int_eq(gacc_new(&gpu, "gpu", &d.tm, &d.am), KIO_OK);
+  gacc_stats *st = &cpu->st;
+  const size_t gd = (size_t)st->num_gauss * (size_t)st->dim;
+  for (size_t k = 0; k < gd; k++) st->mean_acc[k] = st->var_acc[k] = -0.0;
+  for (int32_t k = 0; k < st->num_gauss; k++) st->occ[k] = -0.0;
+  ck_assert_int_eq(gacc_cuda_load(gpu->cuda, st), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(cpu, d.n, d.u, res), KIO_OK);
+  ck_assert_int_eq(gacc_accumulate_batch(gpu, d.n, d.u, res), KIO_OK);
+  assert_same_stats(cpu, gpu, "statistics from -0 sums");
+  /* Gaussians of pdfs that had frames, yet all of them posterior 0 */
+  char *seen = calloc((size_t)st->num_pdfs, 1);
+  for (int i = 0; i < d.n; i++)
+    for (int32_t t = 0; t < d.m[i].rows; t++) seen[d.tm.tid2pdf[d.a[i][t]]] = 1;
+  size_t neg0 = 0;
+  for (int32_t j = 0; j < st->num_pdfs; j++)
+    for (int32_t g = st->pdf_offset[j]; seen[j] && g < st->pdf_offset[j + 1]; g++)
+      neg0 += st->occ[g] == 0.0 && signbit(st->occ[g]) &&
+              signbit(st->mean_acc[(size_t)g * (size_t)st->dim]);
+  free(seen);
+  ck_assert_msg(neg0 > 0, "no Gaussian with frames kept its -0: the case was not exercised");
+  gacc_free(cpu);
+  gacc_free(gpu);
+  mono_free(&d);
+}
+END_TEST
+
 /* One accumulator for two jobs in turn (the trainer's GPU path): after
  * gacc_reset_stats the second job's statistics and totals are those of a
  * fresh accumulator, bit for bit. */
@@ -778,6 +817,7 @@ Suite *gpu_acc_suite(void) {
   tcase_add_test(t, gpu_async_equals_sync);
   tcase_add_test(t, gpu_async_bad_like_logged_at_wait);
   tcase_add_test(t, gpu_continues_from_loaded_stats);
+  tcase_add_test(t, gpu_zero_posteriors_keep_negative_zero);
   tcase_add_test(t, gpu_reset_serves_another_job);
   tcase_add_test(t, gpu_side_by_side_jobs);
   tcase_add_test(t, gpu_rebind_equals_fresh);
