@@ -390,6 +390,19 @@ static void sibling(const char *sock, const char *ending, char *out, size_t n) {
   snprintf(out, n, "%.*s%s", (int)len, sock, ending);
 }
 
+/* Ends a child forked from the job without any exit processing. _exit
+ * runs none natively, but under valgrind (its default --run-libc-freeres)
+ * an exiting process first runs glibc's __libc_freeres, whose stdio clean-up
+ * syncs every input stream: an lseek back over the unread part of each
+ * stream's buffer. The child shares those open files with the job (fork
+ * shares file offsets), so the job's archive readers would then read again
+ * from an earlier offset. SIGKILL ends the process without running any of
+ * its code (valgrind still writes its report; no code of the program's). */
+static _Noreturn void child_end(void) {
+  kill(getpid(), SIGKILL);
+  _exit(1);  /* not reached */
+}
+
 /* Starts the service detached: a new session (no job's process group or
  * terminal), a grandchild that is no child of the job, no inherited
  * descriptors, stderr appended to the log. Its pid, or -1. */
@@ -415,14 +428,18 @@ static pid_t spawn(const kio_svc_paths_t *p, char *why, size_t why_len) {
     return -1;
   }
   if (pid == 0) {
-    /* Only async-signal-safe calls from here (the job has threads). */
+    /* Only async-signal-safe calls from here (the job has threads); every
+     * end without exec is child_end(). The job reads the grandchild's pid
+     * from the pipe (EOF: no pid) and ignores this child's status. */
     setsid();
     pid_t g = fork();
     if (g != 0) {
-      ssize_t w = write(pp[1], &g, sizeof g);
-      _exit(g < 0 || w != (ssize_t)sizeof g ? 1 : 0);
+      if (g > 0 && write(pp[1], &g, sizeof g) != (ssize_t)sizeof g) {
+        /* no pid: the job sees EOF */
+      }
+      child_end();
     }
-    if (chdir("/") != 0) _exit(1);  /* hold no job's directory */
+    if (chdir("/") != 0) child_end();  /* hold no job's directory */
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -434,7 +451,7 @@ static pid_t spawn(const kio_svc_paths_t *p, char *why, size_t why_len) {
     if (lg >= 0) dup2(lg, 2);
     for (int fd = 3; fd < 65536; fd++) close(fd);
     execl(bin, "kaldi-gpu-service", sockopt, roundopt, (char *)NULL);
-    _exit(127);
+    child_end();  /* the job sees the start fail (alive(), below) */
   }
   close(pp[1]);
   pid_t g = -1;
