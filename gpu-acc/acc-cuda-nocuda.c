@@ -34,6 +34,10 @@ int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   (void)c; (void)out;
   return KIO_ERR;
 }
+int gacc_cuda_copy_stats(gacc_cuda *c, double *tacc, double *occ, double *mean, double *var) {
+  (void)c; (void)tacc; (void)occ; (void)mean; (void)var;
+  return KIO_ERR;
+}
 int gacc_cuda_zero(gacc_cuda *c) {
   (void)c;
   return KIO_ERR;
@@ -69,6 +73,24 @@ int gacc_dev_feats_copy(const gacc_dev_feats *f, const kio_matrix *mats, int n, 
   return 0;
 }
 int gacc_dev_feats_device(const gacc_dev_feats *f) { (void)f; return -1; }
+int gacc_dev_sum_reserve(gacc_dev_sum **s, int n, const gacc_stats *shape, char *why,
+                         size_t why_len) {
+  (void)n; (void)shape;
+  *s = NULL;
+  snprintf(why, why_len, "built without CUDA");
+  return KIO_ERR;
+}
+void gacc_dev_sum_free(gacc_dev_sum *s) { (void)s; }
+int gacc_stash_stats(gacc_acc *a, gacc_dev_sum *s, int k, double *like, double *frames) {
+  (void)a; (void)s; (void)k; (void)like; (void)frames;
+  KIO_ERROR("This program was built without CUDA (./configure --use-cuda=no)");
+  return KIO_ERR;
+}
+int gacc_dev_sum_fetch(gacc_dev_sum *s, gacc_stats *out) {
+  (void)s; (void)out;
+  KIO_ERROR("This program was built without CUDA (./configure --use-cuda=no)");
+  return KIO_ERR;
+}
 void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t) {
   (void)c;
   memset(t, 0, sizeof *t);

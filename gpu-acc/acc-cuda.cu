@@ -660,6 +660,23 @@ extern "C" int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out) {
   return KIO_OK;
 }
 
+extern "C" int gacc_cuda_copy_stats(gacc_cuda *c, double *tacc, double *occ, double *mean,
+                                    double *var) {
+  if (kio_gpu_bind(c->gpu) != KIO_OK) return KIO_ERR;
+  double t0 = kio_now_s();
+  size_t G = (size_t)c->num_gauss, GD = G * (size_t)c->dim;
+  cudaStream_t st = c->stream;
+  KIO_CUDA_TRY(cudaMemcpyAsync(tacc, c->d_tacc, sizeof(double) * ((size_t)c->num_tids + 1),
+                               cudaMemcpyDeviceToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(occ, c->d_occ, sizeof(double) * G, cudaMemcpyDeviceToDevice, st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(mean, c->d_mean, sizeof(double) * GD, cudaMemcpyDeviceToDevice,
+                               st));
+  KIO_CUDA_TRY(cudaMemcpyAsync(var, c->d_var, sizeof(double) * GD, cudaMemcpyDeviceToDevice, st));
+  KIO_CUDA_TRY(kio_cuda_stream_wait(st));
+  c->t_fetch += kio_now_s() - t0;
+  return KIO_OK;
+}
+
 extern "C" void gacc_cuda_use_dev_feats(gacc_cuda *c, const gacc_dev_feats *f) { c->df = f; }
 extern "C" void gacc_cuda_set_par(gacc_cuda *c, gacc_par *p) { c->par = p; }
 extern "C" int gacc_cuda_device_of(const gacc_cuda *c) { return c->device; }

@@ -123,6 +123,9 @@ void gacc_cuda_timing(const gacc_cuda *c, gacc_timing *t);
 int gacc_cuda_zero(gacc_cuda *c);
 /* Copies tacc, occ, mean_acc, var_acc into out (already shaped). */
 int gacc_cuda_fetch(gacc_cuda *c, gacc_stats *out);
+/* The same device to device, into tacc, occ, mean, var (device memory
+ * on c's device), complete on return (gacc_stash_stats). */
+int gacc_cuda_copy_stats(gacc_cuda *c, double *tacc, double *occ, double *mean, double *var);
 /* The reverse: the device statistics become in's (a job that lost the GPU
  * service goes on from the service's last statistics; the CPU took over
  * part of a batch: gacc_cuda_fetch, the CPU, then this). */

@@ -210,6 +210,33 @@ void gacc_dev_feats_rows(const gacc_dev_feats *f, const float **d_base, const in
  * outlive a's batches. */
 void gacc_use_dev_feats(gacc_acc *a, const gacc_dev_feats *f);
 
+/* Jobs' statistics summed on the device (a trainer's GPU path): n slots
+ * of statistics of one shape on the job's device, each filled from the
+ * device accumulator that served a job (gacc_stash_stats), then added as
+ * trn_est_sum_jobs (train/sum-accs.h) adds jobs on the host, slot 0 first:
+ * per element a double sum from 0.0 of the slots' values rounded to float
+ * (the transition counts as they are), the means' and variances' sums
+ * rounded to float; only the sum is copied back (gacc_dev_sum_fetch).
+ * gacc_dev_sum_reserve makes *s (NULL) or reshapes it (its memory kept
+ * where it suffices) for n slots shaped like shape (only its sizes);
+ * KIO_ERR without logging, the reason in why, *s freed and NULL: the caller
+ * sums on the host. */
+typedef struct gacc_dev_sum gacc_dev_sum;
+int gacc_dev_sum_reserve(gacc_dev_sum **s, int n, const gacc_stats *shape, char *why,
+                         size_t why_len);
+void gacc_dev_sum_free(gacc_dev_sum *s);
+/* a's statistics so far (a on the device backend, on s's device, of s's
+ * shape) copied device to device into slot k (waits first), instead of
+ * gacc_get_stats; *like and *frames get a's totals (gacc_stats' total_like
+ * and total_frames). KIO_ERR (logged). */
+int gacc_stash_stats(gacc_acc *a, gacc_dev_sum *s, int k, double *like, double *frames);
+/* The sum of every slot into out's arrays (out shaped as the slots, its
+ * totals untouched): tacc the transition counts' double sums; occ the
+ * double sums of the occupancies as floats, NOT rounded (gmm-sum-accs'
+ * lines need them; the caller rounds them); mean_acc and var_acc the sums
+ * rounded to float. Every slot must have been filled. KIO_ERR (logged). */
+int gacc_dev_sum_fetch(gacc_dev_sum *s, gacc_stats *out);
+
 /* The threads of a's per-frame host work (its sort, checks, likelihoods on
  * the device path): n (at least 1) instead of gacc_par_threads()' share,
  * for accumulators the caller runs side by side. Before a's first batch

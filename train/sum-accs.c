@@ -513,6 +513,35 @@ static int shape_like(gacc_stats *out, const gacc_stats *f) {
   return KIO_OK;
 }
 
+void trn_sum_glob_order(int nj, int *order) {
+  for (int j = 0; j < nj; j++) order[j] = j + 1;
+  qsort(order, (size_t)(nj > 0 ? nj : 0), sizeof *order, glob_cmp);
+}
+
+int trn_est_sum_dev(gacc_dev_sum *ds, const double *like, const double *frames, int nj,
+                    gacc_stats *out, int log_lines) {
+  int *order = malloc(sizeof(int) * (size_t)(nj > 0 ? nj : 1));
+  if (!order) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  trn_sum_glob_order(nj, order);
+  if (nj < 1 || gacc_dev_sum_fetch(ds, out) != KIO_OK) {
+    free(order);
+    if (nj < 1) KIO_ERROR("no statistics to sum");
+    return KIO_ERR;
+  }
+  out->total_like = out->total_frames = 0.0;
+  for (int k = 0; k < nj; k++) {
+    out->total_like += like[order[k] - 1];
+    out->total_frames += frames[order[k] - 1];
+  }
+  free(order);
+  /* as trn_est_sum_jobs: the lines from the occupancies' double sums, then
+   * the occupancies as written and read back */
+  if (log_lines) trn_sum_accs_log(kio_log_thread_program(), nj, out, "-");
+  size_t G = (size_t)out->num_gauss;
+  for (size_t g = 0; g < G; g++) out->occ[g] = (double)(float)out->occ[g];
+  return KIO_OK;
+}
+
 int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_lines) {
   int *order = malloc(sizeof(int) * (size_t)(nj > 0 ? nj : 1));
   if (!order) { KIO_ERROR("out of memory"); return KIO_ERR; }

@@ -46,6 +46,19 @@ void trn_sum_accs_round(gacc_stats *sum);
  * log_lines is nonzero. */
 int trn_est_sum_jobs(gacc_stats *const *jobs, int nj, gacc_stats *out, int log_lines);
 
+/* The shell glob's order of the jobs' files "X.1.acc" .. "X.NJ.acc"
+ * (1, 10, 11, ..., 2, ...): order[k] = the job (1-based) listed k-th. */
+void trn_sum_glob_order(int nj, int *order);
+
+/* trn_est_sum_jobs for jobs whose statistics lie in the slots of ds
+ * (gpu-acc.h gacc_dev_sum), job j (0-based) in slot k where
+ * order[k] = j + 1 (trn_sum_glob_order), so that the device adds them in
+ * the glob's order; like[j] and frames[j]: job j's totals. out: shaped for
+ * the jobs' model (gacc_stats_reshape), every value set here. The same
+ * sums, lines and roundings as trn_est_sum_jobs. */
+int trn_est_sum_dev(gacc_dev_sum *ds, const double *like, const double *frames, int nj,
+                    gacc_stats *out, int log_lines);
+
 /* Recognises a statistics rxfilename that is exactly gmm-sum-accs writing
  * to standard output, as the steps scripts write it:
  * "gmm-sum-accs - WORD... |", words of plain characters (no quoting,

@@ -171,10 +171,9 @@ typedef struct {
   int x, rc;
 } acc_job;
 
-/* Job job's statistics into out (acc.X.JOB.log), with acc, whose
- * statistics are zero (those of a new accumulator); with reset they are
- * zeroed again after (the GPU accumulators serving several jobs in turn). */
-static int acc_one(trn_ctx *t, int job, int x, gacc_acc *acc, int reset, gacc_stats *out) {
+/* (trn-stoch.h) */
+int trn_acc_one(trn_ctx *t, int job, int x, gacc_acc *acc, int reset, int slot,
+                gacc_stats *out) {
   const trn_cfg *c = t->c;
   char *logp = fmt("%s/log/acc.%d", c->dir, x), path[4200], cmd[8600];
   if (!logp) return KIO_ERR;
@@ -188,7 +187,9 @@ static int acc_one(trn_ctx *t, int job, int x, gacc_acc *acc, int reset, gacc_st
   trn_log_use(lg);
   trn_range r = { &t->d, t->d.job_start[job], t->d.job_start[job + 1], t->pick };
   int rc = trn_accumulate(&r, acc, 1);
-  if (rc == KIO_OK) rc = gacc_get_stats(acc, out);
+  if (rc == KIO_OK)
+    rc = slot >= 0 ? gacc_stash_stats(acc, t->dsum, slot, &t->job_like[job], &t->job_frames[job])
+                   : gacc_get_stats(acc, out);
   if (rc == KIO_OK && reset) rc = gacc_reset_stats(acc);
   trn_log_use(NULL);
   trn_log_close(lg);
@@ -208,7 +209,7 @@ static void *acc_thread(void *arg) {
     *acc = NULL;
     j->rc = gacc_new(acc, "cpu", &j->t->tm, j->am);
   }
-  if (j->rc == KIO_OK) j->rc = acc_one(j->t, j->job, j->x, *acc, 0, j->out);
+  if (j->rc == KIO_OK) j->rc = trn_acc_one(j->t, j->job, j->x, *acc, 0, -1, j->out);
   if (j->rc != KIO_OK) {  /* statistics unspecified: not kept */
     gacc_free(*acc);
     *acc = NULL;
@@ -216,151 +217,16 @@ static void *acc_thread(void *arg) {
   return NULL;
 }
 
-/* The GPU's time in an iteration's accumulation (--verbose): the
- * accumulators' phases in this iteration (their totals less before[k]),
- * added up (side by side, they may exceed the wall time; then "the rest" is
- * negative). */
-static void log_acc_timing(gacc_acc *const *accs, const gacc_timing *before, int n,
-                           double total) {
-  gacc_timing tm, one;
-  memset(&tm, 0, sizeof tm);
-  int used = 0;
-  for (int k = 0; k < n; k++) {
-    if (!accs[k]) continue;
-    used++;
-    gacc_get_timing(accs[k], &one);
-    const gacc_timing *b = &before[k];
-    tm.batches += one.batches - b->batches;
-    tm.frames += one.frames - b->frames;
-    tm.resident += one.resident - b->resident;
-    tm.setup += one.setup - b->setup;
-    tm.sort += one.sort - b->sort;
-    tm.stage += one.stage - b->stage;
-    tm.wait += one.wait - b->wait;
-    tm.like += one.like - b->like;
-    tm.fetch += one.fetch - b->fetch;
-    tm.host_threads = one.host_threads;
-  }
-  KIO_VLOG(1, "GPU accumulation: %.3f s for %ld batches (%ld from resident features), %ld "
-           "frames: set-up %.3f s, host sort %.3f s, staging/upload %.3f s, waiting for the "
-           "device %.3f s, likelihoods on the host %.3f s, fetching and resetting statistics "
-           "%.3f s, the rest (host batches, lines) %.3f s; %d accumulator(s) side by side "
-           "(phases added up), %d host threads each", total, tm.batches,
-           tm.resident, tm.frames, tm.setup, tm.sort, tm.stage, tm.wait, tm.like, tm.fetch,
-           total - (tm.setup + tm.sort + tm.stage + tm.wait + tm.like + tm.fetch), used,
-           tm.host_threads);
-}
-
-/* The GPU path's accumulators side by side: each takes the next job not
- * taken, accumulates it on its own stream and host threads, fetches and
- * resets its statistics, and so on; after a failed job no job is started. */
-typedef struct {
-  trn_ctx *t;
-  const kio_am_gmm *am;
-  gacc_stats *stats;
-  int x, nj, next, failed, host_threads;
-  pthread_mutex_t mu;
-} gpu_jobs;
-
-typedef struct {
-  gpu_jobs *q;
-  gacc_acc **acc;         /* its slot in trn_ctx.accs */
-  gacc_timing before;     /* its timing before this iteration */
-  int rc;
-} gpu_worker;
-
-/* The worker's accumulator for this iteration's model: the one kept from
- * the last iteration rebound to it (the same statistics as a new one's:
- * check_gpu_acc gpu_rebind_equals_fresh), else a new one. */
-static int gpu_worker_acc(gpu_worker *w) {
-  gpu_jobs *q = w->q;
-  if (*w->acc && gacc_dim(*w->acc) == q->am->dim &&
-      gacc_rebind(*w->acc, &q->t->tm, q->am, 0) == KIO_OK) {
-    gacc_get_timing(*w->acc, &w->before);
-  } else {
-    gacc_free(*w->acc);
-    *w->acc = NULL;
-    memset(&w->before, 0, sizeof w->before);
-    if (gacc_new(w->acc, "gpu", &q->t->tm, q->am) != KIO_OK) return KIO_ERR;
-    if (q->host_threads > 0) gacc_set_host_threads(*w->acc, q->host_threads);
-  }
-  gacc_use_dev_feats(*w->acc, q->t->dfeats);  /* new ones after an MLLT step */
-  return KIO_OK;
-}
-
-static void *gpu_worker_main(void *arg) {
-  gpu_worker *w = arg;
-  gpu_jobs *q = w->q;
-  w->rc = gpu_worker_acc(w);
-  for (;;) {
-    pthread_mutex_lock(&q->mu);
-    if (w->rc != KIO_OK) q->failed = 1;
-    int j = q->failed || q->next >= q->nj ? -1 : q->next++;
-    pthread_mutex_unlock(&q->mu);
-    if (j < 0) break;
-    w->rc = acc_one(q->t, j, q->x, *w->acc, 1, &q->stats[j]);
-  }
-  gacc_unbind(*w->acc);  /* the model changes before the next iteration */
-  return NULL;
-}
-
-/* KALDI_GPU_DEV_TRAIN_ACC_STREAMS accumulators (at most the jobs), the
- * host threads shared among them. Each job's statistics are those of one
- * accumulator serving it alone (the device path's kernels add each cell in
- * the job's frame order), so they are the same bits however the jobs are
- * spread. */
-static int gpu_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats) {
-  double t0 = kio_now_s();
-  int nj = t->d.nj;
-  int k = (int)kio_setting_int(KIO_SET_DEV_TRAIN_ACC_STREAMS, 4, 1, 16);
-  if (k > nj) k = nj;
-  int share = kio_cpu_share(16);
-  gpu_jobs q = { t, am, stats, x, nj, 0, 0, share / k > 1 ? share / k : 1,
-                 PTHREAD_MUTEX_INITIALIZER };
-  if (k == 1) q.host_threads = 0;  /* alone: the accumulator's own default */
-  gpu_worker *w = calloc((size_t)k, sizeof *w);
-  pthread_t *th = calloc((size_t)k, sizeof *th);
-  gacc_acc **used = calloc((size_t)k, sizeof *used);
-  gacc_timing *before = calloc((size_t)k, sizeof *before);
-  int *on = calloc((size_t)k, sizeof *on);  /* worker i's thread started */
-  if (!w || !th || !used || !before || !on) {
-    free(w); free(th); free(used); free(before); free(on);
-    KIO_ERROR("out of memory");
-    return KIO_ERR;
-  }
-  /* worker 0 on this thread; one whose thread cannot start takes no job */
-  for (int i = 0; i < k; i++) {
-    w[i].q = &q;
-    w[i].acc = &t->accs[i];
-  }
-  for (int i = 1; i < k; i++) on[i] = pthread_create(&th[i], NULL, gpu_worker_main, &w[i]) == 0;
-  on[0] = 1;
-  gpu_worker_main(&w[0]);
-  int rc = KIO_OK;
-  for (int i = 0; i < k; i++) {
-    if (!on[i]) continue;
-    if (i > 0) pthread_join(th[i], NULL);
-    if (w[i].rc != KIO_OK) rc = KIO_ERR;
-    used[i] = *w[i].acc;
-    before[i] = w[i].before;
-  }
-  if (rc == KIO_OK) log_acc_timing(used, before, k, kio_now_s() - t0);
-  free(on);
-  free(w);
-  free(th);
-  free(used);
-  free(before);
-  return rc;
-}
-
 /* Statistics of every job (stats[j], shaped here). CPU: jobs side by side
  * on the process's threads, an accumulator each; GPU: a few accumulators
  * side by side (gpu_accumulate_jobs; the model uploaded and the staging
  * buffers made once per iteration for each), each fetching and resetting
  * its statistics between the jobs it serves. */
-int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats) {
+int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats,
+                        int dev_sum) {
   int nj = t->d.nj;
-  if (t->gpu) return gpu_accumulate_jobs(t, am, x, stats);
+  t->dsum_filled = 0;
+  if (t->gpu) return trn_gpu_accumulate_jobs(t, am, x, stats, dev_sum);
   int par = t->threads < 1 ? 1 : t->threads;
   if (par > nj) par = nj > 0 ? nj : 1;
   if (!t->cpu_accs) {
@@ -410,7 +276,14 @@ int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const
   gacc_stats *sum = &t->sum;  /* its buffers kept from the last update */
   kio_log_set_thread_program("gmm-sum-accs");
   double t0 = kio_now_s();
-  int rc = trn_est_sum_jobs((gacc_stats *const *)jobs, nj, sum, 1);
+  int rc;
+  if (jobs) {
+    rc = trn_est_sum_jobs((gacc_stats *const *)jobs, nj, sum, 1);
+  } else {  /* on the device: the accumulated model's shape */
+    rc = gacc_stats_reshape(sum, &t->tm, &t->am, 0);
+    if (rc == KIO_OK) rc = trn_est_sum_dev(t->dsum, t->job_like, t->job_frames, nj, sum, 1);
+    t->dsum_filled = 0;
+  }
   double t1 = kio_now_s();
   kio_log_set_thread_program(NULL);
   trn_est_report rep = {0};  /* a failed update leaves last_like 0 */
@@ -610,7 +483,7 @@ static int full_iteration(trn_ctx *t, int x) {
   gacc_stats *stats = t->job_stats;  /* buffers kept from the last iteration */
   const gacc_stats **sp = calloc((size_t)nj, sizeof *sp);
   if (!stats || !sp) { free(sp); KIO_ERROR("out of memory"); return KIO_ERR; }
-  rc = trn_accumulate_jobs(t, &t->am, x, stats);
+  rc = trn_accumulate_jobs(t, &t->am, x, stats, 1);
   double t3 = kio_now_s();
   for (int j = 0; j < nj; j++) sp[j] = &stats[j];
   trn_est_opts eo = c->est;
@@ -618,7 +491,7 @@ static int full_iteration(trn_ctx *t, int x) {
   eo.power = c->power;
   char desc[64];
   snprintf(desc, sizeof desc, "gmm-sum-accs - %d.*.acc |", x);
-  if (rc == KIO_OK) rc = trn_estimate(t, sp, nj, x, &eo, 1, desc, NULL);
+  if (rc == KIO_OK) rc = trn_estimate(t, t->dsum_filled ? NULL : sp, nj, x, &eo, 1, desc, NULL);
   free(sp);
   if (rc != KIO_OK) return KIO_ERR;
   double t4 = kio_now_s();
@@ -779,6 +652,10 @@ done:
     for (int j = 0; j < t.d.nj; j++) gacc_stats_free(&t.job_stats[j]);
   free(t.job_stats);
   gacc_stats_free(&t.sum);
+  gacc_dev_sum_free(t.dsum);
+  free(t.dsum_slot);
+  free(t.job_like);
+  free(t.job_frames);
   gacc_dev_feats_free(t.dfeats);
   trn_data_free(&t.d);
   kio_tmodel_free(&t.tm);

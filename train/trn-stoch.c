@@ -230,7 +230,7 @@ int trn_stoch_run(trn_ctx *t) {
     /* this batch's statistics, stored in place of the oldest */
     t->pick = batch;  /* jobs' buffers reused (gacc_get_stats reshapes them) */
     double tc = kio_now_s();
-    rc = trn_accumulate_jobs(t, &t->am, u, jobs);
+    rc = trn_accumulate_jobs(t, &t->am, u, jobs, 0);
     t->time_acc += kio_now_s() - tc;
     t->pick = NULL;
     if (rc != KIO_OK) break;

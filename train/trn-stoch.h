@@ -27,17 +27,36 @@ typedef struct {
   gacc_stats *job_stats;     /* the jobs' statistics (nj), their buffers kept from one
                                 iteration to the next */
   gacc_stats sum;            /* the jobs' sum, its buffers kept likewise */
+  gacc_dev_sum *dsum;        /* GPU: the jobs' statistics on the device, summed there
+                                (KALDI_GPU_DEV_TRAIN_SUM), or NULL */
+  int dsum_off;              /* 1: summed on the host from now on (set once, logged) */
+  int dsum_filled;           /* this iteration's jobs are in dsum's slots */
+  int *dsum_slot;            /* nj: job j's slot (its rank in the glob's order) */
+  double *job_like, *job_frames;  /* nj: the jobs' totals, with dsum */
   float last_like;
   double time_align, time_acc, time_est;
   double est_sum, est_trans, est_pdfs, est_mixup, est_occs, est_write;  /* time_est's parts */
 } trn_ctx;
 
 /* Every job's statistics with model am (acc.X.JOB.log); only the picked
- * utterances when t->pick is set. */
-int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats);
-/* gmm-sum-accs + gmm-est on jobs[0..nj) (NULL entries skipped) into t's
- * model, written as x+1.mdl (update.X.log); trace (or NULL): where the new
- * model's Gaussians come from (est.h). */
+ * utterances when t->pick is set. With dev_sum on the GPU path they may
+ * stay on the device instead (t->dsum_filled set; stats[] untouched, the
+ * jobs' totals in t->job_like and t->job_frames): trn_estimate with jobs
+ * NULL sums them there. */
+int trn_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats,
+                        int dev_sum);
+/* Job job's statistics with acc (zero: a new accumulator's) into out
+ * (acc.X.JOB.log), or with slot >= 0 into that slot of t->dsum (its totals
+ * into t->job_like and t->job_frames); with reset acc's are zeroed again
+ * after (an accumulator serving several jobs in turn). */
+int trn_acc_one(trn_ctx *t, int job, int x, gacc_acc *acc, int reset, int slot, gacc_stats *out);
+/* trn_accumulate_jobs' GPU path (trn-gpu-jobs.c). */
+int trn_gpu_accumulate_jobs(trn_ctx *t, const kio_am_gmm *am, int x, gacc_stats *stats,
+                            int dev_sum);
+/* gmm-sum-accs + gmm-est on jobs[0..nj) (NULL entries skipped; jobs NULL:
+ * the nj jobs in t->dsum's slots) into t's model, written as x+1.mdl
+ * (update.X.log); trace (or NULL): where the new model's Gaussians come
+ * from (est.h). */
 int trn_estimate(trn_ctx *t, const gacc_stats *const *jobs, int nj, int x, const trn_est_opts *eo,
                  int write_occs, const char *stats_desc, trn_est_trace *trace);
 /* Realigns every job's (picked) utterances with t's model (align.X.JOB.log). */

@@ -167,6 +167,10 @@ extern "C" {
     "gmm-train-gpu: 0 compiles the training graphs before the first iteration; default "  \
     "1: beside the iterations before the first realignment, which wait for them (the "     \
     "same graphs, files and log lines)")                                                   \
+  X(DEV_TRAIN_SUM, "KALDI_GPU_DEV_TRAIN_SUM", NULL, DEV,                                   \
+    "gmm-train-gpu on the GPU: where the jobs' statistics are summed, 1 (default) on the " \
+    "device (each job's statistics stay there, only the sum is fetched) or 0 on the host " \
+    "(every job's fetched, summed in the glob's order); the same bits")                    \
   X(DEV_BLAS_CACHE, "KALDI_GPU_DEV_BLAS_CACHE", NULL, DEV,                               \
     "0: find the Kaldi's OpenBLAS core anew in every process (two short child processes) " \
     "instead of the answer kept in the private directory for the same program, library "  \

@@ -154,6 +154,8 @@ if [ -x "$emu" ]; then
       --realign-iters "2 5" --boost-silence 1.25 200 800 data/train_300 data/lang exp/mono_k exp/tri_e \
       >"$tmp/tri.e.out" 2>&1; then
     grep -q "Training on GPU: host emulation" exp/tri_e/log/train.log || fail "emulated device: not used"
+    ! grep -q "summed on the host" exp/tri_e/log/train.log ||
+      fail "emulated device: the jobs' statistics not summed on the device"
     cmp -s exp/tri_k/final.mdl exp/tri_e/final.mdl || fail "emulated device: final.mdl differs from the stock script's"
     for f in exp/tri_k/ali.*.gz; do
       cmp -s <(gunzip -c "$f") <(gunzip -c "exp/tri_e/${f##*/}") || fail "emulated device: ${f##*/} differs"

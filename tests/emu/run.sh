@@ -3,7 +3,7 @@
 # and runs it: exercises the CUDA path's logic (batching, packing, offsets,
 # kernels, regrowth, results) on a machine without a GPU. Not part of
 # `make test`. Usage: tests/emu/run.sh [BUILD_DIR] (default build-emu);
-# EMU_SUITES="align rebind acc feats featalign" (default: all five).
+# EMU_SUITES="align rebind acc jobsum feats featalign" (default: all six).
 set -e
 cd "$(dirname "$0")/../.."
 # The fixtures' rounding, as tests/run-tests.sh sets it (the suites choose
@@ -25,7 +25,7 @@ g++ $XF -c tests/emu/cuda-emu.cc -o "$B/cuda-emu.o"
 for f in $HOST_CC; do
   g++ -std=c++17 -I. -O2 -g -c "$f" -o "$B/$(echo "$f" | tr / _).o"
 done
-suites=${EMU_SUITES:-align rebind acc feats featalign}  # which suites to build and run
+suites=${EMU_SUITES:-align rebind acc jobsum feats featalign}  # which suites to build and run
 case " $suites " in *" align "*|*" rebind "*|*" featalign "*)
 objs=""
 for f in $HOST_C gpu-feats/*.c gpu-align/*.c; do
@@ -102,6 +102,26 @@ for f in gpu-feats/*.cu gpu-align/*.cu gpu-acc/*.cu; do
 done
 g++ -o "$B/check_gpu_acc" $aobjs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl
 (cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_acc")
+;; esac
+
+# The jobs' statistics summed on the device (tests/gpu/check_gpu_jobsum)
+# against the host's sum (train/sum-accs.c): the same bits.
+case " $suites " in *" jobsum "*)
+jobjs=""
+for f in $HOST_C gpu-feats/*.c gpu-align/*.c gpu-acc/*.c train/sum-accs.c train/est.c \
+         tests/lib/test-util.c tests/gpu/check_gpu_jobsum.c; do
+  o="$B/acc_$(echo "$f" | tr / _).o"
+  gcc $CF -c "$f" -o "$o"; jobjs="$jobjs $o"
+done
+for f in $HOST_CC; do
+  jobjs="$jobjs $B/$(echo "$f" | tr / _).o"
+done
+for f in gpu-feats/*.cu gpu-align/*.cu gpu-acc/*.cu; do
+  o="$B/acc_$(echo "$f" | tr / _).o"
+  g++ $XF -Wno-unused-parameter -x c++ -include tests/emu/cuda-emu.h -c "$f" -o "$o"; jobjs="$jobjs $o"
+done
+g++ -o "$B/check_gpu_jobsum" $jobjs "$B/cuda-emu.o" -lfst -lcheck_pic -lsubunit -lz -lrt -lm -lpthread -ldl
+(cd tests/data && CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10} "../../$B/check_gpu_jobsum")
 ;; esac
 
 
