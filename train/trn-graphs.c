@@ -346,7 +346,10 @@ static int compile_jobs(graph_bg *b) {
   for (; j < d->nj && rc == KIO_OK; j++) {
     graph_out *go_j = &outs[j];
     if (flush_pending(b, j) != KIO_OK) { rc = KIO_ERR; break; }
-    int defer = gate_state(b) == GATE_CLOSED;
+    /* open is final; closed may still become stop: deferred until known */
+    int gate = gate_state(b);
+    if (gate == GATE_STOP) { rc = KIO_ERR; break; }
+    int defer = gate == GATE_CLOSED;
     if (defer) kio_log_defer(&go_j->pre);
     char *rs = NULL;
     kio_seq_reader *r = text_take(&texts, j, &rs);

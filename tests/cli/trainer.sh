@@ -337,6 +337,15 @@ if [ -f exp/tri_k/final.mdl ]; then
     fail "failing convert-ali: the trainer did not discard its graphs and stop as asked"
   [ ! -e exp/conv_g/.trainer_start ] || fail "failing convert-ali: the start file left behind"
   ! pgrep -f "gmm-train-gpu.*exp/conv_g" >/dev/null || fail "failing convert-ali: a trainer left running"
+  # failing at once: the stop most likely comes while jobs are compiling
+  # (or before the trainer has seen "model"): the stock script's files still
+  sed -i 's/^sleep 4$/sleep 0/' "$tmp/failconv/convert-ali"
+  rm -rf exp/conv_n
+  GPU_BIN=$tmp/failconv "$gpu/train_deltas.sh" 200 800 data/train_300 data/lang exp/mono_k exp/conv_n \
+    >"$tmp/conv.n.out" 2>&1 && fail "failing convert-ali at once: the script did not fail"
+  diff <(cd exp/conv_k && find . | sort) <(cd exp/conv_n && find . | grep -vx './log/train.log' | sort) \
+    >"$tmp/d" || { fail "failing convert-ali at once: not the stock script's files:"; head -n 6 "$tmp/d"; }
+  grep -q "Ended (code 0)" exp/conv_n/log/train.log || fail "failing convert-ali at once: the trainer failed"
 fi
 
 # The rest of a recipe on our directories: the mono graphs reused by
