@@ -67,7 +67,8 @@ typedef struct {
   int replicate;              /* developers: each utterance this many times */
   const char *start_after;    /* "" or a file: read the features and start the
                                  device, then wait for it (the script's stages
-                                 before the loop); "go": train, else stop */
+                                 before the loop); "model": start the graphs
+                                 and wait on, "go": train, else stop */
   int start_after_pid;        /* > 0: stop waiting (and fail) when it is gone */
 } trn_cfg;
 

@@ -67,8 +67,7 @@ static void graph_out_clear(graph_out *o) {
   kio_log_discard(&o->lines);
   free(o->logp);
   free(o->cmd);
-  o->logp = o->cmd = NULL;
-  o->pending = 0;
+  o->logp = o->cmd = NULL;  /* pending is left: the compiling thread reads it */
   o->wx = NULL;
   o->keys = NULL;
   o->g = NULL;
