@@ -603,9 +603,10 @@ int trn_graphs_ready(trn_data *d) {
     if (b->t_gate > 0.0)
       snprintf(early, sizeof early, ", started at the first model %.2f s before the alignments "
                "(%d of %d jobs compiled by then)", b->t_gate - b->t0, b->n_at_gate, d->nj);
-    KIO_VLOG(1, "Graphs: %.2f s%s%s: compiling %.2f s, waiting %.2f s for the transcripts' readers, "
-             "the rest %.2f s (the compilation at niceness +%d, the fsts.JOB.gz writers +%d more); "
-             "waited for them %.2f s", b->t1 - b->t0, beside ? " beside the iterations" : "", early,
+    KIO_VLOG(1, "Graphs: %.2f s%s%s: compiling %.2f s, waiting %.2f s for the transcripts' "
+             "readers, the rest %.2f s (the compilation at niceness +%d, the fsts.JOB.gz writers "
+             "+%d more); waited for them %.2f s", b->t1 - b->t0,
+             beside ? " beside the iterations" : "", early,
              b->t_compile, b->t_texts, b->t1 - b->t0 - b->t_compile - b->t_texts,
              beside ? b->nice : 0, b->writer_nice, waited);
   } else {
