@@ -100,8 +100,9 @@ int main(int argc, char **argv) {
   kio_opts_int(po, "stochastic-seed", &stoch_seed, "Stochastic mode: random seed");
   kio_opts_string(po, "start-after", &start_after,
                   "Read the features and start the device, then wait until this file exists "
-                  "(the script's stages before the loop): 'go' in it trains, anything else "
-                  "stops without training (exit 0); \"\": start at once");
+                  "(the script's stages before the loop): 'model' in it starts the training "
+                  "graphs (the tree and first model are there) and waits on, 'go' trains, "
+                  "anything else stops without training (exit 0); \"\": start at once");
   kio_opts_int(po, "start-after-pid", &start_after_pid,
                "With --start-after: fail if this process ends before the file appears");
   kio_opts_int(po, "dev-replicate", &replicate, "Developers: each utterance N times");

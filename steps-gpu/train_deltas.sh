@@ -111,15 +111,18 @@ run_trainer() {
 rm -f $dir/phone_stats.*.gz  # the trainer's: none left from an earlier run
 # Started early (run.pl runs it here, in the background): it reads the
 # features and starts the device beside Kaldi's stages below, then waits
-# for $start_file, which says "go" once they are done (or "stop" if the
-# script ends before: the trap).
+# for $start_file, which says "model" once the tree and first model are
+# written (it starts the graphs beside convert-ali), "go" once the stages
+# are done, or "stop" if the script ends before (the trap).
 start_file=$dir/.trainer_start
 trainer_pid=
 if $early_start && [ $stage -le -1 ] && [[ "$cmd" == *run.pl* ]]; then
   rm -f $start_file $start_file.tmp
   run_trainer --start-after=$start_file --start-after-pid=$$ &
   trainer_pid=$!
-  trap '[ -n "$trainer_pid" ] && { [ -f $start_file ] || echo stop >$start_file; wait $trainer_pid; }; rm -f $start_file $start_file.tmp' EXIT
+  trap '[ -n "$trainer_pid" ] && { [ "$(cat $start_file 2>/dev/null)" = go ] ||
+    { echo stop >$start_file.tmp && mv $start_file.tmp $start_file; }; wait $trainer_pid; }
+    rm -f $start_file $start_file.tmp' EXIT
 fi
 
 if [ $stage -le -3 ]; then
@@ -159,6 +162,7 @@ if [ $stage -le -2 ]; then
   fi
 
   gmm-mixup --mix-up=$numgauss $dir/1.mdl $dir/1.occs $dir/1.mdl 2>$dir/log/mixup.log || exit 1;
+  if [ -n "$trainer_pid" ]; then echo model >$start_file.tmp && mv $start_file.tmp $start_file || exit 1; fi
   rm $dir/treeacc
 fi
 

@@ -4,9 +4,7 @@
  * gmm-sum-accs sums the job files, gmm-est in process. */
 #include "train/trainer.h"
 
-#include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -527,31 +525,6 @@ static int finish(trn_ctx *t, int last) {
   return rc;
 }
 
-/* --start-after: waits until the file appears (polled; the script writes
- * it whole, by a rename): KIO_OK if it says "go", 1 if anything else (the
- * script stopped before the loop: not trained, no error of ours), KIO_ERR
- * if the script is gone without writing it. */
-static int wait_for_start(const trn_cfg *c) {
-  if (!c->start_after || !*c->start_after) return KIO_OK;
-  for (;;) {
-    FILE *f = fopen(c->start_after, "r");
-    if (f) {
-      char line[64] = "";
-      if (!fgets(line, sizeof line, f)) line[0] = 0;
-      fclose(f);
-      if (!strcmp(line, "go\n") || !strcmp(line, "go")) return KIO_OK;
-      KIO_LOG("Not trained: %s says the stages before the loop did not finish", c->start_after);
-      return 1;
-    }
-    if (c->start_after_pid > 0 && kill((pid_t)c->start_after_pid, 0) != 0 && errno == ESRCH) {
-      KIO_ERROR("Process %d, which was to write %s, is gone: not trained", c->start_after_pid,
-                c->start_after);
-      return KIO_ERR;
-    }
-    usleep(5000);
-  }
-}
-
 int trn_run(const trn_cfg *c) {
   trn_ctx t;
   memset(&t, 0, sizeof t);
@@ -593,28 +566,30 @@ int trn_run(const trn_cfg *c) {
   double ts2 = kio_now_s();
   make_dev_feats(&t);
   double ts3 = kio_now_s();
-  int go = wait_for_start(c);
-  if (go != KIO_OK) {
-    if (go > 0) rc = KIO_OK;  /* stopped before training, as asked */
-    goto done;
-  }
-  double ts4 = kio_now_s();
-  int start = c->equal_align ? 0 : c->start_iter;
-  char *mdl = fmt("%s/%d.mdl", c->dir, start);
-  if (!mdl || kio_model_read(mdl, &t.tm, &t.am) != KIO_OK) { free(mdl); goto done; }
-  free(mdl);
-  double ts5 = kio_now_s();
   /* the graphs beside the iterations before the first realignment (the
    * equal-alignment pass and the stochastic mode need them at once) */
   int beside = c->stoch_batch <= 0.0 && !c->equal_align &&
                kio_setting_int(KIO_SET_DEV_TRAIN_GRAPHS_BESIDE, 1, 0, 1) != 0;
-  if (trn_data_load_rest(&t.d, c, &t.tm, beside) != KIO_OK) goto done;
+  trn_start_times st;
+  int go = trn_start_rest(&t.d, c, &t.tm, &t.am, beside, &st);
+  if (go != KIO_OK) {
+    if (go == TRN_START_STOP) rc = KIO_OK;  /* stopped before training, as asked */
+    goto done;
+  }
   double ts6 = kio_now_s();
-  KIO_VLOG(1, "Start-up: %.2f s (the wait aside): features %.2f s, device %.2f s beside them "
-           "(waited %.2f s for it), features on the device %.2f s; waiting for the script's "
-           "stages %.2f s; then model %.2f s, speakers, graphs and alignments %.2f s",
-           (ts6 - ts0) - (ts4 - ts3), ts1 - ts0, ds.secs, waited, ts3 - ts2, ts4 - ts3, ts5 - ts4,
-           ts6 - ts5);
+  if (st.at_model)
+    KIO_VLOG(1, "Start-up: %.2f s (the wait aside): features %.2f s, device %.2f s beside them "
+             "(waited %.2f s for it), features on the device %.2f s; waiting for the script's "
+             "stages %.2f s (for its first model %.2f s: model %.2f s, speakers and the graphs' "
+             "start %.2f s beside its last stage); then alignments %.2f s",
+             (ts6 - ts0) - st.wait, ts1 - ts0, ds.secs, waited, ts3 - ts2, st.wait,
+             st.wait_model, st.model, st.graphs, st.rest);
+  else
+    KIO_VLOG(1, "Start-up: %.2f s (the wait aside): features %.2f s, device %.2f s beside them "
+             "(waited %.2f s for it), features on the device %.2f s; waiting for the script's "
+             "stages %.2f s; then model %.2f s, speakers, graphs and alignments %.2f s",
+             (ts6 - ts0) - st.wait, ts1 - ts0, ds.secs, waited, ts3 - ts2, st.wait, st.model,
+             st.rest);
   t.numgauss = c->start_gauss;
   double t0 = kio_now_s();
   if (c->stoch_batch > 0.0) {

@@ -67,7 +67,8 @@ typedef struct {
   int replicate;              /* developers: each utterance this many times */
   const char *start_after;    /* "" or a file: read the features and start the
                                  device, then wait for it (the script's stages
-                                 before the loop); "go": train, else stop */
+                                 before the loop); "model": start the graphs
+                                 and wait on, "go": train, else stop */
   int start_after_pid;        /* > 0: stop waiting (and fail) when it is gone */
 } trn_cfg;
 
@@ -107,6 +108,8 @@ typedef struct {
   double gw_t0;           /* when the last job's graphs were compiled */
   int gw_rc;              /* the compilation's and writers' outcome once joined */
   double t_feats;         /* seconds reading the features */
+  int32_t *key_idx;       /* trn_data_load_graphs .. trn_data_load_ali: keys sorted */
+  double t_graphs;        /* seconds starting (or compiling) the graphs */
 } trn_data;
 
 /* Keys sorted for lookups: idx orders d->u by key. */
@@ -125,11 +128,24 @@ int32_t trn_key_find(const trn_key_index *ki, const char *key); /* -1: none */
  * one failed). trn_graphs_abandon (a failing run) stops the compilation at
  * its next batch and waits; trn_data_free calls it. */
 int trn_graphs_start(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const trn_key_index *ki,
-                     int background);
+                     int background, int gated);
 int trn_graphs_ready(trn_data *d);
 int trn_graphs_failed(const trn_data *d);
 int trn_graphs_wait(trn_data *d);
 void trn_graphs_abandon(trn_data *d);
+/* Graphs started before the script's stages are done (gated, with
+ * background: the script's first model is there, its alignments are not
+ * yet): jobs compiled before trn_graphs_gate(d, 1) keep their log lines and
+ * graphs in memory, and their compile_graphs.JOB.log and fsts.JOB.gz are
+ * made when it is called, as if compiled then; trn_graphs_gate(d, 0) (the
+ * script stopped) drops them and stops the compilation, leaving no file.
+ * trn_graphs_discard does that and waits: the number of jobs that had been
+ * compiled. */
+void trn_graphs_gate(trn_data *d, int open);
+/* After trn_graphs_gate(d, 1): the jobs compiled before it (-1: not gated,
+ * or the compilation already joined). */
+int trn_graphs_at_gate(const trn_data *d);
+int trn_graphs_discard(trn_data *d);
 
 /* The resident data in two steps: the features (nothing of the experiment
  * directory needed), then speakers, graphs and alignments with model tm;
@@ -137,6 +153,28 @@ void trn_graphs_abandon(trn_data *d);
  * (trn_graphs_ready before they are used). */
 int trn_data_load_feats(trn_data *d, const trn_cfg *c);
 int trn_data_load_rest(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, int graphs_background);
+/* The same in two steps: speakers and the graphs' start (gated: see
+ * trn_graphs_gate), then the alignments (the key index kept between). */
+int trn_data_load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, int graphs_background,
+                         int gated);
+int trn_data_load_ali(trn_data *d, const trn_cfg *c);
+/* --start-after (trn-start.c): waits for the script's stages, then reads
+ * the first model into tm/am, the speakers, graphs (started beside the
+ * script's last stage when it says "model" first) and alignments. KIO_OK
+ * to train; TRN_START_STOP when the script stopped before the loop (logged,
+ * nothing of the graphs left); KIO_ERR after an ERROR. Without
+ * --start-after it loads at once. st: the waits and steps, in seconds. */
+enum { TRN_START_STOP = 1 };
+typedef struct {
+  int at_model;       /* the graphs were started at the first model */
+  double wait;        /* waiting for the script, in all */
+  double wait_model;  /* of which for its first model (at_model) */
+  double model;       /* reading the model */
+  double graphs;      /* speakers and the graphs' start (at_model) */
+  double rest;        /* after "go": the rest (speakers, graphs unless started, alignments) */
+} trn_start_times;
+int trn_start_rest(trn_data *d, const trn_cfg *c, kio_tmodel *tm, kio_am_gmm *am, int beside,
+                   trn_start_times *st);
 /* Features again (after an MLLT update) from rspec (JOB, ITER replaced). */
 int trn_data_reload_feats(trn_data *d, const char *rspec, int iter);
 /* ali.JOB.gz of every job; with phones (the model's transitions, NULL: not)

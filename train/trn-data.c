@@ -357,27 +357,47 @@ int trn_data_load_feats(trn_data *d, const trn_cfg *c) {
   return KIO_OK;
 }
 
-int trn_data_load_rest(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, int graphs_background) {
+int trn_data_load_graphs(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, int graphs_background,
+                         int gated) {
   double t1 = kio_now_s();
   trn_key_index ki = { d, malloc(sizeof(int32_t) * (size_t)(d->n ? d->n : 1)) };
   if (!ki.idx) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  d->key_idx = ki.idx;
   for (int32_t i = 0; i < d->n; i++) ki.idx[i] = i;
   g_sort_d = d;
   qsort(ki.idx, (size_t)d->n, sizeof(int32_t), key_cmp);
   int rc = load_speakers(d, c, &ki);
   /* copies share their originals' graphs: those are needed first */
   if (c->replicate > 1) graphs_background = 0;
-  if (rc == KIO_OK) rc = trn_graphs_start(d, c, tm, &ki, graphs_background);
+  if (rc == KIO_OK) rc = trn_graphs_start(d, c, tm, &ki, graphs_background, gated);
   if (rc == KIO_OK && !graphs_background) rc = trn_graphs_ready(d);
-  double t2 = kio_now_s();
-  if (rc == KIO_OK && c->ali_in && *c->ali_in) rc = load_ali(d, c->ali_in, &ki);
-  free(ki.idx);
+  d->t_graphs = kio_now_s() - t1;
+  return rc;
+}
+
+int trn_data_load_ali(trn_data *d, const trn_cfg *c) {
+  trn_key_index ki = { d, d->key_idx };
+  int rc = KIO_OK;
+  if (c->ali_in && *c->ali_in) rc = load_ali(d, c->ali_in, &ki);
+  free(d->key_idx);
+  d->key_idx = NULL;
   if (rc == KIO_OK) rc = replicate(d, c->replicate);
+  int early = trn_graphs_at_gate(d);
+  char at_model[96] = "";
+  if (early >= 0)
+    snprintf(at_model, sizeof at_model,
+             ", started at the first model: %d of %d jobs compiled when the script said go",
+             early, d->nj);
   if (rc == KIO_OK)
     KIO_LOG("Resident: %d utterances, %lld frames of dimension %d in %d jobs (features %.1f s, "
-            "graphs %.1f s)", (int)d->n, (long long)d->frames,
-            d->n_store ? (int)d->feat_store[0].cols : 0, d->nj, d->t_feats, t2 - t1);
+            "graphs %.1f s%s)", (int)d->n, (long long)d->frames,
+            d->n_store ? (int)d->feat_store[0].cols : 0, d->nj, d->t_feats, d->t_graphs, at_model);
   return rc;
+}
+
+int trn_data_load_rest(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, int graphs_background) {
+  if (trn_data_load_graphs(d, c, tm, graphs_background, 0) != KIO_OK) return KIO_ERR;
+  return trn_data_load_ali(d, c);
 }
 
 static int write_ali_job(const trn_data *d, const char *dir, int text, int j) {
@@ -485,5 +505,6 @@ void trn_data_free(trn_data *d) {
   free(d->store_key);
   free(d->store_job);
   free(d->job_start);
+  free(d->key_idx);
   memset(d, 0, sizeof *d);
 }

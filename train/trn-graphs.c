@@ -50,6 +50,12 @@ typedef struct trn_graph_out {
   pthread_t th;
   int started;
   double t_end;           /* when the thread finished */
+  /* a job compiled before the gate opened (trn_graphs_gate): its lines
+   * before its log (the transcripts' reader's) and in it, its log's path
+   * and header, logged and written once the gate opens */
+  int pending;
+  kio_log_deferred *pre, *lines;
+  char *logp, *cmd;
 } graph_out;
 
 static void graph_out_clear(graph_out *o) {
@@ -57,6 +63,11 @@ static void graph_out_clear(graph_out *o) {
   free(o->keys);
   free(o->g);
   free(o->wx);
+  kio_log_discard(&o->pre);
+  kio_log_discard(&o->lines);
+  free(o->logp);
+  free(o->cmd);
+  o->logp = o->cmd = NULL;  /* pending is left: the compiling thread reads it */
   o->wx = NULL;
   o->keys = NULL;
   o->g = NULL;
@@ -275,7 +286,48 @@ typedef struct trn_graph_bg {
   int rc;
   int done, stop;         /* atomics: the thread has finished; give up */
   double t0, t1, t_compile, t_texts;
+  /* Started before the script's stages are done (trn_graphs_gate): jobs
+   * compiled before the gate opens keep their lines and graphs in memory
+   * (no log, no fsts.JOB.gz: a script that stops there leaves none) */
+  int gate;               /* atomic: GATE_CLOSED, GATE_OPEN or GATE_STOP */
+  pthread_mutex_t gmu;
+  pthread_cond_t gcv;
+  int n_before;           /* atomic: jobs compiled before it opened */
+  int n_at_gate;          /* -1: not gated; else n_before when it opened */
+  double t_gate;          /* when it opened */
 } graph_bg;
+
+enum { GATE_OPEN = 0, GATE_CLOSED = 1, GATE_STOP = 2 };
+
+static int gate_state(graph_bg *b) { return __atomic_load_n(&b->gate, __ATOMIC_ACQUIRE); }
+
+/* A job compiled before the gate opened, now logged and written as it would
+ * have been then: the lines before its log, its log (opened now) with its
+ * lines, and its writer. */
+static int flush_job(graph_out *o) {
+  o->pending = 0;
+  kio_log_replay(&o->pre);
+  int rc = o->rc;
+  if (o->logp && !(o->lg = trn_log_open(o->logp, "compile-train-graphs", o->cmd))) rc = KIO_ERR;
+  trn_log_use(o->lg);
+  kio_log_replay(&o->lines);
+  trn_log_use(NULL);
+  free(o->logp);
+  free(o->cmd);
+  o->logp = o->cmd = NULL;
+  if (rc == KIO_OK && o->wx) graph_out_start(o);  /* the thread closes the log */
+  else if (rc == KIO_OK) { trn_log_close(o->lg); o->lg = NULL; }
+  return rc;
+}
+
+/* Jobs 0..nj-1 still pending, flushed if the gate is open. */
+static int flush_pending(graph_bg *b, int nj) {
+  if (gate_state(b) != GATE_OPEN) return KIO_OK;
+  int rc = KIO_OK;
+  for (int j = 0; j < nj; j++)
+    if (b->outs[j].pending && flush_job(&b->outs[j]) != KIO_OK) rc = KIO_ERR;
+  return rc;
+}
 
 static int compile_jobs(graph_bg *b) {
   trn_data *d = b->d;
@@ -289,11 +341,24 @@ static int compile_jobs(graph_bg *b) {
   memset(keys, 0, sizeof keys);
   text_pool texts;
   int rc = text_pool_start(&texts, c->text_rspec, d->nj, c->threads > 0 ? c->threads : kio_cpu_share(0));
-  for (int j = 0; j < d->nj && rc == KIO_OK; j++) {
+  int j = 0;
+  for (; j < d->nj && rc == KIO_OK; j++) {
     graph_out *go_j = &outs[j];
+    if (flush_pending(b, j) != KIO_OK) { rc = KIO_ERR; break; }
+    /* open is final; closed may still become stop: deferred until known */
+    int gate = gate_state(b);
+    if (gate == GATE_STOP) { rc = KIO_ERR; break; }
+    int defer = gate == GATE_CLOSED;
+    if (defer) kio_log_defer(&go_j->pre);
     char *rs = NULL;
     kio_seq_reader *r = text_take(&texts, j, &rs);
-    if (!r) { free(rs); rc = KIO_ERR; break; }
+    if (defer) kio_log_defer(&go_j->lines);
+    if (!r) {
+      free(rs);
+      rc = KIO_ERR;
+      if (defer) { kio_log_defer(NULL); go_j->pending = 1; go_j->rc = rc; j++; }
+      break;
+    }
     /* with the graphs, compile_graphs.JOB.log: compile-train-graphs' lines,
      * as the stock script's job leaves them */
     char *wx = NULL, *logp = NULL, *cmd = NULL;
@@ -304,9 +369,16 @@ static int compile_jobs(graph_bg *b) {
                        c->equal_align ? 0 : c->start_iter, b->lex, rs,
                        wx) < 0)
       cmd = NULL;
-    if (!wx || !logp || !cmd ||
-        (c->write_graphs && !(go_j->lg = trn_log_open(logp, "compile-train-graphs", cmd))))
+    if (!wx || !logp || !cmd) {
+      KIO_ERROR("out of memory");
       rc = KIO_ERR;
+    } else if (c->write_graphs && defer) {  /* opened when the gate opens */
+      go_j->logp = logp;
+      go_j->cmd = cmd;
+      logp = cmd = NULL;
+    } else if (c->write_graphs && !(go_j->lg = trn_log_open(logp, "compile-train-graphs", cmd))) {
+      rc = KIO_ERR;
+    }
     free(logp);
     free(cmd);
     if (rc == KIO_OK) trn_log_use(go_j->lg);
@@ -351,14 +423,31 @@ static int compile_jobs(graph_bg *b) {
       KIO_KALDI(CTG_DONE, num_succeed, num_fail);
     if (r && kio_seq_close(r) != KIO_OK) rc = KIO_ERR;
     trn_log_use(NULL);
-    if (rc == KIO_OK && go_j->wx) graph_out_start(go_j);  /* the thread closes the log */
-    else if (rc == KIO_OK) { trn_log_close(go_j->lg); go_j->lg = NULL; }
+    if (defer) {  /* flush_job logs and writes it */
+      kio_log_defer(NULL);
+      go_j->pending = 1;
+      go_j->rc = rc;
+      __atomic_add_fetch(&b->n_before, 1, __ATOMIC_ACQ_REL);
+    } else if (rc == KIO_OK && go_j->wx) {
+      graph_out_start(go_j);  /* the thread closes the log */
+    } else if (rc == KIO_OK) {
+      trn_log_close(go_j->lg);
+      go_j->lg = NULL;
+    }
     free(wx);
     free(rs);
   }
   for (int i = 0; i < BATCH; i++) { free(keys[i]); free(words[i].v); }
   text_pool_end(&texts);
   b->t_texts = texts.wait_s;
+  b->t1 = kio_now_s();
+  /* jobs compiled before the gate: logged and written once it opens (a
+   * failed one's ERROR too), dropped if the script stops */
+  pthread_mutex_lock(&b->gmu);
+  while (gate_state(b) == GATE_CLOSED) pthread_cond_wait(&b->gcv, &b->gmu);
+  pthread_mutex_unlock(&b->gmu);
+  if (gate_state(b) == GATE_STOP) return KIO_ERR;  /* no ERROR: not to be trained */
+  if (flush_pending(b, j) != KIO_OK) rc = KIO_ERR;
   return rc;
 }
 
@@ -366,7 +455,6 @@ static void *graph_bg_main(void *arg) {
   graph_bg *b = arg;
   if (b->beside) lower_thread_priority(b->nice);  /* the compiler's threads inherit it */
   b->rc = compile_jobs(b);
-  b->t1 = kio_now_s();
   __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
   return NULL;
 }
@@ -382,6 +470,8 @@ static void graph_bg_free(graph_bg *b) {
   free(b->dis);
   free(b->ki.idx);
   free(b->got);
+  pthread_mutex_destroy(&b->gmu);
+  pthread_cond_destroy(&b->gcv);
   free(b);
 }
 
@@ -404,9 +494,12 @@ static int tmodel_copy(const kio_tmodel *src, kio_tmodel *dst) {
 }
 
 int trn_graphs_start(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const trn_key_index *ki,
-                     int background) {
+                     int background, int gated) {
   graph_bg *b = calloc(1, sizeof *b);
   if (!b) { KIO_ERROR("out of memory"); return KIO_ERR; }
+  pthread_mutex_init(&b->gmu, NULL);
+  pthread_cond_init(&b->gcv, NULL);
+  b->n_at_gate = -1;
   b->d = d;
   b->c = c;
   b->t0 = kio_now_s();
@@ -442,9 +535,11 @@ int trn_graphs_start(trn_data *d, const trn_cfg *c, const kio_tmodel *tm, const 
     return KIO_ERR;
   }
   b->beside = background != 0;
+  b->gate = b->beside && gated ? GATE_CLOSED : GATE_OPEN;
   b->threaded = b->beside && pthread_create(&b->th, NULL, graph_bg_main, b) == 0;
   if (!b->threaded) {
     b->beside = 0;  /* no thread: compiled here, now */
+    b->gate = GATE_OPEN;
     graph_bg_main(b);
   }
   return b->threaded ? KIO_OK : b->rc;
@@ -455,8 +550,36 @@ int trn_graphs_failed(const trn_data *d) {
   return b && __atomic_load_n(&b->done, __ATOMIC_ACQUIRE) && b->rc != KIO_OK;
 }
 
+void trn_graphs_gate(trn_data *d, int open) {
+  graph_bg *b = d->gbg;
+  if (!b) return;
+  pthread_mutex_lock(&b->gmu);
+  if (gate_state(b) == GATE_CLOSED) {
+    b->t_gate = kio_now_s();
+    b->n_at_gate = __atomic_load_n(&b->n_before, __ATOMIC_ACQUIRE);
+    if (!open) __atomic_store_n(&b->stop, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&b->gate, open ? GATE_OPEN : GATE_STOP, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&b->gcv);
+  }
+  pthread_mutex_unlock(&b->gmu);
+}
+
+int trn_graphs_at_gate(const trn_data *d) { return d->gbg ? d->gbg->n_at_gate : -1; }
+
+int trn_graphs_discard(trn_data *d) {
+  graph_bg *b = d->gbg;
+  if (!b) return 0;
+  trn_graphs_gate(d, 0);
+  if (b->threaded) pthread_join(b->th, NULL);
+  b->threaded = 0;
+  int n = __atomic_load_n(&b->n_before, __ATOMIC_ACQUIRE);
+  trn_graphs_ready(d);  /* failed (stopped): frees it, writes nothing */
+  return n;
+}
+
 void trn_graphs_abandon(trn_data *d) {
   if (d->gbg) __atomic_store_n(&d->gbg->stop, 1, __ATOMIC_RELEASE);
+  trn_graphs_gate(d, 0);
   trn_graphs_wait(d);
 }
 
@@ -476,9 +599,14 @@ int trn_graphs_ready(trn_data *d) {
     d->gw = b->outs;
     d->gw_t0 = b->t1;
     b->outs = NULL;
-    KIO_VLOG(1, "Graphs: %.2f s%s: compiling %.2f s, waiting %.2f s for the transcripts' readers, "
-             "the rest %.2f s (the compilation at niceness +%d, the fsts.JOB.gz writers +%d more); "
-             "waited for them %.2f s", b->t1 - b->t0, beside ? " beside the iterations" : "",
+    char early[160] = "";
+    if (b->t_gate > 0.0)
+      snprintf(early, sizeof early, ", started at the first model %.2f s before the alignments "
+               "(%d of %d jobs compiled by then)", b->t_gate - b->t0, b->n_at_gate, d->nj);
+    KIO_VLOG(1, "Graphs: %.2f s%s%s: compiling %.2f s, waiting %.2f s for the transcripts' "
+             "readers, the rest %.2f s (the compilation at niceness +%d, the fsts.JOB.gz writers "
+             "+%d more); waited for them %.2f s", b->t1 - b->t0,
+             beside ? " beside the iterations" : "", early,
              b->t_compile, b->t_texts, b->t1 - b->t0 - b->t_compile - b->t_texts,
              beside ? b->nice : 0, b->writer_nice, waited);
   } else {

@@ -171,6 +171,13 @@ extern "C" {
     "gmm-train-gpu on the GPU: where the jobs' statistics are summed, 1 (default) on the " \
     "device (each job's statistics stay there, only the sum is fetched) or 0 on the host " \
     "(every job's fetched, summed in the glob's order); the same bits")                    \
+  X(DEV_TRAIN_GRAPHS_AT_MODEL, "KALDI_GPU_DEV_TRAIN_GRAPHS_AT_MODEL", NULL, DEV,         \
+    "gmm-train-gpu with --start-after (steps-gpu/train_deltas.sh's early start): 0 starts "\
+    "the training graphs when the script says go; default 1: when it says model (its "    \
+    "tree and first model written, before convert-ali), beside the alignments' "           \
+    "conversion; jobs compiled before go keep their log lines and graphs in memory and "   \
+    "their compile_graphs.JOB.log and fsts.JOB.gz are made at go (the same files and "     \
+    "lines), none if the script stops (a failing convert-ali)")                            \
   X(DEV_BLAS_CACHE, "KALDI_GPU_DEV_BLAS_CACHE", NULL, DEV,                               \
     "0: find the Kaldi's OpenBLAS core anew in every process (two short child processes) " \
     "instead of the answer kept in the private directory for the same program, library "  \

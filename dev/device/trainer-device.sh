@@ -20,8 +20,12 @@
 #
 # Step variants (after deltas): our train_deltas again with the graphs
 # compiled before the first iteration (KALDI_GPU_DEV_TRAIN_GRAPHS_BESIDE=0),
-# with the compilation beside the iterations at their priority (KALDI_GPU_DEV_TRAIN_GRAPHS_NICE=0), and
-# with 8 accumulators: the same build, the same hold, each change's share.
+# with the compilation beside the iterations at their priority (KALDI_GPU_DEV_TRAIN_GRAPHS_NICE=0),
+# with the graphs started at the script's "go" instead of its first model
+# (KALDI_GPU_DEV_TRAIN_GRAPHS_AT_MODEL=0), and with 8 accumulators: the same
+# build, the same hold, each change's share. Each train_deltas' log in
+# summary.md is followed by its stages before the loop, step by step
+# (dev/bench/tree-stage-split.sh: the logs' modification times).
 #
 # --kaldi-exp EXP (e.g. exp_kaldi, after `recipe-device.sh start --stages 1-3`
 # in the same machine hold): stock Kaldi's side is not run again; its mono,
@@ -198,7 +202,7 @@ fi
 variant_dirs=()
 if [[ " $steps " == *" variants "* ]] && [ -f $e/mono_ali/ali.1.gz ]; then
   for v in "first:KALDI_GPU_DEV_TRAIN_GRAPHS_BESIDE=0:" "nice0:KALDI_GPU_DEV_TRAIN_GRAPHS_NICE=0:" \
-           "s8:KALDI_GPU_DEV_TRAIN_ACC_STREAMS=8:"; do
+           "atgo:KALDI_GPU_DEV_TRAIN_GRAPHS_AT_MODEL=0:" "s8:KALDI_GPU_DEV_TRAIN_ACC_STREAMS=8:"; do
     IFS=: read -r vn venv vopt <<<"$v"
     rm -rf $e/tri1_$vn
     # shellcheck disable=SC2086
@@ -250,7 +254,11 @@ fi
     echo
     echo '```'
     timing_lines $e/$x/log/train.log
+    case $x in tri1_*) "$top/dev/bench/tree-stage-split.sh" $e/$x | sed "s#$e/##" ;; esac
     echo '```'
+  done
+  for x in tri1_k; do  # the stock script's stages, for comparison
+    [ -f $e/$x/log/build_tree.log ] && echo && "$top/dev/bench/tree-stage-split.sh" $e/$x | sed "s#$e/##"
   done
   if [ -n "$big_lines" ]; then
     echo

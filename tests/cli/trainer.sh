@@ -297,6 +297,59 @@ if [ -f exp/mono_k/final.mdl ]; then
   ! pgrep -f "gmm-train-gpu.*exp/early_g" >/dev/null || fail "early start: a trainer left running"
 fi
 
+# The graphs started at the first model (the script says "model" after
+# gmm-mixup, the trainer compiles beside convert-ali), with a convert-ali on
+# GPU_BIN (the scripts' path.sh puts it first) that waits 4 s first:
+# - then runs Kaldi's: the jobs compiled before "go" are logged and written
+#   then, as the stock script's (models, alignments, graphs, logs, files);
+#   the trainer says how many were compiled before "go" (at least one);
+# - then fails: the script's output and files are the stock script's with
+#   the same convert-ali (no fsts.JOB.gz, no compile_graphs.JOB.log), the
+#   trainer discards the graphs it started and stops (exit 0), no start
+#   file or trainer left.
+if [ -f exp/tri_k/final.mdl ]; then
+  mkdir -p "$tmp/slowconv" "$tmp/failconv" || exit 1
+  printf '#!/bin/bash\nsleep 4\nexec %q "$@"\n' "$(command -v convert-ali)" >"$tmp/slowconv/convert-ali"
+  printf '#!/bin/bash\nsleep 4\necho "ERROR (convert-ali[5.5]:main():convert-ali.cc:1) made to fail" >&2\nexit 1\n' \
+    >"$tmp/failconv/convert-ali"
+  chmod +x "$tmp/slowconv/convert-ali" "$tmp/failconv/convert-ali"
+  rm -rf exp/slow_k exp/slow_g && ln -s tri_k exp/slow_k &&
+    sed 's#exp/tri_k#exp/slow_k#g' "$tmp/tri.k.out" >"$tmp/slow.k.out" || exit 1
+  if GPU_BIN=$tmp/slowconv "$gpu/train_deltas.sh" --use-gpu no --num-iters 6 --realign-iters "2 5" \
+      --boost-silence 1.25 200 800 data/train_300 data/lang exp/mono_k exp/slow_g >"$tmp/slow.g.out" 2>&1; then
+    compare slow
+    n=$(sed -n 's/.*started at the first model: \([0-9]*\) of 11 jobs compiled when the script said go.*/\1/p' \
+      exp/slow_g/log/train.log)
+    [ -n "$n" ] && [ "$n" -ge 1 ] || fail "graphs at the first model: no job compiled before go (${n:-no line})"
+  else
+    tail -n 20 "$tmp/slow.g.out"; fail "graphs at the first model: steps-gpu/train_deltas.sh"
+  fi
+  rm -rf exp/conv_k exp/conv_g
+  GPU_BIN=$tmp/failconv steps/train_deltas.sh 200 800 data/train_300 data/lang exp/mono_k exp/conv_k \
+    >"$tmp/conv.k.out" 2>&1 && fail "failing convert-ali: the stock script did not fail"
+  GPU_BIN=$tmp/failconv "$gpu/train_deltas.sh" 200 800 data/train_300 data/lang exp/mono_k exp/conv_g \
+    >"$tmp/conv.g.out" 2>&1 && fail "failing convert-ali: the script did not fail"
+  diff <(sed 's#^[^ ]*/train_deltas.sh#S#; s#exp/conv_[kg]#exp/D#g' "$tmp/conv.k.out") \
+    <(sed 's#^[^ ]*/train_deltas.sh#S#; s#exp/conv_[kg]#exp/D#g' "$tmp/conv.g.out") >"$tmp/d" ||
+    { fail "failing convert-ali: the script's output is not the stock script's:"; head -n 6 "$tmp/d"; }
+  diff <(cd exp/conv_k && find . | sort) <(cd exp/conv_g && find . | grep -vx './log/train.log' | sort) \
+    >"$tmp/d" || { fail "failing convert-ali: not the stock script's files:"; head -n 6 "$tmp/d"; }
+  grep -q "Not trained: exp/conv_g/.trainer_start says the stages before the loop did not finish (the graphs started at the first model discarded)" \
+    exp/conv_g/log/train.log && grep -q "Ended (code 0)" exp/conv_g/log/train.log ||
+    fail "failing convert-ali: the trainer did not discard its graphs and stop as asked"
+  [ ! -e exp/conv_g/.trainer_start ] || fail "failing convert-ali: the start file left behind"
+  ! pgrep -f "gmm-train-gpu.*exp/conv_g" >/dev/null || fail "failing convert-ali: a trainer left running"
+  # failing at once: the stop most likely comes while jobs are compiling
+  # (or before the trainer has seen "model"): the stock script's files still
+  sed -i 's/^sleep 4$/sleep 0/' "$tmp/failconv/convert-ali"
+  rm -rf exp/conv_n
+  GPU_BIN=$tmp/failconv "$gpu/train_deltas.sh" 200 800 data/train_300 data/lang exp/mono_k exp/conv_n \
+    >"$tmp/conv.n.out" 2>&1 && fail "failing convert-ali at once: the script did not fail"
+  diff <(cd exp/conv_k && find . | sort) <(cd exp/conv_n && find . | grep -vx './log/train.log' | sort) \
+    >"$tmp/d" || { fail "failing convert-ali at once: not the stock script's files:"; head -n 6 "$tmp/d"; }
+  grep -q "Ended (code 0)" exp/conv_n/log/train.log || fail "failing convert-ali at once: the trainer failed"
+fi
+
 # The rest of a recipe on our directories: the mono graphs reused by
 # align_si.sh --use-graphs true, SAT on the LDA+MLLT system's alignments, a
 # decoding graph and a decode (a few test utterances).
@@ -316,4 +369,4 @@ later mkgraph.out utils/mkgraph.sh data/lang_test exp/lda_g exp/lda_g/graph &&
 grep -q "training passes 1 to 5 in one process ($tmp/trainer-bin/gmm-train-gpu)" "$tmp/lda.g.out" ||
   fail "lda: the trainer of $BIN did not run"
 [ $fails -eq 0 ] || exit 1
-echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, graphs, files, log messages), train_deltas on another split under Prescott too, stochastic mode seeded, wrong options refused, unreadable transcripts and features stop at their job, a transcript failing beside the iterations stops the run, align_si/train_sat/mkgraph/decode on our directories ($(( $(date +%s) - t0 )) s)$note"
+echo "trainer: train_mono, train_deltas, train_lda_mllt identical to the stock scripts (models, occs, mat, alignments, graphs, files, log messages), train_deltas on another split under Prescott too, stochastic mode seeded, wrong options refused, unreadable transcripts and features stop at their job, a transcript failing beside the iterations stops the run, graphs started at the first model (written at go as the stock script's, none when convert-ali fails), align_si/train_sat/mkgraph/decode on our directories ($(( $(date +%s) - t0 )) s)$note"
