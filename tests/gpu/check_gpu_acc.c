@@ -351,7 +351,7 @@ static void assert_same_stats(gacc_acc *a, gacc_acc *b, const char *what) {
 
 START_TEST(gpu_continues_from_loaded_stats) {
   select_gpu();
-  mono_utts d;
+  acc_utts d;
   mono_load(&d);
   gacc_utt_result res[MAXU];
   int n = d.n, half = n / 2;
@@ -369,7 +369,7 @@ START_TEST(gpu_continues_from_loaded_stats) {
   gacc_free(all);
   gacc_free(first);
   gacc_free(rest);
-  mono_free(&d);
+  acc_utts_free(&d);
 }
 END_TEST
 
@@ -379,7 +379,7 @@ END_TEST
  * -0 on both paths, which must then agree bit for bit (and keep some -0). */
 START_TEST(gpu_zero_posteriors_keep_negative_zero) {
   select_gpu();
-  mono_utts d;
+  acc_utts d;
   mono_load(&d);
   for (int i = 0; i < d.n; i++)
     for (size_t k = 0; k < (size_t)d.m[i].rows * (size_t)d.m[i].cols; k++) d.m[i].data[k] *= 8.0f;
@@ -408,7 +408,7 @@ START_TEST(gpu_zero_posteriors_keep_negative_zero) {
   ck_assert_msg(neg0 > 0, "no Gaussian with frames kept its -0: the case was not exercised");
   gacc_free(cpu);
   gacc_free(gpu);
-  mono_free(&d);
+  acc_utts_free(&d);
 }
 END_TEST
 
@@ -417,7 +417,7 @@ END_TEST
  * fresh accumulator, bit for bit. */
 START_TEST(gpu_reset_serves_another_job) {
   select_gpu();
-  mono_utts d;
+  acc_utts d;
   mono_load(&d);
   gacc_utt_result res[MAXU];
   int half = d.n / 2;
@@ -452,7 +452,7 @@ START_TEST(gpu_reset_serves_another_job) {
   gacc_stats_free(&sf);
   gacc_free(shared);
   gacc_free(fresh);
-  mono_free(&d);
+  acc_utts_free(&d);
 }
 END_TEST
 
@@ -462,13 +462,13 @@ END_TEST
  * those of a fresh accumulator given that job alone, bit for bit. */
 enum { SIDE_JOBS = 5, SIDE_ACCS = 2 };
 typedef struct {
-  const mono_utts *d;
+  const acc_utts *d;
   gacc_acc *acc;
   int first, rc;            /* jobs first, first + SIDE_ACCS, ... */
   gacc_stats st[SIDE_JOBS];
 } side_worker;
 
-static void side_job_range(const mono_utts *d, int j, int *lo, int *n) {
+static void side_job_range(const acc_utts *d, int j, int *lo, int *n) {
   *lo = d->n * j / SIDE_JOBS;
   *n = d->n * (j + 1) / SIDE_JOBS - *lo;
 }
@@ -489,7 +489,7 @@ static void *side_main(void *arg) {
 
 START_TEST(gpu_side_by_side_jobs) {
   select_gpu();
-  mono_utts d;
+  acc_utts d;
   mono_load(&d);
   side_worker w[SIDE_ACCS];
   memset(w, 0, sizeof w);
@@ -529,7 +529,7 @@ START_TEST(gpu_side_by_side_jobs) {
     for (int j = 0; j < SIDE_JOBS; j++) gacc_stats_free(&w[k].st[j]);
     gacc_free(w[k].acc);
   }
-  mono_free(&d);
+  acc_utts_free(&d);
 }
 END_TEST
 
@@ -541,7 +541,7 @@ END_TEST
  * are those fetched into fresh ones, offsets included; another dimension
  * is refused. */
 static void rebind_check(const char *backend) {
-  mono_utts a, b;
+  acc_utts a, b;
   utts_load(&a, "models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark");
   utts_load(&b, "models/tri1/final.mdl", "ark:feats/delta.ark", "ark:kaldi/tri1/ali.ark");
   ck_assert_int_eq(a.am.dim, b.am.dim);
@@ -554,12 +554,12 @@ static void rebind_check(const char *backend) {
   ck_assert_int_eq(gacc_accumulate_batch(fa, a.n, a.u, res), KIO_OK);
   ck_assert_int_eq(gacc_accumulate_batch(fb, b.n, b.u, res), KIO_OK);
   ck_assert_int_eq(gacc_accumulate_batch(pooled, a.n / 2, a.u, res), KIO_OK);
-  const mono_utts *order[] = {&b, &a, &a, &b};
+  const acc_utts *order[] = {&b, &a, &a, &b};
   gacc_acc *fresh[] = {fb, fa, fa, fb};
   gacc_stats kept = {0};  /* reused: first holding the half job's statistics */
   ck_assert_int_eq(gacc_get_stats(pooled, &kept), KIO_OK);
   for (int k = 0; k < 4; k++) {
-    const mono_utts *d = order[k];
+    const acc_utts *d = order[k];
     gacc_unbind(pooled);
     ck_assert_int_eq(gacc_rebind(pooled, &d->tm, &d->am, k == 2), KIO_OK);
     ck_assert_int_eq(gacc_accumulate_batch(pooled, d->n, d->u, res), KIO_OK);
@@ -595,8 +595,8 @@ static void rebind_check(const char *backend) {
   gacc_free(fb);
   kio_tmodel_free(&tm2);
   kio_am_gmm_free(&am2);
-  mono_free(&a);
-  mono_free(&b);
+  acc_utts_free(&a);
+  acc_utts_free(&b);
 }
 
 START_TEST(gpu_rebind_equals_fresh) {
@@ -667,7 +667,7 @@ static void first_error(int level, const char *func, const char *file, int line,
 START_TEST(host_threads_first_error) {
   select_gpu();
   kio_setting_override(KIO_SET_DEV_ACC_HOST_THREADS, "4");
-  mono_utts d;
+  acc_utts d;
   mono_load(&d);
   ck_assert_int_ge(d.n, 32);
   gacc_utt_result res[MAXU];
@@ -705,7 +705,7 @@ START_TEST(host_threads_first_error) {
     }
     gacc_free(acc);
   }
-  mono_free(&d);
+  acc_utts_free(&d);
   kio_setting_override(KIO_SET_DEV_ACC_HOST_THREADS, NULL);
 }
 END_TEST
@@ -715,7 +715,7 @@ END_TEST
  * matrix outside the copy is uploaded as before. */
 START_TEST(gpu_dev_feats_equal_upload) {
   select_gpu();
-  mono_utts d;
+  acc_utts d;
   mono_load(&d);
   gacc_utt_result res[MAXU];
   int half = d.n / 2;
@@ -749,7 +749,7 @@ START_TEST(gpu_dev_feats_equal_upload) {
   gacc_free(up);
   gacc_free(dev);
   gacc_dev_feats_free(f);
-  mono_free(&d);
+  acc_utts_free(&d);
 }
 END_TEST
 

@@ -15,52 +15,9 @@
 #include "train/sum-accs.h"
 #include "tests/lib/test-util.h"
 
-/* Up to MAXU utterances of a fixture: features, alignments, the model. */
-enum { MAXU = 64, NJ = 11 };
-typedef struct {
-  kio_tmodel tm;
-  kio_am_gmm am;
-  kio_matrix m[MAXU];
-  int32_t *a[MAXU];
-  char *keys[MAXU];
-  gacc_utt u[MAXU];
-  int n;
-} utts;
+#include "tests/lib/acc-utts.h"
 
-static void utts_load(utts *d, const char *mdl, const char *feats, const char *alis) {
-  memset(d, 0, sizeof *d);
-  ck_assert_int_eq(kio_model_read(mdl, &d->tm, &d->am), KIO_OK);
-  kio_seq_reader *r = NULL;
-  kio_ra_reader *ra = NULL;
-  ck_assert_int_eq(kio_seq_open(&r, feats, &kio_matrix_holder), KIO_OK);
-  ck_assert_int_eq(kio_ra_open(&ra, alis, &kio_int_vec_holder), KIO_OK);
-  for (; !kio_seq_done(r) && d->n < MAXU; kio_seq_next(r)) {
-    const kio_matrix *f = kio_seq_value(r);
-    const kio_int_vec *v = kio_ra_value(ra, kio_seq_key(r));
-    if (!v || v->n != f->rows) continue;
-    int n = d->n;
-    ck_assert_int_eq(kio_matrix_resize(&d->m[n], f->rows, f->cols), KIO_OK);
-    memcpy(d->m[n].data, f->data, sizeof(float) * (size_t)f->rows * (size_t)f->cols);
-    d->a[n] = malloc(sizeof(int32_t) * (size_t)v->n);
-    memcpy(d->a[n], v->v, sizeof(int32_t) * (size_t)v->n);
-    d->keys[n] = strdup(kio_seq_key(r));
-    d->u[n] = (gacc_utt){d->keys[n], &d->m[n], d->a[n]};
-    d->n++;
-  }
-  kio_seq_close(r);
-  kio_ra_close(ra);
-  ck_assert_int_ge(d->n, NJ);
-}
-
-static void utts_free(utts *d) {
-  for (int i = 0; i < d->n; i++) {
-    kio_matrix_free(&d->m[i]);
-    free(d->a[i]);
-    free(d->keys[i]);
-  }
-  kio_tmodel_free(&d->tm);
-  kio_am_gmm_free(&d->am);
-}
+enum { NJ = 11 }; /* jobs */
 
 /* Every value and total the same bits, the same shape. */
 static int same_sums(const gacc_stats *x, const gacc_stats *y) {
@@ -80,7 +37,8 @@ static int same_sums(const gacc_stats *x, const gacc_stats *y) {
  * reset between them as the trainer's: each job's statistics fetched to
  * the host (jobs[j]) and stashed in its slot of *ds (its rank in the
  * glob's order); then the host's sum and the device's, compared. */
-static void sum_both(const utts *d, gacc_acc *acc, gacc_dev_sum **ds) {
+static void sum_both(const acc_utts *d, gacc_acc *acc, gacc_dev_sum **ds) {
+  ck_assert_int_ge(d->n, NJ);  /* every job has utterances */
   ck_assert_int_eq(gacc_rebind(acc, &d->tm, &d->am, 0), KIO_OK);
   gacc_stats jobs[NJ], host, dev;
   memset(jobs, 0, sizeof jobs);
@@ -125,7 +83,7 @@ START_TEST(dev_sum_equals_host) {
   kio_gpu *g = NULL;
   ck_assert_int_eq(kio_gpu_job(&g, 0), KIO_OK);
   printf("GPU: %s\n", kio_gpu_desc(g));
-  utts mono, tri1, tri2;
+  acc_utts mono, tri1, tri2;
   utts_load(&mono, "models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark");
   utts_load(&tri1, "models/tri1/final.mdl", "ark:feats/delta.ark", "ark:kaldi/tri1/ali.ark");
   utts_load(&tri2, "models/tri2/final.mdl", "ark:feats/lda.ark", "ark:kaldi/tri2/ali.ark");
@@ -140,9 +98,9 @@ START_TEST(dev_sum_equals_host) {
   gacc_dev_sum_free(ds);
   gacc_free(acc);
   gacc_free(acc2);
-  utts_free(&mono);
-  utts_free(&tri1);
-  utts_free(&tri2);
+  acc_utts_free(&mono);
+  acc_utts_free(&tri1);
+  acc_utts_free(&tri2);
 }
 END_TEST
 
@@ -162,7 +120,7 @@ static double rnd(unsigned *seed) {
  * stashed: the host's sum of the same values, and the occupancies before
  * their rounding are the double sums of their floats in the glob's order. */
 START_TEST(dev_sum_random_values) {
-  utts tri1;
+  acc_utts tri1;
   utts_load(&tri1, "models/tri1/final.mdl", "ark:feats/delta.ark", "ark:kaldi/tri1/ali.ark");
   gacc_acc *acc = NULL;
   ck_assert_int_eq(gacc_new(&acc, "gpu", &tri1.tm, &tri1.am), KIO_OK);
@@ -217,7 +175,7 @@ START_TEST(dev_sum_random_values) {
   gacc_stats_free(&raw);
   gacc_dev_sum_free(ds);
   gacc_free(acc);
-  utts_free(&tri1);
+  acc_utts_free(&tri1);
 }
 END_TEST
 
@@ -230,7 +188,7 @@ static void quiet(int level, const char *func, const char *file, int line, const
 /* A slot out of range, a CPU accumulator, another shape: refused (ERROR,
  * KIO_ERR), nothing written. */
 START_TEST(dev_sum_refuses_misfits) {
-  utts mono, tri1;
+  acc_utts mono, tri1;
   utts_load(&mono, "models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark");
   utts_load(&tri1, "models/tri1/final.mdl", "ark:feats/delta.ark", "ark:kaldi/tri1/ali.ark");
   gacc_stats shape;
@@ -257,8 +215,8 @@ START_TEST(dev_sum_refuses_misfits) {
   gacc_free(other);
   gacc_dev_sum_free(ds);
   gacc_stats_free(&shape);
-  utts_free(&mono);
-  utts_free(&tri1);
+  acc_utts_free(&mono);
+  acc_utts_free(&tri1);
 }
 END_TEST
 

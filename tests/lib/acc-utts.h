@@ -1,4 +1,4 @@
-/* check_gpu_acc's fixture utterances in memory: up to MAXU of a feature
+/* The GPU accumulator suites' fixture utterances in memory: up to MAXU of a feature
  * archive with their alignments, and the model. Test code only. */
 #ifndef ACC_UTTS_H
 #define ACC_UTTS_H
@@ -19,9 +19,9 @@ typedef struct {
   char *keys[MAXU];
   gacc_utt u[MAXU];
   int n;
-} mono_utts;
+} acc_utts;
 
-static void utts_load(mono_utts *d, const char *mdl, const char *feats, const char *alis) {
+static inline void utts_load(acc_utts *d, const char *mdl, const char *feats, const char *alis) {
   memset(d, 0, sizeof *d);
   ck_assert_int_eq(kio_model_read(mdl, &d->tm, &d->am), KIO_OK);
   kio_seq_reader *r = NULL;
@@ -46,11 +46,11 @@ static void utts_load(mono_utts *d, const char *mdl, const char *feats, const ch
   ck_assert_int_ge(d->n, 4);
 }
 
-static void mono_load(mono_utts *d) {
+static inline void mono_load(acc_utts *d) {
   utts_load(d, "models/mono/final.mdl", "ark:feats/delta.ark", "ark:kaldi/mono/ali.ark");
 }
 
-static void mono_free(mono_utts *d) {
+static inline void acc_utts_free(acc_utts *d) {
   for (int i = 0; i < d->n; i++) {
     kio_matrix_free(&d->m[i]);
     free(d->a[i]);
